@@ -1,0 +1,1 @@
+"""Hydra configuration files (installed as package data so ``vla-rl`` finds them anywhere)."""

@@ -1,0 +1,1 @@
+"""Real-world deployment (ROS bridge, robot interface, safety layer): added in a later release."""

@@ -1,0 +1,102 @@
+"""The environment contract that every simulator backend implements.
+
+An environment holds ``num_envs`` worlds and steps them together. Everything it returns is
+batched along the first dimension and lives on ``env.device``:
+
+* observations are a flat ``dict`` of tensors (``"proprio"``, ``"privileged"``,
+  ``"rgb_<camera>"`` as uint8 ``[N, H, W, 3]``) plus ``"instruction"``, a list of ``N`` strings;
+* ``reward`` is float32 ``[N]``; ``terminated`` and ``truncated`` are bool ``[N]``.
+
+Autoreset happens inside ``step``: a world whose episode ended is reset in the same call, the
+returned observation is the first one of its new episode, and ``info["final_obs"]`` holds the
+last observation of the finished episode (rows of worlds that did not finish are copies of the
+returned observation, so the whole batch can be fed to a value function). Truncated episodes
+are bootstrapped from that final observation by the algorithms.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+# A batched observation: tensors of shape [N, ...] and the instruction strings (list of N str).
+Observation = dict[str, Any]
+
+
+@dataclass
+class StepResult:
+    """What ``BatchedEnv.step`` returns for all worlds at once."""
+
+    obs: Observation
+    """Observation after the step; for worlds that finished, the first of the next episode."""
+    reward: torch.Tensor
+    """float32 [N]."""
+    terminated: torch.Tensor
+    """bool [N]: the episode reached a terminal state (no bootstrapping)."""
+    truncated: torch.Tensor
+    """bool [N]: the episode hit its time limit (bootstrap from ``info['final_obs']``)."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Always has ``"success"`` (bool [N], success at this step, before any reset) and
+    ``"final_obs"``. At episode ends it also has ``"episode"``: a dict of [N] tensors
+    (``return``, ``length``, ``success``, ``success_once``) valid where ``done``."""
+
+    @property
+    def done(self) -> torch.Tensor:
+        return self.terminated | self.truncated
+
+
+class BatchedEnv(ABC):
+    """N worlds stepped together. Subclasses fill the attributes in ``__init__``."""
+
+    num_envs: int
+    device: torch.device
+    observation_space: gym.spaces.Dict
+    """Space of one world's observation (without the batch dimension)."""
+    action_space: gym.spaces.Box
+    """Space of one world's action (without the batch dimension), normalised to [-1, 1]."""
+    max_episode_steps: int
+    control_hz: float
+
+    @abstractmethod
+    def reset(
+        self, seed: int | Sequence[int] | None = None, env_ids: torch.Tensor | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Reset all worlds, or only ``env_ids`` (the others keep their state).
+
+        ``seed`` as an int seeds world ``i`` with a stream derived from ``(seed, i)``; a
+        sequence gives one seed per reset world (worlds given the same seed start from the
+        same initial state, which group-based algorithms rely on).
+        """
+
+    @abstractmethod
+    def step(self, action: torch.Tensor) -> StepResult:
+        """Apply ``action`` ([N, action_dim], in [-1, 1]) for one control period."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue bit-exactly after ``load_state_dict`` (simulator state,
+        random generators, episode counters). Values are numpy arrays, tensors or JSON-able
+        scalars/strings. Backends that cannot snapshot raise ``NotImplementedError``; resuming
+        then starts from fresh episodes."""
+        raise NotImplementedError(f"{type(self).__name__} cannot snapshot its state")
+
+    def load_state_dict(self, state: dict[str, Any]) -> Observation:
+        """Restore a ``state_dict`` and return the current observation."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore a snapshot")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release simulator resources (renderers, threads)."""
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.action_space.shape[0])
+
+    def __enter__(self) -> BatchedEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,44 @@
+"""Typed configuration of an environment (the ``env`` group of the Hydra configs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class EnvConfig:
+    backend: str = "mujoco"
+    """Simulator backend registered with ``vla_rl.envs.register_backend`` (``mujoco``, ``gymnasium``)."""
+    task: str = "reach"
+    """Task name within the backend: ``reach``, ``push``, ``lift``, ``pick_place`` for MuJoCo, a
+    Gymnasium id such as ``Pendulum-v1`` for the ``gymnasium`` backend."""
+    num_envs: int = 64
+    """Number of worlds stepped together."""
+    control_mode: str = "ee_delta_pos"
+    """``joint_delta`` (7 joint-position deltas + gripper), ``ee_delta_pos`` (end-effector
+    position delta + gripper, orientation held pointing down) or ``ee_delta_pose`` (position and
+    axis-angle rotation delta + gripper). End-effector modes use damped least-squares IK."""
+    control_hz: float = 20.0
+    """Policy/control rate; the physics runs ``round(1 / (control_hz * physics_dt_s))`` substeps."""
+    physics_dt_s: float = 0.005
+    """Physics timestep in seconds."""
+    max_episode_steps: int = 0
+    """Time limit in control steps; ``<= 0`` uses the task's default."""
+    split: str = "train"
+    """Domain-randomisation split: ``train`` (in-distribution) or an out-of-distribution split
+    (``ood_visual``, ``ood_position``, ``ood_semantic``, ``ood_all``)."""
+    cameras: list[str] = field(default_factory=list)
+    """Cameras rendered into the observation as ``rgb_<name>``; empty disables rendering."""
+    image_size: int = 64
+    """Height and width of rendered images in pixels."""
+    shadows: bool = False
+    """Render shadows (dominates CPU render cost)."""
+    multisample: bool = False
+    """Multisample anti-aliasing when rendering (costly on CPU)."""
+    num_threads: int = 2
+    """Worker threads stepping (and rendering) the worlds."""
+    device: str = "cpu"
+    """Torch device of returned tensors."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific options passed through unchanged (e.g. Gymnasium ``make`` kwargs)."""

@@ -1,0 +1,31 @@
+"""Typed configuration of a policy (the ``policy`` group of the Hydra configs)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class PolicyConfig:
+    name: str = "mlp"
+    """Registered policy class: ``mlp`` (Gaussian MLP actor-critic on vector observations) or
+    ``cnn`` (convolutional encoder for ``rgb_*`` images, concatenated with vector observations)."""
+    actor_obs_keys: list[str] = field(default_factory=lambda: ["proprio", "privileged"])
+    """Observation keys the actor sees. Keys starting with ``rgb_`` are images."""
+    critic_obs_keys: list[str] | None = None
+    """Observation keys the critic sees; ``None`` uses ``actor_obs_keys``. Giving the critic
+    privileged state while the actor sees pixels is the asymmetric actor-critic."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256, 128])
+    """Hidden layer widths of the actor and critic MLP heads."""
+    activation: str = "elu"
+    """Activation of the MLP heads: ``elu``, ``relu``, ``tanh``, ``gelu``, ``silu``."""
+    init_log_std: float = 0.0
+    """Initial log standard deviation of the (state-independent) Gaussian action noise."""
+    normalize_obs: bool = True
+    """Keep a running mean/std of vector observations inside the model and normalise with it."""
+    cnn_channels: list[int] = field(default_factory=lambda: [32, 64, 64])
+    """Output channels of the convolution layers (``cnn`` only)."""
+    cnn_feature_dim: int = 256
+    """Width of the image embedding after the convolutions (``cnn`` only)."""
+    share_encoder: bool = True
+    """Actor and critic share the image encoder (``cnn`` only)."""
