@@ -26,7 +26,7 @@ train: venv
 	$(VENV)/bin/vla-rl train $(ARGS)
 
 test: venv
-	$(PY) -m pytest -q $(ARGS)
+	$(VENV)/bin/pytest -q $(ARGS)
 
 bench: venv
 	$(PY) -m benchmarks.run_all $(ARGS)
