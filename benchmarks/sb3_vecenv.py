@@ -50,8 +50,11 @@ class BatchedEnvAsSB3VecEnv(VecEnv):
             final = self._flatten(result.info["final_obs"])
             success = result.info["success"].cpu().numpy()
             for i in np.flatnonzero(done):
-                infos[i] = {"terminal_observation": final[i], "TimeLimit.truncated": bool(truncated[i]),
-                            "is_success": bool(success[i])}
+                infos[i] = {
+                    "terminal_observation": final[i],
+                    "TimeLimit.truncated": bool(truncated[i]),
+                    "is_success": bool(success[i]),
+                }
         return obs, result.reward.cpu().numpy(), done, infos
 
     def close(self) -> None:

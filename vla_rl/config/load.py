@@ -1,0 +1,111 @@
+"""Compose Hydra configs and validate them against the typed schema before any work starts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from vla_rl.config.schema import TrainConfig
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the dotted key it concerns."""
+
+
+def compose_train_config(overrides: Sequence[str] = (), config_name: str = "train") -> TrainConfig:
+    """Compose ``configs/<config_name>.yaml`` with command-line ``overrides`` and validate it."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import HydraException
+
+    try:
+        with initialize_config_module(config_module="vla_rl.configs", version_base="1.3"):
+            composed = compose(config_name=config_name, overrides=list(overrides))
+    except HydraException as error:
+        raise ConfigError(f"invalid configuration override: {error}") from None
+    return validate_train_config(composed)
+
+
+def load_train_config_file(path: str | Path) -> TrainConfig:
+    """Load a resolved ``config.yaml`` (as written into checkpoints) and validate it."""
+    return validate_train_config(OmegaConf.load(path))
+
+
+def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
+    """Merge ``raw`` into the schema (unknown keys and wrong types fail) and check values."""
+    if not isinstance(raw, DictConfig):
+        raw = OmegaConf.create(raw)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), raw)
+        config: TrainConfig = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "?"
+        reason = str(error).splitlines()[0]
+        if "not in" in reason:
+            raise ConfigError(f"unknown config key '{key}' ({reason})") from None
+        raise ConfigError(f"config key '{key}': {reason}") from None
+    for check in _CHECKS:
+        if not check.holds(config):
+            raise ConfigError(f"config key '{check.key}': {check.message} (got {check.value(config)!r})")
+    return config
+
+
+@dataclass(frozen=True)
+class _Check:
+    key: str
+    holds: Callable[[TrainConfig], bool]
+    message: str
+
+    def value(self, config: TrainConfig) -> Any:
+        return OmegaConf.select(OmegaConf.structured(config), self.key)
+
+
+_CHECKS: list[_Check] = [
+    _Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
+    _Check("env.control_hz", lambda c: c.env.control_hz > 0, "must be positive"),
+    _Check(
+        "env.physics_dt_s",
+        lambda c: 0 < c.env.physics_dt_s <= 1.0 / c.env.control_hz,
+        "must be positive and at most one control period",
+    ),
+    _Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
+    _Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
+    _Check("algorithm.num_steps", lambda c: c.algorithm.num_steps > 0, "must be positive"),
+    _Check("algorithm.num_epochs", lambda c: c.algorithm.num_epochs > 0, "must be positive"),
+    _Check(
+        "algorithm.num_minibatches",
+        lambda c: (
+            c.algorithm.num_minibatches > 0
+            and (c.algorithm.num_steps * c.env.num_envs) % c.algorithm.num_minibatches == 0
+        ),
+        "must be positive and divide num_steps * env.num_envs",
+    ),
+    _Check("algorithm.gamma", lambda c: 0 < c.algorithm.gamma <= 1, "must be in (0, 1]"),
+    _Check("algorithm.gae_lambda", lambda c: 0 <= c.algorithm.gae_lambda <= 1, "must be in [0, 1]"),
+    _Check("algorithm.clip_ratio", lambda c: c.algorithm.clip_ratio > 0, "must be positive"),
+    _Check("algorithm.learning_rate", lambda c: c.algorithm.learning_rate > 0, "must be positive"),
+    _Check(
+        "algorithm.lr_schedule",
+        lambda c: c.algorithm.lr_schedule in ("adaptive", "fixed"),
+        "must be 'adaptive' or 'fixed'",
+    ),
+    _Check(
+        "logger.wandb_mode",
+        lambda c: c.logger.wandb_mode in ("offline", "online", "disabled"),
+        "must be 'offline', 'online' or 'disabled'",
+    ),
+    _Check("logger.log_interval", lambda c: c.logger.log_interval > 0, "must be positive"),
+    _Check("total_env_steps", lambda c: c.total_env_steps > 0, "must be positive"),
+    _Check("checkpoint_interval", lambda c: c.checkpoint_interval > 0, "must be positive"),
+    _Check("eval.num_episodes", lambda c: c.eval.num_episodes >= 0, "must not be negative"),
+    _Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
+    _Check(
+        "success_target",
+        lambda c: c.success_target is None or 0 <= c.success_target <= 1,
+        "must be in [0, 1]",
+    ),
+]

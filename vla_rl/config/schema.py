@@ -1,0 +1,79 @@
+"""The typed schema of a training run; Hydra YAML in ``configs/`` is validated against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vla_rl.algorithms.config import PPOConfig
+from vla_rl.envs.config import EnvConfig
+from vla_rl.policies.config import PolicyConfig
+
+
+@dataclass
+class LoggerConfig:
+    progress_bar: bool = True
+    """Console progress bar with env-steps/s and success rate."""
+    tensorboard: bool = True
+    """Write TensorBoard event files under ``<run_dir>/tensorboard``."""
+    wandb_mode: str = "offline"
+    """Weights & Biases: ``offline`` (default, never needs the network), ``online`` or ``disabled``."""
+    wandb_project: str = "vla-rl"
+    """W&B project name."""
+    wandb_entity: str | None = None
+    """W&B entity (team or user); ``None`` uses the account default."""
+    wandb_group: str | None = None
+    """W&B group, e.g. to gather the seeds of one experiment."""
+    log_interval: int = 1
+    """Write metrics every this many iterations."""
+
+
+@dataclass
+class EvalConfig:
+    num_episodes: int = 64
+    """Episodes evaluated after training (and by ``vla-rl eval``)."""
+    deterministic: bool = True
+    """Act with the policy mean instead of sampling."""
+    video: bool = True
+    """Write mp4 videos of evaluation episodes."""
+    video_envs: int = 4
+    """How many worlds are recorded into the video (side by side)."""
+    video_camera: str = "front"
+    """Camera rendered for the video."""
+    video_size: int = 128
+    """Height and width of video frames in pixels."""
+    split: str = "train"
+    """Randomisation split evaluated (``train`` or an ``ood_*`` split)."""
+    num_envs: int = 0
+    """Worlds used for evaluation; ``<= 0`` uses the training env's ``num_envs``."""
+
+
+@dataclass
+class TrainConfig:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Simulator and task."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Policy network."""
+    algorithm: PPOConfig = field(default_factory=PPOConfig)
+    """RL algorithm and its hyperparameters."""
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    """Where metrics go."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Evaluation after training."""
+    seed: int = 0
+    """Seeds Python, numpy, torch and the environment; the same seed gives the same run on CPU."""
+    total_env_steps: int = 1_000_000
+    """Training stops after this many environment steps (summed over worlds)."""
+    max_minutes: float = 0.0
+    """Wall-clock cap on training in minutes; ``<= 0`` disables."""
+    checkpoint_interval: int = 50
+    """Write a checkpoint every this many iterations (and always at the end)."""
+    keep_checkpoints: int = 3
+    """Checkpoints kept on disk (oldest pruned); ``<= 0`` keeps all."""
+    run_dir: str = "runs/default"
+    """Output folder for checkpoints, logs and videos."""
+    resume: str | None = None
+    """Checkpoint or run folder to continue from (exactly, including env and RNG state)."""
+    torch_num_threads: int = 1
+    """Threads torch uses for the network; the simulator has its own (``env.num_threads``)."""
+    success_target: float | None = None
+    """If set, ``vla-rl train`` exits with status 1 when the final evaluation success is below it."""
