@@ -1,0 +1,80 @@
+"""Learning targets: train each job through the CLI under its wall-clock budget, then evaluate.
+
+Each job is a plain ``vla-rl train`` run (the same path a user takes) with ``max_minutes`` set to
+its budget; the final deterministic evaluation's success rate is compared with the target.
+
+    python -m benchmarks.learning                 # all jobs, one after another
+    python -m benchmarks.learning --jobs push lift
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import machine_line
+
+SUCCESS_PATTERN = re.compile(r"evaluation \((\d+) episodes.*?success rate ([0-9.]+) %")
+
+
+@dataclass(frozen=True)
+class LearningJob:
+    overrides: tuple[str, ...]
+    """Hydra overrides on top of the default training config."""
+    budget_min: float
+    """Wall-clock budget for training (the target's time limit)."""
+    target_success: float
+    """Required final evaluation success rate, in [0, 1]."""
+
+
+JOBS: dict[str, LearningJob] = {
+    "reach": LearningJob((), 10.0, 0.95),
+    "push": LearningJob(("env=push",), 30.0, 0.80),
+    "lift": LearningJob(("env=lift",), 30.0, 0.50),
+    "reach_pixels": LearningJob(("env=reach_pixels", "policy=cnn"), 30.0, 0.90),
+}
+
+
+def run_job(name: str, job: LearningJob, run_root: Path) -> tuple[float, float, int]:
+    """Train and evaluate; returns (success rate, wall minutes, exit code)."""
+    overrides = [*job.overrides, f"max_minutes={job.budget_min}", f"run_dir={run_root / name}"]
+    command = [sys.executable, "-m", "vla_rl.cli", "train", *overrides]
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    wall_min = (time.perf_counter() - start) / 60.0
+    output = proc.stdout + proc.stderr
+    (run_root / f"{name}.log").write_text(output)
+    matches = SUCCESS_PATTERN.findall(output)
+    success = float(matches[-1][1]) / 100.0 if matches else float("nan")
+    return success, wall_min, proc.returncode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", nargs="+", default=list(JOBS), choices=list(JOBS))
+    parser.add_argument("--run-root", type=Path, default=None, help="where runs and logs go")
+    args = parser.parse_args()
+    run_root = args.run_root or Path(tempfile.mkdtemp(prefix="vla_rl_learning_"))
+    run_root.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {machine_line()}")
+    print(f"runs and logs: {run_root}")
+    print(f"{'job':<14} {'budget':>8} {'wall':>8} {'success':>8} {'target':>8}  result")
+    for name in args.jobs:
+        job = JOBS[name]
+        success, wall_min, code = run_job(name, job, run_root)
+        passed = code in (0, 1) and success >= job.target_success
+        print(
+            f"{name:<14} {job.budget_min:>6.0f}m {wall_min:>7.1f}m {100 * success:>7.1f}% "
+            f"{100 * job.target_success:>7.0f}%  {'PASS' if passed else 'FAIL'}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Throughput side by side in one run, on the same task, network sizes and batch.
+
+1. raw MuJoCo physics (``mujoco.rollout`` over the task's own models, same substeps per control
+   step, both cores) -- the ceiling for any rollout on this machine;
+2. vla-rl rollout only (simulation + controller + observation + policy inference);
+3. vla-rl end-to-end PPO (rollout + update);
+4. stable-baselines3 PPO on the very same simulator (through ``BatchedEnvAsSB3VecEnv``), with the
+   same MLP sizes, activation, rollout length, minibatch size and epochs.
+
+Each figure is the median of ``--repeats`` timed runs after a warm-up.
+
+    python -m benchmarks.throughput [--task reach] [--num-envs 64] [--iterations 5] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from benchmarks.common import machine_line
+from vla_rl.config import compose_train_config
+from vla_rl.config.schema import TrainConfig
+from vla_rl.envs import make_env
+from vla_rl.training.components import build_training_components
+
+
+def _config(task: str, num_envs: int, threads: int) -> TrainConfig:
+    return compose_train_config(
+        [f"env.task={task}", f"env.num_envs={num_envs}", f"env.num_threads={threads}", "seed=0"]
+    )
+
+
+def raw_physics_steps_per_s(cfg: TrainConfig, repeats: int) -> float:
+    from vla_rl.sims.mujoco.physics_reference import physics_env_steps_per_s
+
+    rates = [physics_env_steps_per_s(cfg.env) for _ in range(repeats)]
+    return statistics.median(rates)
+
+
+def vla_rl_rates(cfg: TrainConfig, iterations: int, repeats: int) -> tuple[float, float]:
+    """Median env-steps/s of rollout-only and of end-to-end PPO iterations."""
+    env = make_env(cfg.env)
+    parts = build_training_components(cfg, env)
+    obs, _ = env.reset(seed=cfg.seed)
+    steps = cfg.algorithm.num_steps * env.num_envs
+    obs, _ = parts.collector.collect(obs)  # warm-up
+    parts.algorithm.update(parts.buffer)
+    rollout_rates, ppo_rates = [], []
+    for _ in range(repeats):
+        rollout_s = 0.0
+        start = time.perf_counter()
+        for _ in range(iterations):
+            t0 = time.perf_counter()
+            obs, _ = parts.collector.collect(obs)
+            rollout_s += time.perf_counter() - t0
+            parts.algorithm.update(parts.buffer)
+        total_s = time.perf_counter() - start
+        rollout_rates.append(iterations * steps / rollout_s)
+        ppo_rates.append(iterations * steps / total_s)
+    env.close()
+    return statistics.median(rollout_rates), statistics.median(ppo_rates)
+
+
+def sb3_ppo_rate(cfg: TrainConfig, iterations: int, repeats: int) -> float:
+    from stable_baselines3 import PPO
+
+    from benchmarks.sb3_vecenv import BatchedEnvAsSB3VecEnv
+
+    activations = {"elu": torch.nn.ELU, "relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}
+    env = make_env(cfg.env)
+    venv = BatchedEnvAsSB3VecEnv(env, tuple(cfg.policy.actor_obs_keys))
+    venv.seed(cfg.seed)
+    algo = cfg.algorithm
+    steps = algo.num_steps * env.num_envs
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=algo.num_steps,
+        batch_size=steps // algo.num_minibatches,
+        n_epochs=algo.num_epochs,
+        gamma=algo.gamma,
+        gae_lambda=algo.gae_lambda,
+        clip_range=algo.clip_ratio,
+        learning_rate=algo.learning_rate,
+        max_grad_norm=algo.max_grad_norm,
+        policy_kwargs={
+            "net_arch": {"pi": list(cfg.policy.hidden_sizes), "vf": list(cfg.policy.hidden_sizes)},
+            "activation_fn": activations[cfg.policy.activation],
+        },
+        device="cpu",
+        seed=cfg.seed,
+        verbose=0,
+    )
+    model.learn(total_timesteps=steps)  # warm-up
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.learn(total_timesteps=iterations * steps, reset_num_timesteps=False)
+        rates.append(iterations * steps / (time.perf_counter() - start))
+    venv.close()
+    return statistics.median(rates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="reach")
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2, help="simulation threads (cores)")
+    parser.add_argument("--iterations", type=int, default=5, help="PPO iterations per timed run")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+
+    cfg = _config(args.task, args.num_envs, args.threads)
+    torch.set_num_threads(cfg.torch_num_threads)
+    print(f"machine: {machine_line()}")
+    print(
+        f"task {args.task}, {args.num_envs} worlds, {cfg.env.control_hz:g} Hz control, "
+        f"rollout {cfg.algorithm.num_steps} steps, MLP {list(cfg.policy.hidden_sizes)}, "
+        f"{cfg.algorithm.num_epochs} epochs x {cfg.algorithm.num_minibatches} minibatches, "
+        f"torch threads {cfg.torch_num_threads}, sim threads {args.threads}"
+    )
+    physics = raw_physics_steps_per_s(cfg, args.repeats)
+    rollout, ppo = vla_rl_rates(cfg, args.iterations, args.repeats)
+    sb3 = sb3_ppo_rate(cfg, args.iterations, args.repeats)
+    print(f"{'raw MuJoCo physics (mujoco.rollout)':<40} {physics:>10,.0f} env-steps/s")
+    print(f"{'vla-rl rollout only (sim + policy)':<40} {rollout:>10,.0f} env-steps/s")
+    print(f"{'vla-rl PPO end to end':<40} {ppo:>10,.0f} env-steps/s")
+    print(f"{'stable-baselines3 PPO end to end':<40} {sb3:>10,.0f} env-steps/s")
+    print(f"ratio rollout / raw physics : {rollout / physics:.2f}  (target >= 0.60)")
+    print(f"ratio vla-rl PPO / SB3 PPO  : {ppo / sb3:.2f}  (target >= 2.0)")
+
+
+if __name__ == "__main__":
+    main()
