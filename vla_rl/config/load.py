@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +27,48 @@ def compose_train_config(overrides: Sequence[str] = (), config_name: str = "trai
         with initialize_config_module(config_module="vla_rl.configs", version_base="1.3"):
             composed = compose(config_name=config_name, overrides=list(overrides))
     except HydraException as error:
-        raise ConfigError(f"invalid configuration override: {error}") from None
+        raise _override_error(error) from None
     return validate_train_config(composed)
 
 
-def load_train_config_file(path: str | Path) -> TrainConfig:
-    """Load a resolved ``config.yaml`` (as written into checkpoints) and validate it."""
-    return validate_train_config(OmegaConf.load(path))
+def compose_config_module(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose ``configs/<config_name>.yaml`` with ``overrides`` without validating it (for
+    configs of other jobs, e.g. ``eval``)."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import HydraException
+
+    try:
+        with initialize_config_module(config_module="vla_rl.configs", version_base="1.3"):
+            return compose(config_name=config_name, overrides=list(overrides))
+    except HydraException as error:
+        raise _override_error(error) from None
+
+
+def load_train_config_file(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
+    """Load a resolved ``config.yaml`` (as written into checkpoints), apply Hydra-syntax
+    ``overrides`` (e.g. ``eval.num_episodes=10``) and validate it."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if not overrides:
+        return validate_train_config(OmegaConf.load(path))
+    try:
+        with initialize_config_dir(config_dir=str(path.parent), version_base="1.3"):
+            composed = compose(config_name=path.stem, overrides=list(overrides))
+    except HydraException as error:
+        raise _override_error(error) from None
+    return validate_train_config(composed)
+
+
+def _override_error(error: Exception) -> ConfigError:
+    message = str(error)
+    unknown = re.search(r"Could not override '([^']+)'", message)
+    if unknown:
+        return ConfigError(f"unknown config key '{unknown.group(1)}' (check the spelling)")
+    return ConfigError(f"invalid configuration override: {message}")
 
 
 def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:

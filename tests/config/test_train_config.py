@@ -1,0 +1,116 @@
+"""Composition of every YAML in configs/ and key-naming validation errors raised before any env exists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import vla_rl.configs
+
+from vla_rl.cli import EXIT_CONFIG_ERROR, main
+from vla_rl.config import ConfigError, TrainConfig, compose_train_config
+from vla_rl.config.load import compose_config_module
+from vla_rl.envs import EnvConfig, register_backend
+
+CONFIG_DIR = Path(vla_rl.configs.__file__).parent
+BUILT_ENVS: list[EnvConfig] = []
+
+
+@register_backend("config_test_counting")
+def _counting_backend(cfg: EnvConfig):  # noqa: ANN202 - never returns in these tests
+    BUILT_ENVS.append(cfg)
+    raise AssertionError("an environment was built although the config is invalid")
+
+
+def _group_options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONFIG_DIR / group).glob("*.yaml"))
+
+
+def test_groups_have_the_expected_options() -> None:
+    assert _group_options("env") == ["lift", "pick_place", "push", "reach", "reach_pixels"]
+    assert _group_options("policy") == ["cnn", "mlp"]
+    assert _group_options("algorithm") == ["ppo"]
+    assert _group_options("logger") == ["default"]
+
+
+@pytest.mark.parametrize("env", _group_options("env"))
+@pytest.mark.parametrize("policy", _group_options("policy"))
+def test_every_group_option_composes_and_validates(env: str, policy: str) -> None:
+    cfg = compose_train_config([f"env={env}", f"policy={policy}"])
+    assert isinstance(cfg, TrainConfig)
+    assert cfg.env.task == ("reach" if env == "reach_pixels" else env)
+    assert cfg.policy.name == policy
+
+
+def test_default_job_is_state_ppo_on_reach() -> None:
+    cfg = compose_train_config([])
+    assert (cfg.env.task, cfg.env.cameras, cfg.policy.name, cfg.algorithm.name) == ("reach", [], "mlp", "ppo")
+    assert cfg.policy.hidden_sizes == [256, 256, 128]
+    assert cfg.algorithm.lr_schedule == "adaptive"
+    assert 0 < cfg.max_minutes <= 6
+    assert cfg.run_dir.startswith("runs/reach_") and "${" not in cfg.run_dir
+
+
+def test_pixel_env_renders_the_camera_the_cnn_reads() -> None:
+    cfg = compose_train_config(["env=reach_pixels", "policy=cnn"])
+    assert [f"rgb_{c}" for c in cfg.env.cameras] == [
+        k for k in cfg.policy.actor_obs_keys if k.startswith("rgb_")
+    ]
+
+
+def test_eval_yaml_composes() -> None:
+    job = compose_config_module("eval", ["checkpoint=some/run"])
+    assert job.checkpoint == "some/run" and job.output_dir is None
+
+
+def test_overrides_apply_with_types() -> None:
+    cfg = compose_train_config(["env=push", "algorithm.learning_rate=3e-4", "env.num_envs=128"])
+    assert cfg.env.task == "push" and cfg.env.num_envs == 128
+    assert cfg.algorithm.learning_rate == pytest.approx(3e-4)
+    assert isinstance(cfg.algorithm.learning_rate, float)
+
+
+@pytest.mark.parametrize(
+    ("override", "fragments"),
+    [
+        ("algorithm.learnin_rate=1e-3", ["unknown config key", "algorithm.learnin_rate"]),
+        ("+algorithm.learnin_rate=1e-3", ["unknown config key", "algorithm.learnin_rate"]),
+        ("+typo_top=1", ["unknown config key", "typo_top"]),
+        ("algorithm.gamma=abc", ["algorithm.gamma", "abc"]),
+        ("env.num_envs=many", ["env.num_envs", "many"]),
+        ("algorithm.gamma=1.5", ["algorithm.gamma", "(0, 1]"]),
+        ("algorithm.gamma=0", ["algorithm.gamma", "(0, 1]"]),
+        ("env.num_envs=0", ["env.num_envs", "positive"]),
+        ("algorithm.num_minibatches=3", ["algorithm.num_minibatches", "divide"]),
+        ("logger.wandb_mode=sometimes", ["logger.wandb_mode", "offline"]),
+        ("success_target=1.5", ["success_target"]),
+    ],
+)
+def test_bad_config_names_the_key(override: str, fragments: list[str]) -> None:
+    with pytest.raises(ConfigError) as raised:
+        compose_train_config([override])
+    for fragment in fragments:
+        assert fragment in str(raised.value)
+
+
+def test_num_minibatches_must_divide_the_batch() -> None:
+    # 32 steps * 6 worlds = 192 transitions: 3 divides it, 5 does not.
+    assert (
+        compose_train_config(["env.num_envs=6", "algorithm.num_minibatches=3"]).algorithm.num_minibatches == 3
+    )
+    with pytest.raises(ConfigError, match="algorithm.num_minibatches"):
+        compose_train_config(["env.num_envs=6", "algorithm.num_minibatches=5"])
+
+
+@pytest.mark.parametrize(
+    "override", ["algorithm.learnin_rate=1e-3", "algorithm.gamma=abc", "algorithm.gamma=2.0"]
+)
+def test_cli_rejects_bad_config_before_building_an_env(
+    override: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    before = len(BUILT_ENVS)
+    code = main(["train", "env.backend=config_test_counting", f"run_dir={tmp_path}", override])
+    assert code == EXIT_CONFIG_ERROR
+    assert override.split("=")[0] in capsys.readouterr().err
+    assert len(BUILT_ENVS) == before
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,59 @@
+import math
+
+import torch
+from rollout_fakes import CountingEnv, LinearValuePolicy
+
+from vla_rl.rollout import RolloutBuffer, RolloutCollector
+
+
+def collect_three_steps():
+    env = CountingEnv()
+    policy = LinearValuePolicy()
+    buffer = RolloutBuffer(3, env.num_envs, env.observation_space, env.action_dim)
+    collector = RolloutCollector(env, policy, buffer, gamma=0.9)
+    obs, _ = env.reset()
+    next_obs, stats = collector.collect(obs)
+    return env, policy, buffer, next_obs, stats
+
+
+def test_truncation_bootstraps_from_final_obs_and_termination_does_not():
+    _, _, buffer, next_obs, _ = collect_three_steps()
+    # Step 1 ends both episodes with final obs 2: the truncated world 0 gets 1 + 0.9 * V(2) = 1 + 0.9 * 20.
+    torch.testing.assert_close(buffer.rewards, torch.tensor([[1.0, 1.0], [19.0, 1.0], [1.0, 1.0]]))
+    assert buffer.dones.tolist() == [[False, False], [True, True], [False, False]]
+    torch.testing.assert_close(buffer.values[:, 0], torch.tensor([0.0, 10.0, 0.0]))
+    torch.testing.assert_close(buffer.last_value, torch.tensor([10.0, 10.0]))
+    torch.testing.assert_close(next_obs["proprio"][:, 0], torch.tensor([1.0, 1.0]))
+
+    buffer.compute_returns(buffer.last_value, gamma=0.9, lam=1.0)
+    # World 0: R0 = 1 + 0.9 * (1 + 0.9 * V(2)) = 18.1 — as if the episode had gone on.
+    # World 1: R0 = 1 + 0.9 * 1 = 1.9, R1 = 1 (terminal), R2 = 1 + 0.9 * V(1) = 10.
+    torch.testing.assert_close(buffer.returns, torch.tensor([[18.1, 1.9], [19.0, 1.0], [10.0, 10.0]]))
+
+
+def test_actions_are_clipped_for_the_env_but_stored_unclipped():
+    env, policy, buffer, _, _ = collect_three_steps()
+    assert all(torch.equal(a, torch.ones(2, 1)) for a in env.actions)
+    assert torch.equal(buffer.actions, torch.full((3, 2, 1), 3.0))
+    assert policy.normalizer_updates == 3
+
+
+def test_stats_count_finished_episodes():
+    _, _, _, _, stats = collect_three_steps()
+    assert stats.episodes == 2
+    assert stats.mean_return == 2.0
+    assert stats.mean_length == 2.0
+    assert stats.success_rate == 0.5
+    assert stats.success_once_rate == 0.5
+    assert stats.env_steps == 6
+    assert stats.rollout_time_s >= stats.sim_time_s + stats.policy_time_s > 0
+
+
+def test_no_normalizer_update_when_evaluating_and_nan_stats_without_episodes():
+    env = CountingEnv()
+    policy = LinearValuePolicy()
+    buffer = RolloutBuffer(1, env.num_envs, env.observation_space, env.action_dim)
+    obs, _ = env.reset()
+    _, stats = RolloutCollector(env, policy, buffer, gamma=0.9).collect(obs, update_normalizer=False)
+    assert policy.normalizer_updates == 0
+    assert stats.episodes == 0 and math.isnan(stats.mean_return)

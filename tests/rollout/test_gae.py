@@ -1,0 +1,31 @@
+import torch
+
+from vla_rl.rollout import compute_gae
+
+
+def test_gae_matches_hand_computed_values_with_a_done_in_the_middle():
+    # gamma 0.9, lambda 0.8. Env 0: done at t=1, so t=0 bootstraps from V(1) but t=1 does not.
+    #   t=2: delta = 3 + 0.9*2.0 - 1.5 = 3.3                      A = 3.3
+    #   t=1: delta = 2 - 1.0 = 1.0 (done)                         A = 1.0
+    #   t=0: delta = 1 + 0.9*1.0 - 0.5 = 1.4;  A = 1.4 + 0.72*1.0 = 2.12
+    # Env 1: done at t=2 (last_value ignored), zero values.
+    #   A2 = 1, A1 = 0.72 * 1 = 0.72, A0 = 0.72 * 0.72 = 0.5184
+    rewards = torch.tensor([[1.0, 0.0], [2.0, 0.0], [3.0, 1.0]])
+    values = torch.tensor([[0.5, 0.0], [1.0, 0.0], [1.5, 0.0]])
+    dones = torch.tensor([[False, False], [True, False], [False, True]])
+    last_value = torch.tensor([2.0, 5.0])
+    advantages, returns = compute_gae(rewards, values, dones, last_value, gamma=0.9, lam=0.8)
+    expected_adv = torch.tensor([[2.12, 0.5184], [1.0, 0.72], [3.3, 1.0]])
+    torch.testing.assert_close(advantages, expected_adv)
+    torch.testing.assert_close(returns, expected_adv + values)
+    torch.testing.assert_close(returns[:, 0], torch.tensor([2.62, 2.0, 4.8]))
+
+
+def test_gae_with_lambda_one_is_the_discounted_return_minus_value():
+    rewards = torch.tensor([[1.0], [1.0], [1.0]])
+    values = torch.tensor([[0.3], [0.2], [0.1]])
+    dones = torch.zeros(3, 1, dtype=torch.bool)
+    advantages, returns = compute_gae(rewards, values, dones, torch.tensor([10.0]), gamma=0.5, lam=1.0)
+    # R2 = 1 + 0.5*10 = 6, R1 = 1 + 0.5*6 = 4, R0 = 1 + 0.5*4 = 3
+    torch.testing.assert_close(returns, torch.tensor([[3.0], [4.0], [6.0]]))
+    torch.testing.assert_close(advantages, returns - values)

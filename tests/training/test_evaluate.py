@@ -1,0 +1,67 @@
+"""Evaluation counts each world's first episodes exactly and writes a video and a summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import imageio.v2 as imageio
+import torch
+import toy_env  # noqa: F401 - registers the toy_point backend
+
+from vla_rl.envs import EnvConfig
+from vla_rl.policies import PolicyConfig, build_policy
+from vla_rl.training.evaluate import episode_quotas, evaluate
+
+
+def _env_cfg(**changes: object) -> EnvConfig:
+    base = {"backend": "toy_point", "task": "point", "num_envs": 4, "max_episode_steps": 5, "num_threads": 1}
+    return EnvConfig(**{**base, **changes})
+
+
+def _policy(cfg: EnvConfig):  # noqa: ANN202
+    probe = toy_env.ToyPointEnv(cfg)
+    torch.manual_seed(0)
+    return build_policy(PolicyConfig(hidden_sizes=[8]), probe.observation_space, probe.action_space)
+
+
+def test_episode_quotas_split_evenly() -> None:
+    assert episode_quotas(10, 4).tolist() == [3, 3, 2, 2]
+    assert episode_quotas(8, 4).tolist() == [2, 2, 2, 2]
+    assert episode_quotas(3, 4).tolist() == [1, 1, 1, 0]
+
+
+def test_counts_exactly_num_episodes_and_writes_summary(tmp_path: Path) -> None:
+    cfg = _env_cfg()
+    result = evaluate(_policy(cfg), cfg, num_episodes=10, summary_path=tmp_path / "summary.json")
+    assert result.num_episodes == 10
+    assert result.mean_length == 5.0
+    assert 0.0 <= result.success_rate <= result.success_once_rate <= 1.0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["num_episodes"] == 10 and summary["split"] == "train"
+
+
+def test_fewer_episodes_than_worlds_uses_fewer_worlds() -> None:
+    cfg = _env_cfg(num_envs=16)
+    before = len(toy_env.BUILT)
+    assert evaluate(_policy(cfg), cfg, num_episodes=3).num_episodes == 3
+    assert toy_env.BUILT[before].num_envs == 3
+
+
+def test_state_policy_gets_a_video_env_with_the_camera(tmp_path: Path) -> None:
+    cfg = _env_cfg()
+    policy = _policy(cfg)
+    policy.train()
+    before = len(toy_env.BUILT)
+    result = evaluate(
+        policy, cfg, num_episodes=4, video_dir=tmp_path, split="ood_all", video_envs=2, video_size=32
+    )
+    assert policy.training
+    video_env = toy_env.BUILT[-1]
+    assert len(toy_env.BUILT) == before + 2
+    assert (video_env.num_envs, video_env.cameras, video_env.image_size) == (2, ["front"], 32)
+    assert result.split == "ood_all"
+    frames = imageio.mimread(result.video_path)
+    assert len(frames) == 1 + 5  # the reset frame and one per step of the 5-step episode
+    assert frames[0].shape == (32, 2 * 32, 3)
+    assert json.loads((tmp_path / "eval_summary.json").read_text())["video_path"] == result.video_path

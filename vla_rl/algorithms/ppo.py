@@ -1,0 +1,193 @@
+"""Proximal Policy Optimisation with clipped surrogate, clipped value loss and KL-adaptive lr."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from vla_rl.algorithms.config import PPOConfig
+from vla_rl.algorithms.registry import register_algorithm
+from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
+
+MIN_LEARNING_RATE = 1e-5
+MAX_LEARNING_RATE = 1e-2
+LR_ADAPT_FACTOR = 1.5
+LR_SCHEDULES = ("adaptive", "fixed")
+ADVANTAGE_EPS = 1e-8
+
+
+def gaussian_kl(
+    old_mean: torch.Tensor, old_std: torch.Tensor, new_mean: torch.Tensor, new_std: torch.Tensor
+) -> torch.Tensor:
+    """KL(old || new) of diagonal Gaussians, summed over the action dimension -> [B].
+
+    ``log(s_new / s_old) + (s_old^2 + (m_old - m_new)^2) / (2 s_new^2) - 1/2`` per dimension.
+    """
+    per_dim = (
+        torch.log(new_std / old_std)
+        + (old_std.square() + (old_mean - new_mean).square()) / (2.0 * new_std.square())
+        - 0.5
+    )
+    return per_dim.sum(dim=-1)
+
+
+def adapt_learning_rate(learning_rate: float, kl: float, desired_kl: float) -> float:
+    """Divide by 1.5 when ``kl > 2 desired_kl``, multiply by 1.5 when ``kl < desired_kl / 2``."""
+    if kl > 2.0 * desired_kl:
+        learning_rate /= LR_ADAPT_FACTOR
+    elif kl < desired_kl / 2.0:
+        learning_rate *= LR_ADAPT_FACTOR
+    return min(max(learning_rate, MIN_LEARNING_RATE), MAX_LEARNING_RATE)
+
+
+@dataclass
+class PPOLosses:
+    """Loss terms of one minibatch (``total`` carries the graph; the rest are detached)."""
+
+    total: torch.Tensor
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+    ratio: torch.Tensor
+    """[B] probability ratios new / old."""
+    clip_fraction: torch.Tensor
+    """Fraction of samples with ``|ratio - 1| > clip_ratio``."""
+    approx_kl: torch.Tensor
+    """Sample estimate ``mean((ratio - 1) - log ratio)`` of KL(old || new)."""
+    kl: torch.Tensor
+    """Analytic KL(old || new) of the Gaussians, averaged over the batch."""
+
+
+@register_algorithm("ppo")
+class PPO:
+    """Epochs x minibatches of clipped-surrogate updates on one rollout (RSL-RL flavoured).
+
+    Value loss is the plain squared error (no 1/2 factor), clipped around the rollout's values
+    when ``value_clip > 0``: ``max((v - R)^2, (v_old + clip(v - v_old, -c, c) - R)^2)``.
+    """
+
+    def __init__(
+        self, policy: ActorCriticPolicy, cfg: PPOConfig, generator: torch.Generator | None = None
+    ) -> None:
+        if cfg.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"unknown lr_schedule {cfg.lr_schedule!r}; allowed: {list(LR_SCHEDULES)}")
+        self.policy = policy
+        self.cfg = cfg
+        self.learning_rate = float(cfg.learning_rate)
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=self.learning_rate)
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
+
+    def compute_losses(self, batch: Minibatch) -> PPOLosses:
+        cfg = self.cfg
+        log_prob, entropy, value, mean, std = self.policy.evaluate(batch["obs"], batch["actions"])
+        advantages = batch["advantages"]
+        if cfg.normalize_advantages and advantages.numel() > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + ADVANTAGE_EPS)
+
+        log_ratio = log_prob - batch["log_probs"]
+        ratio = log_ratio.exp()
+        clipped_ratio = ratio.clamp(1.0 - cfg.clip_ratio, 1.0 + cfg.clip_ratio)
+        policy_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean()
+
+        returns = batch["returns"]
+        value_error = (value - returns).square()
+        if cfg.value_clip > 0:
+            old_value = batch["values"]
+            value_clipped = old_value + (value - old_value).clamp(-cfg.value_clip, cfg.value_clip)
+            value_loss = torch.max(value_error, (value_clipped - returns).square()).mean()
+        else:
+            value_loss = value_error.mean()
+
+        entropy_mean = entropy.mean()
+        total = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy_mean
+        with torch.no_grad():
+            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_ratio).float().mean()
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()
+            kl = gaussian_kl(batch["means"], batch["stds"], mean, std).mean()
+        return PPOLosses(
+            total=total,
+            policy_loss=policy_loss.detach(),
+            value_loss=value_loss.detach(),
+            entropy=entropy_mean.detach(),
+            ratio=ratio.detach(),
+            clip_fraction=clip_fraction,
+            approx_kl=approx_kl,
+            kl=kl,
+        )
+
+    def _set_learning_rate(self, learning_rate: float) -> None:
+        self.learning_rate = learning_rate
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+
+    def update(self, buffer: RolloutBuffer) -> dict[str, float]:
+        """Train on a full rollout; returns metrics averaged over all minibatch steps."""
+        cfg = self.cfg
+        buffer.compute_returns(buffer.last_value, cfg.gamma, cfg.gae_lambda)
+        sums: dict[str, float] = {}
+        num_updates = 0
+        self.policy.train()
+        for _ in range(cfg.num_epochs):
+            for batch in buffer.minibatches(cfg.num_minibatches, self.generator):
+                losses = self.compute_losses(batch)
+                # The KL is measured before this step's gradient, on the policy the previous
+                # minibatches produced, so the lr reacts to how far the rollout policy has moved.
+                if cfg.lr_schedule == "adaptive":
+                    self._set_learning_rate(
+                        adapt_learning_rate(self.learning_rate, float(losses.kl), cfg.desired_kl)
+                    )
+                self.optimizer.zero_grad(set_to_none=True)
+                losses.total.backward()
+                grad_norm = _clip_grad_norm(self.policy, cfg.max_grad_norm)
+                self.optimizer.step()
+
+                for name, value in (
+                    ("policy_loss", losses.policy_loss),
+                    ("value_loss", losses.value_loss),
+                    ("entropy", losses.entropy),
+                    ("approx_kl", losses.approx_kl),
+                    ("kl", losses.kl),
+                    ("clip_fraction", losses.clip_fraction),
+                    ("grad_norm", grad_norm),
+                ):
+                    sums[name] = sums.get(name, 0.0) + float(value)
+                num_updates += 1
+        metrics = {name: total / num_updates for name, total in sums.items()}
+        metrics["learning_rate"] = self.learning_rate
+        metrics["explained_variance"] = explained_variance(buffer.values, buffer.returns)
+        metrics["action_std"] = float(buffer.stds.mean())
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        """Optimizer state, current learning rate and the minibatch-shuffling generator state
+        (the policy weights are saved with the policy)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "learning_rate": self.learning_rate,
+            "generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self._set_learning_rate(float(state["learning_rate"]))
+        if "generator" in state:
+            self.generator.set_state(state["generator"])
+
+
+def _clip_grad_norm(module: nn.Module, max_norm: float) -> torch.Tensor:
+    params = [p for p in module.parameters() if p.grad is not None]
+    if max_norm > 0:
+        return nn.utils.clip_grad_norm_(params, max_norm)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """``1 - Var(returns - values) / Var(returns)``; NaN when the returns are constant."""
+    var_returns = returns.var()
+    if var_returns == 0:
+        return float("nan")
+    return float(1.0 - (returns - values).var() / var_returns)

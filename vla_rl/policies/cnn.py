@@ -1,0 +1,151 @@
+"""Gaussian actor-critic with a small convolutional encoder for ``rgb_*`` camera images."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from vla_rl.envs.base import Observation
+from vla_rl.policies.config import PolicyConfig
+from vla_rl.policies.gaussian import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, GaussianActorCritic
+from vla_rl.policies.layers import (
+    HIDDEN_INIT_GAIN,
+    VectorObsEncoder,
+    activation_class,
+    build_mlp,
+    check_obs_keys,
+    is_image_key,
+    orthogonal_linear,
+)
+from vla_rl.policies.registry import register_policy
+
+CONV_KERNELS_STRIDES = [(8, 4), (4, 2)]
+"""(kernel, stride) of the first convolutions (Atari-style downsampling); later ones use (3, 1)."""
+LATER_CONV_KERNEL_STRIDE = (3, 1)
+
+
+class ImageEncoder(nn.Module):
+    """uint8 images [N, H, W, 3] of one or more cameras -> feature vector [N, feature_dim].
+
+    Cameras are stacked along channels (they must share H and W), scaled to [0, 1], passed
+    through strided convolutions and one linear layer.
+    """
+
+    def __init__(
+        self,
+        keys: list[str],
+        observation_space: gym.spaces.Dict,
+        channels: list[int],
+        feature_dim: int,
+        activation: str,
+    ) -> None:
+        super().__init__()
+        self.keys = keys
+        shapes = {key: tuple(observation_space[key].shape) for key in keys}
+        for key, shape in shapes.items():
+            if len(shape) != 3 or shape[-1] != 3:
+                raise ValueError(f"image key {key!r} must have shape (H, W, 3), got {shape}")
+        sizes = {shape[:2] for shape in shapes.values()}
+        if len(sizes) != 1:
+            raise ValueError(f"cameras must share one image size to be stacked, got {shapes}")
+        height, width = sizes.pop()
+        act = activation_class(activation)
+        layers: list[nn.Module] = []
+        in_channels = 3 * len(keys)
+        for i, out_channels in enumerate(channels):
+            kernel, stride = (
+                CONV_KERNELS_STRIDES[i] if i < len(CONV_KERNELS_STRIDES) else LATER_CONV_KERNEL_STRIDE
+            )
+            conv = nn.Conv2d(in_channels, out_channels, kernel, stride)
+            nn.init.orthogonal_(conv.weight, HIDDEN_INIT_GAIN)
+            nn.init.zeros_(conv.bias)
+            layers += [conv, act()]
+            in_channels = out_channels
+        layers.append(nn.Flatten())
+        self.convs = nn.Sequential(*layers)
+        with torch.no_grad():
+            flat_dim = self.convs(torch.zeros(1, 3 * len(keys), height, width)).shape[-1]
+        self.project = nn.Sequential(orthogonal_linear(flat_dim, feature_dim, HIDDEN_INIT_GAIN), act())
+        self.feature_dim = feature_dim
+
+    def forward(self, obs: Observation) -> torch.Tensor:
+        images = torch.cat([obs[key] for key in self.keys], dim=-1)
+        x = images.permute(0, 3, 1, 2).float().div_(255.0)
+        return self.project(self.convs(x))
+
+
+@register_policy("cnn")
+class GaussianCNNPolicy(GaussianActorCritic):
+    """Image features concatenated with normalised vector keys, followed by MLP heads.
+
+    With ``share_encoder`` the actor and critic use one image encoder (trained by both losses).
+    A critic given no image key is a plain MLP on its vector keys (asymmetric actor-critic).
+    """
+
+    def __init__(
+        self, cfg: PolicyConfig, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box
+    ) -> None:
+        super().__init__(action_space, cfg.init_log_std)
+        actor_keys = list(cfg.actor_obs_keys)
+        critic_keys = list(cfg.critic_obs_keys) if cfg.critic_obs_keys is not None else actor_keys
+        check_obs_keys(actor_keys, observation_space, "actor")
+        check_obs_keys(critic_keys, observation_space, "critic")
+        self.actor_image_keys = [k for k in actor_keys if is_image_key(k)]
+        self.critic_image_keys = [k for k in critic_keys if is_image_key(k)]
+        if not self.actor_image_keys:
+            raise ValueError(f"policy 'cnn' needs an rgb_* key among actor keys, got {actor_keys}")
+        self.actor_vector_keys = [k for k in actor_keys if not is_image_key(k)]
+        self.critic_vector_keys = [k for k in critic_keys if not is_image_key(k)]
+        self.obs_encoder = VectorObsEncoder(
+            self.actor_vector_keys + self.critic_vector_keys, observation_space, cfg.normalize_obs
+        )
+
+        def image_encoder(keys: list[str]) -> ImageEncoder:
+            return ImageEncoder(
+                keys, observation_space, cfg.cnn_channels, cfg.cnn_feature_dim, cfg.activation
+            )
+
+        self.actor_encoder = image_encoder(self.actor_image_keys)
+        self.shared_encoder = bool(cfg.share_encoder) and self.critic_image_keys == self.actor_image_keys
+        self.critic_encoder: ImageEncoder | None = None
+        if self.critic_image_keys and not self.shared_encoder:
+            self.critic_encoder = image_encoder(self.critic_image_keys)
+
+        actor_in = cfg.cnn_feature_dim + self.obs_encoder.output_dim(self.actor_vector_keys)
+        critic_in = self.obs_encoder.output_dim(self.critic_vector_keys)
+        if self.critic_image_keys:
+            critic_in += cfg.cnn_feature_dim
+        self.actor = build_mlp(actor_in, cfg.hidden_sizes, self.action_dim, cfg.activation, ACTOR_OUT_GAIN)
+        self.critic = build_mlp(critic_in, cfg.hidden_sizes, 1, cfg.activation, CRITIC_OUT_GAIN)
+
+    def _actor_input(self, obs: Observation, image_features: torch.Tensor) -> torch.Tensor:
+        if not self.actor_vector_keys:
+            return image_features
+        return torch.cat([image_features, self.obs_encoder.encode(obs, self.actor_vector_keys)], dim=-1)
+
+    def _critic_value(self, obs: Observation, actor_image_features: torch.Tensor | None) -> torch.Tensor:
+        parts = []
+        if self.critic_image_keys:
+            if self.shared_encoder:
+                shared = actor_image_features
+                parts.append(shared if shared is not None else self.actor_encoder(obs))
+            else:
+                assert self.critic_encoder is not None
+                parts.append(self.critic_encoder(obs))
+        if self.critic_vector_keys:
+            parts.append(self.obs_encoder.encode(obs, self.critic_vector_keys))
+        return self.critic(torch.cat(parts, dim=-1)).squeeze(-1)
+
+    def actor_mean(self, obs: Observation) -> torch.Tensor:
+        return self.actor(self._actor_input(obs, self.actor_encoder(obs)))
+
+    def get_value(self, obs: Observation) -> torch.Tensor:
+        return self._critic_value(obs, None)
+
+    def mean_and_value(self, obs: Observation) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.actor_encoder(obs)
+        return self.actor(self._actor_input(obs, features)), self._critic_value(obs, features)
+
+    def update_normalizer(self, obs: Observation) -> None:
+        self.obs_encoder.update(obs)

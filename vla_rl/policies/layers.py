@@ -1,0 +1,103 @@
+"""Building blocks shared by the policies: MLPs, activations, observation key handling."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from vla_rl.envs.base import Observation
+from vla_rl.policies.normalizer import RunningMeanStd
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "elu": nn.ELU,
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "gelu": nn.GELU,
+    "silu": nn.SiLU,
+}
+IMAGE_KEY_PREFIX = "rgb_"
+HIDDEN_INIT_GAIN = math.sqrt(2.0)
+
+
+def is_image_key(key: str) -> bool:
+    return key.startswith(IMAGE_KEY_PREFIX)
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; allowed: {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def build_mlp(
+    in_dim: int, hidden_sizes: list[int], out_dim: int, activation: str, out_gain: float
+) -> nn.Sequential:
+    """Linear layers with orthogonal init (gain sqrt(2) hidden, ``out_gain`` last), zero biases."""
+    act = activation_class(activation)
+    layers: list[nn.Module] = []
+    width = in_dim
+    for hidden in hidden_sizes:
+        layers += [orthogonal_linear(width, hidden, HIDDEN_INIT_GAIN), act()]
+        width = hidden
+    layers.append(orthogonal_linear(width, out_dim, out_gain))
+    return nn.Sequential(*layers)
+
+
+def orthogonal_linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(in_dim, out_dim)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def check_obs_keys(keys: list[str], observation_space: gym.spaces.Dict, role: str) -> None:
+    """Raise ``ValueError`` naming any key missing from the space (and the allowed keys)."""
+    if not keys:
+        raise ValueError(f"{role} observation keys are empty; allowed: {sorted(observation_space.spaces)}")
+    for key in keys:
+        if key not in observation_space.spaces:
+            raise ValueError(
+                f"{role} observation key {key!r} is not in the observation space; "
+                f"allowed: {sorted(observation_space.spaces)}"
+            )
+
+
+def vector_dim(observation_space: gym.spaces.Dict, key: str) -> int:
+    space = observation_space[key]
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(f"observation key {key!r} must be a Box space, got {space}")
+    return int(math.prod(space.shape))
+
+
+class VectorObsEncoder(nn.Module):
+    """Flattens and concatenates vector observation keys, each with its own running normaliser.
+
+    One instance is shared by actor and critic so both see the same statistics; ``encode``
+    picks which keys (in which order) a head receives.
+    """
+
+    def __init__(self, keys: list[str], observation_space: gym.spaces.Dict, normalize: bool) -> None:
+        super().__init__()
+        self.keys = list(dict.fromkeys(keys))
+        self.dims = {key: vector_dim(observation_space, key) for key in self.keys}
+        self.normalize = normalize
+        self.normalizers = nn.ModuleDict(
+            {key: RunningMeanStd((dim,)) for key, dim in self.dims.items()} if normalize else {}
+        )
+
+    def output_dim(self, keys: list[str]) -> int:
+        return sum(self.dims[key] for key in keys)
+
+    def update(self, obs: Observation) -> None:
+        for key, normalizer in self.normalizers.items():
+            normalizer.update(obs[key].reshape(obs[key].shape[0], -1))
+
+    def encode(self, obs: Observation, keys: list[str]) -> torch.Tensor:
+        parts = []
+        for key in keys:
+            x = obs[key].reshape(obs[key].shape[0], -1).float()
+            parts.append(self.normalizers[key](x) if self.normalize else x)
+        return torch.cat(parts, dim=-1)

@@ -1,0 +1,200 @@
+"""Atomic, pickle-free checkpoints: ``<run_dir>/checkpoints/iter_000123/``.
+
+Each checkpoint directory holds
+
+* ``policy.safetensors``: the policy ``state_dict`` (including its observation normaliser);
+* ``trainer_state.safetensors``: every tensor or array of the trainer state (optimizer moments,
+  torch RNG, simulator state arrays);
+* ``trainer_state.json``: the rest (iteration, env steps, learning rate, optimizer
+  hyperparameters, Python/numpy RNG scalars, JSON-able env state) and where each tensor goes;
+* ``config.yaml``: the resolved training config.
+
+A checkpoint is written into a hidden temporary sibling, fsynced and renamed into place, and only
+then does ``checkpoints/latest`` (a one-line text file, itself replaced atomically) point at it, so
+a crash at any moment leaves the previous checkpoint intact and loadable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+from safetensors.torch import load_file, save_file
+
+from vla_rl.config.schema import TrainConfig
+from vla_rl.training.state_codec import decode_state, encode_state
+
+CHECKPOINTS_DIRNAME = "checkpoints"
+LATEST_FILENAME = "latest"
+POLICY_FILENAME = "policy.safetensors"
+STATE_TENSORS_FILENAME = "trainer_state.safetensors"
+STATE_JSON_FILENAME = "trainer_state.json"
+CONFIG_FILENAME = "config.yaml"
+_PREFIX = "iter_"
+_TMP_PREFIX = ".tmp-"
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint."""
+
+    path: Path
+    """The ``iter_XXXXXX`` directory."""
+    iteration: int
+    """Training iterations completed when it was written."""
+    policy_state: dict[str, torch.Tensor]
+    """Policy ``state_dict``."""
+    trainer_state: dict[str, Any]
+    """The trainer state exactly as given to ``save_checkpoint``."""
+    config_path: Path
+    """The resolved ``config.yaml``."""
+
+
+def checkpoint_name(iteration: int) -> str:
+    return f"{_PREFIX}{iteration:06d}"
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    iteration: int,
+    policy_state: dict[str, torch.Tensor],
+    trainer_state: dict[str, Any],
+    config: TrainConfig,
+    keep: int = 0,
+) -> Path:
+    """Write checkpoint ``iteration`` atomically, point ``latest`` at it and prune to ``keep``
+    (``<= 0`` keeps all). Returns the checkpoint directory."""
+    root = Path(run_dir) / CHECKPOINTS_DIRNAME
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / checkpoint_name(iteration)
+    tmp = root / f"{_TMP_PREFIX}{final.name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        _write_contents(tmp, iteration, policy_state, trainer_state, config)
+        _fsync_dir(tmp)
+        _replace_dir(tmp, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _write_text_atomic(root / LATEST_FILENAME, final.name + "\n")
+    if keep > 0:
+        prune_checkpoints(root, keep)
+    return final
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Load a checkpoint from its directory, a ``checkpoints`` folder or a run folder (the last
+    two use ``latest``)."""
+    directory = resolve_checkpoint_dir(path)
+    meta = json.loads((directory / STATE_JSON_FILENAME).read_text())
+    tensors = load_file(str(directory / STATE_TENSORS_FILENAME))
+    return Checkpoint(
+        path=directory,
+        iteration=int(meta["iteration"]),
+        policy_state=load_file(str(directory / POLICY_FILENAME)),
+        trainer_state=decode_state(tensors, meta["state"]),
+        config_path=directory / CONFIG_FILENAME,
+    )
+
+
+def resolve_checkpoint_dir(path: str | Path) -> Path:
+    """Map a run folder, its ``checkpoints`` folder or a checkpoint folder to the checkpoint."""
+    path = Path(path)
+    if (path / POLICY_FILENAME).is_file():
+        return path
+    for root in (path / CHECKPOINTS_DIRNAME, path):
+        found = latest_checkpoint(root)
+        if found is not None:
+            return found
+    raise FileNotFoundError(f"no checkpoint found at {path}")
+
+
+def latest_checkpoint(checkpoints_dir: str | Path) -> Path | None:
+    """The checkpoint ``latest`` names in ``checkpoints_dir``, else the highest iteration."""
+    root = Path(checkpoints_dir)
+    latest_file = root / LATEST_FILENAME
+    if latest_file.is_file():
+        candidate = root / latest_file.read_text().strip()
+        if (candidate / POLICY_FILENAME).is_file():
+            return candidate
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def list_checkpoints(checkpoints_dir: str | Path) -> list[Path]:
+    """Complete checkpoint directories, oldest first."""
+    root = Path(checkpoints_dir)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and p.name.startswith(_PREFIX)]
+    return sorted(found, key=lambda p: p.name)
+
+
+def prune_checkpoints(checkpoints_dir: str | Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints (never the one ``latest`` names)."""
+    found = list_checkpoints(checkpoints_dir)
+    latest = latest_checkpoint(checkpoints_dir)
+    removed = [p for p in found[: max(len(found) - keep, 0)] if p != latest]
+    for path in removed:
+        shutil.rmtree(path)
+    return removed
+
+
+def _write_contents(
+    directory: Path,
+    iteration: int,
+    policy_state: dict[str, torch.Tensor],
+    trainer_state: dict[str, Any],
+    config: TrainConfig,
+) -> None:
+    policy_tensors = {k: v.detach().cpu().clone().contiguous() for k, v in policy_state.items()}
+    save_file(policy_tensors, str(directory / POLICY_FILENAME))
+    tensors, skeleton = encode_state(trainer_state)
+    save_file(tensors, str(directory / STATE_TENSORS_FILENAME))
+    meta = {"iteration": iteration, "state": skeleton}
+    (directory / STATE_JSON_FILENAME).write_text(json.dumps(meta, indent=1))
+    (directory / CONFIG_FILENAME).write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
+    for file in directory.iterdir():
+        _fsync_file(file)
+
+
+def _replace_dir(source: Path, target: Path) -> None:
+    """``os.replace`` for directories; an existing ``target`` (same iteration written again after
+    a resume) is moved aside first and deleted after the swap."""
+    if not target.exists():
+        os.replace(source, target)
+        return
+    aside = target.with_name(f"{_TMP_PREFIX}old-{target.name}-{os.getpid()}")
+    os.replace(target, aside)
+    os.replace(source, target)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f"{_TMP_PREFIX}{path.name}-{os.getpid()}")
+    tmp.write_text(text)
+    _fsync_file(tmp)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

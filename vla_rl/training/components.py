@@ -1,0 +1,52 @@
+"""Build the learning parts of a run (policy, rollout storage, collector, algorithm) for an env."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from vla_rl.config.schema import TrainConfig
+from vla_rl.envs.base import BatchedEnv
+from vla_rl.policies import ActorCriticPolicy, build_policy
+from vla_rl.rollout import RolloutBuffer, RolloutCollector
+
+
+@dataclass
+class TrainingComponents:
+    policy: ActorCriticPolicy
+    buffer: RolloutBuffer
+    collector: RolloutCollector
+    algorithm: Any
+    """The algorithm object: ``update(buffer) -> dict[str, float]``, ``state_dict()``,
+    ``load_state_dict(state)``."""
+
+
+def policy_obs_keys(cfg: TrainConfig) -> list[str]:
+    """Observation keys the actor or critic read (the only ones the buffer stores)."""
+    keys = list(cfg.policy.actor_obs_keys)
+    for key in cfg.policy.critic_obs_keys or []:
+        if key not in keys:
+            keys.append(key)
+    return keys
+
+
+def build_training_components(cfg: TrainConfig, env: BatchedEnv) -> TrainingComponents:
+    from vla_rl.algorithms import build_algorithm
+
+    policy = build_policy(cfg.policy, env.observation_space, env.action_space).to(env.device)
+    buffer = RolloutBuffer(
+        cfg.algorithm.num_steps,
+        env.num_envs,
+        env.observation_space,
+        env.action_dim,
+        device=env.device,
+        obs_keys=policy_obs_keys(cfg),
+    )
+    collector = RolloutCollector(env, policy, buffer, cfg.algorithm.gamma)
+    algorithm = build_algorithm(cfg.algorithm, policy)
+    generator = getattr(algorithm, "generator", None)
+    if isinstance(generator, torch.Generator):
+        generator.manual_seed(cfg.seed)
+    return TrainingComponents(policy=policy, buffer=buffer, collector=collector, algorithm=algorithm)

@@ -1,0 +1,194 @@
+"""Evaluate a policy on whole episodes of a fresh environment, optionally recording a video.
+
+Every world contributes a fixed quota of its *first* episodes (the quotas sum to
+``num_episodes``), so short episodes, which finish more often, are not over-counted. The video
+comes from a separate small env with a camera, so metric worlds never pay for rendering.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vla_rl.envs import EnvConfig, make_env
+from vla_rl.envs.base import BatchedEnv, Observation
+from vla_rl.policies.base import ActorCriticPolicy
+
+log = logging.getLogger(__name__)
+
+SUMMARY_FILENAME = "eval_summary.json"
+VIDEO_FILENAME = "eval.mp4"
+
+
+@dataclass
+class EvalResult:
+    success_rate: float
+    """Fraction of episodes successful at their last step."""
+    success_once_rate: float
+    """Fraction of episodes successful at any step."""
+    mean_return: float
+    """Mean undiscounted episode return."""
+    mean_length: float
+    """Mean episode length in control steps."""
+    num_episodes: int
+    """Episodes counted."""
+    split: str
+    """Randomisation split evaluated."""
+    video_path: str | None = None
+    """The mp4 written, if any."""
+
+
+def episode_quotas(num_episodes: int, num_envs: int) -> np.ndarray:
+    """Episodes each world contributes: as equal as possible, the first worlds take the remainder.
+
+    >>> episode_quotas(10, 4).tolist()
+    [3, 3, 2, 2]
+    """
+    quotas = np.full(num_envs, num_episodes // num_envs, dtype=np.int64)
+    quotas[: num_episodes % num_envs] += 1
+    return quotas
+
+
+@torch.no_grad()
+def evaluate(
+    policy: ActorCriticPolicy,
+    env_cfg: EnvConfig,
+    num_episodes: int,
+    deterministic: bool = True,
+    video_dir: str | Path | None = None,
+    split: str | None = None,
+    *,
+    num_envs: int = 0,
+    video_envs: int = 4,
+    video_camera: str = "front",
+    video_size: int = 128,
+    seed: int = 1_000_003,
+    summary_path: str | Path | None = None,
+) -> EvalResult:
+    """Run ``num_episodes`` episodes of ``policy`` on a fresh env built from ``env_cfg``.
+
+    ``split`` overrides ``env_cfg.split``; ``num_envs <= 0`` uses ``env_cfg.num_envs`` (never more
+    worlds than episodes). With ``video_dir`` an mp4 of ``video_envs`` worlds side by side is
+    written there. The summary JSON goes to ``summary_path`` (default ``video_dir``/eval_summary.json).
+    """
+    split = split or env_cfg.split
+    worlds = min(num_envs if num_envs > 0 else env_cfg.num_envs, max(num_episodes, 1))
+    eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split)
+    was_training = policy.training
+    policy.eval()
+    try:
+        env = make_env(eval_cfg)
+        try:
+            result = _run_episodes(policy, env, num_episodes, deterministic, seed)
+        finally:
+            env.close()
+        result.split = split
+        if video_dir is not None and video_envs > 0:
+            video_cfg = _video_env_config(eval_cfg, video_envs, video_camera, video_size)
+            result.video_path = _record_video(policy, video_cfg, video_camera, deterministic, seed, video_dir)
+    finally:
+        policy.train(was_training)
+    if summary_path is None and video_dir is not None:
+        summary_path = Path(video_dir) / SUMMARY_FILENAME
+    if summary_path is not None:
+        Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(summary_path).write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+    return result
+
+
+def _act(policy: ActorCriticPolicy, obs: Observation, deterministic: bool) -> torch.Tensor:
+    return policy.act(obs, deterministic=deterministic).action.clamp(-1.0, 1.0)
+
+
+def _run_episodes(
+    policy: ActorCriticPolicy, env: BatchedEnv, num_episodes: int, deterministic: bool, seed: int
+) -> EvalResult:
+    quotas = episode_quotas(num_episodes, env.num_envs)
+    counted = np.zeros(env.num_envs, dtype=np.int64)
+    returns: list[float] = []
+    lengths: list[float] = []
+    successes: list[bool] = []
+    success_once: list[bool] = []
+    obs, _ = env.reset(seed=seed)
+    while (counted < quotas).any():
+        step = env.step(_act(policy, obs, deterministic))
+        obs = step.obs
+        done = step.done.cpu().numpy()
+        if not done.any():
+            continue
+        episode = {k: v.cpu().numpy() for k, v in step.info["episode"].items()}
+        for i in np.flatnonzero(done & (counted < quotas)):
+            returns.append(float(episode["return"][i]))
+            lengths.append(float(episode["length"][i]))
+            successes.append(bool(episode["success"][i]))
+            success_once.append(bool(episode["success_once"][i]))
+            counted[i] += 1
+    count = len(returns)
+    return EvalResult(
+        success_rate=float(np.mean(successes)) if count else 0.0,
+        success_once_rate=float(np.mean(success_once)) if count else 0.0,
+        mean_return=float(np.mean(returns)) if count else 0.0,
+        mean_length=float(np.mean(lengths)) if count else 0.0,
+        num_episodes=count,
+        split="",
+    )
+
+
+def _video_env_config(cfg: EnvConfig, video_envs: int, camera: str, size: int) -> EnvConfig:
+    """Pixel policies keep their cameras and image size (the policy needs them); state policies
+    get just the video camera at ``size``."""
+    if cfg.cameras:
+        cameras = list(cfg.cameras) + ([camera] if camera not in cfg.cameras else [])
+        return dataclasses.replace(cfg, num_envs=video_envs, cameras=cameras)
+    return dataclasses.replace(cfg, num_envs=video_envs, cameras=[camera], image_size=size)
+
+
+def _record_video(
+    policy: ActorCriticPolicy,
+    cfg: EnvConfig,
+    camera: str,
+    deterministic: bool,
+    seed: int,
+    video_dir: str | Path,
+) -> str | None:
+    """Record each world's first episode; finished worlds hold their last frame."""
+    import imageio.v2 as imageio
+
+    key = f"rgb_{camera}"
+    env = make_env(cfg)
+    try:
+        if key not in env.observation_space.spaces:
+            log.warning("environment has no %r observation; no video written", key)
+            return None
+        obs, _ = env.reset(seed=seed)
+        frames = [_tile(obs[key])]
+        finished = torch.zeros(env.num_envs, dtype=torch.bool)
+        last = obs[key].clone()
+        while not bool(finished.all()):
+            step = env.step(_act(policy, obs, deterministic))
+            done = step.done.cpu()
+            current = torch.where(
+                done[:, None, None, None], step.info["final_obs"][key].cpu(), step.obs[key].cpu()
+            )
+            last = torch.where(finished[:, None, None, None], last, current)
+            finished |= done
+            frames.append(_tile(last))
+            obs = step.obs
+    finally:
+        env.close()
+    path = Path(video_dir) / VIDEO_FILENAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimwrite(path, frames, fps=max(int(round(cfg.control_hz)), 1), macro_block_size=1)
+    return str(path)
+
+
+def _tile(images: torch.Tensor) -> np.ndarray:
+    """[N, H, W, 3] uint8 -> [H, N * W, 3], worlds side by side."""
+    images = images.cpu()
+    return torch.cat(list(images), dim=1).numpy()

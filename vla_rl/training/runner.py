@@ -1,0 +1,263 @@
+"""The training loop: collect -> update -> log -> checkpoint, until a step or time budget is spent.
+
+The runner owns the loop, the metrics and the checkpoints; the environment, policy, rollout
+collector and algorithm are built from the config by their own factories. A checkpoint holds
+everything that changes during training (policy, optimizer, learning rate, counters, all global
+RNG states and, when the backend can snapshot, the simulator state), so a resumed run produces
+the same numbers as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from vla_rl.config.schema import TrainConfig
+from vla_rl.envs import make_env
+from vla_rl.training.checkpoint import (
+    CHECKPOINTS_DIRNAME,
+    Checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from vla_rl.training.components import build_training_components
+from vla_rl.training.evaluate import EvalResult, evaluate
+from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    iterations: int
+    """Iterations completed in total (including those before a resume)."""
+    env_steps: int
+    """Environment steps collected in total."""
+    wall_time_s: float
+    """Wall time of this ``train`` call."""
+    stop_reason: str
+    """``total_env_steps``, ``max_minutes`` or ``interrupted``."""
+    last_checkpoint: Path | None
+    """The checkpoint written last."""
+    history: list[dict[str, float]] = field(default_factory=list)
+    """Metrics of every iteration of this call, in order."""
+
+
+class Trainer:
+    """Builds everything from a ``TrainConfig`` (restoring a checkpoint if ``cfg.resume`` says so)."""
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(cfg.run_dir)
+        torch.set_num_threads(cfg.torch_num_threads)
+        seed_everything(cfg.seed)
+        self.env = make_env(cfg.env)
+        parts = build_training_components(cfg, self.env)
+        self.policy = parts.policy
+        self.buffer = parts.buffer
+        self.collector = parts.collector
+        self.algorithm = parts.algorithm
+        self.iteration = 0
+        self.env_steps = 0
+        self.wandb_run_id: str | None = None
+        self.last_checkpoint: Path | None = None
+        self._last_saved_iteration = -1
+        self._stop_requested = False
+        self.obs, _ = self.env.reset(seed=cfg.seed)
+        checkpoint = self._find_resume_checkpoint()
+        if checkpoint is not None:
+            self._restore(checkpoint)
+
+    # ------------------------------------------------------------------ loop
+    def train(self) -> TrainResult:
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        logger = self._build_logger()
+        steps_per_iteration = cfg.algorithm.num_steps * self.env.num_envs
+        start = time.perf_counter()
+        start_steps = self.env_steps
+        history: list[dict[str, float]] = []
+        stop_reason = "total_env_steps"
+        restore_signals = self._install_signal_handlers()
+        try:
+            while self.env_steps < cfg.total_env_steps:
+                if self._stop_requested:
+                    stop_reason = "interrupted"
+                    break
+                if cfg.max_minutes > 0 and time.perf_counter() - start >= cfg.max_minutes * 60.0:
+                    stop_reason = "max_minutes"
+                    break
+                t0 = time.perf_counter()
+                self.obs, stats = self.collector.collect(self.obs)
+                t1 = time.perf_counter()
+                losses = self.algorithm.update(self.buffer)
+                t2 = time.perf_counter()
+                self.iteration += 1
+                self.env_steps += steps_per_iteration
+                elapsed = time.perf_counter() - start
+                metrics = _iteration_metrics(stats, losses)
+                metrics["perf/env_steps_per_s"] = (self.env_steps - start_steps) / max(elapsed, 1e-9)
+                metrics["perf/iteration_env_steps_per_s"] = steps_per_iteration / max(t2 - t0, 1e-9)
+                metrics["perf/rollout_time_s"] = t1 - t0
+                metrics["perf/update_time_s"] = t2 - t1
+                history.append(metrics)
+                if self.iteration % cfg.logger.log_interval == 0:
+                    logger.log(metrics, self.env_steps)
+                if self.iteration % cfg.checkpoint_interval == 0:
+                    self.save()
+        finally:
+            restore_signals()
+            if self.iteration > 0 and (
+                self.last_checkpoint is None
+                or not self.last_checkpoint.name.endswith(f"{self.iteration:06d}")
+            ):
+                self.save()
+            logger.close()
+        return TrainResult(
+            iterations=self.iteration,
+            env_steps=self.env_steps,
+            wall_time_s=time.perf_counter() - start,
+            stop_reason=stop_reason,
+            last_checkpoint=self.last_checkpoint,
+            history=history,
+        )
+
+    def request_stop(self) -> None:
+        """Finish the current iteration, write a checkpoint and return from ``train``."""
+        self._stop_requested = True
+
+    def evaluate(self, video: bool | None = None) -> EvalResult:
+        """Evaluate the current policy as ``cfg.eval`` says; outputs go to ``<run_dir>/eval``."""
+        ecfg = self.cfg.eval
+        out_dir = self.run_dir / "eval"
+        record = ecfg.video if video is None else video
+        return evaluate(
+            self.policy,
+            self.cfg.env,
+            ecfg.num_episodes,
+            deterministic=ecfg.deterministic,
+            video_dir=out_dir if record else None,
+            split=ecfg.split,
+            num_envs=ecfg.num_envs,
+            video_envs=ecfg.video_envs,
+            video_camera=ecfg.video_camera,
+            video_size=ecfg.video_size,
+            seed=self.cfg.seed + 1_000_003,
+            summary_path=out_dir / "eval_summary.json",
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+    # ------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything that changes during training except the policy weights."""
+        try:
+            env_state: dict[str, Any] | None = self.env.state_dict()
+        except NotImplementedError:
+            env_state = None
+        return {
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "algorithm": self.algorithm.state_dict(),
+            "rng": rng_state(),
+            "env": env_state,
+            "wandb_run_id": self.wandb_run_id,
+        }
+
+    def save(self) -> Path:
+        self.last_checkpoint = save_checkpoint(
+            self.run_dir,
+            self.iteration,
+            self.policy.state_dict(),
+            self.state_dict(),
+            self.cfg,
+            keep=self.cfg.keep_checkpoints,
+        )
+        self._last_saved_iteration = self.iteration
+        return self.last_checkpoint
+
+    def _find_resume_checkpoint(self) -> Checkpoint | None:
+        resume = self.cfg.resume
+        if resume is None or resume == "":
+            return None
+        if resume == "auto":
+            found = latest_checkpoint(self.run_dir / CHECKPOINTS_DIRNAME)
+            return load_checkpoint(found) if found is not None else None
+        return load_checkpoint(resume)
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        state = checkpoint.trainer_state
+        self.policy.load_state_dict(checkpoint.policy_state)
+        self.algorithm.load_state_dict(state["algorithm"])
+        self.iteration = int(state["iteration"])
+        self.env_steps = int(state["env_steps"])
+        self.wandb_run_id = state.get("wandb_run_id")
+        if state.get("env") is not None:
+            self.obs = self.env.load_state_dict(state["env"])
+        else:
+            log.warning("the environment cannot snapshot its state; resuming from fresh episodes")
+            self.obs, _ = self.env.reset(seed=self.cfg.seed + self.iteration)
+        set_rng_state(state["rng"])
+        self.last_checkpoint = checkpoint.path
+        self._last_saved_iteration = self.iteration
+        log.info("resumed from %s (iteration %d)", checkpoint.path, self.iteration)
+
+    # ---------------------------------------------------------------- helpers
+    def _build_logger(self) -> MultiLogger:
+        logger = build_logger(
+            self.cfg.logger,
+            self.run_dir,
+            self.cfg.total_env_steps,
+            OmegaConf.to_container(OmegaConf.structured(self.cfg)),
+            initial_env_steps=self.env_steps,
+            wandb_resume_id=self.wandb_run_id,
+        )
+        self.wandb_run_id = logger.wandb_run_id or self.wandb_run_id
+        return logger
+
+    def _install_signal_handlers(self):  # noqa: ANN202 - returns a restore callable
+        """SIGTERM and the first Ctrl-C stop after the current iteration (with a checkpoint); a
+        second Ctrl-C interrupts at once."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def graceful(signum: int, frame: object) -> None:
+            if self._stop_requested and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            log.warning("signal %d: stopping after this iteration", signum)
+            self._stop_requested = True
+
+        previous = {sig: signal.signal(sig, graceful) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+
+def _iteration_metrics(stats: Any, losses: dict[str, float]) -> dict[str, float]:
+    """Flatten rollout statistics and algorithm losses into ``group/name`` scalars (NaN dropped)."""
+    metrics: dict[str, float] = {}
+    raw = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(vars(stats))
+    for name, value in raw.items():
+        if isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value)):
+            group = "perf" if name.endswith("_s") else "rollout"
+            metrics[f"{group}/{name}"] = float(value)
+    for name, value in losses.items():
+        metrics[name if "/" in name else f"train/{name}"] = float(value)
+    return metrics
