@@ -1,0 +1,1 @@
+"""Robot descriptions (MJCF assets and names) and batched controllers."""

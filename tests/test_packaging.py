@@ -9,8 +9,13 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_DIRS = {"vla_rl": "vla_rl", "vla_rl.sims": "sims", "vla_rl.robots": "robots",
-                "vla_rl.configs": "configs", "vla_rl.real_world": "real_world"}
+PACKAGE_DIRS = {
+    "vla_rl": "vla_rl",
+    "vla_rl.sims": "sims",
+    "vla_rl.robots": "robots",
+    "vla_rl.configs": "configs",
+    "vla_rl.real_world": "real_world",
+}
 
 
 def _setuptools_table() -> dict:
@@ -42,6 +47,7 @@ def test_no_generic_top_level_modules_installed(tmp_path: Path) -> None:
     # A fresh interpreter outside the checkout sees only what the installation provides.
     probe = "import importlib.util, sys; print([m for m in sys.argv[1:] if importlib.util.find_spec(m)])"
     generic = ["sims", "robots", "configs", "real_world"]
-    out = subprocess.run([sys.executable, "-c", probe, *generic], cwd=tmp_path, capture_output=True,
-                         text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", probe, *generic], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "[]", f"generic top-level modules are importable: {out}"

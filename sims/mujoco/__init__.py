@@ -1,0 +1,1 @@
+"""MuJoCo backend: scene assembly, randomisation, rendering and the batched environment."""

@@ -1,0 +1,1 @@
+"""MuJoCo manipulation tasks (``TASKS`` registry) and scripted policies for them."""

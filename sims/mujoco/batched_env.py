@@ -1,0 +1,350 @@
+"""``MujocoBatchedEnv``: N MuJoCo worlds (one MjModel/MjData pair each) stepped by a thread pool."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+import torch
+from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
+from vla_rl.robots.panda import PANDA, RobotDescription
+from vla_rl.sims.mujoco.config_checks import validate_config
+from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size
+from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
+from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
+from vla_rl.sims.mujoco.scene import new_scene_spec
+from vla_rl.sims.tasks.registry import make_task
+
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.config import EnvConfig
+
+STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+
+
+def build_model(cfg: EnvConfig, robot: RobotDescription = PANDA):
+    """Compile the scene of ``cfg.task`` and return ``(model, task)``."""
+    task = make_task(cfg.task)
+    spec = new_scene_spec(robot, cfg.physics_dt_s, cfg.image_size)
+    task.build_scene(spec)
+    model = spec.compile()
+    model.vis.quality.shadowsize = 2048 if cfg.shadows else 0
+    model.vis.quality.offsamples = 4 if cfg.multisample else 0
+    task.bind(model)
+    return model, task
+
+
+class MujocoBatchedEnv(BatchedEnv):
+    """Batched MuJoCo manipulation environment (see ``vla_rl.envs.base`` for the contract)."""
+
+    def __init__(self, cfg: EnvConfig, robot: RobotDescription = PANDA) -> None:
+        validate_config(cfg)
+        self.cfg = cfg
+        self.robot = robot
+        self.num_envs = cfg.num_envs
+        self.device = torch.device(cfg.device)
+        self.control_hz = float(cfg.control_hz)
+        self.substeps = max(1, round(1.0 / (cfg.control_hz * cfg.physics_dt_s)))
+        self.split = get_split(cfg.split)
+        self.base_model, self.task = build_model(cfg, robot)
+        self.max_episode_steps = (
+            cfg.max_episode_steps if cfg.max_episode_steps > 0 else self.task.default_max_episode_steps
+        )
+        self.controller = make_controller(
+            cfg.control_mode, robot, ControllerSettings(**cfg.options.get("controller", {}))
+        )
+        n, m = self.num_envs, self.base_model
+        self.models = [copy.copy(m) for _ in range(n)]
+        self.datas = [mujoco.MjData(mi) for mi in self.models]
+
+        self._arm_qadr = np.array([m.joint(j).qposadr[0] for j in robot.arm_joint_names])
+        self._arm_vadr = np.array([m.joint(j).dofadr[0] for j in robot.arm_joint_names])
+        self._finger_qadr = np.array([m.joint(j).qposadr[0] for j in robot.gripper_joint_names])
+        self._arm_act = np.array([m.actuator(a).id for a in robot.arm_actuator_names])
+        self._gripper_act = m.actuator(robot.gripper_actuator_name).id
+        self._tcp_site = m.site(robot.tcp_site_name).id
+        self._camera_ids = [m.camera(robot.wrist_camera_name if c == "wrist" else c).id for c in cfg.cameras]
+
+        self._qpos = np.zeros((n, m.nq))
+        self._qvel = np.zeros((n, m.nv))
+        self._sensordata = np.zeros((n, m.nsensordata))
+        self._tcp_xmat = np.zeros((n, 9))
+        self._jac = np.zeros((n, 6, m.nv))
+        self._ctrl = np.zeros((n, m.nu))
+        self._action = np.zeros((n, CONTROLLERS[cfg.control_mode].action_dim))
+        self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
+        self.goals = np.zeros((n, self.task.goal_dim))
+        self.instructions = [""] * n
+        self.step_count = np.zeros(n, np.int64)
+        self.episode_return = np.zeros(n)
+        self.episode_success_once = np.zeros(n, bool)
+        self.rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
+
+        self._pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="mujoco-world")
+        self._chunks = [c for c in np.array_split(np.arange(n), cfg.num_threads) if len(c)]
+        self._renderers = ThreadLocalRenderers(m, cfg.image_size) if cfg.cameras else None
+
+        act_dim = CONTROLLERS[cfg.control_mode].action_dim
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
+        spaces: dict[str, gym.Space] = {
+            "proprio": gym.spaces.Box(-np.inf, np.inf, (fields_size(PROPRIO_FIELDS),), np.float32),
+            "privileged": gym.spaces.Box(-np.inf, np.inf, (self.task.privileged_dim,), np.float32),
+        }
+        for cam in cfg.cameras:
+            spaces[f"rgb_{cam}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)
+        spaces["instruction"] = gym.spaces.Text(max_length=256)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self._reset_worlds(np.arange(n))
+        self._run_parallel(self._gather_and_render, np.arange(n))
+
+    # ----------------------------------------------------------------- per-world work (threads)
+    def _run_parallel(self, fn, ids: np.ndarray) -> None:
+        chunks = (
+            self._chunks
+            if len(ids) == self.num_envs
+            else [c for c in np.array_split(ids, len(self._chunks)) if len(c)]
+        )
+        if len(chunks) == 1:
+            fn(chunks[0])
+            return
+        for future in [self._pool.submit(fn, c) for c in chunks]:
+            future.result()
+
+    def _gather_and_render(self, ids: np.ndarray) -> None:
+        for i in ids:
+            self._gather(i)
+        self._render(ids)
+
+    def _gather(self, i: int) -> None:
+        m, d = self.models[i], self.datas[i]
+        self._qpos[i] = d.qpos
+        self._qvel[i] = d.qvel
+        self._sensordata[i] = d.sensordata
+        self._tcp_xmat[i] = d.site_xmat[self._tcp_site]
+        mujoco.mj_jacSite(m, d, self._jac[i, :3], self._jac[i, 3:], self._tcp_site)
+
+    def _render(self, ids: np.ndarray) -> None:
+        if self._renderers is None:
+            return
+        renderer = self._renderers.get()
+        for i in ids:
+            for images, cam in zip(self._images, self._camera_ids, strict=True):
+                renderer.render(self.models[i], self.datas[i], cam, images[i])
+
+    def _step_worlds(self, ids: np.ndarray) -> None:
+        # The hot loop: locals instead of attribute lookups, plain ints for indexing.
+        models, datas, ctrl = self.models, self.datas, self._ctrl
+        qpos, qvel, sensordata, tcp_xmat, jac = (
+            self._qpos,
+            self._qvel,
+            self._sensordata,
+            self._tcp_xmat,
+            self._jac,
+        )
+        site, substeps, cameras = self._tcp_site, self.substeps, bool(self._camera_ids)
+        step, jac_site = mujoco.mj_step, mujoco.mj_jacSite
+        kinematics, com_pos, camlight, sensor_pos = (
+            mujoco.mj_kinematics,
+            mujoco.mj_comPos,
+            mujoco.mj_camlight,
+            mujoco.mj_sensorPos,
+        )
+        for i in ids.tolist():
+            m, d = models[i], datas[i]
+            d.ctrl[:] = ctrl[i]
+            step(m, d, substeps)
+            # After mj_step, positions-derived quantities describe the state before the last
+            # substep. Recompute only what observations read (poses, centres of mass for the
+            # Jacobian, cameras/lights, position sensors); a full mj_forward would also redo
+            # collisions and constraint forces, which the next mj_step recomputes anyway.
+            kinematics(m, d)
+            com_pos(m, d)
+            if cameras:
+                camlight(m, d)
+            sensor_pos(m, d)
+            qpos[i] = d.qpos
+            qvel[i] = d.qvel
+            sensordata[i] = d.sensordata
+            tcp_xmat[i] = d.site_xmat[site]
+            jac_site(m, d, jac[i, :3], jac[i, 3:], site)
+        self._render(ids)
+
+    # ----------------------------------------------------------------------------- resets
+    def _reset_worlds(self, ids: np.ndarray) -> None:
+        home = np.asarray(self.robot.home_arm_qpos)
+        open_m = self.robot.gripper_max_opening_m / 2
+        for i in ids:
+            m, d, rng = self.models[i], self.datas[i], self.rngs[i]
+            mujoco.mj_resetData(m, d)
+            d.qpos[self._arm_qadr] = home
+            d.qpos[self._finger_qadr] = open_m
+            d.ctrl[self._arm_act] = home
+            d.ctrl[self._gripper_act] = open_m
+            randomize_scene(m, self.base_model, rng, self.split)
+            self.task.reset_world(m, d, rng, self.split, self.goals[i])
+            mujoco.mj_forward(m, d)
+            self._ctrl[i] = d.ctrl
+            self.instructions[i] = self.task.instruction(self.goals[i], self.split)
+        self.step_count[ids] = 0
+        self.episode_return[ids] = 0.0
+        self.episode_success_once[ids] = False
+
+    def reset(
+        self, seed: int | Sequence[int] | None = None, env_ids: torch.Tensor | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        ids = (
+            np.arange(self.num_envs)
+            if env_ids is None
+            else np.asarray(torch.as_tensor(env_ids).cpu()).reshape(-1)
+        )
+        if isinstance(seed, int | np.integer):
+            for i in ids:
+                self.rngs[i] = np.random.default_rng([int(seed), int(i)])
+        elif seed is not None:
+            seeds = list(seed)
+            if len(seeds) != len(ids):
+                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} reset worlds")
+            for i, s in zip(ids, seeds, strict=True):
+                self.rngs[i] = np.random.default_rng(int(s))
+        self._reset_worlds(ids)
+        self._run_parallel(self._gather_and_render, ids)
+        return self._observe(), {}
+
+    # ------------------------------------------------------------------------------- step
+    def _robot_state(self, rows: slice) -> RobotState:
+        return RobotState(
+            arm_qpos=self._qpos[rows][:, self._arm_qadr],
+            tcp_pos=self._sensordata[rows, 0:3],
+            tcp_xmat=self._tcp_xmat[rows].reshape(-1, 3, 3),
+            tcp_jacobian=self._jac[rows][:, :, self._arm_vadr],
+        )
+
+    def _control_and_step_worlds(self, ids: np.ndarray) -> None:
+        """Controller (numpy, releases the GIL in its linear algebra) and physics of one chunk."""
+        rows = slice(int(ids[0]), int(ids[-1]) + 1)  # chunks of all worlds are contiguous
+        arm_targets, gripper = self.controller(self._action[rows], self._robot_state(rows))
+        self._ctrl[rows, self._arm_act] = arm_targets
+        self._ctrl[rows, self._gripper_act] = gripper
+        self._step_worlds(ids)
+
+    def _task_state(self):
+        from vla_rl.sims.tasks.base import TaskState
+
+        return TaskState(
+            tcp_pos=self._sensordata[:, 0:3],
+            gripper_opening_m=self._qpos[:, self._finger_qadr].sum(axis=1),
+            sensordata=self._sensordata,
+            goals=self.goals,
+        )
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        action_np = np.asarray(torch.as_tensor(action).detach().cpu(), dtype=np.float64)
+        if action_np.shape != (self.num_envs, self.action_dim):
+            raise ValueError(f"action shape {action_np.shape} != {(self.num_envs, self.action_dim)}")
+        self._action = action_np
+        self._run_parallel(self._control_and_step_worlds, np.arange(self.num_envs))
+
+        reward, success = self.task.reward_and_success(self._task_state())
+        self.step_count += 1
+        self.episode_return += reward
+        self.episode_success_once |= success
+        truncated = self.step_count >= self.max_episode_steps
+        obs = self._observe()
+        info: dict[str, Any] = {"success": torch.from_numpy(success.copy()).to(self.device), "final_obs": obs}
+        done_ids = np.flatnonzero(truncated)
+        if len(done_ids):
+            info["episode"] = {
+                "return": self._tensor(self.episode_return.astype(np.float32)),
+                "length": self._tensor(self.step_count.copy()),
+                "success": self._tensor(success.copy()),
+                "success_once": self._tensor(self.episode_success_once.copy()),
+            }
+            self._reset_worlds(done_ids)
+            self._run_parallel(self._gather_and_render, done_ids)
+            obs = self._observe()
+        return StepResult(
+            obs=obs,
+            reward=self._tensor(reward.astype(np.float32)),
+            terminated=self._tensor(np.zeros(self.num_envs, bool)),
+            truncated=self._tensor(truncated),
+            info=info,
+        )
+
+    # ------------------------------------------------------------------------ observation
+    def _tensor(self, array: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(array).to(self.device)
+
+    def _observe(self) -> Observation:
+        qpos, qvel = self._qpos, self._qvel
+        proprio = np.concatenate(
+            [
+                qpos[:, self._arm_qadr],
+                qvel[:, self._arm_vadr],
+                qpos[:, self._finger_qadr].sum(axis=1, keepdims=True),
+                self._sensordata[:, 0:3],
+                self._tcp_xmat.reshape(-1, 3, 3)[:, :, :2].transpose(0, 2, 1).reshape(-1, 6),
+            ],
+            axis=1,
+        ).astype(np.float32)
+        obs: Observation = {
+            "proprio": self._tensor(proprio),
+            "privileged": self._tensor(self.task.privileged(self._task_state()).astype(np.float32)),
+        }
+        for cam, images in zip(self.cfg.cameras, self._images, strict=True):
+            obs[f"rgb_{cam}"] = self._tensor(images.copy())
+        obs["instruction"] = list(self.instructions)
+        return obs
+
+    # ----------------------------------------------------------------------------- snapshot
+    def state_dict(self) -> dict[str, Any]:
+        size = mujoco.mj_stateSize(self.base_model, STATE_SPEC)
+        physics = np.zeros((self.num_envs, size))
+        for i, (m, d) in enumerate(zip(self.models, self.datas, strict=True)):
+            mujoco.mj_getState(m, d, physics[i], STATE_SPEC)
+        state: dict[str, Any] = {
+            "physics_state": physics,
+            "step_count": self.step_count.copy(),
+            "episode_return": self.episode_return.copy(),
+            "episode_success_once": self.episode_success_once.copy(),
+            "goals": self.goals.copy(),
+            "rng_states": [rng.bit_generator.state for rng in self.rngs],
+            "instructions": list(self.instructions),
+        }
+        for name in RANDOMIZED_MODEL_FIELDS:
+            state[f"model_{name}"] = np.stack([getattr(m, name).copy() for m in self.models])
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> Observation:
+        for i, (m, d) in enumerate(zip(self.models, self.datas, strict=True)):
+            for name in RANDOMIZED_MODEL_FIELDS:
+                getattr(m, name)[:] = np.asarray(state[f"model_{name}"])[i]
+            mujoco.mj_setState(m, d, np.asarray(state["physics_state"][i], dtype=np.float64), STATE_SPEC)
+            mujoco.mj_forward(m, d)
+            self._ctrl[i] = d.ctrl
+            self.rngs[i].bit_generator.state = state["rng_states"][i]
+        self.step_count[:] = np.asarray(state["step_count"])
+        self.episode_return[:] = np.asarray(state["episode_return"])
+        self.episode_success_once[:] = np.asarray(state["episode_success_once"])
+        self.goals[:] = np.asarray(state["goals"])
+        self.instructions = list(state["instructions"])
+        self._run_parallel(self._gather_and_render, np.arange(self.num_envs))
+        return self._observe()
+
+    def close(self) -> None:
+        if self._renderers is not None:
+            renderers = self._renderers
+            self._renderers = None
+            # Each GL context must be released by the thread that owns it.
+            self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
+        self._pool.shutdown(wait=True)
+
+
+def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:
+    renderer = getattr(renderers._local, "renderer", None)
+    if renderer is not None:
+        renderer.close()
+        renderers._local.renderer = None

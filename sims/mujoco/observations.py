@@ -1,0 +1,32 @@
+"""Layouts of the flat observation vectors, so policies and scripts can slice them by name."""
+
+from __future__ import annotations
+
+import numpy as np
+
+PROPRIO_FIELDS: tuple[tuple[str, int], ...] = (
+    ("arm_qpos", 7),
+    ("arm_qvel", 7),
+    ("gripper_opening_m", 1),
+    ("tcp_pos", 3),
+    ("tcp_rot6", 6),
+)
+"""``obs["proprio"]`` layout: arm joints (rad, rad/s), finger distance, TCP position and the first
+two columns of the TCP rotation matrix."""
+
+
+def field_slices(fields: tuple[tuple[str, int], ...]) -> dict[str, slice]:
+    slices, start = {}, 0
+    for name, size in fields:
+        slices[name] = slice(start, start + size)
+        start += size
+    return slices
+
+
+def fields_size(fields: tuple[tuple[str, int], ...]) -> int:
+    return sum(size for _, size in fields)
+
+
+def split_fields(vector: np.ndarray, fields: tuple[tuple[str, int], ...]) -> dict[str, np.ndarray]:
+    """Named views of the last dimension of ``vector`` ([N, D])."""
+    return {name: vector[..., s] for name, s in field_slices(fields).items()}

@@ -1,0 +1,62 @@
+"""Offscreen rendering of many worlds with one OpenGL context per thread."""
+
+from __future__ import annotations
+
+import threading
+
+import mujoco
+import numpy as np
+
+
+class WorldRenderer:
+    """Renders any world of a batch (all worlds share the model structure) at a fixed size.
+
+    Must be created and used in the same thread (EGL contexts are not shared across threads).
+    """
+
+    def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
+        self.size = image_size
+        self._context = mujoco.GLContext(image_size, image_size)
+        self._context.make_current()
+        self._scene = mujoco.MjvScene(model, maxgeom=1000)
+        self._option = mujoco.MjvOption()
+        self._camera = mujoco.MjvCamera()
+        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self._mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
+        self._viewport = mujoco.MjrRect(0, 0, image_size, image_size)
+        self._flipped = np.empty((image_size, image_size, 3), dtype=np.uint8)
+
+    def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera_id: int, out: np.ndarray) -> None:
+        """Render ``camera_id`` of one world into ``out`` (uint8 [H, W, 3])."""
+        self._camera.fixedcamid = camera_id
+        mujoco.mjv_updateScene(
+            model, data, self._option, None, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self._scene
+        )
+        mujoco.mjr_render(self._viewport, self._scene, self._mjr)
+        mujoco.mjr_readPixels(self._flipped, None, self._viewport, self._mjr)
+        out[:] = self._flipped[::-1]
+
+    def close(self) -> None:
+        self._mjr.free()
+        self._context.free()
+
+
+class ThreadLocalRenderers:
+    """Lazily creates one ``WorldRenderer`` per calling thread."""
+
+    def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
+        self._model = model
+        self._size = image_size
+        self._local = threading.local()
+        self._all: list[WorldRenderer] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> WorldRenderer:
+        renderer = getattr(self._local, "renderer", None)
+        if renderer is None:
+            renderer = WorldRenderer(self._model, self._size)
+            self._local.renderer = renderer
+            with self._lock:
+                self._all.append(renderer)
+        return renderer

@@ -1,0 +1,99 @@
+"""The task interface: scene contents, per-world resets and vectorised rewards."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+from vla_rl.sims.mujoco.observations import fields_size, split_fields
+from vla_rl.sims.mujoco.randomization import RandomizationSplit
+
+CUBE_HALF_SIZE_M = 0.02
+GRASP_MAX_TCP_DISTANCE_M = 0.025
+"""A cube counts as held when its centre is this close to the TCP ..."""
+GRASP_OPENING_RANGE_M = (0.03, 0.05)
+"""... and the fingers are this far apart (closed on a 4 cm cube, not fully closed or open)."""
+
+
+@dataclass
+class TaskState:
+    """Batched simulator state the task reads to compute rewards (numpy, float64)."""
+
+    tcp_pos: np.ndarray
+    """[N, 3] TCP position (m)."""
+    gripper_opening_m: np.ndarray
+    """[N] distance between the fingers (m)."""
+    sensordata: np.ndarray
+    """[N, nsensordata] sensor values of each world."""
+    goals: np.ndarray
+    """[N, goal_dim] per-episode goal values written by ``reset_world``."""
+
+
+def is_grasped(tcp_pos: np.ndarray, cube_pos: np.ndarray, opening_m: np.ndarray) -> np.ndarray:
+    """Bool [N]: cube between the closed fingers."""
+    near = np.linalg.norm(tcp_pos - cube_pos, axis=-1) < GRASP_MAX_TCP_DISTANCE_M
+    low, high = GRASP_OPENING_RANGE_M
+    return near & (opening_m > low) & (opening_m < high)
+
+
+def closeness(distance_m: np.ndarray, scale_per_m: float = 10.0) -> np.ndarray:
+    """Dense shaping term in (0, 1]: 1 at distance 0, ~0.24 at 3/scale."""
+    return 1.0 - np.tanh(scale_per_m * distance_m)
+
+
+class Task(ABC):
+    """One manipulation task. Subclasses declare their goal and privileged-state layouts."""
+
+    name: str
+    default_max_episode_steps: int
+    goal_dim: int
+    privileged_fields: tuple[tuple[str, int], ...]
+    """Layout of ``obs["privileged"]`` (see ``split_privileged``)."""
+
+    def __init__(self) -> None:
+        self._sensor_slices: dict[str, slice] = {}
+
+    @property
+    def privileged_dim(self) -> int:
+        return fields_size(self.privileged_fields)
+
+    def split_privileged(self, privileged: np.ndarray) -> dict[str, np.ndarray]:
+        return split_fields(privileged, self.privileged_fields)
+
+    @abstractmethod
+    def build_scene(self, spec: mujoco.MjSpec) -> None:
+        """Add the task's objects, markers and sensors to the scene."""
+
+    def bind(self, model: mujoco.MjModel) -> None:
+        """Resolve sensor addresses in the compiled model."""
+        for i in range(model.nsensor):
+            sensor = model.sensor(i)
+            self._sensor_slices[sensor.name] = slice(sensor.adr[0], sensor.adr[0] + sensor.dim[0])
+
+    def sensor(self, state: TaskState, name: str) -> np.ndarray:
+        return state.sensordata[:, self._sensor_slices[name]]
+
+    @abstractmethod
+    def reset_world(
+        self,
+        model: mujoco.MjModel,
+        data: mujoco.MjData,
+        rng: np.random.Generator,
+        split: RandomizationSplit,
+        goal: np.ndarray,
+    ) -> None:
+        """Sample one world's object poses, colours and goal (written into ``goal`` [goal_dim])."""
+
+    @abstractmethod
+    def instruction(self, goal: np.ndarray, split: RandomizationSplit) -> str:
+        """Language instruction of one world's episode."""
+
+    @abstractmethod
+    def privileged(self, state: TaskState) -> np.ndarray:
+        """[N, privileged_dim] task state."""
+
+    @abstractmethod
+    def reward_and_success(self, state: TaskState) -> tuple[np.ndarray, np.ndarray]:
+        """Dense reward [N] in about [0, 1] and success flags [N] for all worlds at once."""

@@ -1,0 +1,39 @@
+"""Reach: move the TCP to a target point above the table."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+from vla_rl.sims.mujoco.randomization import RandomizationSplit, sample_object_rgba, sample_table_xy
+from vla_rl.sims.mujoco.scene import add_marker
+from vla_rl.sims.tasks.base import Task, TaskState, closeness
+
+SUCCESS_DISTANCE_M = 0.05
+TARGET_HEIGHT_RANGE_M = (0.05, 0.25)
+
+
+class ReachTask(Task):
+    name = "reach"
+    default_max_episode_steps = 50
+    goal_dim = 3
+    privileged_fields = (("target_pos", 3), ("tcp_to_target", 3))
+
+    def build_scene(self, spec: mujoco.MjSpec) -> None:
+        add_marker(spec, "target", mujoco.mjtGeom.mjGEOM_SPHERE, [0.02, 0.0, 0.0], [0.1, 0.8, 0.1, 0.6])
+
+    def reset_world(self, model, data, rng, split: RandomizationSplit, goal: np.ndarray) -> None:
+        target = np.append(sample_table_xy(rng, split), rng.uniform(*TARGET_HEIGHT_RANGE_M))
+        data.mocap_pos[model.body("target").mocapid[0]] = target
+        model.geom_rgba[model.geom("target_geom").id, :3] = sample_object_rgba(rng, split)[:3]
+        goal[:] = target
+
+    def instruction(self, goal: np.ndarray, split: RandomizationSplit) -> str:
+        return "move the gripper to the target"
+
+    def privileged(self, state: TaskState) -> np.ndarray:
+        return np.concatenate([state.goals, state.goals - state.tcp_pos], axis=-1)
+
+    def reward_and_success(self, state: TaskState) -> tuple[np.ndarray, np.ndarray]:
+        distance = np.linalg.norm(state.goals - state.tcp_pos, axis=-1)
+        success = distance < SUCCESS_DISTANCE_M
+        return 0.9 * closeness(distance) + 0.1 * success, success
