@@ -9,7 +9,6 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
-export WANDB_MODE ?= offline
 
 .PHONY: venv train test bench lint format clean
 
@@ -19,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev,bench]"
+	$(PIP) install --quiet -e ".[dev,bench,vla]"
 	touch $(STAMP)
 
 train: venv

@@ -28,22 +28,30 @@ class LearningJob:
     overrides: tuple[str, ...]
     """Hydra overrides on top of the default training config."""
     budget_min: float
-    """Wall-clock budget for training (the target's time limit)."""
+    """The target's wall-clock limit for training."""
     target_success: float
     """Required final evaluation success rate, in [0, 1]."""
+    train_min: float | None = None
+    """Training time actually given (``max_minutes``), at most ``budget_min``; None: the budget.
+    A shorter run that meets the target also meets it within the budget."""
 
+
+UNTIL_TIME_LIMIT = "total_env_steps=1_000_000_000"
+"""Train until ``max_minutes`` rather than the default job's step count."""
 
 JOBS: dict[str, LearningJob] = {
-    "reach": LearningJob((), 10.0, 0.95),
-    "push": LearningJob(("env=push",), 30.0, 0.80),
-    "lift": LearningJob(("env=lift",), 30.0, 0.50),
-    "reach_pixels": LearningJob(("env=reach_pixels", "policy=cnn"), 30.0, 0.90),
+    # The default job exactly as `make train` runs it (its own 500k-step / 5-minute limits).
+    "reach": LearningJob((), 10.0, 0.95, train_min=5.0),
+    "push": LearningJob(("env=push", UNTIL_TIME_LIMIT), 30.0, 0.80, train_min=15.0),
+    "lift": LearningJob(("env=lift", UNTIL_TIME_LIMIT), 30.0, 0.50, train_min=15.0),
+    "reach_pixels": LearningJob(("env=reach_pixels", "policy=cnn", UNTIL_TIME_LIMIT), 30.0, 0.90),
 }
 
 
 def run_job(name: str, job: LearningJob, run_root: Path) -> tuple[float, float, int]:
     """Train and evaluate; returns (success rate, wall minutes, exit code)."""
-    overrides = [*job.overrides, f"max_minutes={job.budget_min}", f"run_dir={run_root / name}"]
+    train_min = job.train_min if job.train_min is not None else job.budget_min
+    overrides = [*job.overrides, f"max_minutes={train_min}", f"run_dir={run_root / name}"]
     command = [sys.executable, "-m", "vla_rl.cli", "train", *overrides]
     start = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True)
@@ -64,11 +72,12 @@ def main() -> None:
     run_root.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine_line()}")
     print(f"runs and logs: {run_root}")
+    print("wall: training + final evaluation, process start to end")
     print(f"{'job':<14} {'budget':>8} {'wall':>8} {'success':>8} {'target':>8}  result")
     for name in args.jobs:
         job = JOBS[name]
         success, wall_min, code = run_job(name, job, run_root)
-        passed = code in (0, 1) and success >= job.target_success
+        passed = code in (0, 1) and success >= job.target_success and wall_min <= job.budget_min
         print(
             f"{name:<14} {job.budget_min:>6.0f}m {wall_min:>7.1f}m {100 * success:>7.1f}% "
             f"{100 * job.target_success:>7.0f}%  {'PASS' if passed else 'FAIL'}",

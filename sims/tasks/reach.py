@@ -5,11 +5,13 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 from vla_rl.sims.mujoco.randomization import RandomizationSplit, sample_object_rgba, sample_table_xy
-from vla_rl.sims.mujoco.scene import add_marker
+from vla_rl.sims.mujoco.scene import add_marker, add_stem
 from vla_rl.sims.tasks.base import Task, TaskState, closeness
 
 SUCCESS_DISTANCE_M = 0.05
 TARGET_HEIGHT_RANGE_M = (0.05, 0.25)
+STEM_LENGTH_M = 0.3
+"""Longer than the highest target, so the rod always reaches the table."""
 
 
 class ReachTask(Task):
@@ -19,7 +21,10 @@ class ReachTask(Task):
     privileged_fields = (("target_pos", 3), ("tcp_to_target", 3))
 
     def build_scene(self, spec: mujoco.MjSpec) -> None:
-        add_marker(spec, "target", mujoco.mjtGeom.mjGEOM_SPHERE, [0.02, 0.0, 0.0], [0.1, 0.8, 0.1, 0.6])
+        target = add_marker(
+            spec, "target", mujoco.mjtGeom.mjGEOM_SPHERE, [0.02, 0.0, 0.0], [0.1, 0.8, 0.1, 0.6]
+        )
+        add_stem(target, STEM_LENGTH_M, 0.004, [0.2, 0.2, 0.2, 1.0])
 
     def reset_world(self, model, data, rng, split: RandomizationSplit, goal: np.ndarray) -> None:
         target = np.append(sample_table_xy(rng, split), rng.uniform(*TARGET_HEIGHT_RANGE_M))

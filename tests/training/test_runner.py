@@ -104,3 +104,37 @@ def test_env_is_seeded_from_config(tmp_path: Path) -> None:
     b = _trainer(tmp_path / "b", "seed=3")
     assert (a.obs["privileged"] == b.obs["privileged"]).all()
     assert isinstance(a.env, toy_env.ToyPointEnv)
+
+
+MUJOCO_OVERRIDES = [
+    "env=push",
+    "env.num_envs=4",
+    "env.num_threads=2",
+    "algorithm.num_steps=30",  # episodes of 80 steps end inside the third iteration: autoreset is covered
+    "algorithm.num_minibatches=2",
+    "algorithm.num_epochs=2",
+    "policy.hidden_sizes=[32,32]",
+    "logger.progress_bar=false",
+    "logger.tensorboard=false",
+    "logger.wandb_mode=disabled",
+    "max_minutes=0",
+]
+
+
+@pytest.mark.slow
+def test_exact_resume_on_mujoco_push(tmp_path: Path) -> None:
+    """Resume restores simulator state (physics, randomised colours, RNGs) as well as the learner."""
+    steps_per_iteration = 4 * 30
+
+    def trainer(run_dir: Path, *extra: str) -> Trainer:
+        return Trainer(compose_train_config([*MUJOCO_OVERRIDES, f"run_dir={run_dir}", *extra]))
+
+    straight = trainer(tmp_path / "straight", f"total_env_steps={4 * steps_per_iteration}").train()
+    first = trainer(tmp_path / "split", f"total_env_steps={2 * steps_per_iteration}").train()
+    second = trainer(
+        tmp_path / "split", f"total_env_steps={4 * steps_per_iteration}", f"resume={tmp_path / 'split'}"
+    ).train()
+
+    split_history = [_comparable(m) for m in first.history + second.history]
+    assert split_history == [_comparable(m) for m in straight.history]
+    assert any(m["rollout/episodes"] > 0 for m in straight.history[2:])
