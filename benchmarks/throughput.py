@@ -19,6 +19,7 @@ import statistics
 import time
 
 import torch
+from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
 
 from benchmarks.common import machine_line
 from vla_rl.config import compose_train_config
@@ -37,6 +38,26 @@ def raw_physics_steps_per_s(cfg: TrainConfig, repeats: int) -> float:
     from vla_rl.sims.mujoco.physics_reference import physics_env_steps_per_s
 
     rates = [physics_env_steps_per_s(cfg.env) for _ in range(repeats)]
+    return statistics.median(rates)
+
+
+def env_step_rate(cfg: TrainConfig, stepper: str, steps: int, repeats: int) -> float:
+    """Median env-steps/s of ``env.step`` alone (controller, physics, observations) with random actions."""
+    import dataclasses
+
+    env = make_env(dataclasses.replace(cfg.env, options={**cfg.env.options, "stepper": stepper}))
+    env.reset(seed=cfg.seed)
+    generator = torch.Generator().manual_seed(0)
+    actions = torch.rand((steps, env.num_envs, env.action_dim), generator=generator) * 2 - 1
+    for action in actions[:5]:
+        env.step(action)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for action in actions:
+            env.step(action)
+        rates.append(steps * env.num_envs / (time.perf_counter() - start))
+    env.close()
     return statistics.median(rates)
 
 
@@ -123,9 +144,14 @@ def main() -> None:
         f"torch threads {cfg.torch_num_threads}, sim threads {args.threads}"
     )
     physics = raw_physics_steps_per_s(cfg, args.repeats)
+    env_rates = {name: env_step_rate(cfg, name, 50, args.repeats) for name in STEPPERS}
     rollout, ppo = vla_rl_rates(cfg, args.iterations, args.repeats)
     sb3 = sb3_ppo_rate(cfg, args.iterations, args.repeats)
     print(f"{'raw MuJoCo physics (mujoco.rollout)':<40} {physics:>10,.0f} env-steps/s")
+    for name, rate in env_rates.items():
+        default = " (default)" if name == DEFAULT_STEPPER else ""
+        label = f"vla-rl env.step only, stepper {name}{default}"
+        print(f"{label:<40} {rate:>10,.0f} env-steps/s   {rate / physics:.2f} of raw")
     print(f"{'vla-rl rollout only (sim + policy)':<40} {rollout:>10,.0f} env-steps/s")
     print(f"{'vla-rl PPO end to end':<40} {ppo:>10,.0f} env-steps/s")
     print(f"{'stable-baselines3 PPO end to end':<40} {sb3:>10,.0f} env-steps/s")

@@ -18,6 +18,7 @@ from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
+from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
 from vla_rl.sims.tasks.registry import make_task
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
@@ -87,6 +88,8 @@ class MujocoBatchedEnv(BatchedEnv):
         self._pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="mujoco-world")
         self._chunks = [c for c in np.array_split(np.arange(n), cfg.num_threads) if len(c)]
         self._renderers = ThreadLocalRenderers(m, cfg.image_size) if cfg.cameras else None
+        stepper = cfg.options.get("stepper", DEFAULT_STEPPER)
+        self._stepper = STEPPERS[stepper](self.models, self.substeps, cfg.num_threads)
 
         act_dim = CONTROLLERS[cfg.control_mode].action_dim
         self.action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
@@ -135,9 +138,15 @@ class MujocoBatchedEnv(BatchedEnv):
             for images, cam in zip(self._images, self._camera_ids, strict=True):
                 renderer.render(self.models[i], self.datas[i], cam, images[i])
 
-    def _step_worlds(self, ids: np.ndarray) -> None:
-        # The hot loop: locals instead of attribute lookups, plain ints for indexing.
-        models, datas, ctrl = self.models, self.datas, self._ctrl
+    def _refresh_worlds(self, ids: np.ndarray) -> None:
+        """Recompute what observations and the controller read after physics, then render.
+
+        After stepping, positions-derived quantities describe the state before the last substep.
+        Recompute only what is read (poses, centres of mass for the Jacobian, cameras/lights,
+        position sensors); a full ``mj_forward`` would also redo collisions and constraint forces,
+        which the next step recomputes anyway.
+        """
+        models, datas = self.models, self.datas
         qpos, qvel, sensordata, tcp_xmat, jac = (
             self._qpos,
             self._qvel,
@@ -145,9 +154,9 @@ class MujocoBatchedEnv(BatchedEnv):
             self._tcp_xmat,
             self._jac,
         )
-        site, substeps, cameras = self._tcp_site, self.substeps, bool(self._camera_ids)
-        step, jac_site = mujoco.mj_step, mujoco.mj_jacSite
-        kinematics, com_pos, camlight, sensor_pos = (
+        site, cameras = self._tcp_site, bool(self._camera_ids)
+        jac_site, kinematics, com_pos, camlight, sensor_pos = (
+            mujoco.mj_jacSite,
             mujoco.mj_kinematics,
             mujoco.mj_comPos,
             mujoco.mj_camlight,
@@ -155,12 +164,6 @@ class MujocoBatchedEnv(BatchedEnv):
         )
         for i in ids.tolist():
             m, d = models[i], datas[i]
-            d.ctrl[:] = ctrl[i]
-            step(m, d, substeps)
-            # After mj_step, positions-derived quantities describe the state before the last
-            # substep. Recompute only what observations read (poses, centres of mass for the
-            # Jacobian, cameras/lights, position sensors); a full mj_forward would also redo
-            # collisions and constraint forces, which the next mj_step recomputes anyway.
             kinematics(m, d)
             com_pos(m, d)
             if cameras:
@@ -223,13 +226,10 @@ class MujocoBatchedEnv(BatchedEnv):
             tcp_jacobian=self._jac[rows][:, :, self._arm_vadr],
         )
 
-    def _control_and_step_worlds(self, ids: np.ndarray) -> None:
-        """Controller (numpy, releases the GIL in its linear algebra) and physics of one chunk."""
-        rows = slice(int(ids[0]), int(ids[-1]) + 1)  # chunks of all worlds are contiguous
-        arm_targets, gripper = self.controller(self._action[rows], self._robot_state(rows))
-        self._ctrl[rows, self._arm_act] = arm_targets
-        self._ctrl[rows, self._gripper_act] = gripper
-        self._step_worlds(ids)
+    def _apply_controller(self) -> None:
+        arm_targets, gripper = self.controller(self._action, self._robot_state(slice(None)))
+        self._ctrl[:, self._arm_act] = arm_targets
+        self._ctrl[:, self._gripper_act] = gripper
 
     def _task_state(self):
         from vla_rl.sims.tasks.base import TaskState
@@ -246,7 +246,9 @@ class MujocoBatchedEnv(BatchedEnv):
         if action_np.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action shape {action_np.shape} != {(self.num_envs, self.action_dim)}")
         self._action = action_np
-        self._run_parallel(self._control_and_step_worlds, np.arange(self.num_envs))
+        self._apply_controller()
+        self._stepper.advance(self.datas, self._ctrl, self._run_parallel)
+        self._run_parallel(self._refresh_worlds, np.arange(self.num_envs))
 
         reward, success = self.task.reward_and_success(self._task_state())
         self.step_count += 1
@@ -341,6 +343,7 @@ class MujocoBatchedEnv(BatchedEnv):
             # Each GL context must be released by the thread that owns it.
             self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
         self._pool.shutdown(wait=True)
+        self._stepper.close()
 
 
 def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:

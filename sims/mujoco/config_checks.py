@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vla_rl.robots.controllers import CONTROLLERS
 from vla_rl.sims.mujoco.randomization import SPLITS
+from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
 from vla_rl.sims.tasks.registry import TASKS
 
 from vla_rl.envs.config import EnvConfig
@@ -30,3 +31,5 @@ def validate_config(cfg: EnvConfig) -> None:
         raise ValueError(
             f"physics_dt_s={cfg.physics_dt_s} is longer than one control period (control_hz={cfg.control_hz})"
         )
+    stepper = cfg.options.get("stepper", DEFAULT_STEPPER)
+    _check_choice("options.stepper", stepper, STEPPERS)

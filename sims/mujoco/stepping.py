@@ -1,0 +1,101 @@
+"""How the batched env advances physics: ``mujoco.rollout`` (C threads) or ``mj_step`` per world.
+
+``rollout`` runs all substeps of all worlds in MuJoCo's own thread pool without the Python
+interpreter in the loop; ``threads`` calls ``mj_step`` per world from a Python thread pool. Both are
+deterministic. They differ only in the constraint solver's warm start at the first substep of a
+control step (``mujoco.rollout`` does not hand back the final warm start, so ``rollout`` starts each
+control step cold), which changes contact forces within the solver tolerance (tested). Chosen with
+``EnvConfig.options["stepper"]``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+
+import mujoco
+import numpy as np
+from mujoco import rollout
+
+FULL_PHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
+DEFAULT_STEPPER = "rollout"
+
+
+class PhysicsStepper(ABC):
+    """Advances every world by ``substeps`` physics steps holding each world's control fixed."""
+
+    def __init__(self, models: Sequence[mujoco.MjModel], substeps: int, num_threads: int) -> None:
+        self.models = models
+        self.substeps = substeps
+        self.num_threads = num_threads
+
+    @abstractmethod
+    def advance(
+        self,
+        datas: Sequence[mujoco.MjData],
+        ctrl: np.ndarray,
+        run_parallel: Callable[[Callable[[np.ndarray], None], np.ndarray], None],
+    ) -> None:
+        """Step all worlds with ``ctrl`` [N, nu]; afterwards each ``datas[i]`` holds the new state
+        (positions-derived quantities are not recomputed: the caller refreshes what it reads)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release threads."""
+
+
+class ThreadedStepper(PhysicsStepper):
+    def advance(self, datas, ctrl, run_parallel) -> None:
+        models, substeps = self.models, self.substeps
+
+        def step_chunk(ids: np.ndarray) -> None:
+            for i in ids.tolist():
+                datas[i].ctrl[:] = ctrl[i]
+                mujoco.mj_step(models[i], datas[i], substeps)
+
+        run_parallel(step_chunk, np.arange(len(datas)))
+
+
+class RolloutStepper(PhysicsStepper):
+    def __init__(self, models: Sequence[mujoco.MjModel], substeps: int, num_threads: int) -> None:
+        super().__init__(models, substeps, num_threads)
+        model, n = models[0], len(models)
+        state_size = mujoco.mj_stateSize(model, FULL_PHYSICS)
+        self._initial = np.zeros((n, state_size))
+        self._cold_warmstart = np.zeros((n, model.nv))
+        self._control = np.zeros((n, substeps, model.nu))
+        self._states = np.zeros((n, substeps, state_size))
+        self._sensordata = np.zeros((n, substeps, model.nsensordata))
+        self._scratch = [mujoco.MjData(model) for _ in range(num_threads)]
+        self._runner = rollout.Rollout(nthread=num_threads)
+
+    def advance(self, datas, ctrl, run_parallel) -> None:
+        models = self.models
+        for i, d in enumerate(datas):
+            mujoco.mj_getState(models[i], d, self._initial[i], FULL_PHYSICS)
+        self._control[:] = ctrl[:, None, :]
+        self._runner.rollout(
+            models,
+            self._scratch,
+            self._initial,
+            self._control,
+            nstep=self.substeps,
+            initial_warmstart=self._cold_warmstart,
+            state=self._states,
+            sensordata=self._sensordata,
+            skip_checks=True,
+        )
+        final = self._states[:, -1]
+
+        def load_chunk(ids: np.ndarray) -> None:
+            for i in ids.tolist():
+                d = datas[i]
+                mujoco.mj_setState(models[i], d, final[i], FULL_PHYSICS)
+                d.ctrl[:] = ctrl[i]
+
+        run_parallel(load_chunk, np.arange(len(datas)))
+
+    def close(self) -> None:
+        self._runner.close()
+
+
+STEPPERS: dict[str, type[PhysicsStepper]] = {"rollout": RolloutStepper, "threads": ThreadedStepper}
