@@ -12,6 +12,8 @@ import sys
 BENCHMARKS = {
     "throughput": ["-m", "benchmarks.throughput"],
     "render": ["-m", "benchmarks.render_speed"],
+    "vla_inference": ["-m", "benchmarks.vla_inference"],
+    "flow_inference": ["-m", "benchmarks.flow_inference"],
     "learning": ["-m", "benchmarks.learning"],
 }
 

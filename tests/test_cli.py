@@ -32,7 +32,8 @@ def _toy(*args: str) -> subprocess.CompletedProcess[str]:
 def test_help_lists_commands() -> None:
     proc = _run([str(VLA_RL), "--help"])
     assert proc.returncode == 0
-    assert "train" in proc.stdout and "eval" in proc.stdout
+    for command in ("train", "eval", "collect", "sft"):
+        assert command in proc.stdout
 
 
 def test_config_error_exits_2_naming_the_key(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
     vla-rl train [overrides...] [--resume PATH]
     vla-rl eval --checkpoint PATH [overrides...]
+    vla-rl collect [overrides...]
+    vla-rl sft [overrides...] [--resume PATH]
 
 Overrides use Hydra syntax (``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are
 validated against the typed schema before anything is built.
@@ -25,6 +27,8 @@ from pathlib import Path  # noqa: E402
 
 from vla_rl.config import ConfigError, TrainConfig, compose_train_config, load_train_config_file  # noqa: E402
 from vla_rl.config.load import compose_config_module  # noqa: E402
+from vla_rl.data.collect_cli import add_collect_parser, collect_command  # noqa: E402
+from vla_rl.training.sft.cli import add_sft_parser, sft_command  # noqa: E402
 
 EXIT_BELOW_TARGET = 1
 EXIT_CONFIG_ERROR = 2
@@ -62,6 +66,8 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser("eval", help="evaluate a checkpoint, print the success rate, write videos")
     evaluate.add_argument("overrides", nargs="*", help="e.g. eval.num_episodes=128 env.split=ood_all")
     evaluate.add_argument("--checkpoint", metavar="PATH", help="run or checkpoint folder")
+    add_collect_parser(sub)
+    add_sft_parser(sub)
     return parser
 
 
@@ -182,7 +188,12 @@ def _check_target(success_rate: float, target: float | None) -> int:
     return 0
 
 
-COMMANDS = {"train": train_command, "eval": eval_command}
+COMMANDS = {
+    "train": train_command,
+    "eval": eval_command,
+    "collect": collect_command,
+    "sft": sft_command,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

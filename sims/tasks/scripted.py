@@ -23,6 +23,11 @@ HOVER_HEIGHT_M = 0.09
 CARRY_HEIGHT_M = 0.12
 XY_ALIGNED_M = 0.008
 GRASP_REACHED_M = 0.012
+PUSH_BEHIND_M = 0.055
+"""Where the TCP lines up behind the cube (from its centre, away from the goal) before pushing."""
+PUSH_HOVER_HEIGHT_M = 0.07
+PUSH_DONE_M = 0.015
+"""Cube-to-goal distance at which the push stops and the TCP rises clear (success is < 0.05 m)."""
 
 
 def _move(tcp: np.ndarray, target: np.ndarray, gripper: np.ndarray, max_step_m: float) -> np.ndarray:
@@ -59,25 +64,30 @@ def push_policy(obs: dict, max_step_m: float) -> np.ndarray:
     p = split_fields(obs["privileged"].numpy(), PushTask.privileged_fields)
     tcp = split_fields(obs["proprio"].numpy(), PROPRIO_FIELDS)["tcp_pos"]
     cube, goal = p["cube_pos"], p["target_xy"]
-    direction = goal - cube[:, :2]
-    direction /= np.maximum(np.linalg.norm(direction, axis=1, keepdims=True), 1e-9)
+    n = len(tcp)
+    to_goal = goal - cube[:, :2]
+    distance = np.linalg.norm(to_goal, axis=1)
+    direction = to_goal / np.maximum(distance, 1e-9)[:, None]
     rel = tcp[:, :2] - cube[:, :2]
-    along = np.sum(rel * direction, axis=1)
+    behind_m = -np.sum(rel * direction, axis=1)
     lateral = np.abs(rel[:, 0] * direction[:, 1] - rel[:, 1] * direction[:, 0])
-    push_height = np.full((len(tcp), 1), CUBE_HALF_SIZE_M)
-    behind = cube[:, :2] - direction * 0.055
-    pushing = (along < -0.03) & (lateral < 0.02) & (tcp[:, 2] < 0.045)
-    # Push through the cube towards the goal, correcting the lateral offset.
-    push_target = np.concatenate([cube[:, :2] + direction * 0.03, push_height], axis=1)
+    push_height = np.full((n, 1), CUBE_HALF_SIZE_M)
+    behind = cube[:, :2] - direction * PUSH_BEHIND_M
+    pushing = (behind_m > 0.03) & (lateral < 0.02) & (tcp[:, 2] < 0.045)
+    # Aim the TCP where it will be once the cube sits on the goal, keeping today's contact
+    # distance: the TCP then moves by exactly the cube's remaining error and stops there,
+    # instead of pushing through (overshooting) and oscillating about the goal.
+    push_target = np.concatenate([goal - direction * behind_m[:, None], push_height], axis=1)
     near_behind = np.linalg.norm(tcp[:, :2] - behind, axis=1) < 0.012
     descend_target = np.concatenate([behind, push_height], axis=1)
-    hover = np.concatenate([behind, np.full((len(tcp), 1), 0.07)], axis=1)
-    rise = np.concatenate([tcp[:, :2], np.full((len(tcp), 1), 0.07)], axis=1)
+    hover = np.concatenate([behind, np.full((n, 1), PUSH_HOVER_HEIGHT_M)], axis=1)
+    rise = np.concatenate([tcp[:, :2], np.full((n, 1), PUSH_HOVER_HEIGHT_M)], axis=1)
     target = np.where(
         near_behind[:, None], descend_target, np.where((tcp[:, 2] < 0.05)[:, None], rise, hover)
     )
     target = np.where(pushing[:, None], push_target, target)
-    return _move(tcp, target, np.full(len(tcp), CLOSED), max_step_m)
+    target = np.where((distance < PUSH_DONE_M)[:, None], rise, target)
+    return _move(tcp, target, np.full(n, CLOSED), max_step_m)
 
 
 def lift_policy(obs: dict, max_step_m: float) -> np.ndarray:
@@ -130,7 +140,56 @@ SCRIPTED_POLICIES: dict[str, Callable[[dict, float], np.ndarray]] = {
 }
 
 
-def scripted_action(task: str, obs: dict, max_step_m: float | None = None) -> torch.Tensor:
-    """``ee_delta_pos`` action [N, 4] (float32) of the scripted policy of ``task``."""
+def scripted_action(
+    task: str,
+    obs: dict,
+    max_step_m: float | None = None,
+    noise_std: float = 0.0,
+    generator: np.random.Generator | None = None,
+) -> torch.Tensor:
+    """``ee_delta_pos`` action [N, 4] (float32) of the scripted policy of ``task``.
+
+    With ``noise_std > 0``, Gaussian noise of that standard deviation (normalised action units)
+    is added to the xyz deltas, drawn from ``generator``, and the result clipped to [-1, 1]. The
+    gripper command stays clean: a flipped gripper drops the cube instead of diversifying motion.
+    """
     step = ControllerSettings().max_ee_step_m if max_step_m is None else max_step_m
-    return torch.from_numpy(SCRIPTED_POLICIES[task](obs, step).astype(np.float32))
+    action = SCRIPTED_POLICIES[task](obs, step)
+    if noise_std > 0.0:
+        if generator is None:
+            raise ValueError("noise_std > 0 needs a seeded numpy generator")
+        action[:, :3] = np.clip(action[:, :3] + generator.normal(0.0, noise_std, (len(action), 3)), -1, 1)
+    return torch.from_numpy(action.astype(np.float32))
+
+
+class ScriptedExpert:
+    """A scripted policy bound to one task, with its own seeded noise stream.
+
+    ``act`` returns ``(executed, clean)``: the noisy action to send to the env and the noiseless
+    expert action for the same observation (identical when ``noise_std == 0``), so demonstrations
+    can record the clean expert label for states the noise drove the robot into.
+    """
+
+    def __init__(
+        self, task: str, noise_std: float = 0.0, seed: int = 0, max_step_m: float | None = None
+    ) -> None:
+        if task not in SCRIPTED_POLICIES:
+            raise KeyError(f"no scripted policy for task {task!r}; known: {sorted(SCRIPTED_POLICIES)}")
+        if noise_std < 0.0:
+            raise ValueError(f"noise_std must be >= 0, got {noise_std}")
+        self.task = task
+        self.noise_std = noise_std
+        self.max_step_m = ControllerSettings().max_ee_step_m if max_step_m is None else max_step_m
+        self.generator = np.random.default_rng(seed)
+
+    def act(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        clean = scripted_action(self.task, obs, self.max_step_m)
+        if self.noise_std == 0.0:
+            return clean, clean
+        noise = self.generator.normal(0.0, self.noise_std, (len(clean), 3)).astype(np.float32)
+        executed = clean.clone()
+        executed[:, :3] = torch.clamp(clean[:, :3] + torch.from_numpy(noise), -1.0, 1.0)
+        return executed, clean
+
+    def __call__(self, obs: dict) -> torch.Tensor:
+        return self.act(obs)[0]

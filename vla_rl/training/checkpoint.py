@@ -2,7 +2,8 @@
 
 Each checkpoint directory holds
 
-* ``policy.safetensors``: the policy ``state_dict`` (including its observation normaliser);
+* ``policy.safetensors``: the policy ``state_dict`` (including its observation normaliser), or
+  instead whatever a ``write_extra`` callback writes (e.g. a ``save_pretrained`` policy folder);
 * ``trainer_state.safetensors``: every tensor or array of the trainer state (optimizer moments,
   torch RNG, simulator state arrays);
 * ``trainer_state.json``: the rest (iteration, env steps, learning rate, optimizer
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +51,7 @@ class Checkpoint:
     iteration: int
     """Training iterations completed when it was written."""
     policy_state: dict[str, torch.Tensor]
-    """Policy ``state_dict``."""
+    """Policy ``state_dict``; empty when the checkpoint stored the policy some other way."""
     trainer_state: dict[str, Any]
     """The trainer state exactly as given to ``save_checkpoint``."""
     config_path: Path
@@ -63,13 +65,18 @@ def checkpoint_name(iteration: int) -> str:
 def save_checkpoint(
     run_dir: str | Path,
     iteration: int,
-    policy_state: dict[str, torch.Tensor],
+    policy_state: dict[str, torch.Tensor] | None,
     trainer_state: dict[str, Any],
-    config: TrainConfig,
+    config: TrainConfig | Any,
     keep: int = 0,
+    write_extra: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write checkpoint ``iteration`` atomically, point ``latest`` at it and prune to ``keep``
-    (``<= 0`` keeps all). Returns the checkpoint directory."""
+    (``<= 0`` keeps all). Returns the checkpoint directory.
+
+    ``config`` is any structured-config dataclass. ``policy_state`` None writes no
+    ``policy.safetensors``; ``write_extra(directory)`` may add files or folders to the checkpoint
+    before it is fsynced and moved into place (so they are as atomic as the rest)."""
     root = Path(run_dir) / CHECKPOINTS_DIRNAME
     root.mkdir(parents=True, exist_ok=True)
     final = root / checkpoint_name(iteration)
@@ -79,7 +86,9 @@ def save_checkpoint(
     tmp.mkdir()
     try:
         _write_contents(tmp, iteration, policy_state, trainer_state, config)
-        _fsync_dir(tmp)
+        if write_extra is not None:
+            write_extra(tmp)
+        _fsync_tree(tmp)
         _replace_dir(tmp, final)
         _fsync_dir(root)
     except BaseException:
@@ -97,10 +106,11 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     directory = resolve_checkpoint_dir(path)
     meta = json.loads((directory / STATE_JSON_FILENAME).read_text())
     tensors = load_file(str(directory / STATE_TENSORS_FILENAME))
+    policy_file = directory / POLICY_FILENAME
     return Checkpoint(
         path=directory,
         iteration=int(meta["iteration"]),
-        policy_state=load_file(str(directory / POLICY_FILENAME)),
+        policy_state=load_file(str(policy_file)) if policy_file.is_file() else {},
         trainer_state=decode_state(tensors, meta["state"]),
         config_path=directory / CONFIG_FILENAME,
     )
@@ -109,7 +119,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
 def resolve_checkpoint_dir(path: str | Path) -> Path:
     """Map a run folder, its ``checkpoints`` folder or a checkpoint folder to the checkpoint."""
     path = Path(path)
-    if (path / POLICY_FILENAME).is_file():
+    if _is_checkpoint(path):
         return path
     for root in (path / CHECKPOINTS_DIRNAME, path):
         found = latest_checkpoint(root)
@@ -124,7 +134,7 @@ def latest_checkpoint(checkpoints_dir: str | Path) -> Path | None:
     latest_file = root / LATEST_FILENAME
     if latest_file.is_file():
         candidate = root / latest_file.read_text().strip()
-        if (candidate / POLICY_FILENAME).is_file():
+        if _is_checkpoint(candidate):
             return candidate
     found = list_checkpoints(root)
     return found[-1] if found else None
@@ -149,22 +159,38 @@ def prune_checkpoints(checkpoints_dir: str | Path, keep: int) -> list[Path]:
     return removed
 
 
+def _is_checkpoint(path: Path) -> bool:
+    """The trainer state is written into every checkpoint, whatever holds the policy."""
+    return (path / STATE_JSON_FILENAME).is_file()
+
+
 def _write_contents(
     directory: Path,
     iteration: int,
-    policy_state: dict[str, torch.Tensor],
+    policy_state: dict[str, torch.Tensor] | None,
     trainer_state: dict[str, Any],
-    config: TrainConfig,
+    config: Any,
 ) -> None:
-    policy_tensors = {k: v.detach().cpu().clone().contiguous() for k, v in policy_state.items()}
-    save_file(policy_tensors, str(directory / POLICY_FILENAME))
+    if policy_state is not None:
+        policy_tensors = {k: v.detach().cpu().clone().contiguous() for k, v in policy_state.items()}
+        save_file(policy_tensors, str(directory / POLICY_FILENAME))
     tensors, skeleton = encode_state(trainer_state)
     save_file(tensors, str(directory / STATE_TENSORS_FILENAME))
     meta = {"iteration": iteration, "state": skeleton}
     (directory / STATE_JSON_FILENAME).write_text(json.dumps(meta, indent=1))
     (directory / CONFIG_FILENAME).write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
-    for file in directory.iterdir():
-        _fsync_file(file)
+
+
+def _fsync_tree(directory: Path) -> None:
+    """fsync every file below ``directory``, then the folders themselves (deepest first)."""
+    folders = [directory]
+    for path in sorted(directory.rglob("*")):
+        if path.is_dir():
+            folders.append(path)
+        else:
+            _fsync_file(path)
+    for folder in reversed(folders):
+        _fsync_dir(folder)
 
 
 def _replace_dir(source: Path, target: Path) -> None:

@@ -90,7 +90,7 @@ def evaluate(
             env.close()
         result.split = split
         if video_dir is not None and video_envs > 0:
-            video_cfg = _video_env_config(eval_cfg, video_envs, video_camera, video_size)
+            video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
             result.video_path = _record_video(policy, video_cfg, video_camera, deterministic, seed, video_dir)
     finally:
         policy.train(was_training)
@@ -140,7 +140,7 @@ def _run_episodes(
     )
 
 
-def _video_env_config(cfg: EnvConfig, video_envs: int, camera: str, size: int) -> EnvConfig:
+def video_env_config(cfg: EnvConfig, video_envs: int, camera: str, size: int) -> EnvConfig:
     """Pixel policies keep their cameras and image size (the policy needs them); state policies
     get just the video camera at ``size``."""
     if cfg.cameras:
@@ -167,7 +167,7 @@ def _record_video(
             log.warning("environment has no %r observation; no video written", key)
             return None
         obs, _ = env.reset(seed=seed)
-        frames = [_tile(obs[key])]
+        frames = [tile_worlds(obs[key])]
         finished = torch.zeros(env.num_envs, dtype=torch.bool)
         last = obs[key].clone()
         while not bool(finished.all()):
@@ -178,7 +178,7 @@ def _record_video(
             )
             last = torch.where(finished[:, None, None, None], last, current)
             finished |= done
-            frames.append(_tile(last))
+            frames.append(tile_worlds(last))
             obs = step.obs
     finally:
         env.close()
@@ -188,7 +188,7 @@ def _record_video(
     return str(path)
 
 
-def _tile(images: torch.Tensor) -> np.ndarray:
+def tile_worlds(images: torch.Tensor) -> np.ndarray:
     """[N, H, W, 3] uint8 -> [H, N * W, 3], worlds side by side."""
     images = images.cpu()
     return torch.cat(list(images), dim=1).numpy()

@@ -53,6 +53,8 @@ _CONSOLE_FIELDS = [
     ("rollout/success_rate", "success", ".2f"),
     ("rollout/mean_return", "return", ".2f"),
     ("train/learning_rate", "lr", ".1e"),
+    ("train/loss", "loss", ".4f"),
+    ("eval/success_rate", "eval_success", ".2f"),
 ]
 
 

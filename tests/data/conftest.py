@@ -1,0 +1,4 @@
+import os
+
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("MUJOCO_GL", "egl")

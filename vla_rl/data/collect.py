@@ -1,0 +1,205 @@
+"""Record scripted-expert demonstrations in the batched MuJoCo env and write them as a dataset.
+
+Every world of the batched env runs the expert; when a world's episode ends its recorded steps
+become an ``Episode`` (the observation *before* each action, the action, the reward and success
+flag *after* it), which is written at once, so an interrupted collection keeps what it finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vla_rl.data.config import CollectConfig
+from vla_rl.data.episode import Episode
+from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
+from vla_rl.data.lerobot_writer import LeRobotWriter
+from vla_rl.envs import Observation, make_env
+
+log = logging.getLogger(__name__)
+
+EXPERT_ACTION_KEY = "expert_action"
+EE_DELTA_POS_ACTION_NAMES = ["dx", "dy", "dz", "gripper"]
+
+
+def field_names(fields: Sequence[tuple[str, int]]) -> list[str]:
+    """Per-dimension names of a field layout: ``(("tcp_pos", 3), ("opening", 1))`` ->
+    ``["tcp_pos_0", "tcp_pos_1", "tcp_pos_2", "opening"]``."""
+    return [name if size == 1 else f"{name}_{i}" for name, size in fields for i in range(size)]
+
+
+def feature_names(task: str) -> dict[str, list[str]]:
+    """Names of the state, privileged and action dimensions recorded for ``task``."""
+    from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS
+    from vla_rl.sims.tasks.registry import TASKS
+
+    return {
+        STATE_KEY: field_names(PROPRIO_FIELDS),
+        PRIVILEGED_KEY: field_names(TASKS[task].privileged_fields),
+        ACTION_KEY: list(EE_DELTA_POS_ACTION_NAMES),
+        EXPERT_ACTION_KEY: list(EE_DELTA_POS_ACTION_NAMES),
+    }
+
+
+class EpisodeRecorder:
+    """Per-world step buffers of a batched env, turned into Episodes as worlds finish."""
+
+    def __init__(self, num_envs: int, cameras: Sequence[str], record_privileged: bool, record_expert: bool):
+        self.cameras = list(cameras)
+        self.record_privileged = record_privileged
+        self.record_expert = record_expert
+        self.buffers: list[dict[str, list]] = [self._empty() for _ in range(num_envs)]
+        self.instructions: list[str] = [""] * num_envs
+
+    def _empty(self) -> dict[str, list]:
+        keys = ["proprio", "privileged", "actions", "expert", "rewards", "success"]
+        return {key: [] for key in keys + [f"rgb_{camera}" for camera in self.cameras]}
+
+    def record(
+        self,
+        obs: Observation,
+        action: torch.Tensor,
+        expert_action: torch.Tensor,
+        reward: torch.Tensor,
+        success: torch.Tensor,
+    ) -> None:
+        """One step of all worlds: ``obs`` before ``action``, ``reward``/``success`` after it."""
+        arrays = {
+            "proprio": obs["proprio"].cpu().numpy(),
+            "actions": action.cpu().numpy(),
+            "rewards": reward.cpu().numpy(),
+            "success": success.cpu().numpy(),
+        }
+        if self.record_privileged:
+            arrays["privileged"] = obs["privileged"].cpu().numpy()
+        if self.record_expert:
+            arrays["expert"] = expert_action.cpu().numpy()
+        for camera in self.cameras:
+            arrays[f"rgb_{camera}"] = obs[f"rgb_{camera}"].cpu().numpy()
+        for world, buffer in enumerate(self.buffers):
+            if not buffer["actions"]:
+                self.instructions[world] = obs["instruction"][world]
+            for key, value in arrays.items():
+                buffer[key].append(value[world].copy())
+
+    def finish(self, world: int, success: bool) -> Episode:
+        """The finished episode of ``world``; its buffers start empty for the next one."""
+        buffer, self.buffers[world] = self.buffers[world], self._empty()
+        extras = {}
+        if self.record_expert:
+            extras[EXPERT_ACTION_KEY] = np.stack(buffer["expert"]).astype(np.float32)
+        return Episode(
+            images={camera: np.stack(buffer[f"rgb_{camera}"]) for camera in self.cameras},
+            proprio=np.stack(buffer["proprio"]).astype(np.float32),
+            actions=np.stack(buffer["actions"]).astype(np.float32),
+            instruction=self.instructions[world],
+            success=success,
+            rewards=np.asarray(buffer["rewards"], dtype=np.float32),
+            privileged=np.stack(buffer["privileged"]).astype(np.float32) if self.record_privileged else None,
+            success_per_step=np.asarray(buffer["success"], dtype=bool),
+            extras=extras,
+        )
+
+
+@dataclass
+class CollectResult:
+    """What a collection produced."""
+
+    path: Path
+    """Dataset directory."""
+    episodes_written: int
+    """Episodes written by this collection (not counting ones already in an appended dataset)."""
+    episodes_attempted: int
+    """Episodes run to their end, successful or not."""
+    successes: int
+    """Attempted episodes that ended in success."""
+    frames_written: int
+    """Frames (control steps) in the written episodes."""
+    wall_time_s: float
+    """Seconds from env creation to the dataset being closed."""
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / max(self.episodes_attempted, 1)
+
+    @property
+    def episodes_per_minute(self) -> float:
+        return 60.0 * self.episodes_written / max(self.wall_time_s, 1e-9)
+
+
+def collect_demonstrations(cfg: CollectConfig) -> CollectResult:
+    """Run the scripted expert of ``cfg.env.task`` until ``cfg.num_episodes`` episodes are written."""
+    from vla_rl.sims.tasks.scripted import ScriptedExpert
+
+    torch.set_num_threads(cfg.torch_num_threads)
+    start = time.perf_counter()
+    max_attempts = cfg.max_attempts if cfg.max_attempts > 0 else 10 * cfg.num_episodes
+    record_expert = cfg.record_expert_actions and cfg.noise_std > 0
+    names = feature_names(cfg.env.task)
+    if not cfg.record_privileged:
+        names.pop(PRIVILEGED_KEY)
+    if not record_expert:
+        names.pop(EXPERT_ACTION_KEY)
+    expert = ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
+    written = attempted = successes = frames = 0
+    env = make_env(cfg.env)
+    writer = LeRobotWriter(
+        cfg.output_dir,
+        fps=env.control_hz,
+        robot_type=cfg.robot_type,
+        video=cfg.video.settings(),
+        feature_names=names,
+        append=cfg.append,
+    )
+    try:
+        recorder = EpisodeRecorder(env.num_envs, cfg.env.cameras, cfg.record_privileged, record_expert)
+        obs, _ = env.reset(seed=cfg.seed)
+        while written < cfg.num_episodes and attempted < max_attempts:
+            executed, clean = expert.act({key: _to_cpu(value) for key, value in obs.items()})
+            result = env.step(executed.to(env.device))
+            recorder.record(obs, executed, clean, result.reward, result.info["success"])
+            for world in result.done.nonzero().flatten().tolist():
+                if written >= cfg.num_episodes or attempted >= max_attempts:
+                    break
+                success = bool(result.info["episode"]["success"][world])
+                episode = recorder.finish(world, success)
+                attempted += 1
+                successes += success
+                if success or cfg.keep_failures:
+                    writer.add_episode(episode)
+                    written += 1
+                    frames += len(episode)
+            if result.done.any():
+                log.info(
+                    "collect %s: %d/%d episodes written, %d attempted",
+                    cfg.env.task,
+                    written,
+                    cfg.num_episodes,
+                    attempted,
+                )
+            obs = result.obs
+    finally:
+        writer.close()
+        env.close()
+    if written < cfg.num_episodes:
+        log.warning(
+            "collect %s: only %d of %d episodes after %d attempts (success rate %.2f)",
+            cfg.env.task,
+            written,
+            cfg.num_episodes,
+            attempted,
+            successes / max(attempted, 1),
+        )
+    return CollectResult(
+        Path(cfg.output_dir), written, attempted, successes, frames, time.perf_counter() - start
+    )
+
+
+def _to_cpu(value: object) -> object:
+    return value.cpu() if isinstance(value, torch.Tensor) else value

@@ -1,0 +1,131 @@
+"""Typed configuration of ``vla-rl collect`` (``configs/collect.yaml``) and its validation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from vla_rl.config.load import ConfigError, compose_config_module
+from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
+from vla_rl.envs.config import EnvConfig
+
+COLLECT_CONFIG_NAME = "collect"
+
+
+@dataclass
+class CollectVideoConfig:
+    """How camera frames are encoded into the dataset's per-episode mp4 files."""
+
+    codec: str = "libx264"
+    """ffmpeg encoder (``libx264`` H.264, ``libx264rgb``, ``libsvtav1`` AV1 ...)."""
+    pix_fmt: str = "yuv420p"
+    """Encoded pixel format (``yuv420p`` plays everywhere; ``rgb24`` with ``libx264rgb`` is exact)."""
+    crf: int = 23
+    """Constant rate factor: 0 is lossless for x264, higher is smaller and lossier."""
+    preset: str = ""
+    """Encoder speed preset (``ultrafast`` ... ``veryslow``); empty uses the encoder default."""
+    lossless: bool = False
+    """Ignore the three keys above and store bit-exact RGB (``libx264rgb``, ``rgb24``, crf 0)."""
+
+    def settings(self) -> VideoSettings:
+        if self.lossless:
+            return LOSSLESS_VIDEO
+        return VideoSettings(codec=self.codec, pix_fmt=self.pix_fmt, crf=self.crf, preset=self.preset)
+
+
+def _default_env() -> EnvConfig:
+    return EnvConfig(task="pick_place", num_envs=25, cameras=["front"], image_size=64, num_threads=1)
+
+
+@dataclass
+class CollectConfig:
+    """Record scripted-expert demonstrations in the batched MuJoCo env into a LeRobot dataset."""
+
+    env: EnvConfig = field(default_factory=_default_env)
+    """Simulator, task, split, cameras and image size the demonstrations are recorded in."""
+    num_episodes: int = 100
+    """Episodes written to the dataset (successful ones only unless ``keep_failures``)."""
+    max_attempts: int = 0
+    """Give up after this many finished episodes; ``<= 0`` allows ``10 * num_episodes``."""
+    keep_failures: bool = False
+    """Also write failed episodes (labelled ``success: false`` in ``meta/episodes.jsonl``)."""
+    noise_std: float = 0.0
+    """Std of Gaussian noise added to the expert's xyz actions (normalised units) for diverse demos."""
+    record_expert_actions: bool = True
+    """With noise, also store the clean expert action of every frame as the ``expert_action`` column."""
+    record_privileged: bool = True
+    """Store ``obs['privileged']`` as the ``observation.privileged`` column."""
+    seed: int = 0
+    """Seed of the env's initial states and of the expert's noise."""
+    output_dir: str = "datasets/${env.task}_${env.split}"
+    """Dataset directory to create (LeRobot v2.1 layout)."""
+    append: bool = False
+    """Add episodes to an existing dataset at ``output_dir`` instead of refusing to touch it (give a new
+    ``seed``, or the added episodes repeat the first ones)."""
+    robot_type: str = "panda"
+    """``robot_type`` recorded in ``meta/info.json``."""
+    video: CollectVideoConfig = field(default_factory=CollectVideoConfig)
+    """Camera video encoding."""
+    torch_num_threads: int = 1
+    """``torch.set_num_threads`` for the collection process."""
+
+
+@dataclass(frozen=True)
+class _Check:
+    key: str
+    holds: Callable[[CollectConfig], bool]
+    message: str
+
+
+_CHECKS: tuple[_Check, ...] = (
+    _Check("env.backend", lambda c: c.env.backend == "mujoco", "scripted experts need the 'mujoco' backend"),
+    _Check(
+        "env.control_mode",
+        lambda c: c.env.control_mode == "ee_delta_pos",
+        "scripted experts act in 'ee_delta_pos'",
+    ),
+    _Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
+    _Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
+    _Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
+    _Check("num_episodes", lambda c: c.num_episodes > 0, "must be positive"),
+    _Check("noise_std", lambda c: c.noise_std >= 0, "must not be negative"),
+    _Check("output_dir", lambda c: bool(c.output_dir), "must name the dataset directory"),
+    _Check("video.crf", lambda c: c.video.crf >= 0, "must not be negative"),
+    _Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
+)
+
+
+def validate_collect_config(raw: DictConfig | dict[str, Any]) -> CollectConfig:
+    """Merge ``raw`` into ``CollectConfig`` (unknown keys and wrong types fail) and check values."""
+    if not isinstance(raw, DictConfig):
+        raw = OmegaConf.create(raw)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(CollectConfig), raw)
+        config: CollectConfig = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as error:
+        key = getattr(error, "full_key", None) or "?"
+        reason = str(error).splitlines()[0]
+        if "not in" in reason:
+            raise ConfigError(f"unknown config key '{key}' ({reason})") from None
+        raise ConfigError(f"config key '{key}': {reason}") from None
+    for check in _CHECKS:
+        if not check.holds(config):
+            value = OmegaConf.select(OmegaConf.structured(config), check.key)
+            raise ConfigError(f"config key '{check.key}': {check.message} (got {value!r})")
+    from vla_rl.sims.tasks.scripted import SCRIPTED_POLICIES
+
+    if config.env.task not in SCRIPTED_POLICIES:
+        known = sorted(SCRIPTED_POLICIES)
+        raise ConfigError(
+            f"config key 'env.task': no scripted expert for {config.env.task!r} (known: {known})"
+        )
+    return config
+
+
+def compose_collect_config(overrides: Sequence[str] = ()) -> CollectConfig:
+    """``configs/collect.yaml`` plus Hydra-syntax ``overrides`` (``env=push num_episodes=50``), validated."""
+    return validate_collect_config(compose_config_module(COLLECT_CONFIG_NAME, overrides))

@@ -1,0 +1,131 @@
+"""The interface every action-chunk policy implements (token VLAs, chunk VLAs, flow policies).
+
+A chunk policy maps a batch of observations (camera images, proprioception, instruction) to an
+*action chunk*: the next ``chunk_len`` actions of ``action_dim`` values each, in the environment's
+normalised action units ([-1, 1]). The rollout layer executes the chunk (or its first steps) and the
+RL algorithms read the log-probability of what was sampled at the granularity they ask for:
+
+* ``"token"``:  ``[N, chunk_len, action_dim]``: one entry per action token (token policies only);
+* ``"action"``: ``[N, chunk_len]``: one entry per action of the chunk;
+* ``"chunk"``:  ``[N]``: the whole chunk.
+
+``ChunkStep.sample_info`` carries whatever the policy needs to recompute the same log-probability
+later (``evaluate``): the sampled token ids of a token policy, the denoising chain of a flow policy.
+Tensors in it are batched along dim 0 so the rollout buffer can store and slice them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from vla_rl.envs.base import Observation
+
+LOG_PROB_LEVELS = ("token", "action", "chunk")
+
+
+@dataclass
+class ChunkStep:
+    """What ``ChunkPolicy.sample`` returns for a batch of N observations."""
+
+    actions: torch.Tensor
+    """float32 [N, chunk_len, action_dim] in normalised env units."""
+    log_prob: torch.Tensor
+    """Log-probability of the sample at the requested level (shapes in the module docstring)."""
+    value: torch.Tensor | None = None
+    """float32 [N] value estimate from the policy's own features, when ``with_value``."""
+    sample_info: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Batched tensors that ``evaluate`` needs to recompute ``log_prob`` for this sample."""
+
+
+@dataclass
+class ChunkEvaluation:
+    """What ``ChunkPolicy.evaluate`` returns: differentiable quantities for the stored samples."""
+
+    log_prob: torch.Tensor
+    """Same shape as ``ChunkStep.log_prob`` at the same level."""
+    entropy: torch.Tensor | None
+    """Entropy (or an estimate) at the same level, when the policy family has one."""
+    value: torch.Tensor | None = None
+    """float32 [N], when ``with_value``."""
+
+
+@dataclass
+class SFTOutput:
+    """Loss of a supervised batch plus scalar metrics for logging."""
+
+    loss: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class ChunkPolicy(nn.Module, ABC):
+    """Batched observation -> action chunk, with log-probabilities and an optional value head."""
+
+    chunk_len: int
+    action_dim: int
+    log_prob_levels: tuple[str, ...] = ("action", "chunk")
+    """Granularities this family supports (a subset of ``LOG_PROB_LEVELS``)."""
+    registry_name: str = ""
+    """Name under which ``vla_rl.policies.chunk_registry`` registered the class."""
+
+    @classmethod
+    @abstractmethod
+    def build(cls, **kwargs: object) -> ChunkPolicy:
+        """A fresh policy from plain (config) values, e.g. ``chunk_len=4, action_dim=4, ...``.
+
+        Families document their keyword arguments; the SFT and RL configs pass them through.
+        """
+
+    @abstractmethod
+    def sample(
+        self,
+        obs: Observation,
+        *,
+        temperature: float = 1.0,
+        deterministic: bool = False,
+        log_prob_level: str = "chunk",
+        with_value: bool = False,
+    ) -> ChunkStep:
+        """Sample an action chunk per observation (greedy / noise-free when ``deterministic``)."""
+
+    @abstractmethod
+    def evaluate(
+        self,
+        obs: Observation,
+        sample_info: dict[str, torch.Tensor],
+        *,
+        temperature: float = 1.0,
+        log_prob_level: str = "chunk",
+        with_value: bool = False,
+    ) -> ChunkEvaluation:
+        """Log-probability (with gradients) of samples described by ``sample_info``."""
+
+    @abstractmethod
+    def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
+        """Supervised loss on demonstrated chunks.
+
+        ``action_chunk`` float32 [N, chunk_len, action_dim] in normalised env units; ``chunk_mask``
+        bool [N, chunk_len] is False for steps past the end of the episode (padding).
+        """
+
+    @abstractmethod
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write weights (safetensors), config and action statistics to ``directory``."""
+
+    @classmethod
+    @abstractmethod
+    def from_pretrained(cls, directory: str | Path) -> ChunkPolicy:
+        """Load a policy written by ``save_pretrained`` (local directory only, never a hub)."""
+
+
+def check_log_prob_level(policy: ChunkPolicy, level: str) -> None:
+    """Clear error for a granularity the policy family does not provide."""
+    if level not in policy.log_prob_levels:
+        raise ValueError(
+            f"{type(policy).__name__} provides log-probabilities at {list(policy.log_prob_levels)}, "
+            f"not {level!r}"
+        )

@@ -1,0 +1,20 @@
+"""Padded steps of demonstrated chunks, made harmless for flow models.
+
+A flow model denoises the whole chunk jointly (pi0's action tokens attend to each other; the flow
+MLP reads the flattened chunk), so a padded step's value would leak into the real steps' inputs
+even with its loss masked out. Padded steps are therefore overwritten with the last real action
+before it (the robot holds still after the episode ends), as LeRobot does, and zeros when no real
+step precedes them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def fill_padded_steps(action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> torch.Tensor:
+    """``action_chunk`` [N, T, A], ``chunk_mask`` bool [N, T] -> chunk with padded steps filled."""
+    steps = torch.arange(action_chunk.shape[1], device=action_chunk.device).expand_as(chunk_mask)
+    last_real = torch.where(chunk_mask, steps, torch.full_like(steps, -1)).cummax(dim=1).values
+    filled = action_chunk.gather(1, last_real.clamp(min=0)[..., None].expand_as(action_chunk))
+    return torch.where((last_real >= 0)[..., None], filled, torch.zeros_like(filled))

@@ -1,0 +1,264 @@
+"""A small flow-matching policy for state (MLP) and pixel (CNN encoder) tasks.
+
+Same conventions as pi0 (``vla_rl.policies.flow.chain``): the path ``x_t = t * noise + (1 - t) * action``
+runs from noise at ``t = 1`` to the action at ``t = 0``; the network ``v(x_t, t, features)`` regresses
+the constant velocity ``noise - action`` with ``t ~ U(0, 1)``; sampling integrates ``K`` Euler steps
+from ``t = 1`` to ``t = 0`` (stochastic Euler-Maruyama steps give the chunk log-probability). Actions
+are modelled directly in env units (already in [-1, 1]) and clipped to that range at the output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from vla_rl.envs.base import Observation
+from vla_rl.policies.chunk_policy import (
+    ChunkEvaluation,
+    ChunkPolicy,
+    ChunkStep,
+    SFTOutput,
+    check_log_prob_level,
+)
+from vla_rl.policies.chunk_registry import register_chunk_policy
+from vla_rl.policies.cnn import ImageEncoder
+from vla_rl.policies.flow import chain
+from vla_rl.policies.flow.chunk_padding import fill_padded_steps
+from vla_rl.policies.layers import VectorObsEncoder, activation_class, build_mlp
+
+CONFIG_FILE = "flow_mlp_config.json"
+WEIGHTS_FILE = "model.safetensors"
+MIN_PERIOD = 0.1
+"""Shortest period of the sinusoidal time embedding (in units of t)."""
+MAX_PERIOD = 4.0
+"""Longest period of the sinusoidal time embedding."""
+
+
+@dataclass
+class FlowMLPConfig:
+    """Sizes of the flow MLP policy (saved as JSON next to its weights)."""
+
+    chunk_len: int = 1
+    """Actions per chunk."""
+    action_dim: int = 4
+    """Values per action."""
+    vector_obs_dims: dict[str, int] = field(default_factory=lambda: {"proprio": 0})
+    """Vector observation keys and their widths (e.g. ``{"proprio": 10, "privileged": 6}``)."""
+    image_keys: list[str] = field(default_factory=list)
+    """``rgb_*`` keys fed to the CNN encoder of ``vla_rl.policies.cnn`` (empty: state-only)."""
+    image_shape: list[int] = field(default_factory=lambda: [64, 64])
+    """[H, W] of the images (all cameras share it)."""
+    cnn_channels: list[int] = field(default_factory=lambda: [16, 32])
+    """Output channels of the convolutions."""
+    cnn_feature_dim: int = 64
+    """Width of the image embedding."""
+    normalize_obs: bool = False
+    """Running mean/std normalisation of the vector keys (updated by ``update_normalizer``)."""
+    feature_dim: int = 64
+    """Width of the observation features shared by the velocity network and the value head."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [128, 128])
+    """Hidden widths of the velocity MLP."""
+    time_embed_dim: int = 32
+    """Width of the sinusoidal embedding of t (even)."""
+    activation: str = "silu"
+    """Activation of all MLPs."""
+    num_denoising_steps: int = 10
+    """Euler steps K from noise to action."""
+    noise_level: float = 0.5
+    """Scale of the noise injected in the stochastic chain."""
+    value_hidden_sizes: list[int] = field(default_factory=lambda: [64])
+    """Hidden widths of the value head."""
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> FlowMLPConfig:
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown FlowMLPConfig fields {sorted(unknown)}")
+        return cls(**data)  # type: ignore[arg-type]
+
+
+def sinusoidal_time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """[N] times -> [N, dim]: sin and cos at periods spaced geometrically in [MIN_PERIOD, MAX_PERIOD]."""
+    fraction = torch.linspace(0.0, 1.0, dim // 2, device=t.device)
+    frequency = 2.0 * math.pi / (MIN_PERIOD * (MAX_PERIOD / MIN_PERIOD) ** fraction)
+    angle = t.float()[:, None] * frequency[None, :]
+    return torch.cat([angle.sin(), angle.cos()], dim=-1)
+
+
+def observation_space_of(cfg: FlowMLPConfig) -> gym.spaces.Dict:
+    spaces: dict[str, gym.Space] = {
+        key: gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32) for key, dim in cfg.vector_obs_dims.items()
+    }
+    for key in cfg.image_keys:
+        spaces[key] = gym.spaces.Box(0, 255, (*cfg.image_shape, 3), np.uint8)
+    return gym.spaces.Dict(spaces)
+
+
+class FlowObsEncoder(nn.Module):
+    """Vector keys (+ optional CNN image features) -> features [N, feature_dim]."""
+
+    def __init__(self, cfg: FlowMLPConfig) -> None:
+        super().__init__()
+        space = observation_space_of(cfg)
+        self.vector_keys = [key for key, dim in cfg.vector_obs_dims.items() if dim > 0]
+        self.vectors = VectorObsEncoder(self.vector_keys, space, cfg.normalize_obs)
+        self.images = (
+            ImageEncoder(cfg.image_keys, space, cfg.cnn_channels, cfg.cnn_feature_dim, cfg.activation)
+            if cfg.image_keys
+            else None
+        )
+        width = self.vectors.output_dim(self.vector_keys) + (cfg.cnn_feature_dim if self.images else 0)
+        if width == 0:
+            raise ValueError("flow_mlp needs at least one vector key with a width > 0 or an image key")
+        self.project = nn.Sequential(nn.Linear(width, cfg.feature_dim), activation_class(cfg.activation)())
+
+    def forward(self, obs: Observation) -> torch.Tensor:
+        parts = []
+        if self.images is not None:
+            parts.append(self.images(obs))
+        if self.vector_keys:
+            parts.append(self.vectors.encode(obs, self.vector_keys))
+        return self.project(torch.cat(parts, dim=-1))
+
+
+@register_chunk_policy("flow_mlp")
+class FlowMLPPolicy(ChunkPolicy):
+    """Velocity MLP ``v(x_t, t, obs features)`` over the flattened chunk, with a value head."""
+
+    log_prob_levels = ("chunk",)
+
+    def __init__(self, cfg: FlowMLPConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.chunk_len = cfg.chunk_len
+        self.action_dim = cfg.action_dim
+        self.encoder = FlowObsEncoder(cfg)
+        flat = cfg.chunk_len * cfg.action_dim
+        in_dim = flat + cfg.time_embed_dim + cfg.feature_dim
+        self.velocity_net = build_mlp(in_dim, cfg.hidden_sizes, flat, cfg.activation, out_gain=1.0)
+        self.value_head = build_mlp(cfg.feature_dim, cfg.value_hidden_sizes, 1, cfg.activation, out_gain=1.0)
+
+    @classmethod
+    def build(cls, **kwargs: object) -> FlowMLPPolicy:
+        """Keywords: the ``FlowMLPConfig`` fields; ``proprio_dim=P`` is short for
+        ``vector_obs_dims={"proprio": P}``."""
+        values = dict(kwargs)
+        if "proprio_dim" in values:
+            values.setdefault("vector_obs_dims", {"proprio": int(values.pop("proprio_dim"))})  # type: ignore[arg-type]
+        return cls(FlowMLPConfig.from_dict(values))
+
+    @property
+    def num_steps(self) -> int:
+        return self.cfg.num_denoising_steps
+
+    def features(self, obs: Observation) -> torch.Tensor:
+        return self.encoder(obs)
+
+    def velocity(self, features: torch.Tensor, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """``x_t`` [N, chunk, A], ``t`` [N] -> velocity [N, chunk, A]."""
+        inputs = torch.cat(
+            [x_t.flatten(1), sinusoidal_time_embedding(t, self.cfg.time_embed_dim), features], dim=-1
+        )
+        return self.velocity_net(inputs).view_as(x_t)
+
+    def update_normalizer(self, obs: Observation) -> None:
+        self.encoder.vectors.update(obs)
+
+    def sample(
+        self,
+        obs: Observation,
+        *,
+        temperature: float = 1.0,
+        deterministic: bool = False,
+        log_prob_level: str = "chunk",
+        with_value: bool = False,
+    ) -> ChunkStep:
+        check_log_prob_level(self, log_prob_level)
+        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
+        dt = chain.step_size(self.num_steps)
+        with torch.no_grad():
+            features = self.features(obs)
+            batch = features.shape[0]
+            states = [torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)]
+            means = []
+            for t in chain.denoising_times(self.num_steps)[:-1].tolist():
+                time = torch.full((batch,), t, device=features.device)
+                means.append(chain.euler_mean(states[-1], self.velocity(features, states[-1], time), dt))
+                states.append(chain.sample_transition(means[-1], std, deterministic))
+            chain_states = torch.stack(states, dim=1)
+            log_prob = chain.chain_log_prob(chain_states, torch.stack(means, dim=1), std)
+            value = self.value_head(features).squeeze(-1) if with_value else None
+        return ChunkStep(
+            actions=chain_states[:, -1].clamp(-1.0, 1.0),
+            log_prob=log_prob,
+            value=value,
+            sample_info={"chain": chain_states},
+        )
+
+    def evaluate(
+        self,
+        obs: Observation,
+        sample_info: dict[str, torch.Tensor],
+        *,
+        temperature: float = 1.0,
+        log_prob_level: str = "chunk",
+        with_value: bool = False,
+    ) -> ChunkEvaluation:
+        """All K transitions of all chains in one batched pass of the velocity MLP."""
+        check_log_prob_level(self, log_prob_level)
+        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
+        features = self.features(obs)
+        chain_states = sample_info["chain"].to(features.device)
+        batch, steps = chain_states.shape[0], self.num_steps
+        times = chain.denoising_times(steps)[:-1].to(features.device).repeat(batch)
+        starts = chain_states[:, :-1].flatten(0, 1)
+        velocity = self.velocity(features.repeat_interleave(steps, dim=0), starts, times)
+        means = chain.euler_mean(starts, velocity, chain.step_size(steps)).view_as(chain_states[:, 1:])
+        log_prob = chain.chain_log_prob(chain_states, means, std)
+        entropy = chain.chain_entropy(steps, std, self.chunk_len * self.action_dim)
+        return ChunkEvaluation(
+            log_prob=log_prob,
+            entropy=torch.full_like(log_prob, entropy),
+            value=self.value_head(features).squeeze(-1) if with_value else None,
+        )
+
+    def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
+        """Conditional flow matching: mean over real chunk steps of ``||v(x_t, t) - (noise - action)||^2 / A``
+        (padded steps hold the last real action, see ``chunk_padding``)."""
+        features = self.features(obs)
+        mask = chunk_mask.to(features.device)
+        actions = fill_padded_steps(action_chunk.to(features.device).float(), mask)
+        noise = torch.randn_like(actions)
+        t = torch.rand(actions.shape[0], device=actions.device)
+        x_t = t[:, None, None] * noise + (1.0 - t[:, None, None]) * actions
+        per_step = (self.velocity(features, x_t, t) - (noise - actions)).square().mean(dim=-1)
+        weights = mask.to(per_step.dtype)
+        loss = (per_step * weights).sum() / weights.sum().clamp(min=1.0)
+        return SFTOutput(loss=loss, metrics={"flow_mse": float(loss.detach())})
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / CONFIG_FILE).write_text(json.dumps(self.cfg.to_dict(), indent=2))
+        state = {name: tensor.detach().contiguous() for name, tensor in self.state_dict().items()}
+        save_file(state, str(path / WEIGHTS_FILE))
+
+    @classmethod
+    def from_pretrained(cls, directory: str | Path) -> FlowMLPPolicy:
+        path = Path(directory)
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path} is not a local directory")
+        policy = cls(FlowMLPConfig.from_dict(json.loads((path / CONFIG_FILE).read_text())))
+        policy.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
+        return policy

@@ -1,0 +1,312 @@
+"""pi0 (flow-matching VLA) as a ChunkPolicy, wrapping transformers' ``PI0ForConditionalGeneration``.
+
+The model is used as transformers provides it: its own prefix embedding, Gemma prefix, action expert,
+flow-matching loss and denoising forward. This wrapper adds observation preprocessing, action
+normalisation and padding, a prefix cache computed once per observation batch and reused by every
+denoising step, a stochastic denoising chain with a log-probability (``vla_rl.policies.flow.chain``),
+and a value head on the action expert's hidden feature of the *state token*. That token attends to
+the prefix and to itself only (pi0's block mask keeps the action tokens out of it), so its feature is
+a function of the observation alone, the same at every denoising step and for every noise draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import DynamicCache, PI0ForConditionalGeneration, PreTrainedTokenizerBase
+
+from vla_rl.envs.base import Observation
+from vla_rl.policies.chunk_policy import (
+    ChunkEvaluation,
+    ChunkPolicy,
+    ChunkStep,
+    SFTOutput,
+    check_log_prob_level,
+)
+from vla_rl.policies.chunk_registry import register_chunk_policy
+from vla_rl.policies.flow import chain
+from vla_rl.policies.flow.chunk_padding import fill_padded_steps
+from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
+from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim
+from vla_rl.policies.flow.pi0_io import Pi0Checkpoint
+
+
+@dataclass
+class PrefixCache:
+    """The observation part of pi0, computed once and reused by every denoising step."""
+
+    key_values: DynamicCache
+    """Keys/values of the prefix (images + instruction) in every layer; velocity calls append the
+    action tokens and crop back to ``prefix_length``."""
+    attention_mask: torch.Tensor
+    """int64 [N, L]: real prefix tokens."""
+    prefix_length: int
+    """L."""
+    state: torch.Tensor
+    """float [N, max_state_dim]: normalised, padded proprioception."""
+
+
+@register_chunk_policy("pi0")
+class Pi0Policy(ChunkPolicy):
+    """Observation -> action chunk with pi0; ``chunk_len`` = the model's ``chunk_size``."""
+
+    log_prob_levels = ("chunk",)
+
+    def __init__(
+        self, model: PI0ForConditionalGeneration, tokenizer: PreTrainedTokenizerBase, cfg: Pi0PolicyConfig
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.cfg = cfg
+        self.chunk_len = int(model.config.chunk_size)
+        self.action_dim = int(cfg.action_dim)
+        self.max_action_dim = int(model.config.max_action_dim)
+        if self.action_dim > self.max_action_dim:
+            raise ValueError(
+                f"action_dim {self.action_dim} > the model's max_action_dim {self.max_action_dim}"
+            )
+        expert_width = int(model.config.dit_config.hidden_size)
+        self.value_head = nn.Sequential(
+            nn.Linear(expert_width, cfg.value_hidden_dim), nn.SiLU(), nn.Linear(cfg.value_hidden_dim, 1)
+        )
+        self.register_buffer(
+            "action_dim_mask", torch.arange(self.max_action_dim) < self.action_dim, persistent=False
+        )
+        if cfg.freeze_vision:
+            vlm = model.model.vlm
+            for module in (vlm.vision_tower, vlm.multi_modal_projector):
+                module.requires_grad_(False)
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.cfg.num_denoising_steps or self.model.config.num_inference_steps)
+
+    @property
+    def device(self) -> torch.device:
+        return self.action_dim_mask.device
+
+    # ----- building and loading -------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, **kwargs: object) -> Pi0Policy:
+        """A tiny randomly initialised pi0, or ``pretrained_dir=...`` for local pi0 weights.
+
+        Keywords: ``chunk_len``, ``action_dim``, ``proprio_dim``, ``instructions`` (tokenizer corpus),
+        ``pretrained_dir``, any ``Pi0PolicyConfig`` field, any ``tiny_pi0_config`` argument.
+        """
+        return Pi0Checkpoint.build(cls, dict(kwargs))
+
+    @classmethod
+    def from_pretrained_pi0(cls, local_dir: str, cfg: Pi0PolicyConfig | None = None) -> Pi0Policy:
+        """pi0 weights in transformers' format (LeRobot checkpoints converted) from a local dir."""
+        return Pi0Checkpoint.load_pi0(cls, local_dir, cfg or Pi0PolicyConfig())
+
+    @classmethod
+    def from_pretrained(cls, directory: str) -> Pi0Policy:
+        return Pi0Checkpoint.load_policy(cls, directory)
+
+    def save_pretrained(self, directory: str) -> None:
+        Pi0Checkpoint.save_policy(self, directory)
+
+    # ----- the model, step by step ----------------------------------------------------------------------
+
+    def prepare_inputs(self, obs: Observation) -> Pi0Inputs:
+        return build_inputs(obs, self.cfg, self.model.config, self.tokenizer, self.device)
+
+    def encode_prefix(self, obs: Observation) -> PrefixCache:
+        """Run the vision tower and the Gemma prefix once (as ``sample_actions`` does)."""
+        inputs = self.prepare_inputs(obs)
+        return self.encode_prefix_inputs(inputs)
+
+    def encode_prefix_inputs(self, inputs: Pi0Inputs) -> PrefixCache:
+        model = self.model.model
+        embeds = model.embed_prefix(inputs.input_ids, inputs.pixel_values, inputs.pixel_attention_mask)
+        key_values = model.vlm(
+            inputs_embeds=embeds,
+            attention_mask=inputs.attention_mask,
+            position_ids=inputs.attention_mask.cumsum(-1) - 1,
+            token_type_ids=torch.zeros_like(embeds[:, :, 0]),
+            use_cache=True,
+        ).past_key_values
+        return PrefixCache(key_values, inputs.attention_mask, key_values.get_seq_length(), inputs.state)
+
+    def velocity(
+        self,
+        prefix: PrefixCache,
+        x_t: torch.Tensor,
+        t: float | torch.Tensor,
+        state: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One denoising evaluation on the cached prefix.
+
+        ``x_t`` [N, chunk_len, max_action_dim] at time ``t`` (1 = noise, 0 = action). Returns the
+        velocity ``v_t`` (same shape) and the expert's last hidden states [N, 1 + chunk_len, H]:
+        position 0 is the state token, then one per action of the chunk.
+        """
+        state = prefix.state if state is None else state
+        batch = x_t.shape[0]
+        time = t if isinstance(t, torch.Tensor) else torch.full((batch,), float(t), device=x_t.device)
+        with self._capture_expert_hidden() as captured:
+            output = self.model(
+                state=state,
+                noise=x_t,
+                timestep=time.float(),
+                attention_mask=prefix.attention_mask,
+                past_key_values=prefix.key_values,
+            )
+        grown = prefix.key_values.get_seq_length() - prefix.prefix_length
+        if grown > 0:
+            prefix.key_values.crop(-grown)
+        return output.logits, captured["hidden"]
+
+    @contextmanager
+    def _capture_expert_hidden(self) -> Iterator[dict[str, torch.Tensor]]:
+        captured: dict[str, torch.Tensor] = {}
+
+        def hook(_module: nn.Module, _inputs: object, output: object) -> None:
+            captured["hidden"] = output.last_hidden_state  # type: ignore[attr-defined]
+
+        handle = self.model.model.dit.register_forward_hook(hook)
+        try:
+            yield captured
+        finally:
+            handle.remove()
+
+    def euler_sample(
+        self, prefix: PrefixCache, noise: torch.Tensor, num_steps: int | None = None
+    ) -> torch.Tensor:
+        """Deterministic Euler ODE from ``noise`` (t=1) to actions (t=0), in padded model units."""
+        steps = num_steps or self.num_steps
+        dt = chain.step_size(steps)
+        x = noise
+        for t in chain.denoising_times(steps)[:-1].tolist():
+            velocity, _ = self.velocity(prefix, x, t)
+            x = chain.euler_mean(x, velocity, dt)
+        return x
+
+    def run_chain(
+        self, prefix: PrefixCache, noise: torch.Tensor, std: float, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(chain [N, K+1, chunk, D], means [N, K, chunk, D], state-token feature [N, H])."""
+        dt = chain.step_size(self.num_steps)
+        states, means = [noise], []
+        state_feature = None
+        for t in chain.denoising_times(self.num_steps)[:-1].tolist():
+            velocity, hidden = self.velocity(prefix, states[-1], t)
+            if state_feature is None:
+                state_feature = hidden[:, 0]
+            means.append(chain.euler_mean(states[-1], velocity, dt))
+            states.append(chain.sample_transition(means[-1], std, deterministic))
+        assert state_feature is not None
+        return torch.stack(states, dim=1), torch.stack(means, dim=1), state_feature
+
+    def means_of_chain(
+        self, prefix: PrefixCache, chain_states: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Recompute (with gradients) the transition means of stored chains and the state feature."""
+        dt = chain.step_size(self.num_steps)
+        means, state_feature = [], None
+        for k, t in enumerate(chain.denoising_times(self.num_steps)[:-1].tolist()):
+            velocity, hidden = self.velocity(prefix, chain_states[:, k], t)
+            if state_feature is None:
+                state_feature = hidden[:, 0]
+            means.append(chain.euler_mean(chain_states[:, k], velocity, dt))
+        assert state_feature is not None
+        return torch.stack(means, dim=1), state_feature
+
+    def value_from_feature(self, state_feature: torch.Tensor) -> torch.Tensor:
+        return self.value_head(state_feature.float()).squeeze(-1)
+
+    def to_env_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
+        """Padded model units -> env units [N, chunk, action_dim], clipped to [-1, 1]."""
+        actions = self.cfg.action_stats.unnormalize(model_actions[..., : self.action_dim].float())
+        return actions.clamp(-1.0, 1.0)
+
+    def to_model_actions(self, env_actions: torch.Tensor) -> torch.Tensor:
+        return pad_last_dim(self.cfg.action_stats.normalize(env_actions.float()), self.max_action_dim)
+
+    # ----- ChunkPolicy ----------------------------------------------------------------------------------
+
+    def sample(
+        self,
+        obs: Observation,
+        *,
+        temperature: float = 1.0,
+        deterministic: bool = False,
+        log_prob_level: str = "chunk",
+        with_value: bool = False,
+    ) -> ChunkStep:
+        """Euler-Maruyama chain (plain Euler ODE when ``deterministic``; the log-prob is then that of
+        the noise-free chain under the stochastic kernel)."""
+        check_log_prob_level(self, log_prob_level)
+        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
+        with torch.no_grad():
+            prefix = self.encode_prefix(obs)
+            batch = prefix.state.shape[0]
+            noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
+            states, means, state_feature = self.run_chain(prefix, noise, std, deterministic)
+            log_prob = chain.chain_log_prob(states, means, std, self.action_dim_mask)
+            value = self.value_from_feature(state_feature) if with_value else None
+        return ChunkStep(
+            actions=self.to_env_actions(states[:, -1]),
+            log_prob=log_prob,
+            value=value,
+            sample_info={"chain": states},
+        )
+
+    def evaluate(
+        self,
+        obs: Observation,
+        sample_info: dict[str, torch.Tensor],
+        *,
+        temperature: float = 1.0,
+        log_prob_level: str = "chunk",
+        with_value: bool = False,
+    ) -> ChunkEvaluation:
+        check_log_prob_level(self, log_prob_level)
+        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
+        states = sample_info["chain"].to(self.device)
+        means, state_feature = self.means_of_chain(self.encode_prefix(obs), states)
+        log_prob = chain.chain_log_prob(states, means, std, self.action_dim_mask)
+        entropy = chain.chain_entropy(self.num_steps, std, self.chunk_len * self.action_dim)
+        return ChunkEvaluation(
+            log_prob=log_prob,
+            entropy=torch.full_like(log_prob, entropy),
+            value=self.value_from_feature(state_feature) if with_value else None,
+        )
+
+    def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
+        """pi0's flow-matching loss (its Beta time sampling and noise), averaged over real entries:
+        chunk steps inside the episode and the first ``action_dim`` of ``max_action_dim`` dims (padded
+        steps hold the last real action, see ``chunk_padding``)."""
+        inputs = self.prepare_inputs(obs)
+        chunk_mask = chunk_mask.to(self.device)
+        targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask))
+        with self._unreduced_loss():
+            per_entry = self.model(
+                state=inputs.state,
+                input_ids=inputs.input_ids,
+                pixel_values=inputs.pixel_values,
+                pixel_attention_mask=inputs.pixel_attention_mask,
+                attention_mask=inputs.attention_mask,
+                actions=targets,
+            ).loss
+        mask = chunk_mask[:, :, None] & self.action_dim_mask[None, None, :]
+        weights = mask.to(per_entry.dtype)
+        loss = (per_entry * weights).sum() / weights.sum().clamp(min=1.0)
+        return SFTOutput(loss=loss, metrics={"flow_mse": float(loss.detach())})
+
+    @contextmanager
+    def _unreduced_loss(self) -> Iterator[None]:
+        config = self.model.config
+        saved = config.loss_reduction
+        config.loss_reduction = "none"
+        try:
+            yield
+        finally:
+            config.loss_reduction = saved

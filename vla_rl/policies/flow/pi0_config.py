@@ -1,0 +1,132 @@
+"""Configuration of the pi0 policy wrapper and a tiny ``PI0Config`` for CPU tests."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from transformers import PI0Config
+
+from vla_rl.policies.flow.normalization import NormStats
+
+
+@dataclass
+class Pi0PolicyConfig:
+    """What our wrapper adds around transformers' pi0 model (saved as JSON next to its weights)."""
+
+    action_dim: int = 4
+    """Real action values per step (4 for ``ee_delta_pos``); the model's actions are padded to
+    ``max_action_dim`` and the extra dims are dropped."""
+    camera_keys: list[str] = field(default_factory=lambda: ["front"])
+    """Cameras fed to the model in this order, read from ``obs["rgb_<camera>"]``."""
+    image_mean: float = 0.5
+    """Pixel normalisation ``(x / 255 - mean) / std`` (SigLIP: 0.5, 0.5 -> [-1, 1])."""
+    image_std: float = 0.5
+    """See ``image_mean``."""
+    max_instruction_tokens: int = 48
+    """Instructions are truncated to this many tokens."""
+    num_denoising_steps: int | None = None
+    """Euler steps K from noise to action; None = the model's ``num_inference_steps``."""
+    noise_level: float = 0.5
+    """Scale of the noise injected in the stochastic chain (see ``vla_rl.policies.flow.chain``)."""
+    value_hidden_dim: int = 64
+    """Hidden width of the value-head MLP on the expert's state-token feature."""
+    freeze_vision: bool = False
+    """Keep the vision tower (SigLIP) and its projector frozen during fine-tuning."""
+    action_stats: NormStats = field(default_factory=NormStats)
+    """Normalisation of actions (env units -> model units)."""
+    state_stats: NormStats = field(default_factory=NormStats)
+    """Normalisation of ``obs["proprio"]`` before padding to ``max_state_dim``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.action_stats, dict):
+            self.action_stats = NormStats(**self.action_stats)
+        if isinstance(self.state_stats, dict):
+            self.state_stats = NormStats(**self.state_stats)
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Pi0PolicyConfig:
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown Pi0PolicyConfig fields {sorted(unknown)}")
+        return cls(**data)  # type: ignore[arg-type]
+
+
+def tiny_pi0_config(
+    vocab_size: int,
+    image_token_id: int,
+    chunk_size: int = 4,
+    max_action_dim: int = 8,
+    max_state_dim: int = 8,
+    num_inference_steps: int = 4,
+    pad_token_id: int = 0,
+    bos_token_id: int = 2,
+    eos_token_id: int = 1,
+    hidden_size: int = 64,
+    expert_hidden_size: int = 32,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    head_dim: int = 16,
+    vision_hidden_size: int = 32,
+    vision_layers: int = 2,
+    image_size: int = 32,
+    patch_size: int = 8,
+) -> PI0Config:
+    """A pi0 small enough for CPU tests: 2-layer Gemma prefix and action expert, 2-layer SigLIP.
+
+    The expert attends to the prefix's key/value cache, so both share the number of layers, one
+    key/value head and ``head_dim``. ``(image_size / patch_size)^2`` image tokens per camera.
+    """
+    text = {
+        "model_type": "gemma",
+        "vocab_size": vocab_size,
+        "hidden_size": hidden_size,
+        "intermediate_size": 2 * hidden_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_key_value_heads": 1,
+        "head_dim": head_dim,
+        "max_position_embeddings": 512,
+        "pad_token_id": pad_token_id,
+        "bos_token_id": bos_token_id,
+        "eos_token_id": eos_token_id,
+    }
+    vision = {
+        "model_type": "siglip_vision_model",
+        "hidden_size": vision_hidden_size,
+        "intermediate_size": 2 * vision_hidden_size,
+        "num_hidden_layers": vision_layers,
+        "num_attention_heads": 2,
+        "image_size": image_size,
+        "patch_size": patch_size,
+        "vision_use_head": False,
+    }
+    vlm = {
+        "model_type": "paligemma",
+        "text_config": text,
+        "vision_config": vision,
+        "projection_dim": hidden_size,
+        "image_token_id": image_token_id,
+        "vocab_size": vocab_size,
+        "pad_token_id": pad_token_id,
+    }
+    expert = {
+        "model_type": "gemma",
+        "hidden_size": expert_hidden_size,
+        "intermediate_size": 2 * expert_hidden_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_key_value_heads": 1,
+        "head_dim": head_dim,
+        "max_position_embeddings": 512,
+    }
+    return PI0Config(
+        vlm_config=vlm,
+        dit_config=expert,
+        chunk_size=chunk_size,
+        max_action_dim=max_action_dim,
+        max_state_dim=max_state_dim,
+        num_inference_steps=num_inference_steps,
+    )

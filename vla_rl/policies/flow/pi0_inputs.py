@@ -1,0 +1,128 @@
+"""Our observations -> the inputs of transformers' pi0 model.
+
+The prompt of one observation follows ``PI0Processor``: ``image_seq_length`` placeholder tokens
+(``image_token_id``) per camera, ``<bos>``, the instruction, ``"\\n"``, then right padding up to the
+longest prompt of the batch (masked out; position ids count real tokens only, as ``sample_actions``
+computes them). Images are resized to the vision tower's ``image_size`` S and become
+``pixel_values`` [N, cameras, 3, S, S] in its range; ``obs["proprio"]`` is normalised and
+zero-padded to ``max_state_dim``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import PI0Config, PreTrainedTokenizerBase
+
+from vla_rl.envs.base import Observation
+from vla_rl.policies.flow.normalization import NormStats
+from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
+
+PROMPT_SEPARATOR = "\n"
+
+
+@dataclass
+class Pi0Inputs:
+    """Prefix inputs of a batch plus the padded state."""
+
+    input_ids: torch.Tensor
+    """int64 [N, L]: image placeholders, ``<bos>`` instruction ``\\n``, padding."""
+    attention_mask: torch.Tensor
+    """int64 [N, L]: 1 for real tokens."""
+    pixel_values: torch.Tensor
+    """float [N, cameras, 3, S, S]."""
+    pixel_attention_mask: torch.Tensor
+    """bool [N, cameras] (all True: every observation has every camera)."""
+    state: torch.Tensor
+    """float [N, max_state_dim]."""
+
+
+def image_tokens_per_camera(model_config: PI0Config) -> int:
+    vision = model_config.vlm_config.vision_config
+    return (vision.image_size // vision.patch_size) ** 2
+
+
+def preprocess_images(
+    obs: Observation, cfg: Pi0PolicyConfig, size_px: int, device: torch.device
+) -> torch.Tensor:
+    """uint8 ``obs["rgb_<camera>"]`` [N, H, W, 3] -> float [N, cameras, 3, size_px, size_px]."""
+    per_camera = []
+    for camera in cfg.camera_keys:
+        key = f"rgb_{camera}"
+        if key not in obs:
+            raise KeyError(
+                f"observation has no {key!r} (has {sorted(k for k in obs if k.startswith('rgb_'))})"
+            )
+        images = torch.as_tensor(obs[key], device=device).permute(0, 3, 1, 2).float() / 255.0
+        if images.shape[-2:] != (size_px, size_px):
+            images = F.interpolate(images, size=(size_px, size_px), mode="bilinear", antialias=True)
+        per_camera.append((images - cfg.image_mean) / cfg.image_std)
+    return torch.stack(per_camera, dim=1)
+
+
+def prompt_ids(
+    tokenizer: PreTrainedTokenizerBase,
+    instructions: list[str],
+    image_token_id: int,
+    num_image_tokens: int,
+    max_instruction_tokens: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids [N, L], attention_mask [N, L]) with right padding."""
+    separator = tokenizer(PROMPT_SEPARATOR, add_special_tokens=False)["input_ids"]
+    words = tokenizer(list(instructions), add_special_tokens=False)["input_ids"]
+    bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
+    rows = [
+        [image_token_id] * num_image_tokens + bos + ids[:max_instruction_tokens] + separator for ids in words
+    ]
+    width = max(len(row) for row in rows)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[index, : len(row)] = 1
+    return ids, mask
+
+
+def pad_last_dim(values: torch.Tensor, size: int) -> torch.Tensor:
+    """Zero-pad the last dim to ``size`` (error if it is larger)."""
+    if values.shape[-1] > size:
+        raise ValueError(f"{values.shape[-1]} values do not fit the model's padded size {size}")
+    return F.pad(values, (0, size - values.shape[-1]))
+
+
+def preprocess_state(proprio: torch.Tensor, stats: NormStats, max_state_dim: int) -> torch.Tensor:
+    return pad_last_dim(stats.normalize(proprio.float()), max_state_dim)
+
+
+def build_inputs(
+    obs: Observation,
+    cfg: Pi0PolicyConfig,
+    model_config: PI0Config,
+    tokenizer: PreTrainedTokenizerBase,
+    device: torch.device,
+) -> Pi0Inputs:
+    """All model inputs of one observation batch."""
+    vision_size = model_config.vlm_config.vision_config.image_size
+    pixel_values = preprocess_images(obs, cfg, vision_size, device)
+    batch, cameras = pixel_values.shape[:2]
+    ids, mask = prompt_ids(
+        tokenizer,
+        obs["instruction"],
+        model_config.vlm_config.image_token_id,
+        image_tokens_per_camera(model_config) * cameras,
+        cfg.max_instruction_tokens,
+    )
+    if "proprio" in obs:
+        proprio = torch.as_tensor(obs["proprio"], device=device)
+    else:
+        proprio = torch.zeros(batch, 0, device=device)
+    return Pi0Inputs(
+        input_ids=ids.to(device),
+        attention_mask=mask.to(device),
+        pixel_values=pixel_values,
+        pixel_attention_mask=torch.ones(batch, cameras, dtype=torch.bool, device=device),
+        state=preprocess_state(proprio, cfg.state_stats, model_config.max_state_dim),
+    )

@@ -1,0 +1,128 @@
+"""Building, saving and loading the pi0 policy (local directories only, never a hub).
+
+Layout of a policy directory written by ``save_pretrained``::
+
+    policy_config.json        our Pi0PolicyConfig (cameras, action/state statistics, chain noise)
+    model/                    PI0ForConditionalGeneration.save_pretrained (config.json + safetensors)
+    tokenizer/                the tokenizer's save_pretrained
+    value_head.safetensors    the value head
+
+A pi0 checkpoint in transformers' format (``from_pretrained_pi0``) is a directory with the model's
+``config.json`` and weights, and its tokenizer either in a ``tokenizer/`` subdirectory or next to the
+weights (the PaliGemma tokenizer for real pi0 weights).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from safetensors.torch import load_file, save_file
+from transformers import AutoTokenizer, PI0ForConditionalGeneration, PreTrainedTokenizerBase
+
+from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig, tiny_pi0_config
+
+if TYPE_CHECKING:
+    from vla_rl.policies.flow.pi0 import Pi0Policy
+
+CONFIG_FILE = "policy_config.json"
+MODEL_DIR = "model"
+TOKENIZER_DIR = "tokenizer"
+VALUE_HEAD_FILE = "value_head.safetensors"
+TINY_CONFIG_ARGS = {
+    "max_action_dim",
+    "max_state_dim",
+    "num_inference_steps",
+    "hidden_size",
+    "expert_hidden_size",
+    "num_layers",
+    "num_heads",
+    "head_dim",
+    "vision_hidden_size",
+    "vision_layers",
+    "image_size",
+    "patch_size",
+}
+
+
+def build_offline_tokenizer(instructions: list[str] | None = None) -> PreTrainedTokenizerBase:
+    """Word-level tokenizer over the task instructions (no action tokens: pi0 emits no text)."""
+    from vla_rl.policies.vla.text_tokenizer import build_text_tokenizer
+
+    return build_text_tokenizer(instructions, num_action_tokens=0)
+
+
+def load_local_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
+    tokenizer_dir = directory / TOKENIZER_DIR if (directory / TOKENIZER_DIR).is_dir() else directory
+    return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+
+
+def _require_dir(directory: str | Path) -> Path:
+    path = Path(directory)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} is not a local directory")
+    return path
+
+
+class Pi0Checkpoint:
+    """Namespace of the construction/persistence functions of ``Pi0Policy``."""
+
+    @staticmethod
+    def build(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
+        kwargs = dict(kwargs)
+        policy_fields = {f.name for f in fields(Pi0PolicyConfig)}
+        cfg = Pi0PolicyConfig(**{k: kwargs.pop(k) for k in list(kwargs) if k in policy_fields})
+        pretrained_dir = kwargs.pop("pretrained_dir", None)
+        chunk_len = kwargs.pop("chunk_len", 4)
+        proprio_dim = int(kwargs.pop("proprio_dim", 0))
+        instructions = kwargs.pop("instructions", None)
+        if pretrained_dir is not None:
+            policy = Pi0Checkpoint.load_pi0(cls, pretrained_dir, cfg)
+            if policy.chunk_len != chunk_len:
+                raise ValueError(f"chunk_len {chunk_len} != the checkpoint's chunk_size {policy.chunk_len}")
+            return policy
+        unknown = set(kwargs) - TINY_CONFIG_ARGS
+        if unknown:
+            raise ValueError(f"unknown pi0 build arguments {sorted(unknown)}")
+        kwargs.setdefault("max_action_dim", max(8, cfg.action_dim))
+        kwargs.setdefault("max_state_dim", max(8, proprio_dim))
+        tokenizer = build_offline_tokenizer(instructions)
+        config = tiny_pi0_config(
+            vocab_size=len(tokenizer),
+            image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+            chunk_size=chunk_len,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            **kwargs,
+        )
+        return cls(PI0ForConditionalGeneration(config), tokenizer, cfg)
+
+    @staticmethod
+    def load_pi0(cls: type[Pi0Policy], local_dir: str | Path, cfg: Pi0PolicyConfig) -> Pi0Policy:
+        directory = _require_dir(local_dir)
+        model = PI0ForConditionalGeneration.from_pretrained(directory, local_files_only=True)
+        return cls(model, load_local_tokenizer(directory), cfg)
+
+    @staticmethod
+    def save_policy(policy: Pi0Policy, directory: str | Path) -> None:
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        policy.model.save_pretrained(path / MODEL_DIR)
+        policy.tokenizer.save_pretrained(path / TOKENIZER_DIR)
+        state = {
+            name: tensor.detach().contiguous() for name, tensor in policy.value_head.state_dict().items()
+        }
+        save_file(state, str(path / VALUE_HEAD_FILE))
+        (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
+
+    @staticmethod
+    def load_policy(cls: type[Pi0Policy], directory: str | Path) -> Pi0Policy:
+        path = _require_dir(directory)
+        cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
+        model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
+        policy = cls(model, load_local_tokenizer(path), cfg)
+        policy.value_head.load_state_dict(load_file(str(path / VALUE_HEAD_FILE)))
+        return policy

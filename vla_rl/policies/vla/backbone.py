@@ -1,0 +1,107 @@
+"""PaliGemma backbone + tokenizer: construction, local loading, LoRA, freezing and saving.
+
+Everything loads through the real ``from_pretrained`` code with ``local_files_only=True``: a
+directory written by ``save_pretrained`` (ours or a downloaded PaliGemma checkpoint), never a hub.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from transformers import AutoTokenizer, PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
+
+from vla_rl.policies.vla.config import LoraSettings, tiny_paligemma_config
+from vla_rl.policies.vla.text_tokenizer import IMAGE_TOKEN, build_text_tokenizer
+
+BACKBONE_DIR = "backbone"
+ADAPTER_DIR = "lora_adapter"
+TOKENIZER_DIR = "tokenizer"
+
+Backbone = PaliGemmaForConditionalGeneration | PeftModel
+
+
+def build_tiny_backbone(
+    instructions: list[str] | None = None, num_action_tokens: int = 256, **config_overrides: int
+) -> tuple[PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase]:
+    """Randomly initialised tiny PaliGemma with the offline word tokenizer (vocab = words + actions)."""
+    tokenizer = build_text_tokenizer(instructions, num_action_tokens=num_action_tokens)
+    config = tiny_paligemma_config(
+        vocab_size=len(tokenizer),
+        image_token_id=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **config_overrides,
+    )
+    return PaliGemmaForConditionalGeneration(config), tokenizer
+
+
+def load_local_backbone(
+    directory: str | Path,
+) -> tuple[PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase]:
+    """PaliGemma weights and tokenizer from a local directory (``local_files_only=True``)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"{directory} is not a local directory")
+    model = PaliGemmaForConditionalGeneration.from_pretrained(directory, local_files_only=True)
+    tokenizer_dir = directory / TOKENIZER_DIR if (directory / TOKENIZER_DIR).is_dir() else directory
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+    return model, tokenizer
+
+
+def unwrap(backbone: Backbone) -> PaliGemmaForConditionalGeneration:
+    """The PaliGemma module (LoRA layers, when present, are injected into it in place)."""
+    return backbone.get_base_model() if isinstance(backbone, PeftModel) else backbone
+
+
+def apply_lora(model: PaliGemmaForConditionalGeneration, settings: LoraSettings) -> PeftModel:
+    """Wrap with ``peft`` adapters; base weights get ``requires_grad=False``."""
+    config = LoraConfig(
+        r=settings.rank,
+        lora_alpha=settings.alpha,
+        lora_dropout=settings.dropout,
+        target_modules=list(settings.target_modules),
+        bias="none",
+        ensure_weight_tying=True,
+    )
+    return get_peft_model(model, config)
+
+
+def freeze_vision(model: PaliGemmaForConditionalGeneration) -> None:
+    for module in (model.model.vision_tower, model.model.multi_modal_projector):
+        for parameter in module.parameters():
+            parameter.requires_grad_(False)
+
+
+def _base_state_dict(backbone: PeftModel) -> dict[str, torch.Tensor]:
+    """Backbone weights without adapters, under PaliGemma's own parameter names."""
+    state = {}
+    for name, tensor in backbone.get_base_model().state_dict().items():
+        if "lora_" in name:
+            continue
+        state[name.replace(".base_layer.", ".")] = tensor
+    return state
+
+
+def save_backbone(backbone: Backbone, tokenizer: PreTrainedTokenizerBase, directory: str | Path) -> None:
+    """``backbone/`` (safetensors via ``save_pretrained``), ``lora_adapter/`` when LoRA, ``tokenizer/``."""
+    directory = Path(directory)
+    model = unwrap(backbone)
+    if isinstance(backbone, PeftModel):
+        model.save_pretrained(directory / BACKBONE_DIR, state_dict=_base_state_dict(backbone))
+        backbone.save_pretrained(directory / ADAPTER_DIR, save_embedding_layers=False)
+    else:
+        model.save_pretrained(directory / BACKBONE_DIR)
+    tokenizer.save_pretrained(directory / TOKENIZER_DIR)
+
+
+def load_saved_backbone(directory: str | Path, with_lora: bool) -> tuple[Backbone, PreTrainedTokenizerBase]:
+    """Inverse of ``save_backbone``."""
+    directory = Path(directory)
+    model = PaliGemmaForConditionalGeneration.from_pretrained(directory / BACKBONE_DIR, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(directory / TOKENIZER_DIR, local_files_only=True)
+    if with_lora:
+        return PeftModel.from_pretrained(model, directory / ADAPTER_DIR, is_trainable=True), tokenizer
+    return model, tokenizer

@@ -1,0 +1,153 @@
+"""Configuration of the token VLA families and a tiny PaliGemma backbone for CPU tests."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from transformers import GemmaConfig, PaliGemmaConfig, SiglipVisionConfig
+
+
+@dataclass
+class LoraSettings:
+    """Low-rank adapters (``peft``) on the backbone; the base weights stay frozen."""
+
+    rank: int = 8
+    """Rank r of the A (r x in) and B (out x r) adapter matrices."""
+    alpha: float = 16.0
+    """Scale numerator: the adapter output is multiplied by ``alpha / rank``."""
+    dropout: float = 0.0
+    """Dropout on the adapter input."""
+    target_modules: list[str] = field(
+        default_factory=lambda: [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+            "lm_head",
+        ]
+    )
+    """Names of the backbone's linear layers that get adapters (Gemma and SigLIP projections). The
+    output head is included so that the action-bin logits can move: its weights are tied to the
+    frozen input embeddings, and without an adapter the reachable logit range stays that of the
+    pretrained (or freshly initialised) vocabulary. The tied input embedding gets the same adapter
+    (peft's ``ensure_weight_tying``), so the two stay one matrix."""
+
+
+@dataclass
+class TokenVLAConfig:
+    """Shared by ``TokenVLA`` (autoregressive) and ``ChunkVLA`` (parallel decoding)."""
+
+    chunk_len: int = 4
+    """Actions per chunk."""
+    action_dim: int = 4
+    """Values per action (4 for the ``ee_delta_pos`` control)."""
+    num_bins: int = 256
+    """Uniform bins per action dimension, mapped to the last ``num_bins`` vocabulary ids."""
+    camera_keys: list[str] = field(default_factory=lambda: ["front"])
+    """Cameras fed to the model in this order, read from ``obs["rgb_<camera>"]``."""
+    image_size: int | None = None
+    """Side in pixels images are resized to; None = the vision tower's ``image_size``."""
+    image_mean: float = 0.5
+    """Pixel normalisation ``(x / 255 - mean) / std`` (SigLIP: 0.5, 0.5 -> [-1, 1])."""
+    image_std: float = 0.5
+    """See ``image_mean``."""
+    use_proprio: bool = False
+    """Feed ``obs["proprio"]`` as one extra prompt embedding: a learned linear projection to the
+    text hidden size, placed between the image tokens and the instruction."""
+    proprio_dim: int = 0
+    """Width of ``obs["proprio"]``; needed when ``use_proprio``."""
+    max_instruction_tokens: int = 48
+    """Instructions are truncated to this many tokens (the prompt separator is always kept)."""
+    lora: LoraSettings | None = None
+    """Low-rank adaptation when set; full fine-tuning of the backbone when None."""
+    freeze_vision: bool = False
+    """Keep the vision tower (SigLIP) and its projector frozen."""
+    value_hidden_dim: int = 64
+    """Hidden width of the value-head MLP."""
+    action_low: list[float] | None = None
+    """Per-dimension 1st-percentile action statistic; None = -1 (the env's normalised range)."""
+    action_high: list[float] | None = None
+    """Per-dimension 99th-percentile action statistic; None = +1."""
+    use_kv_cache: bool = True
+    """``TokenVLA`` decoding: feed one token at a time with the key/value cache (True), or
+    recompute the whole sequence for every token (False, a reference for benchmarks)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.lora, dict):
+            self.lora = LoraSettings(**self.lora)
+        if self.use_proprio and self.proprio_dim <= 0:
+            raise ValueError("use_proprio needs proprio_dim > 0")
+
+    @property
+    def tokens_per_chunk(self) -> int:
+        return self.chunk_len * self.action_dim
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> TokenVLAConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown TokenVLAConfig fields {sorted(unknown)}")
+        return cls(**data)  # type: ignore[arg-type]
+
+
+def tiny_paligemma_config(
+    vocab_size: int,
+    image_token_id: int,
+    pad_token_id: int = 0,
+    bos_token_id: int = 2,
+    eos_token_id: int = 1,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    head_dim: int = 16,
+    intermediate_size: int = 128,
+    vision_hidden_size: int = 32,
+    vision_layers: int = 2,
+    vision_heads: int = 2,
+    image_size: int = 32,
+    patch_size: int = 8,
+) -> PaliGemmaConfig:
+    """A PaliGemma small enough for CPU tests (SigLIP + Gemma, default ~0.2M parameters).
+
+    ``(image_size / patch_size)^2`` image tokens per camera (16 with the defaults).
+    """
+    vision = SiglipVisionConfig(
+        hidden_size=vision_hidden_size,
+        intermediate_size=2 * vision_hidden_size,
+        num_hidden_layers=vision_layers,
+        num_attention_heads=vision_heads,
+        image_size=image_size,
+        patch_size=patch_size,
+        vision_use_head=False,
+    )
+    text = GemmaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=1,
+        head_dim=head_dim,
+        max_position_embeddings=512,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+    )
+    return PaliGemmaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=image_token_id,
+        vocab_size=vocab_size,
+        projection_dim=hidden_size,
+        hidden_size=hidden_size,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+    )

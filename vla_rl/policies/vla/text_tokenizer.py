@@ -1,0 +1,83 @@
+"""A small word-level text tokenizer that works offline, with the action tokens reserved at the end.
+
+Users of a real PaliGemma checkpoint load its own tokenizer from the checkpoint directory. Tests
+and from-scratch models use this one: lower-cased whitespace/punctuation words from the task
+instructions plus PaliGemma's special tokens (``<image>`` and a ``"\\n"`` prompt separator), then
+``num_action_tokens`` tokens ``<action_k>`` occupying the last ids, so that
+``vocab_size = text vocabulary + num_action_tokens`` and the action bins are the last ids.
+It is a ``PreTrainedTokenizerFast``: ``save_pretrained(dir)`` then
+``AutoTokenizer.from_pretrained(dir, local_files_only=True)`` gives it back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from tokenizers import Tokenizer, normalizers, pre_tokenizers
+from tokenizers.models import WordLevel
+from transformers import PreTrainedTokenizerFast
+
+PAD_TOKEN = "<pad>"
+EOS_TOKEN = "<eos>"
+BOS_TOKEN = "<bos>"
+UNK_TOKEN = "<unk>"
+IMAGE_TOKEN = "<image>"
+PROMPT_SEPARATOR = "\n"
+"""Ends the prompt (PaliGemma's convention: ``<image>... <bos> instruction \\n``)."""
+SPECIAL_TOKENS = (PAD_TOKEN, EOS_TOKEN, BOS_TOKEN, UNK_TOKEN, IMAGE_TOKEN, PROMPT_SEPARATOR)
+
+EXTRA_INSTRUCTION_WORDS = (
+    "move the gripper to the target push the cube onto the target pick up the cube "
+    "open close grasp lift place put left right up down forward backward red green blue yellow"
+)
+"""Words of the fixed-phrase tasks and common manipulation verbs/colours."""
+
+
+def action_token(index: int) -> str:
+    return f"<action_{index}>"
+
+
+def default_instruction_corpus() -> list[str]:
+    """Instructions of the built-in tasks (all pick-and-place phrasings and colours included)."""
+    from vla_rl.sims.tasks.pick_place import COLOURS, HELDOUT_TEMPLATES, TRAIN_TEMPLATES
+
+    corpus = [EXTRA_INSTRUCTION_WORDS]
+    for template in (*TRAIN_TEMPLATES, *HELDOUT_TEMPLATES):
+        corpus.extend(template.format(cube=cube, pad=pad) for cube in COLOURS for pad in COLOURS)
+    return corpus
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+|[^\w\s]", text.lower())
+
+
+def build_text_tokenizer(
+    corpus: Iterable[str] | None = None, num_action_tokens: int = 256
+) -> PreTrainedTokenizerFast:
+    """Word-level tokenizer over ``corpus`` (default: the task instructions) + reserved action tokens."""
+    words = sorted({word for text in (corpus or default_instruction_corpus()) for word in _words(text)})
+    vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
+    for word in words:
+        vocab.setdefault(word, len(vocab))
+    for index in range(num_action_tokens):
+        vocab[action_token(index)] = len(vocab)
+    backend = Tokenizer(WordLevel(vocab=vocab, unk_token=UNK_TOKEN))
+    backend.normalizer = normalizers.Lowercase()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=BOS_TOKEN,
+        eos_token=EOS_TOKEN,
+        pad_token=PAD_TOKEN,
+        unk_token=UNK_TOKEN,
+        additional_special_tokens=[
+            IMAGE_TOKEN,
+            PROMPT_SEPARATOR,
+            *map(action_token, range(num_action_tokens)),
+        ],
+        padding_side="left",
+    )
+    return tokenizer

@@ -1,0 +1,171 @@
+"""Supervised samples from demonstrations: the observation at step t and the action chunk a[t : t+L].
+
+Each (episode, step) pair is one sample. The observation comes in the environment's batched format
+(``"rgb_<camera>"`` uint8 [B, H, W, 3], ``"proprio"`` f32 [B, P], ``"privileged"`` f32 [B, K] when
+recorded, ``"instruction"`` list of B strings) so a policy sees the same inputs in training and in
+the simulator. Steps of the chunk that fall past the episode end repeat the last action and are
+marked False in ``chunk_mask`` so that losses can ignore them.
+
+Minibatches are drawn without replacement from a seeded permutation per epoch (a private
+``torch.Generator``); ``state_dict`` captures the permutation, the position in it and the generator,
+so a resumed run draws exactly the batches the uninterrupted run would have drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from vla_rl.data.episode import Episode
+from vla_rl.envs.base import Observation
+
+
+@dataclass
+class ChunkBatch:
+    """A minibatch of B samples."""
+
+    obs: Observation
+    """Batched observation at the sampled steps (environment format)."""
+    action_chunk: torch.Tensor
+    """float32 [B, chunk_len, action_dim]: demonstrated actions from the sampled step on."""
+    chunk_mask: torch.Tensor
+    """bool [B, chunk_len]: False where the chunk runs past the episode end (padding)."""
+    episode_index: torch.Tensor
+    """int64 [B]: which episode each sample comes from."""
+    step_index: torch.Tensor
+    """int64 [B]: the step t within its episode."""
+
+
+def chunk_indices(episode_length: int, step: int, chunk_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the episode's actions forming the chunk at ``step`` and the validity mask.
+
+    >>> rows, mask = chunk_indices(5, 3, 4)
+    >>> rows.tolist(), mask.tolist()
+    ([3, 4, 4, 4], [True, True, False, False])
+    """
+    wanted = step + np.arange(chunk_len)
+    return np.minimum(wanted, episode_length - 1), wanted < episode_length
+
+
+class ChunkSampler:
+    """Seeded minibatches of (observation, action chunk, mask) over a list of episodes."""
+
+    def __init__(self, episodes: Sequence[Episode], chunk_len: int, batch_size: int, seed: int = 0) -> None:
+        if not episodes:
+            raise ValueError("no demonstration episodes to sample from")
+        if chunk_len <= 0 or batch_size <= 0:
+            raise ValueError(f"chunk_len and batch_size must be positive (got {chunk_len}, {batch_size})")
+        _check_consistent(episodes)
+        self.episodes = list(episodes)
+        self.chunk_len = chunk_len
+        lengths = np.array([len(episode) for episode in self.episodes], dtype=np.int64)
+        self.sample_episode = np.repeat(np.arange(len(self.episodes)), lengths)
+        self.sample_step = np.concatenate([np.arange(length) for length in lengths])
+        self.batch_size = min(batch_size, self.num_samples)
+        """Samples per batch; a dataset smaller than the requested size gives whole-dataset batches."""
+        self.generator = torch.Generator().manual_seed(seed)
+        self.epoch = 0
+        self._order = torch.randperm(self.num_samples, generator=self.generator)
+        self._cursor = 0
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.sample_episode)
+
+    @property
+    def batches_per_epoch(self) -> int:
+        """Full batches per pass over the data (a last partial batch is dropped)."""
+        return self.num_samples // self.batch_size
+
+    def next_batch(self) -> ChunkBatch:
+        """The next minibatch; a new shuffled epoch starts when the current one has no full batch left."""
+        if self._cursor + self.batch_size > self.num_samples:
+            self.epoch += 1
+            self._order = torch.randperm(self.num_samples, generator=self.generator)
+            self._cursor = 0
+        picked = self._order[self._cursor : self._cursor + self.batch_size].numpy()
+        self._cursor += self.batch_size
+        return self.collate(picked)
+
+    def collate(self, sample_ids: np.ndarray | Sequence[int]) -> ChunkBatch:
+        """The batch made of the given sample ids (rows of the (episode, step) table)."""
+        sample_ids = np.asarray(sample_ids, dtype=np.int64)
+        episode_ids = self.sample_episode[sample_ids]
+        steps = self.sample_step[sample_ids]
+        pairs = [(self.episodes[e], int(t)) for e, t in zip(episode_ids, steps, strict=True)]
+        chunks, masks = [], []
+        for episode, step in pairs:
+            rows, mask = chunk_indices(len(episode), step, self.chunk_len)
+            chunks.append(episode.actions[rows])
+            masks.append(mask)
+        return ChunkBatch(
+            obs=observation_at(pairs),
+            action_chunk=torch.from_numpy(np.stack(chunks).astype(np.float32)),
+            chunk_mask=torch.from_numpy(np.stack(masks)),
+            episode_index=torch.from_numpy(episode_ids.copy()),
+            step_index=torch.from_numpy(steps.copy()),
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "cursor": self._cursor,
+            "order": self._order.clone(),
+            "generator": self.generator.get_state(),
+            "num_samples": self.num_samples,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if int(state["num_samples"]) != self.num_samples:
+            raise ValueError(
+                f"the sampler state was saved for {state['num_samples']} samples, the data has "
+                f"{self.num_samples}: resume with the same dataset and max_episodes"
+            )
+        self.epoch = int(state["epoch"])
+        self._cursor = int(state["cursor"])
+        self._order = state["order"].clone()
+        self.generator.set_state(state["generator"])
+
+
+def observation_at(pairs: Sequence[tuple[Episode, int]]) -> Observation:
+    """Batched environment-format observation of ``(episode, step)`` pairs."""
+    first = pairs[0][0]
+    obs: Observation = {
+        f"rgb_{camera}": torch.from_numpy(np.stack([episode.images[camera][t] for episode, t in pairs]))
+        for camera in first.images
+    }
+    obs["proprio"] = torch.from_numpy(
+        np.stack([episode.proprio[t] for episode, t in pairs]).astype(np.float32)
+    )
+    if first.privileged is not None:
+        privileged = np.stack([episode.privileged[t] for episode, t in pairs])  # type: ignore[index]
+        obs["privileged"] = torch.from_numpy(privileged.astype(np.float32))
+    obs["instruction"] = [episode.instruction for episode, _ in pairs]
+    return obs
+
+
+def _check_consistent(episodes: Sequence[Episode]) -> None:
+    """Every episode must provide the same observation keys and widths (they are stacked)."""
+    first = episodes[0]
+    for index, episode in enumerate(episodes):
+        if len(episode) == 0:
+            raise ValueError(f"episode {index} has no steps")
+        if sorted(episode.images) != sorted(first.images):
+            raise ValueError(
+                f"episode {index} has cameras {sorted(episode.images)}, episode 0 {sorted(first.images)}"
+            )
+        if (episode.privileged is None) != (first.privileged is None):
+            raise ValueError(f"episode {index} and episode 0 disagree on recording 'privileged'")
+        if episode.actions.shape[1:] != first.actions.shape[1:]:
+            raise ValueError(
+                f"episode {index} has actions of shape {episode.actions.shape[1:]}, episode 0 "
+                f"{first.actions.shape[1:]}"
+            )
+        if len(episode.proprio) != len(episode):
+            raise ValueError(
+                f"episode {index}: {len(episode.proprio)} proprio rows for {len(episode)} actions"
+            )

@@ -1,0 +1,107 @@
+"""The typed schema of a supervised fine-tuning run; ``configs/sft.yaml`` is validated against it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from vla_rl.config.schema import LoggerConfig
+from vla_rl.envs.config import EnvConfig
+
+
+@dataclass
+class SFTDataConfig:
+    path: str | None = None
+    """Dataset root (LeRobot layout written by ``vla_rl.data``)."""
+    max_episodes: int = 0
+    """Demonstration budget: train on the first K episodes of the dataset; ``<= 0`` uses all."""
+    set_action_statistics: bool = True
+    """Give the policy per-dimension action quantiles of the demonstrations (families with a
+    ``set_action_statistics(low, high)`` method, e.g. the token VLAs' bin ranges)."""
+    action_quantiles: list[float] = field(default_factory=lambda: [0.01, 0.99])
+    """Lower and upper quantile of the demonstrated actions used as the statistics' range."""
+
+
+@dataclass
+class SFTPolicyConfig:
+    name: str = "flow_mlp"
+    """Chunk-policy family registered in ``vla_rl.policies.chunk_registry`` (``token_vla``,
+    ``chunk_vla``, ``pi0``, ``flow_mlp``, ...)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword values of the family's ``build`` (chunk_len, action_dim, sizes, local pretrained dirs)."""
+    init_from: str | None = None
+    """A folder written by the family's ``save_pretrained`` to start from instead of ``build``."""
+
+
+@dataclass
+class SFTOptimConfig:
+    learning_rate: float = 1e-4
+    """Peak AdamW learning rate (reached at the end of the warmup)."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """AdamW moment decay rates (beta1, beta2)."""
+    warmup_steps: int = 0
+    """Optimizer steps of linear warmup from 0 to ``learning_rate``."""
+    min_lr_ratio: float = 0.0
+    """The cosine decay ends at ``min_lr_ratio * learning_rate`` after ``steps`` optimizer steps."""
+    grad_clip_norm: float = 1.0
+    """Clip the global gradient L2 norm to this; ``<= 0`` disables."""
+    grad_accum_steps: int = 1
+    """Minibatches whose gradients are averaged into one optimizer step."""
+
+
+@dataclass
+class SFTEvalConfig:
+    interval: int = 0
+    """Evaluate in the simulator every this many optimizer steps; ``<= 0`` only at the end."""
+    num_episodes: int = 16
+    """Episodes per evaluation; ``<= 0`` disables evaluation."""
+    execute_steps: int = 0
+    """Actions of each predicted chunk executed before re-planning; ``<= 0`` executes the whole chunk."""
+    deterministic: bool = True
+    """Greedy / noise-free chunks instead of samples."""
+    temperature: float = 1.0
+    """Sampling temperature when not ``deterministic``."""
+    video: bool = False
+    """Write an mp4 of the final evaluation."""
+    video_envs: int = 4
+    """Worlds recorded side by side in the video."""
+    video_camera: str = "front"
+    """Camera rendered for the video."""
+
+
+@dataclass
+class SFTConfig:
+    data: SFTDataConfig = field(default_factory=SFTDataConfig)
+    """Demonstrations."""
+    policy: SFTPolicyConfig = field(default_factory=SFTPolicyConfig)
+    """Chunk policy family and its construction values."""
+    optim: SFTOptimConfig = field(default_factory=SFTOptimConfig)
+    """AdamW, learning-rate schedule, clipping, accumulation."""
+    eval: SFTEvalConfig = field(default_factory=SFTEvalConfig)
+    """Evaluation in the simulator."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Simulator and task used for evaluation (cameras and image size must match the data)."""
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    """Where metrics go (``log_interval`` counts optimizer steps)."""
+    steps: int = 1000
+    """Optimizer steps to train for."""
+    batch_size: int = 32
+    """Samples per minibatch (per accumulation step)."""
+    seed: int = 0
+    """Seeds the policy initialisation, the minibatch order and the evaluation worlds."""
+    run_dir: str = "runs/sft"
+    """Output folder for checkpoints, logs and videos."""
+    checkpoint_interval: int = 500
+    """Write a checkpoint every this many optimizer steps (and at the end or on a stop signal)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (oldest pruned); ``<= 0`` keeps all."""
+    resume: str | None = None
+    """Checkpoint or run folder to continue from exactly; ``auto`` = this run_dir's latest, if any."""
+    device: str = "cpu"
+    """Torch device of the policy and the batches."""
+    torch_num_threads: int = 1
+    """Threads torch uses on CPU."""
+    success_target: float | None = None
+    """If set, ``vla-rl sft`` exits with status 1 when the final success rate is below it."""

@@ -1,0 +1,42 @@
+"""Demonstration episodes for SFT: the first K of a dataset, and their action statistics."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vla_rl.config.load import ConfigError
+from vla_rl.data.episode import Episode
+
+
+def take_episodes(episodes: Iterable[Episode], max_episodes: int = 0) -> list[Episode]:
+    """The first ``max_episodes`` episodes (the demonstration budget); ``<= 0`` takes all."""
+    chosen = episodes if max_episodes <= 0 else itertools.islice(episodes, max_episodes)
+    return list(chosen)
+
+
+def load_demonstrations(path: str | Path | None, max_episodes: int = 0) -> list[Episode]:
+    """Episodes of the dataset at ``path`` (read with ``vla_rl.data.lerobot_format.LeRobotDataset``)."""
+    if path is None or str(path) == "":
+        raise ConfigError("config key 'data.path': give the demonstration dataset folder (data.path=DIR)")
+    if not Path(path).is_dir():
+        raise ConfigError(f"config key 'data.path': no dataset folder at {path}")
+    from vla_rl.data.lerobot_format import LeRobotDataset
+
+    episodes = take_episodes(LeRobotDataset(path).episodes(), max_episodes)
+    if not episodes:
+        raise ConfigError(f"config key 'data.path': the dataset at {path} has no episodes")
+    return episodes
+
+
+def action_quantiles(
+    episodes: Iterable[Episode], low_quantile: float, high_quantile: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-dimension ``low_quantile`` and ``high_quantile`` of all demonstrated actions (float32 [A])."""
+    actions = np.concatenate([np.asarray(episode.actions, dtype=np.float64) for episode in episodes])
+    low, high = np.quantile(actions, [low_quantile, high_quantile], axis=0)
+    return torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
