@@ -71,3 +71,38 @@ class BatchedEnvAsSB3VecEnv(VecEnv):
 
     def env_is_wrapped(self, wrapper_class: type, indices=None) -> list[bool]:  # noqa: ANN001
         return [False] * self.num_envs
+
+
+class SingleWorldGymEnv(gym.Env):
+    """One simulated world as a plain ``gymnasium.Env``, the form SB3's own vector envs expect.
+
+    Wraps a one-world ``BatchedEnv``; on the step an episode ends it returns the episode's last
+    observation (the batched env has already reset internally, so SB3's ``reset`` call after a
+    done starts yet another episode, which costs one extra reset per episode and nothing else).
+    """
+
+    def __init__(self, env: BatchedEnv, obs_keys: tuple[str, ...] = ("proprio", "privileged")) -> None:
+        if env.num_envs != 1:
+            raise ValueError(f"SingleWorldGymEnv wraps a one-world env, got {env.num_envs} worlds")
+        self.env = env
+        self.obs_keys = obs_keys
+        obs_dim = sum(int(np.prod(env.observation_space[k].shape)) for k in obs_keys)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+        self.action_space = env.action_space
+
+    def _flatten(self, obs: dict[str, Any]) -> np.ndarray:
+        return torch.cat([obs[k].reshape(-1) for k in self.obs_keys]).cpu().numpy().astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):  # noqa: ANN201
+        obs, _ = self.env.reset(seed=seed)
+        return self._flatten(obs), {}
+
+    def step(self, action: np.ndarray):  # noqa: ANN201
+        result = self.env.step(torch.as_tensor(action, dtype=torch.float32).clamp(-1.0, 1.0)[None])
+        terminated, truncated = bool(result.terminated[0]), bool(result.truncated[0])
+        obs = result.info["final_obs"] if terminated or truncated else result.obs
+        info = {"is_success": bool(result.info["success"][0])}
+        return self._flatten(obs), float(result.reward[0]), terminated, truncated, info
+
+    def close(self) -> None:
+        self.env.close()

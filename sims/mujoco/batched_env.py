@@ -96,6 +96,7 @@ class MujocoBatchedEnv(BatchedEnv):
         spaces: dict[str, gym.Space] = {
             "proprio": gym.spaces.Box(-np.inf, np.inf, (fields_size(PROPRIO_FIELDS),), np.float32),
             "privileged": gym.spaces.Box(-np.inf, np.inf, (self.task.privileged_dim,), np.float32),
+            "objects": gym.spaces.Box(-np.inf, np.inf, (self.task.object_dim,), np.float32),
         }
         for cam in cfg.cameras:
             spaces[f"rgb_{cam}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)
@@ -292,9 +293,11 @@ class MujocoBatchedEnv(BatchedEnv):
             ],
             axis=1,
         ).astype(np.float32)
+        privileged = self.task.privileged(self._task_state()).astype(np.float32)
         obs: Observation = {
             "proprio": self._tensor(proprio),
-            "privileged": self._tensor(self.task.privileged(self._task_state()).astype(np.float32)),
+            "privileged": self._tensor(privileged),
+            "objects": self._tensor(self.task.object_state(privileged)),
         }
         for cam, images in zip(self.cfg.cameras, self._images, strict=True):
             obs[f"rgb_{cam}"] = self._tensor(images.copy())

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import mujoco
 import numpy as np
+import torch
 from vla_rl.sims.mujoco.observations import fields_size, split_fields
 from vla_rl.sims.mujoco.randomization import RandomizationSplit
 
@@ -51,6 +52,10 @@ class Task(ABC):
     goal_dim: int
     privileged_fields: tuple[tuple[str, int], ...]
     """Layout of ``obs["privileged"]`` (see ``split_privileged``)."""
+    object_fields: tuple[str, ...] = ()
+    """The privileged fields that say where the scene's objects are, and nothing about which of
+    them the goal names: what an object detector would report. Exposed as ``obs["objects"]``, the
+    state a language-conditioned policy may read without the task being solved for it."""
 
     def __init__(self) -> None:
         self._sensor_slices: dict[str, slice] = {}
@@ -61,6 +66,19 @@ class Task(ABC):
 
     def split_privileged(self, privileged: np.ndarray) -> dict[str, np.ndarray]:
         return split_fields(privileged, self.privileged_fields)
+
+    @property
+    def object_dim(self) -> int:
+        sizes = dict(self.privileged_fields)
+        return sum(sizes[name] for name in self.object_fields)
+
+    def object_state(self, privileged: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        """``[..., object_dim]``: the ``object_fields`` of ``privileged`` ([..., K]), concatenated."""
+        views = split_fields(privileged, self.privileged_fields)
+        parts = [views[name] for name in self.object_fields]
+        if isinstance(privileged, torch.Tensor):
+            return torch.cat(parts, dim=-1)
+        return np.concatenate(parts, axis=-1)
 
     @abstractmethod
     def build_scene(self, spec: mujoco.MjSpec) -> None:

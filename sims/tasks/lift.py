@@ -17,6 +17,7 @@ class LiftTask(Task):
     default_max_episode_steps = 80
     goal_dim = 1
     privileged_fields = (("cube_pos", 3), ("tcp_to_cube", 3), ("cube_height_m", 1))
+    object_fields = ("cube_pos",)
 
     def build_scene(self, spec: mujoco.MjSpec) -> None:
         add_cube(spec, "cube", CUBE_HALF_SIZE_M, [0.8, 0.2, 0.2, 1.0])

@@ -48,6 +48,7 @@ class PickPlaceTask(Task):
         ("tcp_to_cube", 3),
         ("cube_to_pad_xy", 2),
     )
+    object_fields = ("cubes_pos", "pads_xy")
 
     def build_scene(self, spec: mujoco.MjSpec) -> None:
         for colour, hue in COLOUR_HUES.items():

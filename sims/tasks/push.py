@@ -18,6 +18,7 @@ class PushTask(Task):
     default_max_episode_steps = 80
     goal_dim = 2
     privileged_fields = (("cube_pos", 3), ("target_xy", 2), ("tcp_to_cube", 3), ("cube_to_target_xy", 2))
+    object_fields = ("cube_pos", "target_xy")
 
     def build_scene(self, spec: mujoco.MjSpec) -> None:
         add_cube(spec, "cube", CUBE_HALF_SIZE_M, [0.8, 0.2, 0.2, 1.0])

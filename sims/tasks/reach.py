@@ -19,6 +19,7 @@ class ReachTask(Task):
     default_max_episode_steps = 50
     goal_dim = 3
     privileged_fields = (("target_pos", 3), ("tcp_to_target", 3))
+    object_fields = ("target_pos",)
 
     def build_scene(self, spec: mujoco.MjSpec) -> None:
         target = add_marker(

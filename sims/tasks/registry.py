@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from vla_rl.sims.tasks.base import Task
 from vla_rl.sims.tasks.lift import LiftTask
 from vla_rl.sims.tasks.pick_place import PickPlaceTask
 from vla_rl.sims.tasks.push import PushTask
 from vla_rl.sims.tasks.reach import ReachTask
+
+from vla_rl.envs.base import Observation
 
 TASKS: dict[str, type[Task]] = {
     "reach": ReachTask,
@@ -20,3 +24,18 @@ def make_task(name: str) -> Task:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; allowed: {', '.join(sorted(TASKS))}")
     return TASKS[name]()
+
+
+def object_state_transform(name: str) -> Callable[[Observation], Observation] | None:
+    """For recorded data: a function adding ``obs["objects"]`` from ``obs["privileged"]`` the way the
+    simulator computes it for task ``name``; None for unknown tasks or tasks without objects."""
+    if name not in TASKS or not TASKS[name].object_fields:
+        return None
+    task = TASKS[name]()
+
+    def add_objects(obs: Observation) -> Observation:
+        if "privileged" in obs:
+            obs["objects"] = task.object_state(obs["privileged"])
+        return obs
+
+    return add_objects

@@ -135,3 +135,28 @@ def test_privileged_layout_matches_dimension():
         assert obs["privileged"].shape == (2, cls().privileged_dim)
         assert torch.isfinite(obs["privileged"]).all()
         env.close()
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_objects_observation_is_the_object_fields_of_privileged(name):
+    task = TASKS[name]()
+    names = [field for field, _ in task.privileged_fields]
+    assert task.object_fields and set(task.object_fields) <= set(names)
+    env = MujocoBatchedEnv(EnvConfig(task=name, num_envs=2, num_threads=1))
+    try:
+        obs, _ = env.reset(seed=0)
+        views = task.split_privileged(obs["privileged"].numpy())
+        expected = np.concatenate([views[field] for field in task.object_fields], axis=1)
+        assert env.observation_space["objects"].shape == (task.object_dim,)
+        np.testing.assert_array_equal(obs["objects"].numpy(), expected)
+        # The torch path of object_state gives the same numbers as the numpy path.
+        torch.testing.assert_close(task.object_state(obs["privileged"]), obs["objects"])
+    finally:
+        env.close()
+
+
+def test_pick_place_objects_say_where_things_are_not_which_one_is_named():
+    """Cube positions (3 x 3) and pad positions (3 x 2) only: no one-hots, no goal-relative vectors."""
+    task = PickPlaceTask()
+    assert task.object_fields == ("cubes_pos", "pads_xy")
+    assert task.object_dim == 3 * 3 + 3 * 2

@@ -28,6 +28,16 @@ from vla_rl.envs.base import Observation
 LOG_PROB_LEVELS = ("token", "action", "chunk")
 
 
+def state_vector(obs: Observation, keys: list[str], device: torch.device) -> torch.Tensor:
+    """float32 [N, sum of widths]: the vector observations ``keys`` (e.g. ``proprio``, ``objects``)
+    concatenated in order; the state that VLAs embed next to their images and instruction."""
+    missing = [key for key in keys if key not in obs]
+    if missing:
+        raise KeyError(f"state keys {missing} are not in the observation (it has {sorted(obs)})")
+    parts = [torch.as_tensor(obs[key], device=device, dtype=torch.float32) for key in keys]
+    return torch.cat([part.reshape(len(part), -1) for part in parts], dim=-1)
+
+
 @dataclass
 class ChunkStep:
     """What ``ChunkPolicy.sample`` returns for a batch of N observations."""

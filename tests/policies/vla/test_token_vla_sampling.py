@@ -2,7 +2,7 @@ import math
 
 import pytest
 import torch
-from vla_fixtures import make_obs, make_policy, repeat_first, sharpen
+from vla_fixtures import PROPRIO_DIM, make_obs, make_policy, repeat_first, sharpen
 
 from vla_rl.policies.vla.sampling import scaled_log_probs
 
@@ -138,3 +138,13 @@ def test_each_camera_adds_its_image_tokens_to_the_prompt():
         assert not torch.allclose(policy.encode_prompt(changed).embeds, prompt.embeds)
     with pytest.raises(KeyError, match="rgb_wrist"):
         policy.sample({key: value for key, value in obs.items() if key != "rgb_wrist"})
+
+
+def test_state_keys_concatenate_vector_observations_into_the_state():
+    obs = make_obs(2)
+    obs["objects"] = torch.randn(2, 3)
+    policy = make_policy("token_vla", proprio_dim=PROPRIO_DIM + 3, state_keys=["proprio", "objects"])
+    assert policy.sample(obs).actions.shape == (2, 2, 3)
+    del obs["objects"]
+    with pytest.raises(KeyError, match="objects"):
+        policy.sample(obs)

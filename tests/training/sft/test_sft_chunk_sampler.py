@@ -114,3 +114,23 @@ def test_inconsistent_episodes_are_rejected() -> None:
 
 def _ids(batch) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001 - ChunkBatch
     return batch.episode_index, batch.step_index
+
+
+def test_obs_transform_adds_derived_keys_to_every_batch() -> None:
+    def add_double(obs: dict) -> dict:
+        obs["double"] = obs["privileged"] * 2
+        return obs
+
+    sampler = ChunkSampler([_five_step_episode()], chunk_len=2, batch_size=5, obs_transform=add_double)
+    batch = sampler.collate([0, 3])
+    # privileged at steps 0 and 3 is 2 * step: 0 and 6; doubled 0 and 12.
+    assert batch.obs["double"][:, 0].tolist() == [0.0, 12.0]
+
+
+def test_object_state_transform_of_a_task_matches_the_simulator_slice() -> None:
+    from vla_rl.sims.tasks.registry import object_state_transform
+
+    add = object_state_transform("push")
+    privileged = torch.arange(10, dtype=torch.float32)[None]  # cube_pos 0..2, target_xy 3..4, ...
+    assert add({"privileged": privileged})["objects"].tolist() == [[0.0, 1.0, 2.0, 3.0, 4.0]]
+    assert object_state_transform("not_a_task") is None

@@ -35,7 +35,10 @@ class Pi0PolicyConfig:
     action_stats: NormStats = field(default_factory=NormStats)
     """Normalisation of actions (env units -> model units)."""
     state_stats: NormStats = field(default_factory=NormStats)
-    """Normalisation of ``obs["proprio"]`` before padding to ``max_state_dim``."""
+    """Normalisation of the state vector before padding to ``max_state_dim``."""
+    state_keys: list[str] = field(default_factory=lambda: ["proprio"])
+    """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``; keys
+    missing from an observation give an empty state."""
 
     def __post_init__(self) -> None:
         if isinstance(self.action_stats, dict):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from transformers import PI0Config, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
+from vla_rl.policies.chunk_policy import state_vector
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 
@@ -115,8 +116,8 @@ def build_inputs(
         image_tokens_per_camera(model_config) * cameras,
         cfg.max_instruction_tokens,
     )
-    if "proprio" in obs:
-        proprio = torch.as_tensor(obs["proprio"], device=device)
+    if all(key in obs for key in cfg.state_keys):
+        proprio = state_vector(obs, cfg.state_keys, device)
     else:
         proprio = torch.zeros(batch, 0, device=device)
     return Pi0Inputs(

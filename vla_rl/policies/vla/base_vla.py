@@ -29,6 +29,7 @@ from vla_rl.policies.chunk_policy import (
     ChunkStep,
     SFTOutput,
     check_log_prob_level,
+    state_vector,
 )
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
 from vla_rl.policies.vla.backbone import (
@@ -180,7 +181,7 @@ class TokenVLABase(ChunkPolicy):
         image_features = self.vlm.model.get_image_features(pixels.to(self.vlm.dtype)).pooler_output
         pieces = [image_features.reshape(batch, -1, self.hidden_size)]
         if self.proprio_projector is not None:
-            proprio = torch.as_tensor(obs["proprio"], device=device, dtype=torch.float32)
+            proprio = state_vector(obs, self.config.state_keys, device)
             pieces.append(self.proprio_projector(proprio).unsqueeze(1))
         prefix_len = sum(piece.shape[1] for piece in pieces)
         ids, text_mask = tokenize_instructions(

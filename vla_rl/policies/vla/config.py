@@ -55,10 +55,12 @@ class TokenVLAConfig:
     image_std: float = 0.5
     """See ``image_mean``."""
     use_proprio: bool = False
-    """Feed ``obs["proprio"]`` as one extra prompt embedding: a learned linear projection to the
-    text hidden size, placed between the image tokens and the instruction."""
+    """Feed the state vector (``state_keys``) as one extra prompt embedding: a learned linear
+    projection to the text hidden size, placed between the image tokens and the instruction."""
     proprio_dim: int = 0
-    """Width of ``obs["proprio"]``; needed when ``use_proprio``."""
+    """Width of the state vector (sum over ``state_keys``); needed when ``use_proprio``."""
+    state_keys: list[str] = field(default_factory=lambda: ["proprio"])
+    """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``."""
     max_instruction_tokens: int = 48
     """Instructions are truncated to this many tokens (the prompt separator is always kept)."""
     lora: LoraSettings | None = None

@@ -13,7 +13,7 @@ so a resumed run draws exactly the batches the uninterrupted run would have draw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +54,16 @@ def chunk_indices(episode_length: int, step: int, chunk_len: int) -> tuple[np.nd
 class ChunkSampler:
     """Seeded minibatches of (observation, action chunk, mask) over a list of episodes."""
 
-    def __init__(self, episodes: Sequence[Episode], chunk_len: int, batch_size: int, seed: int = 0) -> None:
+    def __init__(
+        self,
+        episodes: Sequence[Episode],
+        chunk_len: int,
+        batch_size: int,
+        seed: int = 0,
+        obs_transform: Callable[[Observation], Observation] | None = None,
+    ) -> None:
+        """``obs_transform`` maps each collated observation to what the policy reads (e.g. adds
+        ``"objects"``, a view of the recorded privileged state, as the simulator does)."""
         if not episodes:
             raise ValueError("no demonstration episodes to sample from")
         if chunk_len <= 0 or batch_size <= 0:
@@ -62,6 +71,7 @@ class ChunkSampler:
         _check_consistent(episodes)
         self.episodes = list(episodes)
         self.chunk_len = chunk_len
+        self.obs_transform = obs_transform
         lengths = np.array([len(episode) for episode in self.episodes], dtype=np.int64)
         self.sample_episode = np.repeat(np.arange(len(self.episodes)), lengths)
         self.sample_step = np.concatenate([np.arange(length) for length in lengths])
@@ -102,8 +112,9 @@ class ChunkSampler:
             rows, mask = chunk_indices(len(episode), step, self.chunk_len)
             chunks.append(episode.actions[rows])
             masks.append(mask)
+        obs = observation_at(pairs)
         return ChunkBatch(
-            obs=observation_at(pairs),
+            obs=self.obs_transform(obs) if self.obs_transform is not None else obs,
             action_chunk=torch.from_numpy(np.stack(chunks).astype(np.float32)),
             chunk_mask=torch.from_numpy(np.stack(masks)),
             episode_index=torch.from_numpy(episode_ids.copy()),

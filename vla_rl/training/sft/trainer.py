@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
+from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.chunk_registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
 from vla_rl.training.checkpoint import (
@@ -92,7 +93,9 @@ class SFTTrainer:
                 f"config key 'policy.kwargs.action_dim': the demonstrations have {data_action_dim}-"
                 f"dimensional actions, policy {cfg.policy.name!r} predicts {self.policy.action_dim}"
             )
-        self.sampler = ChunkSampler(self.episodes, self.policy.chunk_len, cfg.batch_size, seed=cfg.seed)
+        self.sampler = ChunkSampler(
+            self.episodes, self.policy.chunk_len, cfg.batch_size, cfg.seed, self._obs_transform()
+        )
         self.parameters = [p for p in self.policy.parameters() if p.requires_grad]
         if not self.parameters:
             raise ValueError(f"policy {cfg.policy.name!r} has no trainable parameters")
@@ -265,11 +268,19 @@ class SFTTrainer:
             set_statistics(low, high)
         update_normalizer: Callable[..., None] | None = getattr(policy, "update_normalizer", None)
         if update_normalizer is not None:
-            table = ChunkSampler(self.episodes, 1, NORMALIZER_BATCH)
+            table = ChunkSampler(self.episodes, 1, NORMALIZER_BATCH, obs_transform=self._obs_transform())
             for begin in range(0, table.num_samples, NORMALIZER_BATCH):
                 update_normalizer(
                     table.collate(range(begin, min(begin + NORMALIZER_BATCH, table.num_samples))).obs
                 )
+
+    def _obs_transform(self) -> Callable[[Observation], Observation] | None:
+        """Derived observation keys the simulator adds but datasets do not store (``objects``)."""
+        if self.cfg.env.backend != "mujoco":
+            return None
+        from vla_rl.sims.tasks.registry import object_state_transform
+
+        return object_state_transform(self.cfg.env.task)
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         state = checkpoint.trainer_state

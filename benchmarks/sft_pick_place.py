@@ -1,0 +1,177 @@
+"""SFT on ``pick_place``: in-distribution success vs. number of demonstrations, per VLA family.
+
+1. ``vla-rl collect`` records the full demonstration budget with the scripted expert (successful
+   episodes only, front camera 64x64, privileged state recorded);
+2. for each family (``token_vla``, ``chunk_vla``, ``pi0``) and each budget (the first K episodes),
+   ``vla-rl sft`` trains a small model from scratch and evaluates it in the simulator on the
+   training distribution (``env.split=train``, fresh initial states);
+3. the table is printed, written to ``benchmarks/results/sft_pick_place.json`` and plotted to
+   ``benchmarks/results/sft_pick_place.png``.
+
+Every model reads the front image, the instruction and a state vector of proprioception plus
+``obs["objects"]`` (the positions of the three cubes and three pads, in a fixed colour order): it
+must read the instruction to know which cube to pick and which pad to place it on. Each run goes
+through the CLI, the path a user takes; the SFT checkpoints are the starting points for RL.
+
+    python -m benchmarks.sft_pick_place [--families token_vla pi0] [--budgets 5 20 100 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import machine_line
+
+SUCCESS_PATTERN = re.compile(r"evaluation \((\d+) episodes.*?success rate ([0-9.]+) %")
+TARGET_SUCCESS = 0.80
+"""In-distribution success required of each family with the full budget."""
+RESULTS_DIR = Path(__file__).parent / "results"
+
+COMMON = (
+    "env=pick_place",
+    "env.cameras=[front]",
+    "env.image_size=64",
+    "env.num_envs=32",
+    "env.num_threads=2",
+    "torch_num_threads=2",
+    "optim.warmup_steps=200",
+    "optim.min_lr_ratio=0.05",
+    "eval.interval=0",
+    "logger.wandb_mode=disabled",
+    "policy.kwargs.action_dim=4",
+    "policy.kwargs.proprio_dim=39",
+    "+policy.kwargs.state_keys=[proprio,objects]",
+)
+"""State: 24 proprio values + 15 object coordinates (3 cubes x 3, 3 pads x 2)."""
+
+FAMILY_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "token_vla": ("sft/policy=token_vla", "optim.learning_rate=1e-3"),
+    "chunk_vla": ("sft/policy=chunk_vla", "optim.learning_rate=1e-3"),
+    "pi0": ("sft/policy=pi0", "optim.learning_rate=1e-3"),
+}
+
+
+def collect(dataset: Path, num_episodes: int) -> None:
+    if (dataset / "meta" / "info.json").is_file():
+        print(f"demonstrations: reusing {dataset}", flush=True)
+        return
+    command = [
+        sys.executable,
+        "-m",
+        "vla_rl.cli",
+        "collect",
+        "env=pick_place",
+        f"num_episodes={num_episodes}",
+        f"output_dir={dataset}",
+        "seed=12345",
+    ]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    minutes = (time.perf_counter() - start) / 60
+    print(f"demonstrations: {num_episodes} episodes in {minutes:.1f} min", flush=True)
+
+
+def train_and_evaluate(
+    family: str, budget: int, dataset: Path, run_root: Path, args: argparse.Namespace
+) -> dict[str, float]:
+    """One ``vla-rl sft`` run; returns its success rate and wall time."""
+    run_dir = run_root / f"{family}_{budget or 'full'}"
+    command = [
+        sys.executable,
+        "-m",
+        "vla_rl.cli",
+        "sft",
+        *COMMON,
+        *FAMILY_OVERRIDES[family],
+        f"data.path={dataset}",
+        f"data.max_episodes={budget}",
+        f"steps={args.steps}",
+        f"batch_size={args.batch_size}",
+        f"checkpoint_interval={args.steps}",
+        f"eval.num_episodes={args.eval_episodes}",
+        f"run_dir={run_dir}",
+    ]
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    wall_min = (time.perf_counter() - start) / 60.0
+    run_root.mkdir(parents=True, exist_ok=True)
+    (run_root / f"{run_dir.name}.log").write_text(proc.stdout + proc.stderr)
+    matches = SUCCESS_PATTERN.findall(proc.stdout)
+    success = float(matches[-1][1]) / 100.0 if matches else float("nan")
+    if proc.returncode != 0:
+        print(f"  {run_dir.name}: exit code {proc.returncode}, see {run_root / run_dir.name}.log", flush=True)
+    return {"success": success, "wall_min": wall_min, "checkpoint": str(run_dir)}
+
+
+def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5.0, 3.4), dpi=120)
+    for family, by_budget in results.items():
+        budgets = sorted(int(b) or full for b in by_budget)
+        success = [100 * by_budget[str(b if b != full else 0)]["success"] for b in budgets]
+        axes.plot(budgets, success, marker="o", label=family)
+    axes.axhline(100 * TARGET_SUCCESS, color="grey", linestyle="--", linewidth=1, label="target (full)")
+    axes.set_xscale("log")
+    axes.set_xlabel("demonstrations")
+    axes.set_ylabel("success, in distribution (%)")
+    axes.set_ylim(-3, 103)
+    axes.set_title("SFT on pick_place")
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    families = list(FAMILY_OVERRIDES)
+    parser.add_argument("--families", nargs="+", default=families, choices=families)
+    parser.add_argument("--budgets", nargs="+", type=int, default=[5, 20, 100, 0], help="0 = full")
+    parser.add_argument("--full", type=int, default=200, help="demonstrations in the full budget")
+    parser.add_argument("--steps", type=int, default=3000, help="SFT optimizer steps per run")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--eval-episodes", type=int, default=64)
+    parser.add_argument("--run-root", type=Path, default=Path("runs/bench/sft_pick_place"))
+    args = parser.parse_args()
+
+    print(f"machine: {machine_line()}")
+    print(
+        f"pick_place, {args.full} scripted demonstrations in the full budget, {args.steps} steps x "
+        f"batch {args.batch_size} per run, {args.eval_episodes} evaluation episodes (split train)"
+    )
+    dataset = args.run_root / f"demos_{args.full}"
+    collect(dataset, args.full)
+    results_path = RESULTS_DIR / "sft_pick_place.json"
+    saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    results: dict[str, dict[str, dict[str, float]]] = saved.get("results", {})
+    print(f"{'family':<10} {'demos':>6} {'success':>8} {'wall':>7}")
+    for family in args.families:
+        for budget in args.budgets:
+            row = train_and_evaluate(family, budget, dataset, args.run_root, args)
+            results.setdefault(family, {})[str(budget)] = row
+            demos, success = budget or args.full, 100 * row["success"]
+            print(f"{family:<10} {demos:>6} {success:>7.1f}% {row['wall_min']:>6.1f}m", flush=True)
+            RESULTS_DIR.mkdir(exist_ok=True)
+            results_path.write_text(
+                json.dumps({"machine": machine_line(), "full": args.full, "results": results}, indent=1)
+            )
+    plot(results, args.full, RESULTS_DIR / "sft_pick_place.png")
+    for family, by_budget in results.items():
+        full = by_budget.get("0")
+        if full is not None:
+            verdict = "PASS" if full["success"] >= TARGET_SUCCESS else "FAIL"
+            success, target = 100 * full["success"], 100 * TARGET_SUCCESS
+            print(f"{family}: full budget {success:.1f} % (target {target:.0f} %) {verdict}")
+
+
+if __name__ == "__main__":
+    main()
