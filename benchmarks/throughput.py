@@ -167,15 +167,15 @@ def main() -> None:
     rollout, ppo = vla_rl_rates(cfg, args.iterations, args.repeats)
     sb3_default = sb3_ppo_rate(cfg, sb3_dummy_vecenv(cfg), args.iterations, args.repeats)
     sb3_batched = sb3_ppo_rate(cfg, sb3_batched_vecenv(cfg), args.iterations, args.repeats)
-    print(f"{'raw MuJoCo physics (mujoco.rollout)':<40} {physics:>10,.0f} env-steps/s")
+    print(f"{'raw MuJoCo physics (mujoco.rollout)':<46} {physics:>10,.0f} env-steps/s")
     for name, rate in env_rates.items():
         default = " (default)" if name == DEFAULT_STEPPER else ""
         label = f"vla-rl env.step only, stepper {name}{default}"
-        print(f"{label:<40} {rate:>10,.0f} env-steps/s   {rate / physics:.2f} of raw")
-    print(f"{'vla-rl rollout only (sim + policy)':<40} {rollout:>10,.0f} env-steps/s")
-    print(f"{'vla-rl PPO end to end':<40} {ppo:>10,.0f} env-steps/s")
-    print(f"{'SB3 PPO, DummyVecEnv of gymnasium envs':<40} {sb3_default:>10,.0f} env-steps/s")
-    print(f"{'SB3 PPO on the vla-rl batched env':<40} {sb3_batched:>10,.0f} env-steps/s")
+        print(f"{label:<46} {rate:>10,.0f} env-steps/s   {rate / physics:.2f} of raw")
+    print(f"{'vla-rl rollout only (sim + policy)':<46} {rollout:>10,.0f} env-steps/s")
+    print(f"{'vla-rl PPO end to end':<46} {ppo:>10,.0f} env-steps/s")
+    print(f"{'SB3 PPO, DummyVecEnv of gymnasium envs':<46} {sb3_default:>10,.0f} env-steps/s")
+    print(f"{'SB3 PPO on the vla-rl batched env':<46} {sb3_batched:>10,.0f} env-steps/s")
     print(f"ratio rollout / raw physics              : {rollout / physics:.2f}  (target >= 0.60)")
     print(f"ratio vla-rl PPO / SB3 PPO (DummyVecEnv)  : {ppo / sb3_default:.2f}  (target >= 2.0)")
     print(f"ratio vla-rl PPO / SB3 PPO (batched env)  : {ppo / sb3_batched:.2f}")
