@@ -148,3 +148,20 @@ def test_state_keys_concatenate_vector_observations_into_the_state():
     del obs["objects"]
     with pytest.raises(KeyError, match="objects"):
         policy.sample(obs)
+
+
+def test_state_token_sizes_give_one_prompt_token_per_group():
+    obs = make_obs(2)
+    one = make_policy("token_vla")
+    split = make_policy("token_vla", state_token_sizes=[2, 3])  # PROPRIO_DIM = 5
+    assert split.encode_prompt(obs).length == one.encode_prompt(obs).length + 1
+    # Prompt: 16 image tokens, then the state tokens (positions 16 and 17). The second token
+    # carries only the last three values: changing the first two moves token 16, not token 17.
+    changed = dict(obs, proprio=obs["proprio"].clone())
+    changed["proprio"][:, :2] += 1.0
+    with torch.no_grad():
+        before, after = split.encode_prompt(obs).embeds, split.encode_prompt(changed).embeds
+    assert not torch.allclose(after[:, 16], before[:, 16])
+    torch.testing.assert_close(after[:, 17], before[:, 17])
+    with pytest.raises(ValueError, match="sum to 4"):
+        make_policy("token_vla", state_token_sizes=[1, 3])

@@ -27,6 +27,7 @@ def test_save_load_round_trip_gives_identical_actions(tmp_path, family, lora):
     perturb_adapters(policy)
     policy.set_action_statistics(torch.tensor([-0.5, -1.0, 0.0]), torch.tensor([0.5, 0.2, 1.0]))
     obs = make_obs(4)
+    policy.update_normalizer(make_obs(16, seed=1))
     torch.manual_seed(123)
     before = policy.sample(obs, temperature=0.9, with_value=True)
     policy.save_pretrained(tmp_path)
@@ -39,6 +40,8 @@ def test_save_load_round_trip_gives_identical_actions(tmp_path, family, lora):
     assert torch.equal(after.log_prob, before.log_prob)
     assert torch.equal(after.value, before.value)
     assert torch.allclose(loaded.action_tokenizer.high, torch.tensor([0.5, 0.2, 1.0]))
+    assert loaded.state_normalizer.count == 16
+    assert torch.equal(loaded.state_normalizer.mean, policy.state_normalizer.mean)
     if lora is not None:
         trainable = [
             name for name, p in loaded.named_parameters() if p.requires_grad and name.startswith("backbone.")
@@ -92,3 +95,13 @@ def test_registry_builds_from_a_local_vlm_dir(tmp_path):
         build_chunk_policy(
             "token_vla", pretrained_vlm_dir=str(tmp_path / "absent"), chunk_len=1, action_dim=4
         )
+
+
+def test_state_normalizer_standardises_the_state_fed_to_the_projector():
+    policy = make_policy("token_vla")
+    states = torch.tensor([[1.0, 2.0, 3.0, 4.0, 5.0], [3.0, 2.0, 1.0, 0.0, -1.0]])
+    policy.update_normalizer({"proprio": states})
+    # Per dimension the mean is 2; population variances 1, 0, 1, 4, 9. The first row becomes
+    # (1-2)/1, 0 (no spread), (3-2)/1, (4-2)/2, (5-2)/3.
+    expected = torch.tensor([-1.0, 0.0, 1.0, 1.0, 1.0])
+    torch.testing.assert_close(policy.state_normalizer(states[:1])[0], expected, atol=1e-6, rtol=0)

@@ -31,6 +31,7 @@ from vla_rl.policies.chunk_policy import (
     check_log_prob_level,
     state_vector,
 )
+from vla_rl.policies.normalizer import RunningMeanStd
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
 from vla_rl.policies.vla.backbone import (
     Backbone,
@@ -88,8 +89,14 @@ class TokenVLABase(ChunkPolicy):
             nn.Tanh(),
             nn.Linear(config.value_hidden_dim, 1),
         )
+        token_sizes = config.state_token_sizes or [config.proprio_dim]
         self.proprio_projector = (
-            nn.Linear(config.proprio_dim, self.hidden_size) if config.use_proprio else None
+            nn.ModuleList(nn.Linear(size, self.hidden_size) for size in token_sizes)
+            if config.use_proprio
+            else None
+        )
+        self.state_normalizer = (
+            RunningMeanStd((config.proprio_dim,)) if config.use_proprio and config.normalize_state else None
         )
         self._build_family_modules()
 
@@ -182,7 +189,15 @@ class TokenVLABase(ChunkPolicy):
         pieces = [image_features.reshape(batch, -1, self.hidden_size)]
         if self.proprio_projector is not None:
             proprio = state_vector(obs, self.config.state_keys, device)
-            pieces.append(self.proprio_projector(proprio).unsqueeze(1))
+            if self.state_normalizer is not None:
+                proprio = self.state_normalizer(proprio)
+            sizes = [layer.in_features for layer in self.proprio_projector]
+            groups = torch.split(proprio, sizes, dim=-1)
+            pieces.append(
+                torch.stack(
+                    [layer(group) for layer, group in zip(self.proprio_projector, groups, strict=True)], 1
+                )
+            )
         prefix_len = sum(piece.shape[1] for piece in pieces)
         ids, text_mask = tokenize_instructions(
             self.tokenizer, instructions, self.config.max_instruction_tokens, device
@@ -327,6 +342,11 @@ class TokenVLABase(ChunkPolicy):
         )
 
     # ----------------------------------------------------------------- persistence
+
+    def update_normalizer(self, obs: Observation) -> None:
+        """Fold a batch of observations into the state statistics (SFT calls this on its data)."""
+        if self.state_normalizer is not None:
+            self.state_normalizer.update(state_vector(obs, self.config.state_keys, self.device))
 
     def _head_state(self) -> dict[str, torch.Tensor]:
         return {

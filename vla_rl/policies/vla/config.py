@@ -55,12 +55,21 @@ class TokenVLAConfig:
     image_std: float = 0.5
     """See ``image_mean``."""
     use_proprio: bool = False
-    """Feed the state vector (``state_keys``) as one extra prompt embedding: a learned linear
-    projection to the text hidden size, placed between the image tokens and the instruction."""
+    """Feed the state vector (``state_keys``) as extra prompt embeddings (one, or one per
+    ``state_token_sizes`` group): learned linear projections to the text hidden size, placed
+    between the image tokens and the instruction."""
     proprio_dim: int = 0
     """Width of the state vector (sum over ``state_keys``); needed when ``use_proprio``."""
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``."""
+    state_token_sizes: list[int] | None = None
+    """Split the state into consecutive groups of these widths, each projected to its own prompt
+    token (e.g. ``[24, 3, 3, 3, 2, 2, 2]``: proprioception, three cubes, three pads), so that
+    attention can pick out one object; None puts the whole state in one token."""
+    normalize_state: bool = True
+    """Standardise the state with running statistics (fit on the demonstrations by SFT, stored
+    with the checkpoint) before projecting it: joint angles in radians and object positions in
+    metres otherwise differ in scale by an order of magnitude."""
     max_instruction_tokens: int = 48
     """Instructions are truncated to this many tokens (the prompt separator is always kept)."""
     lora: LoraSettings | None = None
@@ -82,6 +91,11 @@ class TokenVLAConfig:
             self.lora = LoraSettings(**self.lora)
         if self.use_proprio and self.proprio_dim <= 0:
             raise ValueError("use_proprio needs proprio_dim > 0")
+        if self.state_token_sizes is not None and sum(self.state_token_sizes) != self.proprio_dim:
+            raise ValueError(
+                f"state_token_sizes {self.state_token_sizes} sum to {sum(self.state_token_sizes)}, "
+                f"not proprio_dim {self.proprio_dim}"
+            )
 
     @property
     def tokens_per_chunk(self) -> int:

@@ -1,7 +1,7 @@
 """Observation -> prompt pieces for a PaliGemma backbone: pixel tensors and instruction token ids.
 
 The prompt of one observation is laid out as PaliGemma's processor does it,
-``[image tokens of each camera] [proprio embedding, optional] <bos> instruction \\n``, followed by
+``[image tokens of each camera] [state embeddings, optional] <bos> instruction \\n``, followed by
 the action tokens (or action slots). Instructions of a batch differ in length; they are padded on
 the left of the *text* part, so padding can sit between the image tokens and ``<bos>``. That is
 harmless: padded positions are excluded by the attention mask and position ids are the running

@@ -1,6 +1,6 @@
 """Autoregressive token VLA (OpenVLA-style) on a PaliGemma backbone.
 
-The prompt (image tokens, optional proprio embedding, ``<bos> instruction \\n``) is followed by
+The prompt (image tokens, optional state embeddings, ``<bos> instruction \\n``) is followed by
 ``chunk_len * action_dim`` action tokens, decoded one at a time in (step, dim) order. Every
 token is drawn from the softmax over the action bins only (the last ``num_bins`` vocabulary ids;
 all other ids are masked out) scaled by the temperature, or greedily when deterministic. The
