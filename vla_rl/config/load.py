@@ -6,12 +6,14 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vla_rl.config.schema import TrainConfig
+
+ConfigT = TypeVar("ConfigT")
 
 
 class ConfigError(ValueError):
@@ -47,6 +49,13 @@ def compose_config_module(config_name: str, overrides: Sequence[str] = ()) -> Di
 def load_train_config_file(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Load a resolved ``config.yaml`` (as written into checkpoints), apply Hydra-syntax
     ``overrides`` (e.g. ``eval.num_episodes=10``) and validate it."""
+    return load_config_file(path, overrides, validate_train_config)
+
+
+def load_config_file(
+    path: str | Path, overrides: Sequence[str], validate: Callable[[DictConfig], ConfigT]
+) -> ConfigT:
+    """Load a resolved config file of any job, apply Hydra-syntax ``overrides`` and ``validate`` it."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
@@ -54,13 +63,13 @@ def load_train_config_file(path: str | Path, overrides: Sequence[str] = ()) -> T
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     if not overrides:
-        return validate_train_config(OmegaConf.load(path))
+        return validate(OmegaConf.load(path))
     try:
         with initialize_config_dir(config_dir=str(path.parent), version_base="1.3"):
             composed = compose(config_name=path.stem, overrides=list(overrides))
     except HydraException as error:
         raise _override_error(error) from None
-    return validate_train_config(composed)
+    return validate(composed)
 
 
 def _override_error(error: Exception) -> ConfigError:
@@ -71,48 +80,56 @@ def _override_error(error: Exception) -> ConfigError:
     return ConfigError(f"invalid configuration override: {message}")
 
 
-def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
-    """Merge ``raw`` into the schema (unknown keys and wrong types fail) and check values."""
+@dataclass(frozen=True)
+class Check(Generic[ConfigT]):
+    """One value-range rule of a config: ``holds(config)`` must be true, else ``key``: ``message``."""
+
+    key: str
+    holds: Callable[[ConfigT], bool]
+    message: str
+
+
+def validate_structured(
+    schema: type[ConfigT], raw: DictConfig | dict[str, Any], checks: Sequence[Check[ConfigT]]
+) -> ConfigT:
+    """Merge ``raw`` into the dataclass ``schema`` (unknown keys and wrong types fail), then apply
+    ``checks`` in order; the first one that fails is a ``ConfigError`` naming its dotted key."""
     if not isinstance(raw, DictConfig):
         raw = OmegaConf.create(raw)
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), raw)
-        config: TrainConfig = OmegaConf.to_object(merged)
+        merged = OmegaConf.merge(OmegaConf.structured(schema), raw)
+        config: ConfigT = OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:
         key = getattr(error, "full_key", None) or "?"
         reason = str(error).splitlines()[0]
         if "not in" in reason:
             raise ConfigError(f"unknown config key '{key}' ({reason})") from None
         raise ConfigError(f"config key '{key}': {reason}") from None
-    for check in _CHECKS:
+    for check in checks:
         if not check.holds(config):
-            raise ConfigError(f"config key '{check.key}': {check.message} (got {check.value(config)!r})")
+            value = OmegaConf.select(OmegaConf.structured(config), check.key)
+            raise ConfigError(f"config key '{check.key}': {check.message} (got {value!r})")
     return config
 
 
-@dataclass(frozen=True)
-class _Check:
-    key: str
-    holds: Callable[[TrainConfig], bool]
-    message: str
-
-    def value(self, config: TrainConfig) -> Any:
-        return OmegaConf.select(OmegaConf.structured(config), self.key)
+def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
+    """Merge ``raw`` into ``TrainConfig`` (unknown keys and wrong types fail) and check values."""
+    return validate_structured(TrainConfig, raw, TRAIN_CHECKS)
 
 
-_CHECKS: list[_Check] = [
-    _Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
-    _Check("env.control_hz", lambda c: c.env.control_hz > 0, "must be positive"),
-    _Check(
+TRAIN_CHECKS: list[Check[TrainConfig]] = [
+    Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
+    Check("env.control_hz", lambda c: c.env.control_hz > 0, "must be positive"),
+    Check(
         "env.physics_dt_s",
         lambda c: 0 < c.env.physics_dt_s <= 1.0 / c.env.control_hz,
         "must be positive and at most one control period",
     ),
-    _Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
-    _Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
-    _Check("algorithm.num_steps", lambda c: c.algorithm.num_steps > 0, "must be positive"),
-    _Check("algorithm.num_epochs", lambda c: c.algorithm.num_epochs > 0, "must be positive"),
-    _Check(
+    Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
+    Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
+    Check("algorithm.num_steps", lambda c: c.algorithm.num_steps > 0, "must be positive"),
+    Check("algorithm.num_epochs", lambda c: c.algorithm.num_epochs > 0, "must be positive"),
+    Check(
         "algorithm.num_minibatches",
         lambda c: (
             c.algorithm.num_minibatches > 0
@@ -120,26 +137,26 @@ _CHECKS: list[_Check] = [
         ),
         "must be positive and divide num_steps * env.num_envs",
     ),
-    _Check("algorithm.gamma", lambda c: 0 < c.algorithm.gamma <= 1, "must be in (0, 1]"),
-    _Check("algorithm.gae_lambda", lambda c: 0 <= c.algorithm.gae_lambda <= 1, "must be in [0, 1]"),
-    _Check("algorithm.clip_ratio", lambda c: c.algorithm.clip_ratio > 0, "must be positive"),
-    _Check("algorithm.learning_rate", lambda c: c.algorithm.learning_rate > 0, "must be positive"),
-    _Check(
+    Check("algorithm.gamma", lambda c: 0 < c.algorithm.gamma <= 1, "must be in (0, 1]"),
+    Check("algorithm.gae_lambda", lambda c: 0 <= c.algorithm.gae_lambda <= 1, "must be in [0, 1]"),
+    Check("algorithm.clip_ratio", lambda c: c.algorithm.clip_ratio > 0, "must be positive"),
+    Check("algorithm.learning_rate", lambda c: c.algorithm.learning_rate > 0, "must be positive"),
+    Check(
         "algorithm.lr_schedule",
         lambda c: c.algorithm.lr_schedule in ("adaptive", "fixed"),
         "must be 'adaptive' or 'fixed'",
     ),
-    _Check(
+    Check(
         "logger.wandb_mode",
         lambda c: c.logger.wandb_mode in ("offline", "online", "disabled"),
         "must be 'offline', 'online' or 'disabled'",
     ),
-    _Check("logger.log_interval", lambda c: c.logger.log_interval > 0, "must be positive"),
-    _Check("total_env_steps", lambda c: c.total_env_steps > 0, "must be positive"),
-    _Check("checkpoint_interval", lambda c: c.checkpoint_interval > 0, "must be positive"),
-    _Check("eval.num_episodes", lambda c: c.eval.num_episodes >= 0, "must not be negative"),
-    _Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
-    _Check(
+    Check("logger.log_interval", lambda c: c.logger.log_interval > 0, "must be positive"),
+    Check("total_env_steps", lambda c: c.total_env_steps > 0, "must be positive"),
+    Check("checkpoint_interval", lambda c: c.checkpoint_interval > 0, "must be positive"),
+    Check("eval.num_episodes", lambda c: c.eval.num_episodes >= 0, "must not be negative"),
+    Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
+    Check(
         "success_target",
         lambda c: c.success_target is None or 0 <= c.success_target <= 1,
         "must be in [0, 1]",

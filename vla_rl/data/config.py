@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
-from vla_rl.config.load import ConfigError, compose_config_module
+from vla_rl.config.load import Check, ConfigError, compose_config_module, validate_structured
 from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
 from vla_rl.envs.config import EnvConfig
 
@@ -74,48 +73,27 @@ class CollectConfig:
     """``torch.set_num_threads`` for the collection process."""
 
 
-@dataclass(frozen=True)
-class _Check:
-    key: str
-    holds: Callable[[CollectConfig], bool]
-    message: str
-
-
-_CHECKS: tuple[_Check, ...] = (
-    _Check("env.backend", lambda c: c.env.backend == "mujoco", "scripted experts need the 'mujoco' backend"),
-    _Check(
+COLLECT_CHECKS: tuple[Check[CollectConfig], ...] = (
+    Check("env.backend", lambda c: c.env.backend == "mujoco", "scripted experts need the 'mujoco' backend"),
+    Check(
         "env.control_mode",
         lambda c: c.env.control_mode == "ee_delta_pos",
         "scripted experts act in 'ee_delta_pos'",
     ),
-    _Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
-    _Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
-    _Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
-    _Check("num_episodes", lambda c: c.num_episodes > 0, "must be positive"),
-    _Check("noise_std", lambda c: c.noise_std >= 0, "must not be negative"),
-    _Check("output_dir", lambda c: bool(c.output_dir), "must name the dataset directory"),
-    _Check("video.crf", lambda c: c.video.crf >= 0, "must not be negative"),
-    _Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
+    Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
+    Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
+    Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
+    Check("num_episodes", lambda c: c.num_episodes > 0, "must be positive"),
+    Check("noise_std", lambda c: c.noise_std >= 0, "must not be negative"),
+    Check("output_dir", lambda c: bool(c.output_dir), "must name the dataset directory"),
+    Check("video.crf", lambda c: c.video.crf >= 0, "must not be negative"),
+    Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
 )
 
 
 def validate_collect_config(raw: DictConfig | dict[str, Any]) -> CollectConfig:
     """Merge ``raw`` into ``CollectConfig`` (unknown keys and wrong types fail) and check values."""
-    if not isinstance(raw, DictConfig):
-        raw = OmegaConf.create(raw)
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(CollectConfig), raw)
-        config: CollectConfig = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", None) or "?"
-        reason = str(error).splitlines()[0]
-        if "not in" in reason:
-            raise ConfigError(f"unknown config key '{key}' ({reason})") from None
-        raise ConfigError(f"config key '{key}': {reason}") from None
-    for check in _CHECKS:
-        if not check.holds(config):
-            value = OmegaConf.select(OmegaConf.structured(config), check.key)
-            raise ConfigError(f"config key '{check.key}': {check.message} (got {value!r})")
+    config = validate_structured(CollectConfig, raw, COLLECT_CHECKS)
     from vla_rl.sims.tasks.scripted import SCRIPTED_POLICIES
 
     if config.env.task not in SCRIPTED_POLICIES:

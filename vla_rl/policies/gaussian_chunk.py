@@ -13,14 +13,12 @@ per real action (it also fits ``log_std``); ``"mse"`` is the mean squared error 
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import (
@@ -34,10 +32,10 @@ from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.gaussian import LOG_SQRT_2PI, GaussianActorCritic
 from vla_rl.policies.layers import is_image_key
+from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.policies.registry import build_policy
 
 CONFIG_FILE = "gaussian_chunk_config.json"
-WEIGHTS_FILE = "model.safetensors"
 SFT_LOSSES = ("nll", "mse")
 
 
@@ -186,17 +184,11 @@ class GaussianChunkPolicy(ChunkPolicy):
         self.policy.update_normalizer(obs)
 
     def save_pretrained(self, directory: str | Path) -> None:
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        (path / CONFIG_FILE).write_text(json.dumps(self.cfg.to_dict(), indent=2))
-        state = {name: tensor.detach().contiguous() for name, tensor in self.state_dict().items()}
-        save_file(state, str(path / WEIGHTS_FILE))
+        save_module_dir(self, self.cfg.to_dict(), directory, CONFIG_FILE)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> GaussianChunkPolicy:
-        path = Path(directory)
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path} is not a local directory")
-        policy = cls(GaussianChunkConfig.from_dict(json.loads((path / CONFIG_FILE).read_text())))
-        policy.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
+        config, state = read_module_dir(directory, CONFIG_FILE)
+        policy = cls(GaussianChunkConfig.from_dict(config))
+        policy.load_state_dict(state)
         return policy

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,10 @@ from vla_rl.policies.base import ActorCriticPolicy
 log = logging.getLogger(__name__)
 
 SUMMARY_FILENAME = "eval_summary.json"
+ActFn = Callable[[Observation], torch.Tensor]
+"""Observation of every world -> actions [N, action_dim] in [-1, 1]."""
+DoneFn = Callable[[torch.Tensor], None]
+"""Called with the bool [N] mask of worlds whose episode just ended."""
 VIDEO_FILENAME = "eval.mp4"
 
 
@@ -82,33 +87,43 @@ def evaluate(
     eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split)
     was_training = policy.training
     policy.eval()
+
+    def act(obs: Observation) -> torch.Tensor:
+        return policy.act(obs, deterministic=deterministic).action.clamp(-1.0, 1.0)
+
     try:
         env = make_env(eval_cfg)
         try:
-            result = _run_episodes(policy, env, num_episodes, deterministic, seed)
+            result = run_episodes(act, env, num_episodes, seed)
         finally:
             env.close()
         result.split = split
         if video_dir is not None and video_envs > 0:
             video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
-            result.video_path = _record_video(policy, video_cfg, video_camera, deterministic, seed, video_dir)
+            result.video_path = record_video(act, video_cfg, video_camera, seed, video_dir)
     finally:
         policy.train(was_training)
+    write_summary(result, summary_path, video_dir)
+    return result
+
+
+def write_summary(result: EvalResult, summary_path: str | Path | None, video_dir: str | Path | None) -> None:
+    """Write ``result`` as JSON to ``summary_path`` (default: ``video_dir``/eval_summary.json, if any)."""
     if summary_path is None and video_dir is not None:
         summary_path = Path(video_dir) / SUMMARY_FILENAME
     if summary_path is not None:
         Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
         Path(summary_path).write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
-    return result
 
 
-def _act(policy: ActorCriticPolicy, obs: Observation, deterministic: bool) -> torch.Tensor:
-    return policy.act(obs, deterministic=deterministic).action.clamp(-1.0, 1.0)
-
-
-def _run_episodes(
-    policy: ActorCriticPolicy, env: BatchedEnv, num_episodes: int, deterministic: bool, seed: int
+def run_episodes(
+    act: ActFn, env: BatchedEnv, num_episodes: int, seed: int, on_done: DoneFn | None = None
 ) -> EvalResult:
+    """Step ``env`` with ``act`` until every world has finished its quota of first episodes.
+
+    ``on_done`` hears of every step on which some episode ended (before the next ``act``), for
+    actors that keep per-world state such as an open-loop plan.
+    """
     quotas = episode_quotas(num_episodes, env.num_envs)
     counted = np.zeros(env.num_envs, dtype=np.int64)
     returns: list[float] = []
@@ -117,13 +132,15 @@ def _run_episodes(
     success_once: list[bool] = []
     obs, _ = env.reset(seed=seed)
     while (counted < quotas).any():
-        step = env.step(_act(policy, obs, deterministic))
+        step = env.step(act(obs).to(env.device))
         obs = step.obs
-        done = step.done.cpu().numpy()
-        if not done.any():
+        done = step.done.cpu()
+        if not bool(done.any()):
             continue
+        if on_done is not None:
+            on_done(done)
         episode = {k: v.cpu().numpy() for k, v in step.info["episode"].items()}
-        for i in np.flatnonzero(done & (counted < quotas)):
+        for i in np.flatnonzero(done.numpy() & (counted < quotas)):
             returns.append(float(episode["return"][i]))
             lengths.append(float(episode["length"][i]))
             successes.append(bool(episode["success"][i]))
@@ -149,15 +166,15 @@ def video_env_config(cfg: EnvConfig, video_envs: int, camera: str, size: int) ->
     return dataclasses.replace(cfg, num_envs=video_envs, cameras=[camera], image_size=size)
 
 
-def _record_video(
-    policy: ActorCriticPolicy,
+def record_video(
+    act: ActFn,
     cfg: EnvConfig,
     camera: str,
-    deterministic: bool,
     seed: int,
     video_dir: str | Path,
+    on_done: DoneFn | None = None,
 ) -> str | None:
-    """Record each world's first episode; finished worlds hold their last frame."""
+    """Record each world's first episode side by side; finished worlds hold their last frame."""
     import imageio.v2 as imageio
 
     key = f"rgb_{camera}"
@@ -169,10 +186,12 @@ def _record_video(
         obs, _ = env.reset(seed=seed)
         frames = [tile_worlds(obs[key])]
         finished = torch.zeros(env.num_envs, dtype=torch.bool)
-        last = obs[key].clone()
+        last = obs[key].cpu().clone()
         while not bool(finished.all()):
-            step = env.step(_act(policy, obs, deterministic))
+            step = env.step(act(obs).to(env.device))
             done = step.done.cpu()
+            if on_done is not None:
+                on_done(done)
             current = torch.where(
                 done[:, None, None, None], step.info["final_obs"][key].cpu(), step.obs[key].cpu()
             )

@@ -9,7 +9,6 @@ are modelled directly in env units (already in [-1, 1]) and clipped to that rang
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -17,7 +16,6 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from vla_rl.envs.base import Observation
@@ -33,9 +31,9 @@ from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.layers import VectorObsEncoder, activation_class, build_mlp
+from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 
 CONFIG_FILE = "flow_mlp_config.json"
-WEIGHTS_FILE = "model.safetensors"
 MIN_PERIOD = 0.1
 """Shortest period of the sinusoidal time embedding (in units of t)."""
 MAX_PERIOD = 4.0
@@ -248,17 +246,11 @@ class FlowMLPPolicy(ChunkPolicy):
         return SFTOutput(loss=loss, metrics={"flow_mse": float(loss.detach())})
 
     def save_pretrained(self, directory: str | Path) -> None:
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        (path / CONFIG_FILE).write_text(json.dumps(self.cfg.to_dict(), indent=2))
-        state = {name: tensor.detach().contiguous() for name, tensor in self.state_dict().items()}
-        save_file(state, str(path / WEIGHTS_FILE))
+        save_module_dir(self, self.cfg.to_dict(), directory, CONFIG_FILE)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> FlowMLPPolicy:
-        path = Path(directory)
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path} is not a local directory")
-        policy = cls(FlowMLPConfig.from_dict(json.loads((path / CONFIG_FILE).read_text())))
-        policy.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
+        config, state = read_module_dir(directory, CONFIG_FILE)
+        policy = cls(FlowMLPConfig.from_dict(config))
+        policy.load_state_dict(state)
         return policy

@@ -13,23 +13,14 @@ were, so it can run in the middle of training without changing what training doe
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from vla_rl.envs import EnvConfig, make_env
-from vla_rl.envs.base import BatchedEnv, Observation
+from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.training.evaluate import (
-    SUMMARY_FILENAME,
-    VIDEO_FILENAME,
-    EvalResult,
-    episode_quotas,
-    tile_worlds,
-    video_env_config,
-)
+from vla_rl.training.evaluate import EvalResult, record_video, run_episodes, video_env_config, write_summary
 from vla_rl.training.sft.batching import module_device, obs_to_device, select_worlds
 
 
@@ -107,86 +98,17 @@ def evaluate_chunk_policy(
             env = make_env(eval_cfg)
             try:
                 executor = ChunkExecutor(policy, env.num_envs, execute_steps, deterministic, temperature)
-                result = _run_episodes(executor, env, num_episodes, seed)
+                result = run_episodes(executor.act, env, num_episodes, seed, executor.episodes_ended)
             finally:
                 env.close()
             result.split = split
             if video_dir is not None and video_envs > 0:
                 video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
                 recorder = ChunkExecutor(policy, video_envs, execute_steps, deterministic, temperature)
-                result.video_path = _record_video(recorder, video_cfg, video_camera, seed, video_dir)
+                result.video_path = record_video(
+                    recorder.act, video_cfg, video_camera, seed, video_dir, recorder.episodes_ended
+                )
     finally:
         policy.train(was_training)
-    if summary_path is None and video_dir is not None:
-        summary_path = Path(video_dir) / SUMMARY_FILENAME
-    if summary_path is not None:
-        Path(summary_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(summary_path).write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+    write_summary(result, summary_path, video_dir)
     return result
-
-
-def _run_episodes(executor: ChunkExecutor, env: BatchedEnv, num_episodes: int, seed: int) -> EvalResult:
-    quotas = episode_quotas(num_episodes, env.num_envs)
-    counted = np.zeros(env.num_envs, dtype=np.int64)
-    returns: list[float] = []
-    lengths: list[float] = []
-    successes: list[bool] = []
-    success_once: list[bool] = []
-    obs, _ = env.reset(seed=seed)
-    while (counted < quotas).any():
-        step = env.step(executor.act(obs).to(env.device))
-        obs = step.obs
-        done = step.done.cpu()
-        if not bool(done.any()):
-            continue
-        executor.episodes_ended(done)
-        episode = {k: v.cpu().numpy() for k, v in step.info["episode"].items()}
-        for i in np.flatnonzero(done.numpy() & (counted < quotas)):
-            returns.append(float(episode["return"][i]))
-            lengths.append(float(episode["length"][i]))
-            successes.append(bool(episode["success"][i]))
-            success_once.append(bool(episode["success_once"][i]))
-            counted[i] += 1
-    count = len(returns)
-    return EvalResult(
-        success_rate=float(np.mean(successes)) if count else 0.0,
-        success_once_rate=float(np.mean(success_once)) if count else 0.0,
-        mean_return=float(np.mean(returns)) if count else 0.0,
-        mean_length=float(np.mean(lengths)) if count else 0.0,
-        num_episodes=count,
-        split="",
-    )
-
-
-def _record_video(
-    executor: ChunkExecutor, cfg: EnvConfig, camera: str, seed: int, video_dir: str | Path
-) -> str | None:
-    """Each world's first episode side by side; finished worlds hold their last frame."""
-    import imageio.v2 as imageio
-
-    key = f"rgb_{camera}"
-    env = make_env(cfg)
-    try:
-        if key not in env.observation_space.spaces:
-            return None
-        obs, _ = env.reset(seed=seed)
-        frames = [tile_worlds(obs[key])]
-        finished = torch.zeros(env.num_envs, dtype=torch.bool)
-        last = obs[key].cpu().clone()
-        while not bool(finished.all()):
-            step = env.step(executor.act(obs).to(env.device))
-            done = step.done.cpu()
-            executor.episodes_ended(done)
-            current = torch.where(
-                done[:, None, None, None], step.info["final_obs"][key].cpu(), step.obs[key].cpu()
-            )
-            last = torch.where(finished[:, None, None, None], last, current)
-            finished |= done
-            frames.append(tile_worlds(last))
-            obs = step.obs
-    finally:
-        env.close()
-    path = Path(video_dir) / VIDEO_FILENAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(path, frames, fps=max(int(round(cfg.control_hz)), 1), macro_block_size=1)
-    return str(path)

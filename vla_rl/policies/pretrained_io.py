@@ -1,0 +1,39 @@
+"""Save and load the small policies as a directory of a JSON config plus safetensors weights.
+
+The layout mirrors ``transformers``' ``save_pretrained`` (a config file next to
+``model.safetensors``), so every policy family is stored and found the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+WEIGHTS_FILE = "model.safetensors"
+
+
+def save_module_dir(
+    module: nn.Module, config: dict[str, Any], directory: str | Path, config_file: str
+) -> None:
+    """Write ``config`` as ``directory/config_file`` and ``module``'s state as ``model.safetensors``."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / config_file).write_text(json.dumps(config, indent=2))
+    state = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
+    save_file(state, str(path / WEIGHTS_FILE))
+
+
+def read_module_dir(
+    directory: str | Path, config_file: str
+) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The config dict and state dict written by ``save_module_dir`` into a local ``directory``."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} is not a local directory")
+    config = json.loads((path / config_file).read_text())
+    return config, load_file(str(path / WEIGHTS_FILE))
