@@ -46,7 +46,9 @@ JOBS: dict[str, LearningJob] = {
     "lift": LearningJob(("env=lift", UNTIL_TIME_LIMIT), 30.0, 0.50, train_min=15.0),
     # The CNN update dominates pixel training; both cores run it (simulation and update alternate).
     "reach_pixels": LearningJob(
-        ("env=reach_pixels", "policy=cnn", "torch_num_threads=2", UNTIL_TIME_LIMIT), 30.0, 0.90
+        ("env=reach_pixels", "policy=cnn", "algorithm=ppo_pixels", "torch_num_threads=2", UNTIL_TIME_LIMIT),
+        30.0,
+        0.90,
     ),
 }
 

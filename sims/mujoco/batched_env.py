@@ -177,6 +177,11 @@ class MujocoBatchedEnv(BatchedEnv):
             jac_site(m, d, jac[i, :3], jac[i, 3:], site)
         self._render(ids)
 
+    @property
+    def actuator_targets(self) -> np.ndarray:
+        """[N, nu] actuator targets (arm joint positions, finger opening) of the last control step."""
+        return self._ctrl
+
     # ----------------------------------------------------------------------------- resets
     def _reset_worlds(self, ids: np.ndarray) -> None:
         home = np.asarray(self.robot.home_arm_qpos)
@@ -196,6 +201,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self.step_count[ids] = 0
         self.episode_return[ids] = 0.0
         self.episode_success_once[ids] = False
+        self._stepper.states_changed(self.datas, ids)
 
     def reset(
         self, seed: int | Sequence[int] | None = None, env_ids: torch.Tensor | None = None
@@ -248,8 +254,10 @@ class MujocoBatchedEnv(BatchedEnv):
             raise ValueError(f"action shape {action_np.shape} != {(self.num_envs, self.action_dim)}")
         self._action = action_np
         self._apply_controller()
-        self._stepper.advance(self.datas, self._ctrl, self._run_parallel)
-        self._run_parallel(self._refresh_worlds, np.arange(self.num_envs))
+        # Without cameras the refresh is a few microseconds of GIL-holding calls per world, faster
+        # in this thread than handed to the pool; rendering is worth spreading over the threads.
+        run = self._run_parallel if self._renderers is not None else _run_here
+        self._stepper.advance(self.datas, self._ctrl, run, self._refresh_worlds)
 
         reward, success = self.task.reward_and_success(self._task_state())
         self.step_count += 1
@@ -309,6 +317,7 @@ class MujocoBatchedEnv(BatchedEnv):
         size = mujoco.mj_stateSize(self.base_model, STATE_SPEC)
         physics = np.zeros((self.num_envs, size))
         for i, (m, d) in enumerate(zip(self.models, self.datas, strict=True)):
+            d.ctrl[:] = self._ctrl[i]  # the rollout stepper passes controls without storing them
             mujoco.mj_getState(m, d, physics[i], STATE_SPEC)
         state: dict[str, Any] = {
             "physics_state": physics,
@@ -331,6 +340,7 @@ class MujocoBatchedEnv(BatchedEnv):
             mujoco.mj_forward(m, d)
             self._ctrl[i] = d.ctrl
             self.rngs[i].bit_generator.state = state["rng_states"][i]
+        self._stepper.states_changed(self.datas, np.arange(self.num_envs))
         self.step_count[:] = np.asarray(state["step_count"])
         self.episode_return[:] = np.asarray(state["episode_return"])
         self.episode_success_once[:] = np.asarray(state["episode_success_once"])
@@ -347,6 +357,10 @@ class MujocoBatchedEnv(BatchedEnv):
             self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
         self._pool.shutdown(wait=True)
         self._stepper.close()
+
+
+def _run_here(fn, ids: np.ndarray) -> None:
+    fn(ids)
 
 
 def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:

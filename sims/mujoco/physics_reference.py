@@ -7,29 +7,50 @@ import time
 
 import mujoco
 import numpy as np
+import torch
 from mujoco import rollout
 
 from vla_rl.envs.config import EnvConfig
 
 
-def physics_env_steps_per_s(cfg: EnvConfig, num_control_steps: int = 50, nthread: int | None = None) -> float:
+def physics_env_steps_per_s(
+    cfg: EnvConfig,
+    num_control_steps: int = 50,
+    nthread: int | None = None,
+    moving: bool = False,
+    seed: int = 0,
+) -> float:
     """Env-steps per second of pure physics for ``cfg``'s task: the same per-world models, the same
-    substeps per control step, ``cfg.num_envs`` worlds from their reset states, constant controls
-    holding the home posture, stepped by ``mujoco.rollout`` on ``nthread`` (default
-    ``cfg.num_threads``) threads. No controller, observations, rewards or rendering."""
+    substeps per control step, ``cfg.num_envs`` worlds from their reset states, stepped by one
+    ``mujoco.rollout`` call on ``nthread`` (default ``cfg.num_threads``) threads. No controller,
+    observations, rewards or rendering.
+
+    The controls hold the home posture, or with ``moving`` replay the actuator targets the env's
+    own controller produced for uniformly random actions (recorded first, untimed): the arm then
+    moves as it does in training, which costs the solver more than standing still.
+    """
     from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
 
-    env = MujocoBatchedEnv(dataclasses.replace(cfg, cameras=[]))
+    env = MujocoBatchedEnv(dataclasses.replace(cfg, cameras=[], max_episode_steps=10**9))
     try:
         spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
         size = mujoco.mj_stateSize(env.base_model, spec)
         initial = np.zeros((env.num_envs, size))
         for i, (m, d) in enumerate(zip(env.models, env.datas, strict=True)):
             mujoco.mj_getState(m, d, initial[i], spec)
-        nstep = num_control_steps * env.substeps
-        control = np.repeat(np.stack([d.ctrl.copy() for d in env.datas])[:, None], nstep, axis=1)
+        home = np.stack([d.ctrl.copy() for d in env.datas])
+        if moving:
+            generator = torch.Generator().manual_seed(seed)
+            per_step = []
+            for _ in range(num_control_steps):
+                env.step(torch.rand((env.num_envs, env.action_dim), generator=generator) * 2 - 1)
+                per_step.append(env.actuator_targets.copy())
+            control = np.repeat(np.stack(per_step, axis=1), env.substeps, axis=1)
+        else:
+            control = np.repeat(home[:, None], num_control_steps * env.substeps, axis=1)
         threads = nthread or cfg.num_threads
         datas = [mujoco.MjData(env.base_model) for _ in range(threads)]
+        nstep = num_control_steps * env.substeps
         with rollout.Rollout(nthread=threads) as runner:
             runner.rollout(env.models, datas, initial, control[:, : env.substeps], nstep=env.substeps)
             start = time.perf_counter()
@@ -38,7 +59,3 @@ def physics_env_steps_per_s(cfg: EnvConfig, num_control_steps: int = 50, nthread
         return env.num_envs * num_control_steps / elapsed
     finally:
         env.close()
-
-
-measure_physics_throughput = physics_env_steps_per_s
-"""Alias of ``physics_env_steps_per_s``."""

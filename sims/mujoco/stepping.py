@@ -35,22 +35,30 @@ class PhysicsStepper(ABC):
         datas: Sequence[mujoco.MjData],
         ctrl: np.ndarray,
         run_parallel: Callable[[Callable[[np.ndarray], None], np.ndarray], None],
+        refresh: Callable[[np.ndarray], None],
     ) -> None:
-        """Step all worlds with ``ctrl`` [N, nu]; afterwards each ``datas[i]`` holds the new state
-        (positions-derived quantities are not recomputed: the caller refreshes what it reads)."""
+        """Step all worlds with ``ctrl`` [N, nu]; afterwards each ``datas[i]`` holds the new state.
+
+        Positions-derived quantities are not recomputed: ``refresh(ids)`` is called for each chunk
+        of worlds as soon as they hold their new state, in the same parallel task (one hand-off
+        to the thread pool per control step, not two)."""
+
+    def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:  # noqa: B027
+        """Worlds ``ids`` were changed outside ``advance`` (reset, restored): re-read their state."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads."""
 
 
 class ThreadedStepper(PhysicsStepper):
-    def advance(self, datas, ctrl, run_parallel) -> None:
+    def advance(self, datas, ctrl, run_parallel, refresh) -> None:
         models, substeps = self.models, self.substeps
 
         def step_chunk(ids: np.ndarray) -> None:
             for i in ids.tolist():
                 datas[i].ctrl[:] = ctrl[i]
                 mujoco.mj_step(models[i], datas[i], substeps)
+            refresh(ids)
 
         run_parallel(step_chunk, np.arange(len(datas)))
 
@@ -64,14 +72,16 @@ class RolloutStepper(PhysicsStepper):
         self._cold_warmstart = np.zeros((n, model.nv))
         self._control = np.zeros((n, substeps, model.nu))
         self._states = np.zeros((n, substeps, state_size))
-        self._sensordata = np.zeros((n, substeps, model.nsensordata))
         self._scratch = [mujoco.MjData(model) for _ in range(num_threads)]
         self._runner = rollout.Rollout(nthread=num_threads)
 
-    def advance(self, datas, ctrl, run_parallel) -> None:
+    def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:
+        for i in np.asarray(ids).tolist():
+            mujoco.mj_getState(self.models[i], datas[i], self._initial[i], FULL_PHYSICS)
+
+    def advance(self, datas, ctrl, run_parallel, refresh) -> None:
+        """Controls are passed to the rollout, not stored in ``datas`` (the caller keeps them)."""
         models = self.models
-        for i, d in enumerate(datas):
-            mujoco.mj_getState(models[i], d, self._initial[i], FULL_PHYSICS)
         self._control[:] = ctrl[:, None, :]
         self._runner.rollout(
             models,
@@ -81,16 +91,17 @@ class RolloutStepper(PhysicsStepper):
             nstep=self.substeps,
             initial_warmstart=self._cold_warmstart,
             state=self._states,
-            sensordata=self._sensordata,
             skip_checks=True,
         )
         final = self._states[:, -1]
+        # The next control step starts where this one ended; datas only change between steps
+        # through resets, which report them with ``states_changed``.
+        self._initial[:] = final
 
         def load_chunk(ids: np.ndarray) -> None:
             for i in ids.tolist():
-                d = datas[i]
-                mujoco.mj_setState(models[i], d, final[i], FULL_PHYSICS)
-                d.ctrl[:] = ctrl[i]
+                mujoco.mj_setState(models[i], datas[i], final[i], FULL_PHYSICS)
+            refresh(ids)
 
         run_parallel(load_chunk, np.arange(len(datas)))
 

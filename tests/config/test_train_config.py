@@ -29,8 +29,16 @@ def _group_options(group: str) -> list[str]:
 def test_groups_have_the_expected_options() -> None:
     assert _group_options("env") == ["lift", "pick_place", "push", "reach", "reach_pixels"]
     assert _group_options("policy") == ["cnn", "mlp"]
-    assert _group_options("algorithm") == ["ppo"]
+    assert _group_options("algorithm") == ["ppo", "ppo_pixels"]
     assert _group_options("logger") == ["default"]
+
+
+def test_pixel_ppo_inherits_ppo_with_a_fixed_learning_rate() -> None:
+    pixels = compose_train_config(["algorithm=ppo_pixels"]).algorithm
+    plain = compose_train_config([]).algorithm
+    assert (pixels.lr_schedule, pixels.learning_rate) == ("fixed", 3e-4)
+    same = ("num_steps", "num_epochs", "clip_ratio", "gamma", "desired_kl")
+    assert [getattr(pixels, k) for k in same] == [getattr(plain, k) for k in same]
 
 
 @pytest.mark.parametrize("env", _group_options("env"))

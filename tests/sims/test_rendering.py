@@ -40,3 +40,8 @@ def test_render_speed_smoke():
 def test_physics_reference_reports_positive_throughput():
     rate = physics_env_steps_per_s(EnvConfig(task="reach", num_envs=4), num_control_steps=3)
     assert rate > 0
+
+
+def test_physics_reference_with_the_arm_moving_reports_positive_throughput():
+    rate = physics_env_steps_per_s(EnvConfig(task="reach", num_envs=4), num_control_steps=3, moving=True)
+    assert rate > 0

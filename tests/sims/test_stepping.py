@@ -19,6 +19,10 @@ def _serial(fn, ids):
     fn(ids)
 
 
+def _no_refresh(ids):
+    pass
+
+
 def test_rollout_stepper_equals_mj_step_from_a_cold_warm_start():
     """The only difference from ``mj_step`` is the cold solver warm start, so with it zeroed the
     two are bit-identical."""
@@ -37,7 +41,8 @@ def test_rollout_stepper_equals_mj_step_from_a_cold_warm_start():
         d.ctrl[:] = c
         mujoco.mj_step(m, d, substeps)
     stepper = RolloutStepper(models, substeps, num_threads=2)
-    stepper.advance(via_rollout, ctrl, _serial)
+    stepper.states_changed(via_rollout, np.arange(len(models)))
+    stepper.advance(via_rollout, ctrl, _serial, _no_refresh)
     stepper.close()
     for a, b in zip(cold, via_rollout, strict=True):
         np.testing.assert_array_equal(a.qpos, b.qpos)
@@ -72,7 +77,7 @@ def test_threaded_stepper_matches_plain_mj_step():
         mujoco.mj_copyData(c, m, d)
         c.ctrl[:] = ctrl
         mujoco.mj_step(m, c, env.substeps)
-    ThreadedStepper(env.models, env.substeps, 2).advance(env.datas, env._ctrl, _serial)
+    ThreadedStepper(env.models, env.substeps, 2).advance(env.datas, env._ctrl, _serial, _no_refresh)
     for a, b in zip(copies, env.datas, strict=True):
         np.testing.assert_array_equal(a.qpos, b.qpos)
     env.close()
@@ -82,3 +87,30 @@ def test_unknown_stepper_names_the_choices():
     with pytest.raises(ValueError, match="rollout") as err:
         _env("euler")
     assert "euler" in str(err.value)
+
+
+def test_rollout_stepper_follows_resets_and_restores():
+    """The rollout stepper starts each control step from the state it produced last, so it must
+    pick up worlds changed in between: a reset of one world, autoresets at staggered steps (a
+    5-step time limit) and ``load_state_dict``. It then tracks the ``threads`` stepper (which steps
+    the MjData itself) on ``reach``."""
+    trajectories = {}
+    for name in STEPPERS:
+        env = MujocoBatchedEnv(
+            EnvConfig(task="reach", num_envs=3, max_episode_steps=5, options={"stepper": name})
+        )
+        obs, _ = env.reset(seed=5)
+        snapshot = env.state_dict()
+        tcp = []
+        for step in range(12):
+            if step == 3:
+                obs, _ = env.reset(seed=9, env_ids=torch.tensor([1]))
+            if step == 8:
+                obs = env.load_state_dict(snapshot)
+            obs = env.step(scripted_action("reach", obs)).obs
+            tcp.append(obs["proprio"][:, 15:18].clone())
+        trajectories[name] = torch.stack(tcp)
+        env.close()
+    # Restored at step 8 to the first reset state: steps 8, 9, 10 repeat steps 0, 1, 2.
+    torch.testing.assert_close(trajectories["rollout"][8:11], trajectories["rollout"][:3])
+    torch.testing.assert_close(trajectories["rollout"], trajectories["threads"], atol=1e-5, rtol=0)

@@ -60,6 +60,8 @@ class PPOLosses:
     """Sample estimate ``mean((ratio - 1) - log ratio)`` of KL(old || new)."""
     kl: torch.Tensor
     """Analytic KL(old || new) of the Gaussians, averaged over the batch."""
+    auxiliary_loss: torch.Tensor | None = None
+    """The policy's own auxiliary loss (already weighted and part of ``total``), if it has one."""
 
 
 @register_algorithm("ppo")
@@ -104,6 +106,9 @@ class PPO:
 
         entropy_mean = entropy.mean()
         total = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy_mean
+        auxiliary_loss = self.policy.auxiliary_loss(batch["obs"])
+        if auxiliary_loss is not None:
+            total = total + auxiliary_loss
         with torch.no_grad():
             clip_fraction = ((ratio - 1.0).abs() > cfg.clip_ratio).float().mean()
             approx_kl = ((ratio - 1.0) - log_ratio).mean()
@@ -117,6 +122,7 @@ class PPO:
             clip_fraction=clip_fraction,
             approx_kl=approx_kl,
             kl=kl,
+            auxiliary_loss=None if auxiliary_loss is None else auxiliary_loss.detach(),
         )
 
     def _set_learning_rate(self, learning_rate: float) -> None:
@@ -153,8 +159,10 @@ class PPO:
                     ("kl", losses.kl),
                     ("clip_fraction", losses.clip_fraction),
                     ("grad_norm", grad_norm),
+                    ("auxiliary_loss", losses.auxiliary_loss),
                 ):
-                    sums[name] = sums.get(name, 0.0) + float(value)
+                    if value is not None:
+                        sums[name] = sums.get(name, 0.0) + float(value)
                 num_updates += 1
         metrics = {name: total / num_updates for name, total in sums.items()}
         metrics["learning_rate"] = self.learning_rate

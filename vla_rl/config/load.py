@@ -127,6 +127,11 @@ TRAIN_CHECKS: list[Check[TrainConfig]] = [
     ),
     Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
     Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
+    Check(
+        "policy.image_encoder",
+        lambda c: c.policy.image_encoder in _image_encoder_names(),
+        "must be 'conv' or 'spatial_softmax'",
+    ),
     Check("algorithm.num_steps", lambda c: c.algorithm.num_steps > 0, "must be positive"),
     Check("algorithm.num_epochs", lambda c: c.algorithm.num_epochs > 0, "must be positive"),
     Check(
@@ -162,3 +167,9 @@ TRAIN_CHECKS: list[Check[TrainConfig]] = [
         "must be in [0, 1]",
     ),
 ]
+
+
+def _image_encoder_names() -> list[str]:
+    from vla_rl.policies.cnn import IMAGE_ENCODERS
+
+    return sorted(IMAGE_ENCODERS)

@@ -44,5 +44,12 @@ class ActorCriticPolicy(nn.Module, ABC):
     def get_value(self, obs: Observation) -> torch.Tensor:
         """Critic estimate [N]."""
 
+    def auxiliary_loss(self, obs: Observation) -> torch.Tensor | None:
+        """A weighted loss the algorithm adds to its own for this minibatch, or None (the default).
+
+        Called right after ``evaluate`` on the same ``obs``, so a policy may reuse the features
+        that call computed."""
+        return None
+
     def update_normalizer(self, obs: Observation) -> None:  # noqa: B027 - optional hook
         """Fold ``obs`` into running observation statistics; no-op when normalisation is off."""

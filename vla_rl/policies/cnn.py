@@ -9,6 +9,7 @@ from torch import nn
 from vla_rl.envs.base import Observation
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.gaussian import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, GaussianActorCritic
+from vla_rl.policies.keypoints import KeypointImageEncoder
 from vla_rl.policies.layers import (
     HIDDEN_INIT_GAIN,
     VectorObsEncoder,
@@ -17,6 +18,7 @@ from vla_rl.policies.layers import (
     check_obs_keys,
     is_image_key,
     orthogonal_linear,
+    shared_image_size,
 )
 from vla_rl.policies.registry import register_policy
 
@@ -42,14 +44,7 @@ class ImageEncoder(nn.Module):
     ) -> None:
         super().__init__()
         self.keys = keys
-        shapes = {key: tuple(observation_space[key].shape) for key in keys}
-        for key, shape in shapes.items():
-            if len(shape) != 3 or shape[-1] != 3:
-                raise ValueError(f"image key {key!r} must have shape (H, W, 3), got {shape}")
-        sizes = {shape[:2] for shape in shapes.values()}
-        if len(sizes) != 1:
-            raise ValueError(f"cameras must share one image size to be stacked, got {shapes}")
-        height, width = sizes.pop()
+        height, width = shared_image_size(keys, observation_space)
         act = activation_class(activation)
         layers: list[nn.Module] = []
         in_channels = 3 * len(keys)
@@ -75,6 +70,27 @@ class ImageEncoder(nn.Module):
         return self.project(self.convs(x))
 
 
+IMAGE_ENCODERS: dict[str, type[ImageEncoder] | type[KeypointImageEncoder]] = {
+    "conv": ImageEncoder,
+    "spatial_softmax": KeypointImageEncoder,
+}
+"""Image encoders by ``PolicyConfig.image_encoder`` name."""
+
+
+def build_image_encoder(
+    kind: str,
+    keys: list[str],
+    observation_space: gym.spaces.Dict,
+    channels: list[int],
+    feature_dim: int,
+    activation: str,
+) -> ImageEncoder | KeypointImageEncoder:
+    """The ``kind`` image encoder (``conv`` or ``spatial_softmax``) for the cameras ``keys``."""
+    if kind not in IMAGE_ENCODERS:
+        raise ValueError(f"unknown image encoder {kind!r}; known: {sorted(IMAGE_ENCODERS)}")
+    return IMAGE_ENCODERS[kind](keys, observation_space, channels, feature_dim, activation)
+
+
 @register_policy("cnn")
 class GaussianCNNPolicy(GaussianActorCritic):
     """Image features concatenated with normalised vector keys, followed by MLP heads.
@@ -97,18 +113,30 @@ class GaussianCNNPolicy(GaussianActorCritic):
             raise ValueError(f"policy 'cnn' needs an rgb_* key among actor keys, got {actor_keys}")
         self.actor_vector_keys = [k for k in actor_keys if not is_image_key(k)]
         self.critic_vector_keys = [k for k in critic_keys if not is_image_key(k)]
+        self.aux_target_key = cfg.aux_target_key
+        self.aux_coef = cfg.aux_coef
+        aux_keys = [cfg.aux_target_key] if cfg.aux_target_key is not None else []
+        if aux_keys:
+            check_obs_keys(aux_keys, observation_space, "auxiliary target")
+        if any(is_image_key(key) for key in aux_keys):
+            raise ValueError(f"aux_target_key must be a vector key, got {cfg.aux_target_key!r}")
         self.obs_encoder = VectorObsEncoder(
-            self.actor_vector_keys + self.critic_vector_keys, observation_space, cfg.normalize_obs
+            self.actor_vector_keys + self.critic_vector_keys + aux_keys, observation_space, cfg.normalize_obs
         )
 
-        def image_encoder(keys: list[str]) -> ImageEncoder:
-            return ImageEncoder(
-                keys, observation_space, cfg.cnn_channels, cfg.cnn_feature_dim, cfg.activation
+        def image_encoder(keys: list[str]) -> ImageEncoder | KeypointImageEncoder:
+            return build_image_encoder(
+                cfg.image_encoder,
+                keys,
+                observation_space,
+                cfg.cnn_channels,
+                cfg.cnn_feature_dim,
+                cfg.activation,
             )
 
         self.actor_encoder = image_encoder(self.actor_image_keys)
         self.shared_encoder = bool(cfg.share_encoder) and self.critic_image_keys == self.actor_image_keys
-        self.critic_encoder: ImageEncoder | None = None
+        self.critic_encoder: ImageEncoder | KeypointImageEncoder | None = None
         if self.critic_image_keys and not self.shared_encoder:
             self.critic_encoder = image_encoder(self.critic_image_keys)
 
@@ -118,6 +146,12 @@ class GaussianCNNPolicy(GaussianActorCritic):
             critic_in += cfg.cnn_feature_dim
         self.actor = build_mlp(actor_in, cfg.hidden_sizes, self.action_dim, cfg.activation, ACTOR_OUT_GAIN)
         self.critic = build_mlp(critic_in, cfg.hidden_sizes, 1, cfg.activation, CRITIC_OUT_GAIN)
+        self.aux_head: nn.Linear | None = None
+        if cfg.aux_target_key is not None:
+            self.aux_head = nn.Linear(cfg.cnn_feature_dim, self.obs_encoder.output_dim(aux_keys))
+        self._last_features: tuple[Observation, torch.Tensor] | None = None
+        """(obs, actor image features) of the last ``mean_and_value`` call with gradients, for the
+        auxiliary loss on the same minibatch."""
 
     def _actor_input(self, obs: Observation, image_features: torch.Tensor) -> torch.Tensor:
         if not self.actor_vector_keys:
@@ -145,7 +179,20 @@ class GaussianCNNPolicy(GaussianActorCritic):
 
     def mean_and_value(self, obs: Observation) -> tuple[torch.Tensor, torch.Tensor]:
         features = self.actor_encoder(obs)
+        if self.aux_head is not None and torch.is_grad_enabled():
+            self._last_features = (obs, features)
         return self.actor(self._actor_input(obs, features)), self._critic_value(obs, features)
+
+    def auxiliary_loss(self, obs: Observation) -> torch.Tensor | None:
+        """``aux_coef`` x mean squared error of the normalised ``aux_target_key`` predicted from the
+        actor's image features (those of the preceding ``evaluate`` when it saw the same ``obs``)."""
+        if self.aux_head is None or self.aux_target_key is None:
+            return None
+        cached = self._last_features
+        features = cached[1] if cached is not None and cached[0] is obs else self.actor_encoder(obs)
+        self._last_features = None
+        target = self.obs_encoder.encode(obs, [self.aux_target_key])
+        return self.aux_coef * (self.aux_head(features) - target).square().mean()
 
     def update_normalizer(self, obs: Observation) -> None:
         self.obs_encoder.update(obs)

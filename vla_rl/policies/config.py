@@ -23,9 +23,20 @@ class PolicyConfig:
     """Initial log standard deviation of the (state-independent) Gaussian action noise."""
     normalize_obs: bool = True
     """Keep a running mean/std of vector observations inside the model and normalise with it."""
+    image_encoder: str = "conv"
+    """Image encoder of ``cnn``: ``conv`` (strided convolutions, flattened) or ``spatial_softmax``
+    (convolutions read out as the expected image coordinates of ``cnn_channels[-1]`` keypoints)."""
     cnn_channels: list[int] = field(default_factory=lambda: [32, 64, 64])
     """Output channels of the convolution layers (``cnn`` only)."""
     cnn_feature_dim: int = 256
     """Width of the image embedding after the convolutions (``cnn`` only)."""
+    aux_target_key: str | None = None
+    """``cnn`` only: a vector observation key (e.g. ``privileged``) that a linear head on the actor's
+    image features learns to predict (normalised, mean squared error), an auxiliary loss added to
+    PPO's. Like the asymmetric critic it uses simulator state only in training: the actor still acts
+    from pixels and proprioception. It teaches the encoder where things are from a dense supervised
+    signal instead of the sparse policy gradient alone."""
+    aux_coef: float = 1.0
+    """Weight of the auxiliary loss."""
     share_encoder: bool = True
     """Actor and critic share the image encoder (``cnn`` only)."""

@@ -101,3 +101,15 @@ class VectorObsEncoder(nn.Module):
             x = obs[key].reshape(obs[key].shape[0], -1).float()
             parts.append(self.normalizers[key](x) if self.normalize else x)
         return torch.cat(parts, dim=-1)
+
+
+def shared_image_size(keys: list[str], observation_space: gym.spaces.Dict) -> tuple[int, int]:
+    """(H, W) of the ``rgb_*`` images ``keys``, which must all be (H, W, 3) to be stacked."""
+    shapes = {key: tuple(observation_space[key].shape) for key in keys}
+    for key, shape in shapes.items():
+        if len(shape) != 3 or shape[-1] != 3:
+            raise ValueError(f"image key {key!r} must have shape (H, W, 3), got {shape}")
+    sizes = {shape[:2] for shape in shapes.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"cameras must share one image size to be stacked, got {shapes}")
+    return sizes.pop()

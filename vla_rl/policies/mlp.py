@@ -49,5 +49,14 @@ class GaussianMLPPolicy(GaussianActorCritic):
     def get_value(self, obs: Observation) -> torch.Tensor:
         return self.critic(self.obs_encoder.encode(obs, self.critic_keys)).squeeze(-1)
 
+    def mean_and_value(self, obs: Observation) -> tuple[torch.Tensor, torch.Tensor]:
+        actor_in = self.obs_encoder.encode(obs, self.actor_keys)
+        critic_in = (
+            actor_in
+            if self.critic_keys == self.actor_keys
+            else self.obs_encoder.encode(obs, self.critic_keys)
+        )
+        return self.actor(actor_in), self.critic(critic_in).squeeze(-1)
+
     def update_normalizer(self, obs: Observation) -> None:
         self.obs_encoder.update(obs)

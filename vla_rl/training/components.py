@@ -24,10 +24,10 @@ class TrainingComponents:
 
 
 def policy_obs_keys(cfg: TrainConfig) -> list[str]:
-    """Observation keys the actor or critic read (the only ones the buffer stores)."""
+    """Observation keys the actor, critic or auxiliary loss read (the only ones the buffer stores)."""
     keys = list(cfg.policy.actor_obs_keys)
-    for key in cfg.policy.critic_obs_keys or []:
-        if key not in keys:
+    for key in [*(cfg.policy.critic_obs_keys or []), cfg.policy.aux_target_key]:
+        if key is not None and key not in keys:
             keys.append(key)
     return keys
 
