@@ -256,8 +256,9 @@ class MujocoBatchedEnv(BatchedEnv):
         self._apply_controller()
         # Without cameras the refresh is a few microseconds of GIL-holding calls per world, faster
         # in this thread than handed to the pool; rendering is worth spreading over the threads.
-        run = self._run_parallel if self._renderers is not None else _run_here
-        self._stepper.advance(self.datas, self._ctrl, run, self._refresh_worlds)
+        self._stepper.advance(
+            self.datas, self._ctrl, self._run_parallel, self._refresh_worlds, self._renderers is not None
+        )
 
         reward, success = self.task.reward_and_success(self._task_state())
         self.step_count += 1
@@ -357,10 +358,6 @@ class MujocoBatchedEnv(BatchedEnv):
             self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
         self._pool.shutdown(wait=True)
         self._stepper.close()
-
-
-def _run_here(fn, ids: np.ndarray) -> None:
-    fn(ids)
 
 
 def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:

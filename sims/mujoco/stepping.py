@@ -36,12 +36,14 @@ class PhysicsStepper(ABC):
         ctrl: np.ndarray,
         run_parallel: Callable[[Callable[[np.ndarray], None], np.ndarray], None],
         refresh: Callable[[np.ndarray], None],
+        parallel_refresh: bool = True,
     ) -> None:
         """Step all worlds with ``ctrl`` [N, nu]; afterwards each ``datas[i]`` holds the new state.
 
         Positions-derived quantities are not recomputed: ``refresh(ids)`` is called for each chunk
         of worlds as soon as they hold their new state, in the same parallel task (one hand-off
-        to the thread pool per control step, not two)."""
+        to the thread pool per control step, not two). ``parallel_refresh=False`` asks for the
+        refresh in the calling thread where the stepper can (cheap refreshes: no rendering)."""
 
     def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:  # noqa: B027
         """Worlds ``ids`` were changed outside ``advance`` (reset, restored): re-read their state."""
@@ -51,7 +53,8 @@ class PhysicsStepper(ABC):
 
 
 class ThreadedStepper(PhysicsStepper):
-    def advance(self, datas, ctrl, run_parallel, refresh) -> None:
+    def advance(self, datas, ctrl, run_parallel, refresh, parallel_refresh=True) -> None:
+        """Physics runs in the pool, so the refresh does too (right after each world's step)."""
         models, substeps = self.models, self.substeps
 
         def step_chunk(ids: np.ndarray) -> None:
@@ -79,7 +82,7 @@ class RolloutStepper(PhysicsStepper):
         for i in np.asarray(ids).tolist():
             mujoco.mj_getState(self.models[i], datas[i], self._initial[i], FULL_PHYSICS)
 
-    def advance(self, datas, ctrl, run_parallel, refresh) -> None:
+    def advance(self, datas, ctrl, run_parallel, refresh, parallel_refresh=True) -> None:
         """Controls are passed to the rollout, not stored in ``datas`` (the caller keeps them)."""
         models = self.models
         self._control[:] = ctrl[:, None, :]
@@ -103,7 +106,10 @@ class RolloutStepper(PhysicsStepper):
                 mujoco.mj_setState(models[i], datas[i], final[i], FULL_PHYSICS)
             refresh(ids)
 
-        run_parallel(load_chunk, np.arange(len(datas)))
+        if parallel_refresh:
+            run_parallel(load_chunk, np.arange(len(datas)))
+        else:
+            load_chunk(np.arange(len(datas)))
 
     def close(self) -> None:
         self._runner.close()
