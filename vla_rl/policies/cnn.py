@@ -16,15 +16,19 @@ from vla_rl.policies.layers import (
     activation_class,
     build_mlp,
     check_obs_keys,
+    conv_layers,
+    conv_layouts,
     is_image_key,
     orthogonal_linear,
     shared_image_size,
+    stacked_images,
 )
 from vla_rl.policies.registry import register_policy
 
-CONV_KERNELS_STRIDES = [(8, 4), (4, 2)]
-"""(kernel, stride) of the first convolutions (Atari-style downsampling); later ones use (3, 1)."""
-LATER_CONV_KERNEL_STRIDE = (3, 1)
+CONV_LAYOUTS = [(8, 4, 0), (4, 2, 0)]
+"""(kernel, stride, padding) of the first convolutions (Atari-style downsampling); later ones use
+``(3, 1, 0)``."""
+LATER_CONV_LAYOUT = (3, 1, 0)
 
 
 class ImageEncoder(nn.Module):
@@ -45,29 +49,16 @@ class ImageEncoder(nn.Module):
         super().__init__()
         self.keys = keys
         height, width = shared_image_size(keys, observation_space)
-        act = activation_class(activation)
-        layers: list[nn.Module] = []
-        in_channels = 3 * len(keys)
-        for i, out_channels in enumerate(channels):
-            kernel, stride = (
-                CONV_KERNELS_STRIDES[i] if i < len(CONV_KERNELS_STRIDES) else LATER_CONV_KERNEL_STRIDE
-            )
-            conv = nn.Conv2d(in_channels, out_channels, kernel, stride)
-            nn.init.orthogonal_(conv.weight, HIDDEN_INIT_GAIN)
-            nn.init.zeros_(conv.bias)
-            layers += [conv, act()]
-            in_channels = out_channels
-        layers.append(nn.Flatten())
-        self.convs = nn.Sequential(*layers)
+        layouts = conv_layouts(CONV_LAYOUTS, LATER_CONV_LAYOUT, len(channels))
+        self.convs = nn.Sequential(*conv_layers(3 * len(keys), channels, layouts, activation), nn.Flatten())
         with torch.no_grad():
             flat_dim = self.convs(torch.zeros(1, 3 * len(keys), height, width)).shape[-1]
+        act = activation_class(activation)
         self.project = nn.Sequential(orthogonal_linear(flat_dim, feature_dim, HIDDEN_INIT_GAIN), act())
         self.feature_dim = feature_dim
 
     def forward(self, obs: Observation) -> torch.Tensor:
-        images = torch.cat([obs[key] for key in self.keys], dim=-1)
-        x = images.permute(0, 3, 1, 2).float().div_(255.0)
-        return self.project(self.convs(x))
+        return self.project(self.convs(stacked_images(obs, self.keys)))
 
 
 IMAGE_ENCODERS: dict[str, type[ImageEncoder] | type[KeypointImageEncoder]] = {

@@ -14,7 +14,15 @@ import torch
 from torch import nn
 
 from vla_rl.envs.base import Observation
-from vla_rl.policies.layers import HIDDEN_INIT_GAIN, activation_class, orthogonal_linear, shared_image_size
+from vla_rl.policies.layers import (
+    HIDDEN_INIT_GAIN,
+    activation_class,
+    conv_layers,
+    conv_layouts,
+    orthogonal_linear,
+    shared_image_size,
+    stacked_images,
+)
 
 KEYPOINT_CONVS = [(4, 2, 1), (3, 2, 1)]
 """(kernel, stride, padding) of the first convolutions: 64x64 -> 32x32 -> 16x16. Later ones use
@@ -55,31 +63,21 @@ class KeypointImageEncoder(nn.Module):
         super().__init__()
         self.keys = keys
         height, width = shared_image_size(keys, observation_space)
-        act = activation_class(activation)
-        layers: list[nn.Module] = []
-        in_channels = 3 * len(keys)
-        for i, out_channels in enumerate(channels):
-            kernel, stride, padding = KEYPOINT_CONVS[i] if i < len(KEYPOINT_CONVS) else LATER_KEYPOINT_CONV
-            conv = nn.Conv2d(in_channels, out_channels, kernel, stride, padding)
-            nn.init.orthogonal_(conv.weight, HIDDEN_INIT_GAIN)
-            nn.init.zeros_(conv.bias)
-            layers.append(conv)
-            if i < len(channels) - 1:  # the keypoint maps themselves stay linear
-                layers.append(act())
-            in_channels = out_channels
-        self.convs = nn.Sequential(*layers)
+        layouts = conv_layouts(KEYPOINT_CONVS, LATER_KEYPOINT_CONV, len(channels))
+        # The keypoint maps themselves stay linear (no activation before the softmax).
+        self.convs = nn.Sequential(
+            *conv_layers(3 * len(keys), channels, layouts, activation, activate_last=False)
+        )
         with torch.no_grad():
             map_shape = self.convs(torch.zeros(1, 3 * len(keys), height, width)).shape
         self.spatial_softmax = SpatialSoftmax(map_shape[-2], map_shape[-1])
-        coordinates = 2 * channels[-1]
+        coordinates, act = 2 * channels[-1], activation_class(activation)
         self.project = nn.Sequential(orthogonal_linear(coordinates, feature_dim, HIDDEN_INIT_GAIN), act())
         self.feature_dim = feature_dim
 
     def keypoints(self, obs: Observation) -> torch.Tensor:
         """Expected (x, y) of each keypoint map, [N, K, 2]."""
-        images = torch.cat([obs[key] for key in self.keys], dim=-1)
-        x = images.permute(0, 3, 1, 2).float().div_(255.0)
-        return self.spatial_softmax(self.convs(x))
+        return self.spatial_softmax(self.convs(stacked_images(obs, self.keys)))
 
     def forward(self, obs: Observation) -> torch.Tensor:
         return self.project(self.keypoints(obs).flatten(1))

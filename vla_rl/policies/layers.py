@@ -113,3 +113,36 @@ def shared_image_size(keys: list[str], observation_space: gym.spaces.Dict) -> tu
     if len(sizes) != 1:
         raise ValueError(f"cameras must share one image size to be stacked, got {shapes}")
     return sizes.pop()
+
+
+def conv_layouts(first: list[tuple[int, int, int]], later: tuple[int, int, int], count: int) -> list:
+    """``count`` (kernel, stride, padding) triples: ``first`` for the leading layers, then ``later``."""
+    return [first[i] if i < len(first) else later for i in range(count)]
+
+
+def conv_layers(
+    in_channels: int,
+    channels: list[int],
+    layouts: list[tuple[int, int, int]],
+    activation: str,
+    activate_last: bool = True,
+) -> list[nn.Module]:
+    """Convolutions ``channels`` with ``layouts`` [(kernel, stride, padding)], orthogonal weights,
+    zero biases and ``activation`` after each (after the last only with ``activate_last``)."""
+    act = activation_class(activation)
+    layers: list[nn.Module] = []
+    for i, (out_channels, (kernel, stride, padding)) in enumerate(zip(channels, layouts, strict=True)):
+        conv = nn.Conv2d(in_channels, out_channels, kernel, stride, padding)
+        nn.init.orthogonal_(conv.weight, HIDDEN_INIT_GAIN)
+        nn.init.zeros_(conv.bias)
+        layers.append(conv)
+        if activate_last or i < len(channels) - 1:
+            layers.append(act())
+        in_channels = out_channels
+    return layers
+
+
+def stacked_images(obs: Observation, keys: list[str]) -> torch.Tensor:
+    """uint8 images [N, H, W, 3] of ``keys`` -> float [N, 3 * len(keys), H, W] in [0, 1]."""
+    images = torch.cat([obs[key] for key in keys], dim=-1)
+    return images.permute(0, 3, 1, 2).float().div_(255.0)
