@@ -27,7 +27,7 @@ def physics_env_steps_per_s(
 
     The controls hold the home posture, or with ``moving`` replay the actuator targets the env's
     own controller produced for uniformly random actions (recorded first, untimed): the arm then
-    moves as it does in training, which costs the solver more than standing still.
+    moves as it does in training, a different workload for the solver than standing still.
     """
     from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
 
