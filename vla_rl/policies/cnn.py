@@ -16,11 +16,10 @@ from vla_rl.policies.layers import (
     activation_class,
     build_mlp,
     check_obs_keys,
-    conv_layers,
     conv_layouts,
+    image_conv_trunk,
     is_image_key,
     orthogonal_linear,
-    shared_image_size,
     stacked_images,
 )
 from vla_rl.policies.registry import register_policy
@@ -48,11 +47,10 @@ class ImageEncoder(nn.Module):
     ) -> None:
         super().__init__()
         self.keys = keys
-        height, width = shared_image_size(keys, observation_space)
         layouts = conv_layouts(CONV_LAYOUTS, LATER_CONV_LAYOUT, len(channels))
-        self.convs = nn.Sequential(*conv_layers(3 * len(keys), channels, layouts, activation), nn.Flatten())
-        with torch.no_grad():
-            flat_dim = self.convs(torch.zeros(1, 3 * len(keys), height, width)).shape[-1]
+        self.convs, (_, flat_dim) = image_conv_trunk(
+            keys, observation_space, channels, layouts, activation, flatten=True
+        )
         act = activation_class(activation)
         self.project = nn.Sequential(orthogonal_linear(flat_dim, feature_dim, HIDDEN_INIT_GAIN), act())
         self.feature_dim = feature_dim

@@ -17,10 +17,9 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.layers import (
     HIDDEN_INIT_GAIN,
     activation_class,
-    conv_layers,
     conv_layouts,
+    image_conv_trunk,
     orthogonal_linear,
-    shared_image_size,
     stacked_images,
 )
 
@@ -62,14 +61,11 @@ class KeypointImageEncoder(nn.Module):
     ) -> None:
         super().__init__()
         self.keys = keys
-        height, width = shared_image_size(keys, observation_space)
         layouts = conv_layouts(KEYPOINT_CONVS, LATER_KEYPOINT_CONV, len(channels))
         # The keypoint maps themselves stay linear (no activation before the softmax).
-        self.convs = nn.Sequential(
-            *conv_layers(3 * len(keys), channels, layouts, activation, activate_last=False)
+        self.convs, map_shape = image_conv_trunk(
+            keys, observation_space, channels, layouts, activation, activate_last=False
         )
-        with torch.no_grad():
-            map_shape = self.convs(torch.zeros(1, 3 * len(keys), height, width)).shape
         self.spatial_softmax = SpatialSoftmax(map_shape[-2], map_shape[-1])
         coordinates, act = 2 * channels[-1], activation_class(activation)
         self.project = nn.Sequential(orthogonal_linear(coordinates, feature_dim, HIDDEN_INIT_GAIN), act())

@@ -142,6 +142,25 @@ def conv_layers(
     return layers
 
 
+def image_conv_trunk(
+    keys: list[str],
+    observation_space: gym.spaces.Dict,
+    channels: list[int],
+    layouts: list[tuple[int, int, int]],
+    activation: str,
+    activate_last: bool = True,
+    flatten: bool = False,
+) -> tuple[nn.Sequential, torch.Size]:
+    """Convolutions over the stacked cameras ``keys`` (see ``conv_layers``), optionally flattened,
+    and the shape of their output for one observation [1, ...]."""
+    height, width = shared_image_size(keys, observation_space)
+    layers = conv_layers(3 * len(keys), channels, layouts, activation, activate_last)
+    trunk = nn.Sequential(*layers, *([nn.Flatten()] if flatten else []))
+    with torch.no_grad():
+        output_shape = trunk(torch.zeros(1, 3 * len(keys), height, width)).shape
+    return trunk, output_shape
+
+
 def stacked_images(obs: Observation, keys: list[str]) -> torch.Tensor:
     """uint8 images [N, H, W, 3] of ``keys`` -> float [N, 3 * len(keys), H, W] in [0, 1]."""
     images = torch.cat([obs[key] for key in keys], dim=-1)
