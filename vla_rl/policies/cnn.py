@@ -17,9 +17,11 @@ from vla_rl.policies.layers import (
     build_mlp,
     check_obs_keys,
     conv_layouts,
+    coordinate_planes,
     image_conv_trunk,
     is_image_key,
     orthogonal_linear,
+    shared_image_size,
     stacked_images,
 )
 from vla_rl.policies.registry import register_policy
@@ -33,8 +35,8 @@ LATER_CONV_LAYOUT = (3, 1, 0)
 class ImageEncoder(nn.Module):
     """uint8 images [N, H, W, 3] of one or more cameras -> feature vector [N, feature_dim].
 
-    Cameras are stacked along channels (they must share H and W), scaled to [0, 1], passed
-    through strided convolutions and one linear layer.
+    Cameras are stacked along channels (they must share H and W), scaled to [0, 1], optionally
+    given two pixel-coordinate planes, passed through strided convolutions and one linear layer.
     """
 
     def __init__(
@@ -44,19 +46,48 @@ class ImageEncoder(nn.Module):
         channels: list[int],
         feature_dim: int,
         activation: str,
+        kernel_stride: list[list[int]] | None = None,
+        coord_channels: bool = False,
     ) -> None:
         super().__init__()
         self.keys = keys
-        layouts = conv_layouts(CONV_LAYOUTS, LATER_CONV_LAYOUT, len(channels))
+        if kernel_stride is None:
+            layouts = conv_layouts(CONV_LAYOUTS, LATER_CONV_LAYOUT, len(channels))
+        else:
+            layouts = custom_conv_layouts(kernel_stride, len(channels))
         self.convs, (_, flat_dim) = image_conv_trunk(
-            keys, observation_space, channels, layouts, activation, flatten=True
+            keys,
+            observation_space,
+            channels,
+            layouts,
+            activation,
+            flatten=True,
+            extra_in_channels=2 if coord_channels else 0,
         )
+        if coord_channels:
+            height, width = shared_image_size(keys, observation_space)
+            self.register_buffer("coords", coordinate_planes(height, width), persistent=False)
+        else:
+            self.coords = None
         act = activation_class(activation)
         self.project = nn.Sequential(orthogonal_linear(flat_dim, feature_dim, HIDDEN_INIT_GAIN), act())
         self.feature_dim = feature_dim
 
     def forward(self, obs: Observation) -> torch.Tensor:
-        return self.project(self.convs(stacked_images(obs, self.keys)))
+        images = stacked_images(obs, self.keys)
+        if self.coords is not None:
+            images = torch.cat([images, self.coords.expand(images.shape[0], -1, -1, -1)], dim=1)
+        return self.project(self.convs(images))
+
+
+def custom_conv_layouts(kernel_stride: list[list[int]], count: int) -> list[tuple[int, int, int]]:
+    """(kernel, stride, padding 0) of each of ``count`` convolutions from [[kernel, stride], ...]."""
+    if len(kernel_stride) != count or any(len(pair) != 2 or min(pair) < 1 for pair in kernel_stride):
+        raise ValueError(
+            f"cnn_kernel_stride needs one [kernel, stride] pair of positive integers per entry of "
+            f"cnn_channels ({count}), got {kernel_stride}"
+        )
+    return [(kernel, stride, 0) for kernel, stride in kernel_stride]
 
 
 IMAGE_ENCODERS: dict[str, type[ImageEncoder] | type[KeypointImageEncoder]] = {
@@ -73,11 +104,20 @@ def build_image_encoder(
     channels: list[int],
     feature_dim: int,
     activation: str,
+    kernel_stride: list[list[int]] | None = None,
+    coord_channels: bool = False,
 ) -> ImageEncoder | KeypointImageEncoder:
-    """The ``kind`` image encoder (``conv`` or ``spatial_softmax``) for the cameras ``keys``."""
+    """The ``kind`` image encoder (``conv`` or ``spatial_softmax``) for the cameras ``keys``;
+    ``kernel_stride`` and ``coord_channels`` are options of ``conv``."""
     if kind not in IMAGE_ENCODERS:
         raise ValueError(f"unknown image encoder {kind!r}; known: {sorted(IMAGE_ENCODERS)}")
-    return IMAGE_ENCODERS[kind](keys, observation_space, channels, feature_dim, activation)
+    if kind != "conv":
+        if kernel_stride is not None or coord_channels:
+            raise ValueError("cnn_kernel_stride and cnn_coord_channels are options of image_encoder=conv")
+        return IMAGE_ENCODERS[kind](keys, observation_space, channels, feature_dim, activation)
+    return ImageEncoder(
+        keys, observation_space, channels, feature_dim, activation, kernel_stride, coord_channels
+    )
 
 
 @register_policy("cnn")
@@ -121,6 +161,8 @@ class GaussianCNNPolicy(GaussianActorCritic):
                 cfg.cnn_channels,
                 cfg.cnn_feature_dim,
                 cfg.activation,
+                cfg.cnn_kernel_stride,
+                cfg.cnn_coord_channels,
             )
 
         self.actor_encoder = image_encoder(self.actor_image_keys)

@@ -28,6 +28,13 @@ class PolicyConfig:
     (convolutions read out as the expected image coordinates of ``cnn_channels[-1]`` keypoints)."""
     cnn_channels: list[int] = field(default_factory=lambda: [32, 64, 64])
     """Output channels of the convolution layers (``cnn`` only)."""
+    cnn_kernel_stride: list[list[int]] | None = None
+    """``conv`` encoder: [kernel, stride] of each convolution (padding 0), one pair per entry of
+    ``cnn_channels``; ``None`` is the Atari-style [[8, 4], [4, 2], [3, 1], ...]. Smaller first
+    strides keep more resolution (finer localisation) at a higher compute cost."""
+    cnn_coord_channels: bool = False
+    """``conv`` encoder: append two pixel-coordinate planes (x, y in [-1, 1]) to the image
+    (CoordConv), which helps convolutions say where something is."""
     cnn_feature_dim: int = 256
     """Width of the image embedding after the convolutions (``cnn`` only)."""
     aux_target_key: str | None = None

@@ -18,6 +18,7 @@ from vla_rl.policies.layers import (
     HIDDEN_INIT_GAIN,
     activation_class,
     conv_layouts,
+    coordinate_planes,
     image_conv_trunk,
     orthogonal_linear,
     stacked_images,
@@ -34,8 +35,8 @@ class SpatialSoftmax(nn.Module):
 
     def __init__(self, height: int, width: int) -> None:
         super().__init__()
-        ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
-        self.register_buffer("grid", torch.stack([xs.flatten(), ys.flatten()], dim=-1), persistent=False)
+        grid = coordinate_planes(height, width).flatten(1).T  # [H * W, 2]
+        self.register_buffer("grid", grid, persistent=False)
         self.log_temperature = nn.Parameter(torch.zeros(()))
         """Softmax temperature (learned; starts at 1)."""
 

@@ -150,14 +150,17 @@ def image_conv_trunk(
     activation: str,
     activate_last: bool = True,
     flatten: bool = False,
+    extra_in_channels: int = 0,
 ) -> tuple[nn.Sequential, torch.Size]:
-    """Convolutions over the stacked cameras ``keys`` (see ``conv_layers``), optionally flattened,
-    and the shape of their output for one observation [1, ...]."""
+    """Convolutions over the stacked cameras ``keys`` (see ``conv_layers``) plus
+    ``extra_in_channels`` input planes, optionally flattened, and the shape of their output for one
+    observation [1, ...]."""
     height, width = shared_image_size(keys, observation_space)
-    layers = conv_layers(3 * len(keys), channels, layouts, activation, activate_last)
+    in_channels = 3 * len(keys) + extra_in_channels
+    layers = conv_layers(in_channels, channels, layouts, activation, activate_last)
     trunk = nn.Sequential(*layers, *([nn.Flatten()] if flatten else []))
     with torch.no_grad():
-        output_shape = trunk(torch.zeros(1, 3 * len(keys), height, width)).shape
+        output_shape = trunk(torch.zeros(1, in_channels, height, width)).shape
     return trunk, output_shape
 
 
@@ -165,3 +168,13 @@ def stacked_images(obs: Observation, keys: list[str]) -> torch.Tensor:
     """uint8 images [N, H, W, 3] of ``keys`` -> float [N, 3 * len(keys), H, W] in [0, 1]."""
     images = torch.cat([obs[key] for key in keys], dim=-1)
     return images.permute(0, 3, 1, 2).float().div_(255.0)
+
+
+def coordinate_planes(height: int, width: int) -> torch.Tensor:
+    """[2, H, W]: each pixel's x then y coordinate, from -1 (left/top) to 1 (right/bottom).
+
+    Appended to an image as input channels (CoordConv, Liu et al. 2018) they let convolutions,
+    which are translation-equivariant, output where something is and not only what it is.
+    """
+    ys, xs = torch.meshgrid(torch.linspace(-1, 1, height), torch.linspace(-1, 1, width), indexing="ij")
+    return torch.stack([xs, ys])

@@ -8,7 +8,7 @@ import torch
 from sft_tiny_policies import toy_episodes
 
 from vla_rl.data.episode import Episode
-from vla_rl.training.sft.chunk_sampler import ChunkSampler, chunk_indices
+from vla_rl.training.sft.chunk_sampler import ChunkSampler, boundary_frames, chunk_indices
 
 
 def _five_step_episode(instruction: str = "reach", offset: float = 0.0) -> Episode:
@@ -134,3 +134,29 @@ def test_object_state_transform_of_a_task_matches_the_simulator_slice() -> None:
     privileged = torch.arange(10, dtype=torch.float32)[None]  # cube_pos 0..2, target_xy 3..4, ...
     assert add({"privileged": privileged})["objects"].tolist() == [[0.0, 1.0, 2.0, 3.0, 4.0]]
     assert object_state_transform("not_a_task") is None
+
+
+def test_boundary_frames_mark_episode_and_gripper_segment_starts() -> None:
+    gripper = np.array([1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, 1.0])[:, None]
+    actions = np.concatenate([np.zeros((8, 3)), gripper], axis=1)
+    # segments start at 0 (episode), 4 (close) and 7 (open again); window 2
+    assert boundary_frames(actions, -1, 2).astype(int).tolist() == [1, 1, 0, 0, 1, 1, 0, 1]
+    assert boundary_frames(actions, 3, 1).astype(int).tolist() == [1, 0, 0, 0, 1, 0, 0, 1]
+
+
+def test_boundary_repeats_list_decision_frames_more_often_per_epoch() -> None:
+    episode = _five_step_episode()
+    episode.actions[:, 1] = [1.0, 1.0, 1.0, -1.0, -1.0]  # the gripper closes at step 3
+    sampler = ChunkSampler([episode], chunk_len=2, batch_size=1, boundary_repeats=3, boundary_window=1)
+    # steps 0 and 3 start segments: 3 + 1 + 1 + 3 + 1 = 9 samples per epoch
+    assert sampler.num_samples == 9
+    assert np.bincount(sampler.sample_step).tolist() == [3, 1, 1, 3, 1]
+    drawn = [int(sampler.next_batch().step_index[0]) for _ in range(9)]
+    assert sorted(drawn) == [0, 0, 0, 1, 2, 3, 3, 3, 4]
+    uniform = ChunkSampler([episode], chunk_len=2, batch_size=1)
+    assert uniform.num_samples == 5
+
+
+def test_bad_boundary_settings_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="boundary_repeats must be >= 1"):
+        ChunkSampler([_five_step_episode()], chunk_len=2, batch_size=1, boundary_repeats=0)

@@ -6,6 +6,11 @@ recorded, ``"instruction"`` list of B strings) so a policy sees the same inputs 
 the simulator. Steps of the chunk that fall past the episode end repeat the last action and are
 marked False in ``chunk_mask`` so that losses can ignore them.
 
+Frames where a demonstration changes course can be drawn more often (``boundary_repeats``): the
+first frames of each episode and of each segment after the gripper command flips (grasp, release).
+There the instruction alone says where to go next; elsewhere the motion so far largely does, so
+without the extra weight a policy can fit most frames while ignoring the instruction.
+
 Minibatches are drawn without replacement from a seeded permutation per epoch (a private
 ``torch.Generator``); ``state_dict`` captures the permutation, the position in it and the generator,
 so a resumed run draws exactly the batches the uninterrupted run would have drawn.
@@ -51,6 +56,22 @@ def chunk_indices(episode_length: int, step: int, chunk_len: int) -> tuple[np.nd
     return np.minimum(wanted, episode_length - 1), wanted < episode_length
 
 
+def boundary_frames(actions: np.ndarray, gripper_index: int, frames: int) -> np.ndarray:
+    """bool [T]: the first ``frames`` steps of the episode and of each segment that starts where
+    the sign of the gripper command ``actions[:, gripper_index]`` flips.
+
+    >>> gripper = np.array([[1.0], [1.0], [1.0], [-1.0], [-1.0], [-1.0]])
+    >>> boundary_frames(gripper, -1, 2).astype(int).tolist()
+    [1, 1, 0, 1, 1, 0]
+    """
+    signs = np.sign(actions[:, gripper_index])
+    starts = np.concatenate([[0], np.flatnonzero(signs[1:] != signs[:-1]) + 1])
+    marked = np.zeros(len(actions), dtype=bool)
+    for start in starts:
+        marked[start : start + frames] = True
+    return marked
+
+
 class ChunkSampler:
     """Seeded minibatches of (observation, action chunk, mask) over a list of episodes."""
 
@@ -61,20 +82,38 @@ class ChunkSampler:
         batch_size: int,
         seed: int = 0,
         obs_transform: Callable[[Observation], Observation] | None = None,
+        boundary_repeats: int = 1,
+        boundary_window: int = 4,
+        gripper_index: int = -1,
     ) -> None:
         """``obs_transform`` maps each collated observation to what the policy reads (e.g. adds
-        ``"objects"``, a view of the recorded privileged state, as the simulator does)."""
+        ``"objects"``, a view of the recorded privileged state, as the simulator does).
+        ``boundary_repeats`` > 1 lists each of the ``boundary_window`` first frames of an episode
+        and of each gripper segment that many times per epoch (see ``boundary_frames``)."""
         if not episodes:
             raise ValueError("no demonstration episodes to sample from")
         if chunk_len <= 0 or batch_size <= 0:
             raise ValueError(f"chunk_len and batch_size must be positive (got {chunk_len}, {batch_size})")
+        if boundary_repeats < 1 or boundary_window < 0:
+            raise ValueError(
+                f"boundary_repeats must be >= 1 and boundary_window >= 0 (got {boundary_repeats}, "
+                f"{boundary_window})"
+            )
         _check_consistent(episodes)
         self.episodes = list(episodes)
         self.chunk_len = chunk_len
         self.obs_transform = obs_transform
         lengths = np.array([len(episode) for episode in self.episodes], dtype=np.int64)
-        self.sample_episode = np.repeat(np.arange(len(self.episodes)), lengths)
-        self.sample_step = np.concatenate([np.arange(length) for length in lengths])
+        episode_of_frame = np.repeat(np.arange(len(self.episodes)), lengths)
+        step_of_frame = np.concatenate([np.arange(length) for length in lengths])
+        repeats = np.ones(len(step_of_frame), dtype=np.int64)
+        if boundary_repeats > 1 and boundary_window > 0:
+            marked = np.concatenate(
+                [boundary_frames(e.actions, gripper_index, boundary_window) for e in self.episodes]
+            )
+            repeats[marked] = boundary_repeats
+        self.sample_episode = np.repeat(episode_of_frame, repeats)
+        self.sample_step = np.repeat(step_of_frame, repeats)
         self.batch_size = min(batch_size, self.num_samples)
         """Samples per batch; a dataset smaller than the requested size gives whole-dataset batches."""
         self.generator = torch.Generator().manual_seed(seed)

@@ -20,6 +20,13 @@ class SFTDataConfig:
     ``set_action_statistics(low, high)`` method, e.g. the token VLAs' bin ranges)."""
     action_quantiles: list[float] = field(default_factory=lambda: [0.01, 0.99])
     """Lower and upper quantile of the demonstrated actions used as the statistics' range."""
+    boundary_repeats: int = 1
+    """Draw the decision frames (the first ``boundary_window`` steps of each episode and of each
+    segment after the gripper command flips) this many times per epoch; 1 = uniform."""
+    boundary_window: int = 4
+    """How many steps from each segment start count as decision frames."""
+    gripper_index: int = -1
+    """Action dimension holding the gripper command (its sign flips mark segment starts)."""
 
 
 @dataclass

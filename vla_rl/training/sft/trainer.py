@@ -94,7 +94,14 @@ class SFTTrainer:
                 f"dimensional actions, policy {cfg.policy.name!r} predicts {self.policy.action_dim}"
             )
         self.sampler = ChunkSampler(
-            self.episodes, self.policy.chunk_len, cfg.batch_size, cfg.seed, self._obs_transform()
+            self.episodes,
+            self.policy.chunk_len,
+            cfg.batch_size,
+            cfg.seed,
+            self._obs_transform(),
+            boundary_repeats=cfg.data.boundary_repeats,
+            boundary_window=cfg.data.boundary_window,
+            gripper_index=cfg.data.gripper_index,
         )
         self.parameters = [p for p in self.policy.parameters() if p.requires_grad]
         if not self.parameters:
