@@ -3,8 +3,10 @@
 1. raw MuJoCo physics (``mujoco.rollout`` over the task's own models, same substeps per control
    step, both cores) -- the ceiling for any rollout on this machine -- with the arm held at home
    and with the arm moving as the controller drives it (what a rollout actually simulates);
-2. vla-rl rollout only (simulation + controller + observation + policy inference);
-3. vla-rl end-to-end PPO (rollout + update);
+2. vla-rl rollout only (simulation + controller + observation + policy inference), with all worlds
+   stepped at once and pipelined in two stages (``env.pipeline_stages=2``: one half's physics runs
+   while the policy acts for the other half);
+3. vla-rl end-to-end PPO (rollout + update), both ways;
 4. stable-baselines3 PPO, with the same MLP sizes, activation, rollout length, minibatch size and
    epochs, twice: as SB3 users run it (``DummyVecEnv``, SB3's default vector env, over one
    ``gymnasium.Env`` per world) and on vla-rl's batched simulator (``BatchedEnvAsSB3VecEnv``), which
@@ -31,9 +33,15 @@ from vla_rl.envs import make_env
 from vla_rl.training.components import build_training_components
 
 
-def _config(task: str, num_envs: int, threads: int) -> TrainConfig:
+def _config(task: str, num_envs: int, threads: int, stages: int = 1) -> TrainConfig:
     return compose_train_config(
-        [f"env.task={task}", f"env.num_envs={num_envs}", f"env.num_threads={threads}", "seed=0"]
+        [
+            f"env.task={task}",
+            f"env.num_envs={num_envs}",
+            f"env.num_threads={threads}",
+            f"env.pipeline_stages={stages}",
+            "seed=0",
+        ]
     )
 
 
@@ -172,6 +180,8 @@ def main() -> None:
     physics_moving = raw_physics_steps_per_s(cfg, args.repeats, moving=True)
     env_rates = {name: env_step_rate(cfg, name, 50, args.repeats) for name in STEPPERS}
     rollout, ppo, held_ratio, moving_ratio = vla_rl_rates(cfg, args.iterations, args.repeats)
+    staged_cfg = _config(args.task, args.num_envs, args.threads, stages=2)
+    rollout2, ppo2, held_ratio2, moving_ratio2 = vla_rl_rates(staged_cfg, args.iterations, args.repeats)
     sb3_default = sb3_ppo_rate(cfg, sb3_dummy_vecenv(cfg), args.iterations, args.repeats)
     sb3_batched = sb3_ppo_rate(cfg, sb3_batched_vecenv(cfg), args.iterations, args.repeats)
     print(f"{'raw MuJoCo physics, arm held (mujoco.rollout)':<46} {physics:>10,.0f} env-steps/s")
@@ -181,12 +191,17 @@ def main() -> None:
         label = f"vla-rl env.step only, stepper {name}{default}"
         print(f"{label:<46} {rate:>10,.0f} env-steps/s   {rate / physics:.2f} of raw")
     print(f"{'vla-rl rollout only (sim + policy)':<46} {rollout:>10,.0f} env-steps/s")
+    print(f"{'vla-rl rollout only, 2 pipeline stages':<46} {rollout2:>10,.0f} env-steps/s")
     print(f"{'vla-rl PPO end to end':<46} {ppo:>10,.0f} env-steps/s")
+    print(f"{'vla-rl PPO end to end, 2 pipeline stages':<46} {ppo2:>10,.0f} env-steps/s")
     print(f"{'SB3 PPO, DummyVecEnv of gymnasium envs':<46} {sb3_default:>10,.0f} env-steps/s")
     print(f"{'SB3 PPO on the vla-rl batched env':<46} {sb3_batched:>10,.0f} env-steps/s")
     print(f"ratio rollout / raw physics, arm held    : {held_ratio:.2f}  (target >= 0.60, paired runs)")
     print(f"ratio rollout / raw physics, arm moving  : {moving_ratio:.2f}  (target >= 0.60, paired runs)")
+    print(f"ratio pipelined rollout / raw, arm held  : {held_ratio2:.2f}  (target >= 0.60, paired runs)")
+    print(f"ratio pipelined rollout / raw, arm moving: {moving_ratio2:.2f}  (target >= 0.60, paired runs)")
     print(f"ratio vla-rl PPO / SB3 PPO (DummyVecEnv)  : {ppo / sb3_default:.2f}  (target >= 2.0)")
+    print(f"ratio pipelined PPO / SB3 PPO (DummyVecEnv): {ppo2 / sb3_default:.2f}  (target >= 2.0)")
     print(f"ratio vla-rl PPO / SB3 PPO (batched env)  : {ppo / sb3_batched:.2f}")
 
 

@@ -153,7 +153,7 @@ def eval_command(args: argparse.Namespace) -> int:
 def _one_world(cfg: TrainConfig):  # noqa: ANN202 - EnvConfig; imported lazily
     import dataclasses
 
-    return dataclasses.replace(cfg.env, num_envs=1)
+    return dataclasses.replace(cfg.env, num_envs=1, pipeline_stages=1)
 
 
 def _resolve(path: str, resolver) -> Path:  # noqa: ANN001 - resolve_checkpoint_dir

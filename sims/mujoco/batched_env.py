@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -86,6 +86,9 @@ class MujocoBatchedEnv(BatchedEnv):
         self.rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
 
         self._pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="mujoco-world")
+        self._physics_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mujoco-physics")
+        """Runs the physics of ``step_async`` while the caller goes on."""
+        self._pending_physics: Future[None] | None = None
         self._chunks = [c for c in np.array_split(np.arange(n), cfg.num_threads) if len(c)]
         self._renderers = ThreadLocalRenderers(m, cfg.image_size) if cfg.cameras else None
         stepper = cfg.options.get("stepper", DEFAULT_STEPPER)
@@ -204,7 +207,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self._stepper.states_changed(self.datas, ids)
 
     def reset(
-        self, seed: int | Sequence[int] | None = None, env_ids: torch.Tensor | None = None
+        self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         ids = (
             np.arange(self.num_envs)
@@ -213,13 +216,14 @@ class MujocoBatchedEnv(BatchedEnv):
         )
         if isinstance(seed, int | np.integer):
             for i in ids:
-                self.rngs[i] = np.random.default_rng([int(seed), int(i)])
+                self.rngs[i] = np.random.default_rng(self.world_seed(int(seed), int(i)))
         elif seed is not None:
             seeds = list(seed)
             if len(seeds) != len(ids):
                 raise ValueError(f"got {len(seeds)} seeds for {len(ids)} reset worlds")
             for i, s in zip(ids, seeds, strict=True):
-                self.rngs[i] = np.random.default_rng(int(s))
+                entropy = int(s) if isinstance(s, int | np.integer) else [int(v) for v in s]
+                self.rngs[i] = np.random.default_rng(entropy)
         self._reset_worlds(ids)
         self._run_parallel(self._gather_and_render, ids)
         return self._observe(), {}
@@ -249,17 +253,40 @@ class MujocoBatchedEnv(BatchedEnv):
         )
 
     def step(self, action: torch.Tensor) -> StepResult:
+        self._apply_action(action)
+        self._advance_physics()
+        return self._finish_step()
+
+    def step_async(self, action: torch.Tensor) -> None:
+        """Apply the controller, then simulate in a background thread (``mujoco.rollout`` and the
+        refresh's MuJoCo calls release the GIL) until ``step_wait``."""
+        if self._pending_physics is not None:
+            raise RuntimeError("step_async() called twice without step_wait()")
+        self._apply_action(action)
+        self._pending_physics = self._physics_thread.submit(self._advance_physics)
+
+    def step_wait(self) -> StepResult:
+        if self._pending_physics is None:
+            raise RuntimeError("step_wait() without a step_async() first")
+        pending, self._pending_physics = self._pending_physics, None
+        pending.result()
+        return self._finish_step()
+
+    def _apply_action(self, action: torch.Tensor) -> None:
         action_np = np.asarray(torch.as_tensor(action).detach().cpu(), dtype=np.float64)
         if action_np.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action shape {action_np.shape} != {(self.num_envs, self.action_dim)}")
         self._action = action_np
         self._apply_controller()
+
+    def _advance_physics(self) -> None:
         # Without cameras the refresh is a few microseconds of GIL-holding calls per world, faster
         # in this thread than handed to the pool; rendering is worth spreading over the threads.
         self._stepper.advance(
             self.datas, self._ctrl, self._run_parallel, self._refresh_worlds, self._renderers is not None
         )
 
+    def _finish_step(self) -> StepResult:
         reward, success = self.task.reward_and_success(self._task_state())
         self.step_count += 1
         self.episode_return += reward
@@ -351,6 +378,10 @@ class MujocoBatchedEnv(BatchedEnv):
         return self._observe()
 
     def close(self) -> None:
+        if self._pending_physics is not None:
+            self._pending_physics.result()
+            self._pending_physics = None
+        self._physics_thread.shutdown(wait=True)
         if self._renderers is not None:
             renderers = self._renderers
             self._renderers = None

@@ -57,3 +57,29 @@ def test_no_normalizer_update_when_evaluating_and_nan_stats_without_episodes():
     _, stats = RolloutCollector(env, policy, buffer, gamma=0.9).collect(obs, update_normalizer=False)
     assert policy.normalizer_updates == 0
     assert stats.episodes == 0 and math.isnan(stats.mean_return)
+
+
+def test_pipelined_collection_of_a_staged_env_fills_each_stage_as_the_plain_collection_does():
+    from vla_rl.envs.staged import StagedEnv
+
+    env = StagedEnv([CountingEnv(), CountingEnv()])
+    policy = LinearValuePolicy()
+    buffer = RolloutBuffer(3, env.num_envs, env.observation_space, env.action_dim)
+    collector = RolloutCollector(env, policy, buffer, gamma=0.9)
+    obs, _ = env.reset()
+    next_obs, stats = collector.collect(obs)
+    # Each stage holds the two worlds of `collect_three_steps`, filled step by step.
+    torch.testing.assert_close(
+        buffer.rewards, torch.tensor([[1.0, 1.0, 1.0, 1.0], [19.0, 1.0, 19.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    )
+    assert buffer.dones[1].tolist() == [True] * 4 and not buffer.dones[0].any() and not buffer.dones[2].any()
+    torch.testing.assert_close(
+        buffer.obs["proprio"][:, :, 0], torch.tensor([[0.0] * 4, [1.0] * 4, [0.0] * 4])
+    )
+    torch.testing.assert_close(buffer.last_value, torch.full((4,), 10.0))
+    torch.testing.assert_close(next_obs["proprio"][:, 0], torch.ones(4))
+    assert buffer.full and stats.episodes == 4 and stats.success_rate == 0.5
+    # 3 steps per stage, each stage stepped with its own rows' actions (clipped to 1.0)
+    assert [len(stage.actions) for stage in env.stages] == [3, 3]
+    assert all(a.shape == (2, 1) and (a == 1.0).all() for stage in env.stages for a in stage.actions)
+    assert policy.normalizer_updates == 6  # once per stage and step

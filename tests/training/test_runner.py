@@ -122,12 +122,15 @@ MUJOCO_OVERRIDES = [
 
 
 @pytest.mark.slow
-def test_exact_resume_on_mujoco_push(tmp_path: Path) -> None:
-    """Resume restores simulator state (physics, randomised colours, RNGs) as well as the learner."""
+@pytest.mark.parametrize("stages", [1, 2])
+def test_exact_resume_on_mujoco_push(tmp_path: Path, stages: int) -> None:
+    """Resume restores simulator state (physics, randomised colours, RNGs) as well as the learner,
+    also for a pipelined rollout over two stages of worlds."""
     steps_per_iteration = 4 * 30
 
     def trainer(run_dir: Path, *extra: str) -> Trainer:
-        return Trainer(compose_train_config([*MUJOCO_OVERRIDES, f"run_dir={run_dir}", *extra]))
+        overrides = [*MUJOCO_OVERRIDES, f"env.pipeline_stages={stages}", f"run_dir={run_dir}", *extra]
+        return Trainer(compose_train_config(overrides))
 
     straight = trainer(tmp_path / "straight", f"total_env_steps={4 * steps_per_iteration}").train()
     first = trainer(tmp_path / "split", f"total_env_steps={2 * steps_per_iteration}").train()

@@ -64,18 +64,43 @@ class BatchedEnv(ABC):
 
     @abstractmethod
     def reset(
-        self, seed: int | Sequence[int] | None = None, env_ids: torch.Tensor | None = None
+        self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         """Reset all worlds, or only ``env_ids`` (the others keep their state).
 
         ``seed`` as an int seeds world ``i`` with a stream derived from ``(seed, i)``; a
         sequence gives one seed per reset world (worlds given the same seed start from the
-        same initial state, which group-based algorithms rely on).
+        same initial state, which group-based algorithms rely on). Each entry may be anything
+        ``world_seed`` returns, so ``[env.world_seed(seed, i) for i in ids]`` equals ``seed``.
         """
 
     @abstractmethod
     def step(self, action: torch.Tensor) -> StepResult:
         """Apply ``action`` ([N, action_dim], in [-1, 1]) for one control period."""
+
+    def world_seed(self, seed: int, world: int) -> int | list[int]:
+        """The seed that ``reset(seed)`` with an int gives world ``world`` (here the entropy
+        ``[seed, world]`` of a ``numpy.random.SeedSequence``)."""
+        return [int(seed), int(world)]
+
+    def step_async(self, action: torch.Tensor) -> None:
+        """Start ``step(action)``; ``step_wait()`` returns its result.
+
+        Backends that can simulate in the background while the caller does other work (the MuJoCo
+        backend runs the physics in a thread that releases the GIL) override both; this default
+        runs the whole step inside ``step_wait``. See ``vla_rl.envs.staged``.
+        """
+        if getattr(self, "_pending_action", None) is not None:
+            raise RuntimeError("step_async() called twice without step_wait()")
+        self._pending_action: torch.Tensor | None = action
+
+    def step_wait(self) -> StepResult:
+        """The result of the step started by ``step_async``."""
+        action = getattr(self, "_pending_action", None)
+        if action is None:
+            raise RuntimeError("step_wait() without a step_async() first")
+        self._pending_action = None
+        return self.step(action)
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue bit-exactly after ``load_state_dict`` (simulator state,

@@ -36,6 +36,10 @@ class EnvConfig:
     """Render shadows (dominates CPU render cost)."""
     multisample: bool = False
     """Multisample anti-aliasing when rendering (costly on CPU)."""
+    pipeline_stages: int = 1
+    """Split the worlds into this many equal groups, each its own simulator; rollouts step them in
+    turn so that one group's physics runs in the background while the policy acts for another
+    (``vla_rl.envs.staged``). 1 steps all worlds at once. ``num_envs`` must be a multiple."""
     num_threads: int = 2
     """Worker threads stepping (and rendering) the worlds."""
     device: str = "cpu"

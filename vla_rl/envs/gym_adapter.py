@@ -129,8 +129,12 @@ class GymnasiumBatchedEnv(BatchedEnv):
         return success
 
     # ---------------------------------------------------------------- contract
+    def world_seed(self, seed: int, world: int) -> int:
+        """Gymnasium seeds are ints: world ``i`` gets ``seed + i``."""
+        return int(seed) + int(world)
+
     def reset(
-        self, seed: int | Sequence[int] | None = None, env_ids: torch.Tensor | None = None
+        self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         if env_ids is None:
             mask = np.ones(self.num_envs, dtype=bool)
@@ -141,7 +145,7 @@ class GymnasiumBatchedEnv(BatchedEnv):
         seeds: list[int | None] = [None] * self.num_envs
         if isinstance(seed, int):
             for i in ids:
-                seeds[i] = seed + int(i)
+                seeds[i] = self.world_seed(seed, int(i))
         elif seed is not None:
             if len(seed) != len(ids):
                 raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")

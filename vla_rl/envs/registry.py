@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from vla_rl.envs.base import BatchedEnv
@@ -34,7 +35,23 @@ def make_env(cfg: EnvConfig) -> BatchedEnv:
     if cfg.backend not in _BACKENDS:
         known = ", ".join(sorted(_BACKENDS)) or "none"
         raise KeyError(f"unknown environment backend {cfg.backend!r}; registered: {known}")
+    if cfg.pipeline_stages < 1:
+        raise ValueError(f"config key 'env.pipeline_stages' must be >= 1, got {cfg.pipeline_stages}")
+    if cfg.pipeline_stages > 1:
+        return _make_staged_env(cfg)
     return _BACKENDS[cfg.backend](cfg)
+
+
+def _make_staged_env(cfg: EnvConfig) -> BatchedEnv:
+    from vla_rl.envs.staged import StagedEnv
+
+    stages = cfg.pipeline_stages
+    if cfg.num_envs % stages:
+        raise ValueError(
+            f"config key 'env.pipeline_stages': {cfg.num_envs} worlds do not split into {stages} equal stages"
+        )
+    stage_cfg = dataclasses.replace(cfg, num_envs=cfg.num_envs // stages, pipeline_stages=1)
+    return StagedEnv([_BACKENDS[cfg.backend](stage_cfg) for _ in range(stages)])
 
 
 def _import_builtin_backends() -> None:

@@ -74,8 +74,18 @@ class RolloutBuffer:
     def clear(self) -> None:
         self.step = 0
 
-    def add(
+    def add(self, obs: Observation, *fields: torch.Tensor, **named_fields: torch.Tensor) -> None:
+        """Store the next step of all worlds; the fields are those of ``store`` after ``obs``
+        (action, log_prob, value, reward, done, mean, std), by position or name."""
+        if self.full:
+            raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); call clear()")
+        self.store(self.step, slice(None), obs, *fields, **named_fields)
+        self.step += 1
+
+    def store(
         self,
+        t: int,
+        rows: slice,
         obs: Observation,
         action: torch.Tensor,
         log_prob: torch.Tensor,
@@ -85,20 +95,18 @@ class RolloutBuffer:
         mean: torch.Tensor,
         std: torch.Tensor,
     ) -> None:
-        """Store one step. ``reward`` should already include any truncation bootstrap."""
-        if self.full:
-            raise RuntimeError(f"rollout buffer is full ({self.num_steps} steps); call clear()")
-        t = self.step
+        """Write step ``t`` of the worlds ``rows``. ``reward`` should already include any truncation
+        bootstrap. (A pipelined rollout fills each step stage by stage and sets ``step`` when all
+        are in.)"""
         for key, storage in self.obs.items():
-            storage[t].copy_(obs[key])
-        self.actions[t].copy_(action)
-        self.log_probs[t].copy_(log_prob)
-        self.values[t].copy_(value)
-        self.rewards[t].copy_(reward)
-        self.dones[t].copy_(done)
-        self.means[t].copy_(mean)
-        self.stds[t].copy_(std)
-        self.step += 1
+            storage[t, rows].copy_(obs[key])
+        self.actions[t, rows].copy_(action)
+        self.log_probs[t, rows].copy_(log_prob)
+        self.values[t, rows].copy_(value)
+        self.rewards[t, rows].copy_(reward)
+        self.dones[t, rows].copy_(done)
+        self.means[t, rows].copy_(mean)
+        self.stds[t, rows].copy_(std)
 
     def compute_returns(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
         """Fill ``advantages`` and ``returns`` with GAE."""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
-from vla_rl.envs.base import BatchedEnv, Observation
-from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.staged import StagedEnv, concat_observations
+from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
 from vla_rl.rollout.buffer import RolloutBuffer
 
 
@@ -41,8 +42,10 @@ class RolloutStats:
         return self.env_steps / self.rollout_time_s if self.rollout_time_s > 0 else math.nan
 
 
-def select_rows(obs: Observation, rows: torch.Tensor) -> Observation:
+def select_rows(obs: Observation, rows: torch.Tensor | slice) -> Observation:
     """The observations of the worlds ``rows`` (tensor keys indexed, lists picked)."""
+    if isinstance(rows, slice):
+        return {key: value[rows] for key, value in obs.items()}
     index = rows.tolist()
     return {
         key: value[rows] if isinstance(value, torch.Tensor) else [value[i] for i in index]
@@ -73,70 +76,137 @@ class RolloutCollector:
         return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in obs.items()}
 
     def collect(self, obs: Observation, update_normalizer: bool = True) -> tuple[Observation, RolloutStats]:
-        """Fill the buffer starting from ``obs``; ``update_normalizer=False`` for evaluation."""
+        """Fill the buffer starting from ``obs``; ``update_normalizer=False`` for evaluation.
+
+        A ``StagedEnv`` is stepped stage by stage (pipelined): each stage's physics runs in the
+        background while the policy acts for the next stage.
+        """
         buffer = self.buffer
         buffer.clear()
-        returns: list[torch.Tensor] = []
-        lengths: list[torch.Tensor] = []
-        successes: list[torch.Tensor] = []
-        successes_once: list[torch.Tensor] = []
-        sim_time_s = 0.0
-        policy_time_s = 0.0
+        tally = _EpisodeTally()
         start = time.perf_counter()
         with torch.inference_mode():
-            for _ in range(buffer.num_steps):
-                tick = time.perf_counter()
-                obs = self._to_buffer_device(obs)
-                if update_normalizer:
-                    self.policy.update_normalizer(obs)
-                step = self.policy.act(obs)
-                action = step.action.clamp(-1.0, 1.0).to(self.env.device)
-                tock = time.perf_counter()
-                result = self.env.step(action)
-                sim_time_s += time.perf_counter() - tock
-
-                tick_bootstrap = time.perf_counter()
-                reward = result.reward.to(buffer.device, torch.float32)
-                terminated = result.terminated.to(buffer.device)
-                truncated = result.truncated.to(buffer.device)
-                bootstrap = truncated & ~terminated
-                if bootstrap.any():
-                    rows = bootstrap.nonzero().squeeze(-1)
-                    final_obs = select_rows(self._to_buffer_device(result.info["final_obs"]), rows)
-                    reward = reward.clone()
-                    reward[rows] += self.gamma * self.policy.get_value(final_obs).to(reward.dtype)
-                done = terminated | truncated
-                buffer.add(obs, step.action, step.log_prob, step.value, reward, done, step.mean, step.std)
-                policy_time_s += (tock - tick) + (time.perf_counter() - tick_bootstrap)
-
-                if "episode" in result.info and done.any():
-                    episode = result.info["episode"]
-                    ended = done.to(episode["return"].device)
-                    returns.append(episode["return"][ended].float().cpu())
-                    lengths.append(episode["length"][ended].float().cpu())
-                    successes.append(episode["success"][ended].float().cpu())
-                    successes_once.append(episode["success_once"][ended].float().cpu())
-                obs = result.obs
-
+            if isinstance(self.env, StagedEnv) and self.env.num_stages > 1:
+                obs = self._collect_pipelined(self.env, obs, update_normalizer, tally)
+            else:
+                obs = self._collect_in_step(obs, update_normalizer, tally)
             tick = time.perf_counter()
             obs = self._to_buffer_device(obs)
             buffer.last_value.copy_(self.policy.get_value(obs))
-            policy_time_s += time.perf_counter() - tick
-        rollout_time_s = time.perf_counter() - start
+            tally.policy_time_s += time.perf_counter() - tick
+        buffer.step = buffer.num_steps
+        return obs, tally.stats(buffer, time.perf_counter() - start)
 
+    def _collect_in_step(
+        self, obs: Observation, update_normalizer: bool, tally: _EpisodeTally
+    ) -> Observation:
+        """All worlds act, then all step, ``num_steps`` times."""
+        for t in range(self.buffer.num_steps):
+            tick = time.perf_counter()
+            obs, step, action = self._act(obs, update_normalizer)
+            tock = time.perf_counter()
+            result = self.env.step(action)
+            tally.sim_time_s += time.perf_counter() - tock
+            tally.policy_time_s += tock - tick
+            self._record(t, slice(None), obs, step, result, tally)
+            obs = result.obs
+        return obs
+
+    def _collect_pipelined(
+        self, env: StagedEnv, obs: Observation, update_normalizer: bool, tally: _EpisodeTally
+    ) -> Observation:
+        """Stage s acts and starts stepping, then stage s + 1 waits for its physics, records, acts
+        and starts, and so on: one stage simulates while the caller works on another."""
+        num_steps, stages = self.buffer.num_steps, range(env.num_stages)
+        parts = [select_rows(obs, env.stage_rows(s)) for s in stages]
+        acted: list[tuple[Observation, PolicyStep]] = []
+        for s in stages:
+            tick = time.perf_counter()
+            stage_obs, step, action = self._act(parts[s], update_normalizer)
+            tally.policy_time_s += time.perf_counter() - tick
+            env.step_stage_async(s, action)
+            acted.append((stage_obs, step))
+        for t in range(num_steps):
+            for s in stages:
+                tick = time.perf_counter()
+                result = env.step_stage_wait(s)
+                tock = time.perf_counter()
+                tally.sim_time_s += tock - tick
+                self._record(t, env.stage_rows(s), *acted[s], result, tally)
+                parts[s] = result.obs
+                if t + 1 < num_steps:
+                    stage_obs, step, action = self._act(parts[s], update_normalizer)
+                    env.step_stage_async(s, action)
+                    acted[s] = (stage_obs, step)
+                tally.policy_time_s += time.perf_counter() - tock
+        return concat_observations(parts)
+
+    def _act(self, obs: Observation, update_normalizer: bool) -> tuple[Observation, PolicyStep, torch.Tensor]:
+        """(observation on the buffer's device, the policy's step, clamped action on the env's device)."""
+        obs = self._to_buffer_device(obs)
+        if update_normalizer:
+            self.policy.update_normalizer(obs)
+        step = self.policy.act(obs)
+        return obs, step, step.action.clamp(-1.0, 1.0).to(self.env.device)
+
+    def _record(
+        self,
+        t: int,
+        rows: slice,
+        obs: Observation,
+        step: PolicyStep,
+        result: StepResult,
+        tally: _EpisodeTally,
+    ) -> None:
+        """Store the transition of ``rows`` at step ``t`` (truncations bootstrapped) and count the
+        episodes that ended."""
+        buffer = self.buffer
+        reward = result.reward.to(buffer.device, torch.float32)
+        terminated = result.terminated.to(buffer.device)
+        truncated = result.truncated.to(buffer.device)
+        bootstrap = truncated & ~terminated
+        if bootstrap.any():
+            ended = bootstrap.nonzero().squeeze(-1)
+            final_obs = select_rows(self._to_buffer_device(result.info["final_obs"]), ended)
+            reward = reward.clone()
+            reward[ended] += self.gamma * self.policy.get_value(final_obs).to(reward.dtype)
+        done = terminated | truncated
+        buffer.store(t, rows, obs, step.action, step.log_prob, step.value, reward, done, step.mean, step.std)
+        if "episode" in result.info and done.any():
+            tally.add(result.info["episode"], done)
+
+
+@dataclass
+class _EpisodeTally:
+    """Episodes finished during one collection, and where its time went."""
+
+    returns: list[torch.Tensor] = field(default_factory=list)
+    lengths: list[torch.Tensor] = field(default_factory=list)
+    successes: list[torch.Tensor] = field(default_factory=list)
+    successes_once: list[torch.Tensor] = field(default_factory=list)
+    sim_time_s: float = 0.0
+    policy_time_s: float = 0.0
+
+    def add(self, episode: dict[str, torch.Tensor], done: torch.Tensor) -> None:
+        ended = done.to(episode["return"].device)
+        self.returns.append(episode["return"][ended].float().cpu())
+        self.lengths.append(episode["length"][ended].float().cpu())
+        self.successes.append(episode["success"][ended].float().cpu())
+        self.successes_once.append(episode["success_once"][ended].float().cpu())
+
+    def stats(self, buffer: RolloutBuffer, rollout_time_s: float) -> RolloutStats:
         def mean(chunks: list[torch.Tensor]) -> float:
             values = torch.cat(chunks) if chunks else torch.empty(0)
             return float(values.mean()) if values.numel() else math.nan
 
-        stats = RolloutStats(
-            episodes=int(sum(chunk.numel() for chunk in returns)),
-            mean_return=mean(returns),
-            mean_length=mean(lengths),
-            success_rate=mean(successes),
-            success_once_rate=mean(successes_once),
+        return RolloutStats(
+            episodes=int(sum(chunk.numel() for chunk in self.returns)),
+            mean_return=mean(self.returns),
+            mean_length=mean(self.lengths),
+            success_rate=mean(self.successes),
+            success_once_rate=mean(self.successes_once),
             env_steps=buffer.num_steps * buffer.num_envs,
             rollout_time_s=rollout_time_s,
-            sim_time_s=sim_time_s,
-            policy_time_s=policy_time_s,
+            sim_time_s=self.sim_time_s,
+            policy_time_s=self.policy_time_s,
         )
-        return obs, stats

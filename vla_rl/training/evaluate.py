@@ -84,7 +84,7 @@ def evaluate(
     """
     split = split or env_cfg.split
     worlds = min(num_envs if num_envs > 0 else env_cfg.num_envs, max(num_episodes, 1))
-    eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split)
+    eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split, pipeline_stages=1)
     was_training = policy.training
     policy.eval()
 
@@ -162,8 +162,8 @@ def video_env_config(cfg: EnvConfig, video_envs: int, camera: str, size: int) ->
     get just the video camera at ``size``."""
     if cfg.cameras:
         cameras = list(cfg.cameras) + ([camera] if camera not in cfg.cameras else [])
-        return dataclasses.replace(cfg, num_envs=video_envs, cameras=cameras)
-    return dataclasses.replace(cfg, num_envs=video_envs, cameras=[camera], image_size=size)
+        return dataclasses.replace(cfg, num_envs=video_envs, cameras=cameras, pipeline_stages=1)
+    return dataclasses.replace(cfg, num_envs=video_envs, cameras=[camera], image_size=size, pipeline_stages=1)
 
 
 def record_video(

@@ -89,7 +89,7 @@ def evaluate_chunk_policy(
     """
     split = split or env_cfg.split
     worlds = min(num_envs if num_envs > 0 else env_cfg.num_envs, max(num_episodes, 1))
-    eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split)
+    eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split, pipeline_stages=1)
     was_training = policy.training
     policy.eval()
     try:
