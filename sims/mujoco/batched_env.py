@@ -254,23 +254,38 @@ class MujocoBatchedEnv(BatchedEnv):
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._apply_action(action)
-        self._advance_physics()
+        self._stepper.advance(
+            self.datas, self._ctrl, self._run_parallel, self._refresh_worlds, self._refresh_in_pool
+        )
         return self._finish_step()
 
     def step_async(self, action: torch.Tensor) -> None:
-        """Apply the controller, then simulate in a background thread (``mujoco.rollout`` and the
-        refresh's MuJoCo calls release the GIL) until ``step_wait``."""
+        """Apply the controller, then simulate in a background thread until ``step_wait``.
+
+        Only the stepper's ``simulate`` runs there (for ``mujoco.rollout``, one call that releases
+        the GIL); the per-world refresh, which is many short calls holding the GIL, runs in
+        ``step_wait``, so the two threads do not queue for the interpreter.
+        """
         if self._pending_physics is not None:
             raise RuntimeError("step_async() called twice without step_wait()")
         self._apply_action(action)
-        self._pending_physics = self._physics_thread.submit(self._advance_physics)
+        self._pending_physics = self._physics_thread.submit(
+            self._stepper.simulate, self.datas, self._ctrl, self._run_parallel, self._refresh_worlds
+        )
 
     def step_wait(self) -> StepResult:
         if self._pending_physics is None:
             raise RuntimeError("step_wait() without a step_async() first")
         pending, self._pending_physics = self._pending_physics, None
         pending.result()
+        self._stepper.finish(self.datas, self._run_parallel, self._refresh_worlds, self._refresh_in_pool)
         return self._finish_step()
+
+    @property
+    def _refresh_in_pool(self) -> bool:
+        # Without cameras the refresh is a few microseconds of GIL-holding calls per world, faster
+        # in this thread than handed to the pool; rendering is worth spreading over the threads.
+        return self._renderers is not None
 
     def _apply_action(self, action: torch.Tensor) -> None:
         action_np = np.asarray(torch.as_tensor(action).detach().cpu(), dtype=np.float64)
@@ -278,13 +293,6 @@ class MujocoBatchedEnv(BatchedEnv):
             raise ValueError(f"action shape {action_np.shape} != {(self.num_envs, self.action_dim)}")
         self._action = action_np
         self._apply_controller()
-
-    def _advance_physics(self) -> None:
-        # Without cameras the refresh is a few microseconds of GIL-holding calls per world, faster
-        # in this thread than handed to the pool; rendering is worth spreading over the threads.
-        self._stepper.advance(
-            self.datas, self._ctrl, self._run_parallel, self._refresh_worlds, self._renderers is not None
-        )
 
     def _finish_step(self) -> StepResult:
         reward, success = self.task.reward_and_success(self._task_state())

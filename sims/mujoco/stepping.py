@@ -29,7 +29,6 @@ class PhysicsStepper(ABC):
         self.substeps = substeps
         self.num_threads = num_threads
 
-    @abstractmethod
     def advance(
         self,
         datas: Sequence[mujoco.MjData],
@@ -43,7 +42,33 @@ class PhysicsStepper(ABC):
         Positions-derived quantities are not recomputed: ``refresh(ids)`` is called for each chunk
         of worlds as soon as they hold their new state, in the same parallel task (one hand-off
         to the thread pool per control step, not two). ``parallel_refresh=False`` asks for the
-        refresh in the calling thread where the stepper can (cheap refreshes: no rendering)."""
+        refresh in the calling thread where the stepper can (cheap refreshes: no rendering).
+
+        Equal to ``simulate`` followed by ``finish``: callers that want to work while the physics
+        runs call ``simulate`` in a background thread and ``finish`` afterwards in their own.
+        """
+        self.simulate(datas, ctrl, run_parallel, refresh)
+        self.finish(datas, run_parallel, refresh, parallel_refresh)
+
+    @abstractmethod
+    def simulate(
+        self,
+        datas: Sequence[mujoco.MjData],
+        ctrl: np.ndarray,
+        run_parallel: Callable[[Callable[[np.ndarray], None], np.ndarray], None],
+        refresh: Callable[[np.ndarray], None],
+    ) -> None:
+        """The physics of ``advance``; steppers whose physics runs outside the interpreter do
+        nothing else here, so this holds the GIL only briefly."""
+
+    def finish(  # noqa: B027 - steppers that refresh inside ``simulate`` need nothing here
+        self,
+        datas: Sequence[mujoco.MjData],
+        run_parallel: Callable[[Callable[[np.ndarray], None], np.ndarray], None],
+        refresh: Callable[[np.ndarray], None],
+        parallel_refresh: bool = True,
+    ) -> None:
+        """The rest of ``advance``: hand the new states to ``datas`` and refresh them."""
 
     def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:  # noqa: B027
         """Worlds ``ids`` were changed outside ``advance`` (reset, restored): re-read their state."""
@@ -53,7 +78,7 @@ class PhysicsStepper(ABC):
 
 
 class ThreadedStepper(PhysicsStepper):
-    def advance(self, datas, ctrl, run_parallel, refresh, parallel_refresh=True) -> None:
+    def simulate(self, datas, ctrl, run_parallel, refresh) -> None:
         """Physics runs in the pool, so the refresh does too (right after each world's step)."""
         models, substeps = self.models, self.substeps
 
@@ -82,12 +107,12 @@ class RolloutStepper(PhysicsStepper):
         for i in np.asarray(ids).tolist():
             mujoco.mj_getState(self.models[i], datas[i], self._initial[i], FULL_PHYSICS)
 
-    def advance(self, datas, ctrl, run_parallel, refresh, parallel_refresh=True) -> None:
-        """Controls are passed to the rollout, not stored in ``datas`` (the caller keeps them)."""
-        models = self.models
+    def simulate(self, datas, ctrl, run_parallel, refresh) -> None:
+        """One ``mujoco.rollout`` call (it releases the GIL). Controls are passed to the rollout,
+        not stored in ``datas`` (the caller keeps them)."""
         self._control[:] = ctrl[:, None, :]
         self._runner.rollout(
-            models,
+            self.models,
             self._scratch,
             self._initial,
             self._control,
@@ -96,10 +121,12 @@ class RolloutStepper(PhysicsStepper):
             state=self._states,
             skip_checks=True,
         )
-        final = self._states[:, -1]
         # The next control step starts where this one ended; datas only change between steps
         # through resets, which report them with ``states_changed``.
-        self._initial[:] = final
+        self._initial[:] = self._states[:, -1]
+
+    def finish(self, datas, run_parallel, refresh, parallel_refresh=True) -> None:
+        models, final = self.models, self._states[:, -1]
 
         def load_chunk(ids: np.ndarray) -> None:
             for i in ids.tolist():

@@ -70,4 +70,4 @@ def test_every_policy_option_composes(family: str) -> None:
     cfg = compose_sft_config([f"sft/policy={family}", "env=reach_pixels"])
     assert cfg.policy.name == family
     assert cfg.policy.kwargs["chunk_len"] == 4 and cfg.policy.kwargs["action_dim"] == 4
-    assert cfg.env.cameras == ["front"]
+    assert "front" in cfg.env.cameras  # the camera the image families read is rendered
