@@ -62,6 +62,15 @@ def test_max_episodes_takes_the_first_episodes(tmp_path: Path) -> None:
     assert trainer.sampler.num_samples == 2 * len(episodes[0])
 
 
+def test_boundary_repeats_reach_the_sampler(tmp_path: Path) -> None:
+    episodes = toy_episodes(2)
+    plain = SFTTrainer(_cfg(tmp_path / "plain"), episodes).sampler.num_samples
+    cfg = _cfg(tmp_path / "weighted", **{"data.boundary_repeats": 3, "data.boundary_window": 1})
+    weighted = SFTTrainer(cfg, episodes).sampler.num_samples
+    # at least each episode's first frame is listed 3 times instead of once
+    assert weighted >= plain + 2 * len(episodes)
+
+
 def test_checkpoint_holds_a_loadable_policy_with_identical_actions(tmp_path: Path) -> None:
     trainer = SFTTrainer(_cfg(tmp_path), toy_episodes(4))
     result = trainer.train()
