@@ -184,3 +184,14 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint(tmp_path: Path) -> None:
     assert result.stop_reason == "interrupted" and result.steps == 2
     assert load_checkpoint(tmp_path).iteration == 2
     assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_action_key_trains_on_the_clean_expert_column(tmp_path: Path) -> None:
+    episodes = toy_episodes(2)
+    for episode in episodes:
+        episode.extras["expert_action"] = np.zeros_like(episode.actions)
+    trainer = SFTTrainer(_cfg(tmp_path / "clean", **{"data.action_key": "expert_action"}), episodes)
+    assert all((episode.actions == 0).all() for episode in trainer.episodes)
+    assert not all((episode.actions == 0).all() for episode in episodes)  # the inputs are untouched
+    with pytest.raises(ConfigError, match="data.action_key.*'noisy'.*has: action, expert_action"):
+        SFTTrainer(_cfg(tmp_path / "bad", **{"data.action_key": "noisy"}), episodes)

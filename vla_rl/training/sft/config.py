@@ -15,6 +15,9 @@ class SFTDataConfig:
     """Dataset root (LeRobot layout written by ``vla_rl.data``)."""
     max_episodes: int = 0
     """Demonstration budget: train on the first K episodes of the dataset; ``<= 0`` uses all."""
+    action_key: str = "action"
+    """Which per-frame column the policy learns to predict: ``action`` (what was executed) or
+    ``expert_action`` (the clean expert label ``collect`` records when it adds action noise)."""
     set_action_statistics: bool = True
     """Give the policy per-dimension action quantiles of the demonstrations (families with a
     ``set_action_statistics(low, high)`` method, e.g. the token VLAs' bin ranges)."""

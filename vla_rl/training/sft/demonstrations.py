@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +32,29 @@ def load_demonstrations(path: str | Path | None, max_episodes: int = 0) -> list[
     if not episodes:
         raise ConfigError(f"config key 'data.path': the dataset at {path} has no episodes")
     return episodes
+
+
+def with_action_labels(episodes: list[Episode], action_key: str) -> list[Episode]:
+    """Episodes whose ``actions`` are the per-frame column ``action_key``: ``action`` keeps what was
+    executed; ``expert_action`` is the clean expert label that ``collect`` records next to noisy
+    executed actions (the states come from the noise, the labels from the expert)."""
+    if action_key == "action":
+        return episodes
+    relabelled = []
+    for index, episode in enumerate(episodes):
+        if action_key not in episode.extras:
+            known = ", ".join(["action", *sorted(episode.extras)])
+            raise ConfigError(
+                f"config key 'data.action_key': episode {index} has no column {action_key!r} (has: {known})"
+            )
+        labels = np.asarray(episode.extras[action_key], dtype=np.float32)
+        if labels.shape != episode.actions.shape:
+            raise ConfigError(
+                f"config key 'data.action_key': column {action_key!r} has shape {labels.shape}, the "
+                f"actions {episode.actions.shape}"
+            )
+        relabelled.append(dataclasses.replace(episode, actions=labels))
+    return relabelled
 
 
 def action_quantiles(

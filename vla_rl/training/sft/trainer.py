@@ -38,7 +38,12 @@ from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.sft.batching import obs_to_device
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
 from vla_rl.training.sft.config import SFTConfig
-from vla_rl.training.sft.demonstrations import action_quantiles, load_demonstrations, take_episodes
+from vla_rl.training.sft.demonstrations import (
+    action_quantiles,
+    load_demonstrations,
+    take_episodes,
+    with_action_labels,
+)
 from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
 from vla_rl.training.sft.lr_schedule import warmup_cosine_factor
 
@@ -85,6 +90,7 @@ class SFTTrainer:
             self.episodes = load_demonstrations(cfg.data.path, cfg.data.max_episodes)
         else:
             self.episodes = take_episodes(episodes, cfg.data.max_episodes)
+        self.episodes = with_action_labels(self.episodes, cfg.data.action_key)
         checkpoint = self._find_resume_checkpoint()
         self.policy = self._make_policy(checkpoint).to(self.device)
         data_action_dim = self.episodes[0].actions.shape[-1]
