@@ -106,9 +106,10 @@ class RolloutCollector:
             obs, step, action = self._act(obs, update_normalizer)
             tock = time.perf_counter()
             result = self.env.step(action)
-            tally.sim_time_s += time.perf_counter() - tock
-            tally.policy_time_s += tock - tick
+            tick_record = time.perf_counter()
+            tally.sim_time_s += tick_record - tock
             self._record(t, slice(None), obs, step, result, tally)
+            tally.policy_time_s += (tock - tick) + (time.perf_counter() - tick_record)
             obs = result.obs
         return obs
 
