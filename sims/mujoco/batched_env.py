@@ -16,6 +16,7 @@ from vla_rl.robots.panda import PANDA, RobotDescription
 from vla_rl.sims.mujoco.config_checks import validate_config
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
+from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
 from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
@@ -70,11 +71,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self._tcp_site = m.site(robot.tcp_site_name).id
         self._camera_ids = [m.camera(robot.wrist_camera_name if c == "wrist" else c).id for c in cfg.cameras]
 
-        self._qpos = np.zeros((n, m.nq))
-        self._qvel = np.zeros((n, m.nv))
-        self._sensordata = np.zeros((n, m.nsensordata))
-        self._tcp_xmat = np.zeros((n, 9))
-        self._jac = np.zeros((n, 6, m.nv))
+        self.readout = WorldReadout(m, n, self._tcp_site)
         self._ctrl = np.zeros((n, m.nu))
         self._action = np.zeros((n, CONTROLLERS[cfg.control_mode].action_dim))
         self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
@@ -122,17 +119,9 @@ class MujocoBatchedEnv(BatchedEnv):
             future.result()
 
     def _gather_and_render(self, ids: np.ndarray) -> None:
-        for i in ids:
-            self._gather(i)
+        """Read worlds whose kinematics are current (after ``mj_forward``: resets, restores)."""
+        self.readout.read(self.models, self.datas, ids, recompute=False)
         self._render(ids)
-
-    def _gather(self, i: int) -> None:
-        m, d = self.models[i], self.datas[i]
-        self._qpos[i] = d.qpos
-        self._qvel[i] = d.qvel
-        self._sensordata[i] = d.sensordata
-        self._tcp_xmat[i] = d.site_xmat[self._tcp_site]
-        mujoco.mj_jacSite(m, d, self._jac[i, :3], self._jac[i, 3:], self._tcp_site)
 
     def _render(self, ids: np.ndarray) -> None:
         if self._renderers is None:
@@ -143,41 +132,8 @@ class MujocoBatchedEnv(BatchedEnv):
                 renderer.render(self.models[i], self.datas[i], cam, images[i])
 
     def _refresh_worlds(self, ids: np.ndarray) -> None:
-        """Recompute what observations and the controller read after physics, then render.
-
-        After stepping, positions-derived quantities describe the state before the last substep.
-        Recompute only what is read (poses, centres of mass for the Jacobian, cameras/lights,
-        position sensors); a full ``mj_forward`` would also redo collisions and constraint forces,
-        which the next step recomputes anyway.
-        """
-        models, datas = self.models, self.datas
-        qpos, qvel, sensordata, tcp_xmat, jac = (
-            self._qpos,
-            self._qvel,
-            self._sensordata,
-            self._tcp_xmat,
-            self._jac,
-        )
-        site, cameras = self._tcp_site, bool(self._camera_ids)
-        jac_site, kinematics, com_pos, camlight, sensor_pos = (
-            mujoco.mj_jacSite,
-            mujoco.mj_kinematics,
-            mujoco.mj_comPos,
-            mujoco.mj_camlight,
-            mujoco.mj_sensorPos,
-        )
-        for i in ids.tolist():
-            m, d = models[i], datas[i]
-            kinematics(m, d)
-            com_pos(m, d)
-            if cameras:
-                camlight(m, d)
-            sensor_pos(m, d)
-            qpos[i] = d.qpos
-            qvel[i] = d.qvel
-            sensordata[i] = d.sensordata
-            tcp_xmat[i] = d.site_xmat[site]
-            jac_site(m, d, jac[i, :3], jac[i, 3:], site)
+        """After physics: bring what is read up to date (see ``WorldReadout.read``), then render."""
+        self.readout.read(self.models, self.datas, ids, recompute=True, cameras=bool(self._camera_ids))
         self._render(ids)
 
     @property
@@ -231,10 +187,10 @@ class MujocoBatchedEnv(BatchedEnv):
     # ------------------------------------------------------------------------------- step
     def _robot_state(self, rows: slice) -> RobotState:
         return RobotState(
-            arm_qpos=self._qpos[rows][:, self._arm_qadr],
-            tcp_pos=self._sensordata[rows, 0:3],
-            tcp_xmat=self._tcp_xmat[rows].reshape(-1, 3, 3),
-            tcp_jacobian=self._jac[rows][:, :, self._arm_vadr],
+            arm_qpos=self.readout.qpos[rows][:, self._arm_qadr],
+            tcp_pos=self.readout.sensordata[rows, 0:3],
+            tcp_xmat=self.readout.tcp_xmat[rows].reshape(-1, 3, 3),
+            tcp_jacobian=self.readout.jacobian[rows][:, :, self._arm_vadr],
         )
 
     def _apply_controller(self) -> None:
@@ -246,9 +202,9 @@ class MujocoBatchedEnv(BatchedEnv):
         from vla_rl.sims.tasks.base import TaskState
 
         return TaskState(
-            tcp_pos=self._sensordata[:, 0:3],
-            gripper_opening_m=self._qpos[:, self._finger_qadr].sum(axis=1),
-            sensordata=self._sensordata,
+            tcp_pos=self.readout.sensordata[:, 0:3],
+            gripper_opening_m=self.readout.qpos[:, self._finger_qadr].sum(axis=1),
+            sensordata=self.readout.sensordata,
             goals=self.goals,
         )
 
@@ -326,14 +282,15 @@ class MujocoBatchedEnv(BatchedEnv):
         return torch.from_numpy(array).to(self.device)
 
     def _observe(self) -> Observation:
-        qpos, qvel = self._qpos, self._qvel
+        readout = self.readout
+        qpos, qvel = readout.qpos, readout.qvel
         proprio = np.concatenate(
             [
                 qpos[:, self._arm_qadr],
                 qvel[:, self._arm_vadr],
                 qpos[:, self._finger_qadr].sum(axis=1, keepdims=True),
-                self._sensordata[:, 0:3],
-                self._tcp_xmat.reshape(-1, 3, 3)[:, :, :2].transpose(0, 2, 1).reshape(-1, 6),
+                readout.sensordata[:, 0:3],
+                readout.tcp_xmat.reshape(-1, 3, 3)[:, :, :2].transpose(0, 2, 1).reshape(-1, 6),
             ],
             axis=1,
         ).astype(np.float32)
