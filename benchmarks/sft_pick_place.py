@@ -1,17 +1,23 @@
 """SFT on ``pick_place``: in-distribution success vs. number of demonstrations, per VLA family.
 
 1. ``vla-rl collect`` records the full demonstration budget with the scripted expert (successful
-   episodes only, front camera 64x64, privileged state recorded);
+   episodes only, front camera 64x64, privileged state recorded), executing its actions with
+   Gaussian noise (``noise_std``) so that the states cover recoveries; SFT learns the expert's
+   clean action for each state (``data.action_key=expert_action``);
 2. for each family (``token_vla``, ``chunk_vla``, ``pi0``) and each budget (the first K episodes),
    ``vla-rl sft`` trains a small model from scratch and evaluates it in the simulator on the
    training distribution (``env.split=train``, fresh initial states);
 3. the table is printed, written to ``benchmarks/results/sft_pick_place.json`` and plotted to
    ``benchmarks/results/sft_pick_place.png``.
 
-Every model reads the front image, the instruction and a state vector of proprioception plus
+Every model reads the front image, the instruction and a state vector of proprioception (without
+the joint velocities, which let a model copy the motion instead of deciding it) plus
 ``obs["objects"]`` (the positions of the three cubes and three pads, in a fixed colour order): it
-must read the instruction to know which cube to pick and which pad to place it on. Each run goes
-through the CLI, the path a user takes; the SFT checkpoints are the starting points for RL.
+must read the instruction to know which cube to pick and which pad to place it on. The token VLAs
+give each object its own prompt token and learn, as an auxiliary loss in training only, to predict
+the privileged state (which cube and pad are named, the vectors to them) from the prompt feature of
+their second decoder layer. Each run goes through the CLI, the path a user takes; the SFT
+checkpoints are the starting points for RL.
 
     python -m benchmarks.sft_pick_place [--families token_vla pi0] [--budgets 5 20 100 0]
 """
@@ -44,20 +50,34 @@ COMMON = (
     "optim.min_lr_ratio=0.05",
     "eval.interval=0",
     "logger.wandb_mode=disabled",
+    "data.action_key=expert_action",
+    "data.boundary_repeats=8",
     "policy.kwargs.action_dim=4",
-    "policy.kwargs.proprio_dim=39",
+    "policy.kwargs.proprio_dim=32",
     "+policy.kwargs.state_keys=[proprio,objects]",
+    "+policy.kwargs.proprio_fields=[arm_qpos,gripper_opening_m,tcp_pos,tcp_rot6]",
 )
-"""State: 24 proprio values + 15 object coordinates (3 cubes x 3, 3 pads x 2)."""
+"""State: 17 proprio values (joints, gripper, TCP pose) + 15 object coordinates (3 cubes x 3, 3
+pads x 2); decision frames (episode start, after each gripper flip) 8 times per epoch."""
+
+TOKEN_VLA_RECIPE = (
+    "optim.learning_rate=3e-4",
+    "+policy.kwargs.state_token_sizes=[17,3,3,3,2,2,2]",
+    "+policy.kwargs.aux_target_key=privileged",
+    "+policy.kwargs.aux_target_dim=26",
+    "+policy.kwargs.aux_layer=2",
+    "+policy.kwargs.backbone={num_layers:4}",
+)
+"""One prompt token per object; 4 decoder layers, the auxiliary privileged-state head on layer 2."""
 
 FAMILY_OVERRIDES: dict[str, tuple[str, ...]] = {
-    "token_vla": ("sft/policy=token_vla", "optim.learning_rate=1e-3"),
-    "chunk_vla": ("sft/policy=chunk_vla", "optim.learning_rate=1e-3"),
+    "token_vla": ("sft/policy=token_vla", *TOKEN_VLA_RECIPE),
+    "chunk_vla": ("sft/policy=chunk_vla", *TOKEN_VLA_RECIPE),
     "pi0": ("sft/policy=pi0", "optim.learning_rate=1e-3"),
 }
 
 
-def collect(dataset: Path, num_episodes: int) -> None:
+def collect(dataset: Path, num_episodes: int, noise_std: float) -> None:
     if (dataset / "meta" / "info.json").is_file():
         print(f"demonstrations: reusing {dataset}", flush=True)
         return
@@ -69,6 +89,7 @@ def collect(dataset: Path, num_episodes: int) -> None:
         "env=pick_place",
         f"num_episodes={num_episodes}",
         f"output_dir={dataset}",
+        f"noise_std={noise_std}",
         "seed=12345",
     ]
     start = time.perf_counter()
@@ -136,8 +157,9 @@ def main() -> None:
     families = list(FAMILY_OVERRIDES)
     parser.add_argument("--families", nargs="+", default=families, choices=families)
     parser.add_argument("--budgets", nargs="+", type=int, default=[5, 20, 100, 0], help="0 = full")
-    parser.add_argument("--full", type=int, default=200, help="demonstrations in the full budget")
-    parser.add_argument("--steps", type=int, default=3000, help="SFT optimizer steps per run")
+    parser.add_argument("--full", type=int, default=1000, help="demonstrations in the full budget")
+    parser.add_argument("--noise-std", type=float, default=0.2, help="action noise while collecting")
+    parser.add_argument("--steps", type=int, default=16000, help="SFT optimizer steps per run")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench/sft_pick_place"))
@@ -148,8 +170,9 @@ def main() -> None:
         f"pick_place, {args.full} scripted demonstrations in the full budget, {args.steps} steps x "
         f"batch {args.batch_size} per run, {args.eval_episodes} evaluation episodes (split train)"
     )
-    dataset = args.run_root / f"demos_{args.full}"
-    collect(dataset, args.full)
+    noise_tag = f"_noise{args.noise_std:g}".replace(".", "") if args.noise_std > 0 else ""
+    dataset = args.run_root / f"demos_{args.full}{noise_tag}"
+    collect(dataset, args.full, args.noise_std)
     results_path = RESULTS_DIR / "sft_pick_place.json"
     saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
     results: dict[str, dict[str, dict[str, float]]] = saved.get("results", {})

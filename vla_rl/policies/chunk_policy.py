@@ -24,18 +24,39 @@ import torch
 from torch import nn
 
 from vla_rl.envs.base import Observation
+from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, field_slices
 
 LOG_PROB_LEVELS = ("token", "action", "chunk")
 
 
-def state_vector(obs: Observation, keys: list[str], device: torch.device) -> torch.Tensor:
+def state_vector(
+    obs: Observation, keys: list[str], device: torch.device, proprio_fields: list[str] | None = None
+) -> torch.Tensor:
     """float32 [N, sum of widths]: the vector observations ``keys`` (e.g. ``proprio``, ``objects``)
-    concatenated in order; the state that VLAs embed next to their images and instruction."""
+    concatenated in order; the state that VLAs embed next to their images and instruction.
+
+    ``proprio_fields`` keeps only these named parts of ``obs["proprio"]`` (layout
+    ``PROPRIO_FIELDS``, in that layout's order); None keeps all of it."""
     missing = [key for key in keys if key not in obs]
     if missing:
         raise KeyError(f"state keys {missing} are not in the observation (it has {sorted(obs)})")
-    parts = [torch.as_tensor(obs[key], device=device, dtype=torch.float32) for key in keys]
-    return torch.cat([part.reshape(len(part), -1) for part in parts], dim=-1)
+    parts = []
+    for key in keys:
+        part = torch.as_tensor(obs[key], device=device, dtype=torch.float32)
+        part = part.reshape(len(part), -1)
+        if key == "proprio" and proprio_fields is not None:
+            part = part[:, proprio_columns(proprio_fields)]
+        parts.append(part)
+    return torch.cat(parts, dim=-1)
+
+
+def proprio_columns(names: list[str]) -> list[int]:
+    """Column indices of the named ``PROPRIO_FIELDS`` parts, in layout order."""
+    slices = field_slices(PROPRIO_FIELDS)
+    unknown = sorted(set(names) - set(slices))
+    if unknown:
+        raise ValueError(f"unknown proprio fields {unknown}; the layout has {list(slices)}")
+    return [i for name, part in slices.items() if name in names for i in range(part.start, part.stop)]
 
 
 @dataclass

@@ -129,3 +129,23 @@ def test_sft_loss_masks_padded_steps_and_dims():
     torch.manual_seed(4)
     assert policy.sft_loss(obs, garbage, mask).loss.item() == loss.item()
     assert policy.model.config.loss_reduction == "mean", "the model's config is restored"
+
+
+def test_update_normalizer_fits_state_mean_and_std_over_batches(tmp_path):
+    policy = make_pi0()
+    first, second = make_obs(2, seed=1), make_obs(3, seed=2)
+    first["proprio"][:, 4] = 7.0  # a constant dimension is centred, not scaled
+    second["proprio"][:, 4] = 7.0
+    policy.update_normalizer(first)
+    policy.update_normalizer(second)
+    states = torch.cat([first["proprio"], second["proprio"]]).double()
+    stats = policy.cfg.state_stats
+    assert stats.mode == "mean_std"
+    torch.testing.assert_close(torch.tensor(stats.mean, dtype=torch.float64), states.mean(0))
+    expected_std = states.std(0, unbiased=False)
+    expected_std[4] = 1.0
+    torch.testing.assert_close(torch.tensor(stats.std, dtype=torch.float64), expected_std)
+    normalised = policy.prepare_inputs(first).state[:, :PROPRIO_DIM]
+    torch.testing.assert_close(normalised[:, 4], torch.zeros(2))
+    policy.save_pretrained(str(tmp_path))
+    assert type(policy).from_pretrained(str(tmp_path)).cfg.state_stats == stats

@@ -26,13 +26,18 @@ from vla_rl.policies.chunk_policy import (
     ChunkStep,
     SFTOutput,
     check_log_prob_level,
+    state_vector,
 )
 from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
+from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim
 from vla_rl.policies.flow.pi0_io import Pi0Checkpoint
+
+CONSTANT_STD = 1e-3
+"""State dimensions whose standard deviation in the data is below this are centred, not scaled."""
 
 
 @dataclass
@@ -77,6 +82,8 @@ class Pi0Policy(ChunkPolicy):
         self.register_buffer(
             "action_dim_mask", torch.arange(self.max_action_dim) < self.action_dim, persistent=False
         )
+        self._state_moments: torch.Tensor | None = None
+        """Count, sum and sum of squares per state dimension seen by ``update_normalizer``."""
         if cfg.freeze_vision:
             vlm = model.model.vlm
             for module in (vlm.vision_tower, vlm.multi_modal_projector):
@@ -218,6 +225,24 @@ class Pi0Policy(ChunkPolicy):
             means.append(chain.euler_mean(chain_states[:, k], velocity, dt))
         assert state_feature is not None
         return torch.stack(means, dim=1), state_feature
+
+    def update_normalizer(self, obs: Observation) -> None:
+        """Fold a batch into the state statistics (``cfg.state_stats``, per-dimension mean and std,
+        saved with the checkpoint); SFT calls this on its demonstrations before training, so
+        joint angles in radians and positions in metres reach the state projection on one scale."""
+        if not all(key in obs for key in self.cfg.state_keys):
+            return
+        state = state_vector(obs, self.cfg.state_keys, self.device, self.cfg.proprio_fields).double()
+        if self._state_moments is None:
+            self._state_moments = torch.zeros(3, state.shape[-1], dtype=torch.float64, device=state.device)
+        self._state_moments += torch.stack(
+            [torch.ones_like(state[0]) * len(state), state.sum(0), state.square().sum(0)]
+        )
+        count, total, squares = self._state_moments
+        mean = total / count
+        std = (squares / count - mean.square()).clamp(min=0.0).sqrt()
+        std = torch.where(std < CONSTANT_STD, torch.ones_like(std), std)  # constant dims: centre only
+        self.cfg.state_stats = NormStats("mean_std", mean=mean.tolist(), std=std.tolist())
 
     def value_from_feature(self, state_feature: torch.Tensor) -> torch.Tensor:
         return self.value_head(state_feature.float()).squeeze(-1)

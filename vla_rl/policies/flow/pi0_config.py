@@ -39,6 +39,9 @@ class Pi0PolicyConfig:
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``; keys
     missing from an observation give an empty state."""
+    proprio_fields: list[str] | None = None
+    """Named parts of ``obs["proprio"]`` to keep (see ``TokenVLAConfig.proprio_fields``); None
+    keeps all."""
 
     def __post_init__(self) -> None:
         if isinstance(self.action_stats, dict):

@@ -117,7 +117,7 @@ def build_inputs(
         cfg.max_instruction_tokens,
     )
     if all(key in obs for key in cfg.state_keys):
-        proprio = state_vector(obs, cfg.state_keys, device)
+        proprio = state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
     else:
         proprio = torch.zeros(batch, 0, device=device)
     return Pi0Inputs(

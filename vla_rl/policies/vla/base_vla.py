@@ -33,6 +33,7 @@ from vla_rl.policies.chunk_policy import (
 )
 from vla_rl.policies.normalizer import RunningMeanStd
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
+from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, capture_layer_output
 from vla_rl.policies.vla.backbone import (
     Backbone,
     apply_lora,
@@ -97,6 +98,11 @@ class TokenVLABase(ChunkPolicy):
         )
         self.state_normalizer = (
             RunningMeanStd((config.proprio_dim,)) if config.use_proprio and config.normalize_state else None
+        )
+        self.aux_head = (
+            AuxiliaryStateHead(self.hidden_size, config.aux_target_dim, config.value_hidden_dim)
+            if config.aux_target_key is not None
+            else None
         )
         self._build_family_modules()
 
@@ -188,7 +194,7 @@ class TokenVLABase(ChunkPolicy):
         image_features = self.vlm.model.get_image_features(pixels.to(self.vlm.dtype)).pooler_output
         pieces = [image_features.reshape(batch, -1, self.hidden_size)]
         if self.proprio_projector is not None:
-            proprio = state_vector(obs, self.config.state_keys, device)
+            proprio = state_vector(obs, self.config.state_keys, device, self.config.proprio_fields)
             if self.state_normalizer is not None:
                 proprio = self.state_normalizer(proprio)
             sizes = [layer.in_features for layer in self.proprio_projector]
@@ -316,10 +322,13 @@ class TokenVLABase(ChunkPolicy):
         )
 
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
-        """Mean cross-entropy of the demonstrated action tokens (teacher forcing) over valid steps."""
+        """Mean cross-entropy of the demonstrated action tokens (teacher forcing) over valid steps,
+        plus ``aux_coef`` x the auxiliary state error when ``aux_target_key`` is set."""
         target = self.action_tokenizer.actions_to_bins(action_chunk.to(self.device))
         batch = target.shape[0]
-        logits, _ = self._teacher_forced(self.encode_prompt(obs), target.reshape(batch, -1))
+        prompt = self.encode_prompt(obs)
+        with capture_layer_output(self.vlm, self.config.aux_layer) as layer_output:
+            logits, prompt_hidden = self._teacher_forced(prompt, target.reshape(batch, -1))
         logits = logits.reshape(batch, self.chunk_len, self.action_dim, -1).float()
         cross_entropy = F.cross_entropy(logits.permute(0, 3, 1, 2), target, reduction="none")
         weight = chunk_mask.to(self.device)[..., None].expand_as(target).float()
@@ -332,21 +341,35 @@ class TokenVLABase(ChunkPolicy):
                 self.action_tokenizer.bins_to_actions(predicted) - action_chunk.to(self.device)
             ).abs()
             l1 = (action_error * weight).sum() / count
-        return SFTOutput(
-            loss=loss,
-            metrics={
-                "token_accuracy": float(accuracy),
-                "action_l1": float(l1),
-                "cross_entropy": float(loss.detach()),
-            },
-        )
+        metrics = {
+            "token_accuracy": float(accuracy),
+            "action_l1": float(l1),
+            "cross_entropy": float(loss.detach()),
+        }
+        if self.aux_head is not None:
+            feature = prompt_hidden if not layer_output else layer_output["hidden"][:, prompt.length - 1]
+            aux_mse = self.aux_head.loss(feature, self._aux_target(obs))
+            loss = loss + self.config.aux_coef * aux_mse
+            metrics["aux_mse"] = float(aux_mse.detach())
+        return SFTOutput(loss=loss, metrics=metrics)
+
+    def _aux_target(self, obs: Observation) -> torch.Tensor:
+        key = self.config.aux_target_key
+        if key not in obs:
+            raise KeyError(f"aux_target_key {key!r} is not in the observation (it has {sorted(obs)})")
+        return torch.as_tensor(obs[key], device=self.device, dtype=torch.float32).reshape(len(obs[key]), -1)
 
     # ----------------------------------------------------------------- persistence
 
     def update_normalizer(self, obs: Observation) -> None:
-        """Fold a batch of observations into the state statistics (SFT calls this on its data)."""
+        """Fold a batch of observations into the state (and auxiliary target) statistics; SFT calls
+        this on its data."""
+        if self.aux_head is not None:
+            self.aux_head.update(self._aux_target(obs))
         if self.state_normalizer is not None:
-            self.state_normalizer.update(state_vector(obs, self.config.state_keys, self.device))
+            self.state_normalizer.update(
+                state_vector(obs, self.config.state_keys, self.device, self.config.proprio_fields)
+            )
 
     def _head_state(self) -> dict[str, torch.Tensor]:
         return {

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field, fields
 
 from transformers import GemmaConfig, PaliGemmaConfig, SiglipVisionConfig
 
+from vla_rl.policies.chunk_policy import proprio_columns
+
 
 @dataclass
 class LoraSettings:
@@ -59,9 +61,16 @@ class TokenVLAConfig:
     ``state_token_sizes`` group): learned linear projections to the text hidden size, placed
     between the image tokens and the instruction."""
     proprio_dim: int = 0
-    """Width of the state vector (sum over ``state_keys``); needed when ``use_proprio``."""
+    """Width of the state vector (sum over ``state_keys``, after ``proprio_fields``); needed when
+    ``use_proprio``."""
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``."""
+    proprio_fields: list[str] | None = None
+    """Named parts of ``obs["proprio"]`` to keep (``arm_qpos``, ``arm_qvel``,
+    ``gripper_opening_m``, ``tcp_pos``, ``tcp_rot6``); None keeps all. Leaving out the joint
+    velocities removes a shortcut of behaviour cloning: from the second step of a demonstration
+    on, the velocity tells which way the expert is already moving, so a model can copy the motion
+    and never learn the decision (which cube the instruction names) that started it."""
     state_token_sizes: list[int] | None = None
     """Split the state into consecutive groups of these widths, each projected to its own prompt
     token (e.g. ``[24, 3, 3, 3, 2, 2, 2]``: proprioception, three cubes, three pads), so that
@@ -77,7 +86,20 @@ class TokenVLAConfig:
     freeze_vision: bool = False
     """Keep the vision tower (SigLIP) and its projector frozen."""
     value_hidden_dim: int = 64
-    """Hidden width of the value-head MLP."""
+    """Hidden width of the value-head MLP (and of the auxiliary head)."""
+    aux_target_key: str | None = None
+    """Vector observation (e.g. ``privileged``) that SFT also regresses from the prompt feature,
+    an auxiliary loss that teaches the model to read the instruction (see
+    ``vla_rl.policies.vla.auxiliary``); None: no auxiliary loss. Acting never reads it."""
+    aux_target_dim: int = 0
+    """Width of ``obs[aux_target_key]``."""
+    aux_coef: float = 1.0
+    """Weight of the auxiliary mean squared error in the SFT loss."""
+    aux_layer: int | None = None
+    """Decoder layer (1-based) whose output at the last prompt position the auxiliary head reads;
+    None: the final hidden state (the value head's feature). A middle layer leaves the layers above
+    it to carry what it learned to every action position: an action token other than the first is
+    predicted at an action position, which must otherwise find the target in the prompt itself."""
     action_low: list[float] | None = None
     """Per-dimension 1st-percentile action statistic; None = -1 (the env's normalised range)."""
     action_high: list[float] | None = None
@@ -91,6 +113,10 @@ class TokenVLAConfig:
             self.lora = LoraSettings(**self.lora)
         if self.use_proprio and self.proprio_dim <= 0:
             raise ValueError("use_proprio needs proprio_dim > 0")
+        if self.aux_target_key is not None and self.aux_target_dim <= 0:
+            raise ValueError("aux_target_key needs aux_target_dim > 0")
+        if self.proprio_fields is not None:
+            proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
         if self.state_token_sizes is not None and sum(self.state_token_sizes) != self.proprio_dim:
             raise ValueError(
                 f"state_token_sizes {self.state_token_sizes} sum to {sum(self.state_token_sizes)}, "

@@ -1,0 +1,67 @@
+"""Auxiliary state prediction for VLAs: regress a privileged state vector from the prompt feature.
+
+Behaviour cloning of a language-conditioned task gives the instruction a weak training signal: the
+demonstrated action names the target object only in the few frames where the expert turns towards
+it, and a small model trained from scratch then learns to copy motion rather than to read which
+object the words name. Asking the feature the value head reads (the hidden state before the first
+action token) to also predict, e.g., the task's privileged state (the named object's one-hot and
+the vector from the gripper to it) supplies that signal on every frame. The head is used in
+training only; acting never reads the privileged state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+from transformers import PaliGemmaForConditionalGeneration
+
+from vla_rl.policies.normalizer import RunningMeanStd
+
+
+class AuxiliaryStateHead(nn.Module):
+    """MLP from the prompt feature to a standardised target vector, trained with mean squared error."""
+
+    def __init__(self, hidden_size: int, target_dim: int, mlp_dim: int) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(
+            nn.LayerNorm(hidden_size),  # middle-layer residual streams are not normalised
+            nn.Linear(hidden_size, mlp_dim),
+            nn.GELU(),
+            nn.Linear(mlp_dim, target_dim),
+        )
+        self.target_normalizer = RunningMeanStd((target_dim,))
+        """Target statistics, fit on the demonstrations before training (``update``)."""
+
+    def update(self, target: torch.Tensor) -> None:
+        self.target_normalizer.update(target.float())
+
+    def loss(self, feature: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """Mean over batch and dimensions of the squared error to the standardised target."""
+        predicted = self.mlp(feature.float())
+        return (predicted - self.target_normalizer(target.float())).square().mean()
+
+
+@contextmanager
+def capture_layer_output(vlm: PaliGemmaForConditionalGeneration, layer: int | None) -> Iterator[dict]:
+    """While active, ``captured["hidden"]`` holds the output [N, L, hidden] of decoder layer
+    ``layer`` (1-based) of the language model at its last call; ``layer=None`` captures nothing
+    (the dict stays empty)."""
+    captured: dict[str, torch.Tensor] = {}
+    if layer is None:
+        yield captured
+        return
+    layers = vlm.model.language_model.layers
+    if not 1 <= layer <= len(layers):
+        raise ValueError(f"aux_layer {layer} is outside the language model's layers 1..{len(layers)}")
+
+    def hook(_module: nn.Module, _inputs: object, output: object) -> None:
+        captured["hidden"] = output[0] if isinstance(output, tuple) else output  # type: ignore[assignment]
+
+    handle = layers[layer - 1].register_forward_hook(hook)
+    try:
+        yield captured
+    finally:
+        handle.remove()
