@@ -16,8 +16,9 @@ the joint velocities, which let a model copy the motion instead of deciding it) 
 must read the instruction to know which cube to pick and which pad to place it on. The token VLAs
 give each object its own prompt token and learn, as an auxiliary loss in training only, to predict
 the privileged state (which cube and pad are named, the vectors to them) from the prompt feature of
-their second decoder layer. Each run goes through the CLI, the path a user takes; the SFT
-checkpoints are the starting points for RL.
+their second decoder layer; pi0 learns the same from its action expert's state-token feature.
+Each run goes through the CLI, the path a user takes; the SFT checkpoints are the starting points
+for RL.
 
     python -m benchmarks.sft_pick_place [--families token_vla pi0] [--budgets 5 20 100 0]
 """
@@ -73,7 +74,13 @@ TOKEN_VLA_RECIPE = (
 FAMILY_OVERRIDES: dict[str, tuple[str, ...]] = {
     "token_vla": ("sft/policy=token_vla", *TOKEN_VLA_RECIPE),
     "chunk_vla": ("sft/policy=chunk_vla", *TOKEN_VLA_RECIPE),
-    "pi0": ("sft/policy=pi0", "optim.learning_rate=1e-3"),
+    "pi0": (
+        "sft/policy=pi0",
+        "optim.learning_rate=3e-4",
+        "+policy.kwargs.num_layers=4",
+        "+policy.kwargs.aux_target_key=privileged",
+        "+policy.kwargs.aux_target_dim=26",
+    ),
 }
 
 
@@ -127,7 +134,7 @@ def train_and_evaluate(
     success = float(matches[-1][1]) / 100.0 if matches else float("nan")
     if proc.returncode != 0:
         print(f"  {run_dir.name}: exit code {proc.returncode}, see {run_root / run_dir.name}.log", flush=True)
-    return {"success": success, "wall_min": wall_min, "checkpoint": str(run_dir)}
+    return {"success": success, "wall_min": wall_min, "steps": args.steps, "checkpoint": str(run_dir)}
 
 
 def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path) -> None:
@@ -175,18 +182,21 @@ def main() -> None:
     collect(dataset, args.full, args.noise_std)
     results_path = RESULTS_DIR / "sft_pick_place.json"
     saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
-    results: dict[str, dict[str, dict[str, float]]] = saved.get("results", {})
-    print(f"{'family':<10} {'demos':>6} {'success':>8} {'wall':>7}")
+    same_data = saved.get("full") == args.full and saved.get("noise_std") == args.noise_std
+    results: dict[str, dict[str, dict[str, float]]] = saved.get("results", {}) if same_data else {}
+    print(f"{'family':<10} {'demos':>6} {'steps':>6} {'success':>8} {'wall':>7}")
     for family in args.families:
         for budget in args.budgets:
             row = train_and_evaluate(family, budget, dataset, args.run_root, args)
             results.setdefault(family, {})[str(budget)] = row
             demos, success = budget or args.full, 100 * row["success"]
-            print(f"{family:<10} {demos:>6} {success:>7.1f}% {row['wall_min']:>6.1f}m", flush=True)
-            RESULTS_DIR.mkdir(exist_ok=True)
-            results_path.write_text(
-                json.dumps({"machine": machine_line(), "full": args.full, "results": results}, indent=1)
+            print(
+                f"{family:<10} {demos:>6} {args.steps:>6} {success:>7.1f}% {row['wall_min']:>6.1f}m",
+                flush=True,
             )
+            RESULTS_DIR.mkdir(exist_ok=True)
+            summary = {"machine": machine_line(), "full": args.full, "noise_std": args.noise_std}
+            results_path.write_text(json.dumps({**summary, "results": results}, indent=1))
     plot(results, args.full, RESULTS_DIR / "sft_pick_place.png")
     for family, by_budget in results.items():
         full = by_budget.get("0")

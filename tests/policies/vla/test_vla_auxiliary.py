@@ -16,7 +16,7 @@ def test_auxiliary_loss_is_the_squared_error_to_the_standardised_target():
         head.mlp[-1].bias.copy_(torch.tensor([0.5, 0.0]))  # the head predicts (0.5, 0) everywhere
     target = torch.tensor([[3.0, 4.0]])  # standardised: (1, 0)
     # ((0.5 - 1)^2 + (0 - 0)^2) / 2 = 0.125
-    assert float(head.loss(torch.randn(1, 4), target)) == pytest.approx(0.125)
+    assert float(head.loss(torch.randn(1, 4), target).detach()) == pytest.approx(0.125)
 
 
 def obs_with_target(batch: int) -> dict:

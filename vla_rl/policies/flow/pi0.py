@@ -35,6 +35,7 @@ from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim
 from vla_rl.policies.flow.pi0_io import Pi0Checkpoint
+from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target
 
 CONSTANT_STD = 1e-3
 """State dimensions whose standard deviation in the data is below this are centred, not scaled."""
@@ -78,6 +79,11 @@ class Pi0Policy(ChunkPolicy):
         expert_width = int(model.config.dit_config.hidden_size)
         self.value_head = nn.Sequential(
             nn.Linear(expert_width, cfg.value_hidden_dim), nn.SiLU(), nn.Linear(cfg.value_hidden_dim, 1)
+        )
+        self.aux_head = (
+            AuxiliaryStateHead(expert_width, cfg.aux_target_dim, cfg.value_hidden_dim)
+            if cfg.aux_target_key is not None
+            else None
         )
         self.register_buffer(
             "action_dim_mask", torch.arange(self.max_action_dim) < self.action_dim, persistent=False
@@ -229,7 +235,10 @@ class Pi0Policy(ChunkPolicy):
     def update_normalizer(self, obs: Observation) -> None:
         """Fold a batch into the state statistics (``cfg.state_stats``, per-dimension mean and std,
         saved with the checkpoint); SFT calls this on its demonstrations before training, so
-        joint angles in radians and positions in metres reach the state projection on one scale."""
+        joint angles in radians and positions in metres reach the state projection on one scale.
+        Also fits the auxiliary target's statistics when ``aux_target_key`` is set."""
+        if self.aux_head is not None:
+            self.aux_head.update(auxiliary_target(obs, str(self.cfg.aux_target_key), self.device))
         if not all(key in obs for key in self.cfg.state_keys):
             return
         state = state_vector(obs, self.cfg.state_keys, self.device, self.cfg.proprio_fields).double()
@@ -308,11 +317,12 @@ class Pi0Policy(ChunkPolicy):
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
         """pi0's flow-matching loss (its Beta time sampling and noise), averaged over real entries:
         chunk steps inside the episode and the first ``action_dim`` of ``max_action_dim`` dims (padded
-        steps hold the last real action, see ``chunk_padding``)."""
+        steps hold the last real action, see ``chunk_padding``); plus ``aux_coef`` x the auxiliary
+        state error of the expert's state-token feature when ``aux_target_key`` is set."""
         inputs = self.prepare_inputs(obs)
         chunk_mask = chunk_mask.to(self.device)
         targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask))
-        with self._unreduced_loss():
+        with self._unreduced_loss(), self._capture_expert_hidden() as captured:
             per_entry = self.model(
                 state=inputs.state,
                 input_ids=inputs.input_ids,
@@ -324,7 +334,13 @@ class Pi0Policy(ChunkPolicy):
         mask = chunk_mask[:, :, None] & self.action_dim_mask[None, None, :]
         weights = mask.to(per_entry.dtype)
         loss = (per_entry * weights).sum() / weights.sum().clamp(min=1.0)
-        return SFTOutput(loss=loss, metrics={"flow_mse": float(loss.detach())})
+        metrics = {"flow_mse": float(loss.detach())}
+        if self.aux_head is not None:
+            target = auxiliary_target(obs, str(self.cfg.aux_target_key), self.device)
+            aux_mse = self.aux_head.loss(captured["hidden"][:, 0], target)
+            loss = loss + self.cfg.aux_coef * aux_mse
+            metrics["aux_mse"] = float(aux_mse.detach())
+        return SFTOutput(loss=loss, metrics=metrics)
 
     @contextmanager
     def _unreduced_loss(self) -> Iterator[None]:

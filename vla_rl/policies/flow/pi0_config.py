@@ -42,8 +42,20 @@ class Pi0PolicyConfig:
     proprio_fields: list[str] | None = None
     """Named parts of ``obs["proprio"]`` to keep (see ``TokenVLAConfig.proprio_fields``); None
     keeps all."""
+    aux_target_key: str | None = None
+    """Observation key (e.g. ``"privileged"``) that an auxiliary head regresses, in SFT only, from
+    the expert's state-token feature (see ``vla_rl.policies.vla.auxiliary``); None: no auxiliary
+    loss. Acting never reads it."""
+    aux_target_dim: int = 0
+    """Width of ``obs[aux_target_key]``."""
+    aux_coef: float = 1.0
+    """Weight of the auxiliary mean squared error in the SFT loss."""
 
     def __post_init__(self) -> None:
+        if self.aux_target_key is not None and self.aux_target_dim <= 0:
+            raise ValueError("aux_target_key needs aux_target_dim > 0")
+        if self.aux_coef < 0:
+            raise ValueError(f"aux_coef must be >= 0, got {self.aux_coef}")
         if isinstance(self.action_stats, dict):
             self.action_stats = NormStats(**self.action_stats)
         if isinstance(self.state_stats, dict):

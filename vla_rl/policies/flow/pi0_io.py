@@ -6,6 +6,7 @@ Layout of a policy directory written by ``save_pretrained``::
     model/                    PI0ForConditionalGeneration.save_pretrained (config.json + safetensors)
     tokenizer/                the tokenizer's save_pretrained
     value_head.safetensors    the value head
+    aux_head.safetensors      the auxiliary state head and its target statistics (when configured)
 
 A pi0 checkpoint in transformers' format (``from_pretrained_pi0``) is a directory with the model's
 ``config.json`` and weights, and its tokenizer either in a ``tokenizer/`` subdirectory or next to the
@@ -19,6 +20,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
@@ -31,6 +33,7 @@ CONFIG_FILE = "policy_config.json"
 MODEL_DIR = "model"
 TOKENIZER_DIR = "tokenizer"
 VALUE_HEAD_FILE = "value_head.safetensors"
+AUX_HEAD_FILE = "aux_head.safetensors"
 TINY_CONFIG_ARGS = {
     "max_action_dim",
     "max_state_dim",
@@ -64,6 +67,10 @@ def _require_dir(directory: str | Path) -> Path:
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a local directory")
     return path
+
+
+def _tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
 
 
 class Pi0Checkpoint:
@@ -112,10 +119,9 @@ class Pi0Checkpoint:
         path.mkdir(parents=True, exist_ok=True)
         policy.model.save_pretrained(path / MODEL_DIR)
         policy.tokenizer.save_pretrained(path / TOKENIZER_DIR)
-        state = {
-            name: tensor.detach().contiguous() for name, tensor in policy.value_head.state_dict().items()
-        }
-        save_file(state, str(path / VALUE_HEAD_FILE))
+        save_file(_tensors(policy.value_head), str(path / VALUE_HEAD_FILE))
+        if policy.aux_head is not None:
+            save_file(_tensors(policy.aux_head), str(path / AUX_HEAD_FILE))
         (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
 
     @staticmethod
@@ -125,4 +131,6 @@ class Pi0Checkpoint:
         model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
         policy = cls(model, load_local_tokenizer(path), cfg)
         policy.value_head.load_state_dict(load_file(str(path / VALUE_HEAD_FILE)))
+        if policy.aux_head is not None:
+            policy.aux_head.load_state_dict(load_file(str(path / AUX_HEAD_FILE)))
         return policy

@@ -6,7 +6,8 @@ it, and a small model trained from scratch then learns to copy motion rather tha
 object the words name. Asking the feature the value head reads (the hidden state before the first
 action token) to also predict, e.g., the task's privileged state (the named object's one-hot and
 the vector from the gripper to it) supplies that signal on every frame. The head is used in
-training only; acting never reads the privileged state.
+training only; acting never reads the privileged state. pi0 uses the same head on its action
+expert's state-token feature (the feature its value head reads).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ import torch
 from torch import nn
 from transformers import PaliGemmaForConditionalGeneration
 
+from vla_rl.envs.base import Observation
 from vla_rl.policies.normalizer import RunningMeanStd
+
+
+def auxiliary_target(obs: Observation, key: str, device: torch.device) -> torch.Tensor:
+    """``obs[key]`` as float [N, D] (the auxiliary head's regression target)."""
+    if key not in obs:
+        raise KeyError(f"aux_target_key {key!r} is not in the observation (it has {sorted(obs)})")
+    return torch.as_tensor(obs[key], device=device, dtype=torch.float32).reshape(len(obs[key]), -1)
 
 
 class AuxiliaryStateHead(nn.Module):

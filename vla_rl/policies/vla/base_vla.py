@@ -33,7 +33,7 @@ from vla_rl.policies.chunk_policy import (
 )
 from vla_rl.policies.normalizer import RunningMeanStd
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
-from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, capture_layer_output
+from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
 from vla_rl.policies.vla.backbone import (
     Backbone,
     apply_lora,
@@ -354,10 +354,7 @@ class TokenVLABase(ChunkPolicy):
         return SFTOutput(loss=loss, metrics=metrics)
 
     def _aux_target(self, obs: Observation) -> torch.Tensor:
-        key = self.config.aux_target_key
-        if key not in obs:
-            raise KeyError(f"aux_target_key {key!r} is not in the observation (it has {sorted(obs)})")
-        return torch.as_tensor(obs[key], device=self.device, dtype=torch.float32).reshape(len(obs[key]), -1)
+        return auxiliary_target(obs, str(self.config.aux_target_key), self.device)
 
     # ----------------------------------------------------------------- persistence
 

@@ -1,0 +1,60 @@
+import pytest
+import torch
+from flow_fixtures import make_obs, make_pi0
+
+from vla_rl.policies.chunk_registry import load_chunk_policy
+
+torch.set_num_threads(1)
+
+
+def obs_with_target(batch: int) -> dict:
+    obs = make_obs(batch, seed=3)
+    obs["privileged"] = torch.randn(batch, 6, generator=torch.Generator().manual_seed(4))
+    return obs
+
+
+def test_auxiliary_error_is_read_from_the_expert_state_token():
+    obs = obs_with_target(3)
+    policy = make_pi0(aux_target_key="privileged", aux_target_dim=6, aux_coef=0.5)
+    policy.update_normalizer(obs)
+    chunk = torch.zeros(3, policy.chunk_len, 4)
+    mask = torch.ones(3, policy.chunk_len, dtype=torch.bool)
+    with torch.no_grad():
+        output = policy.sft_loss(obs, chunk, mask)
+        # The state token attends to the prefix and itself only, so its feature is the same for any
+        # noisy chunk and time: the value head's feature of a cached-prefix velocity call.
+        x_t = torch.randn(3, policy.chunk_len, policy.max_action_dim)
+        _, hidden = policy.velocity(policy.encode_prefix(obs), x_t, 0.3)
+        expected = policy.aux_head.loss(hidden[:, 0], obs["privileged"])
+    assert output.metrics["aux_mse"] == pytest.approx(float(expected), rel=1e-5)
+    assert float(output.loss) == pytest.approx(
+        output.metrics["flow_mse"] + 0.5 * output.metrics["aux_mse"], rel=1e-5
+    )
+    with pytest.raises(KeyError, match="aux_target_key 'privileged'"):
+        policy.sft_loss(make_obs(3), chunk, mask)
+    with pytest.raises(ValueError, match="aux_target_dim"):
+        make_pi0(aux_target_key="privileged")
+
+
+def test_auxiliary_head_trains_and_round_trips(tmp_path):
+    obs = obs_with_target(8)
+    chunk = torch.zeros(8, 3, 4)
+    mask = torch.ones(8, 3, dtype=torch.bool)
+    policy = make_pi0(aux_target_key="privileged", aux_target_dim=6).train()
+    policy.update_normalizer(obs)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    first = policy.sft_loss(obs, chunk, mask).metrics["aux_mse"]
+    for _ in range(40):
+        loss = policy.sft_loss(obs, chunk, mask).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    policy.eval()
+    torch.manual_seed(0)
+    last = policy.sft_loss(obs, chunk, mask).metrics["aux_mse"]
+    assert last < 0.5 * first
+    policy.save_pretrained(tmp_path)
+    assert (tmp_path / "aux_head.safetensors").is_file()
+    loaded = load_chunk_policy("pi0", tmp_path).eval()
+    torch.manual_seed(0)
+    assert loaded.sft_loss(obs, chunk, mask).metrics["aux_mse"] == pytest.approx(last, rel=1e-5)
