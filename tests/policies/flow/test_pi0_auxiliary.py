@@ -58,3 +58,10 @@ def test_auxiliary_head_trains_and_round_trips(tmp_path):
     loaded = load_chunk_policy("pi0", tmp_path).eval()
     torch.manual_seed(0)
     assert loaded.sft_loss(obs, chunk, mask).metrics["aux_mse"] == pytest.approx(last, rel=1e-5)
+
+
+def test_bad_auxiliary_and_state_settings_fail_when_the_policy_is_configured():
+    with pytest.raises(ValueError, match="aux_coef"):
+        make_pi0(aux_target_key="privileged", aux_target_dim=6, aux_coef=-1.0)
+    with pytest.raises(ValueError, match="unknown proprio fields \\['arm_qacc'\\]"):
+        make_pi0(proprio_fields=["arm_qpos", "arm_qacc"])

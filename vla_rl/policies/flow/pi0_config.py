@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from transformers import PI0Config
 
+from vla_rl.policies.chunk_policy import proprio_columns
 from vla_rl.policies.flow.normalization import NormStats
 
 
@@ -56,6 +57,8 @@ class Pi0PolicyConfig:
             raise ValueError("aux_target_key needs aux_target_dim > 0")
         if self.aux_coef < 0:
             raise ValueError(f"aux_coef must be >= 0, got {self.aux_coef}")
+        if self.proprio_fields is not None:
+            proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
         if isinstance(self.action_stats, dict):
             self.action_stats = NormStats(**self.action_stats)
         if isinstance(self.state_stats, dict):

@@ -115,6 +115,8 @@ class TokenVLAConfig:
             raise ValueError("use_proprio needs proprio_dim > 0")
         if self.aux_target_key is not None and self.aux_target_dim <= 0:
             raise ValueError("aux_target_key needs aux_target_dim > 0")
+        if self.aux_coef < 0:
+            raise ValueError(f"aux_coef must be >= 0, got {self.aux_coef}")
         if self.proprio_fields is not None:
             proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
         if self.state_token_sizes is not None and sum(self.state_token_sizes) != self.proprio_dim:
