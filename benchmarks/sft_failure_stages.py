@@ -26,7 +26,7 @@ from vla_rl.envs import make_env
 from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.training.checkpoint import latest_checkpoint
 from vla_rl.training.sft.config_load import load_sft_config_file
-from vla_rl.training.sft.evaluate_chunks import ChunkExecutor
+from vla_rl.training.sft.evaluate_chunks import make_executor
 
 REACHED_M = 0.03
 """Gripper-to-named-cube distance that counts as reaching it."""
@@ -37,10 +37,15 @@ STAGES = ("reached", "lifted", "lifted_other", "over_pad", "success")
 
 @torch.no_grad()
 def stage_rates(
-    run_dir: Path, num_episodes: int, seed: int, execute_steps: int | None = None
+    run_dir: Path,
+    num_episodes: int,
+    seed: int,
+    execute_steps: int | None = None,
+    ensemble_decay: float | None = None,
 ) -> dict[str, float]:
     """Fraction of worlds whose first episode reached each of ``STAGES``; ``execute_steps``
-    overrides the run's ``eval.execute_steps`` (actions executed per chunk before re-planning)."""
+    overrides the run's ``eval.execute_steps`` (actions executed per chunk before re-planning),
+    ``ensemble_decay`` switches to temporal ensembling."""
     cfg = load_sft_config_file(run_dir / "config.yaml")
     checkpoint = latest_checkpoint(run_dir / "checkpoints")
     if checkpoint is None:
@@ -49,7 +54,9 @@ def stage_rates(
     env = make_env(dataclasses.replace(cfg.env, num_envs=num_episodes, pipeline_stages=1))
     if execute_steps is None:
         execute_steps = cfg.eval.execute_steps
-    executor = ChunkExecutor(policy, env.num_envs, execute_steps, cfg.eval.deterministic)
+    executor = make_executor(
+        policy, env.num_envs, execute_steps, cfg.eval.deterministic, ensemble_decay=ensemble_decay
+    )
     reached = np.zeros((len(STAGES), env.num_envs), dtype=bool)
     running = np.ones(env.num_envs, dtype=bool)
     rows = np.arange(env.num_envs)
@@ -87,14 +94,20 @@ def main() -> None:
     parser.add_argument(
         "--execute-steps", type=int, nargs="+", default=[None], help="actions per chunk (0 = all)"
     )
+    parser.add_argument(
+        "--ensemble-decay", type=float, nargs="*", default=[], help="also: temporal ensembling"
+    )
     args = parser.parse_args()
+    modes = [(execute, None) for execute in args.execute_steps]
+    modes += [(None, decay) for decay in args.ensemble_decay]
     print(f"machine: {machine_line()}")
     print(f"first episode of {args.episodes} worlds, split and env as in each run's SFT evaluation")
     print(f"{'run':<24} {'execute':>7} " + " ".join(f"{stage:>13}" for stage in STAGES))
     for run_dir in args.run_dirs:
-        for execute_steps in args.execute_steps:
-            rates = stage_rates(run_dir, args.episodes, args.seed, execute_steps)
+        for execute_steps, decay in modes:
+            rates = stage_rates(run_dir, args.episodes, args.seed, execute_steps, decay)
             label = "run cfg" if execute_steps is None else str(execute_steps)
+            label = label if decay is None else f"ens {decay:g}"
             cells = " ".join(f"{100 * rates[s]:>12.1f}%" for s in STAGES)
             print(f"{run_dir.name:<24} {label:>7} {cells}", flush=True)
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import pytest
 import torch
 from sft_tiny_policies import ScriptedChunkPolicy, ZeroChunkPolicy, _FixedChunkPolicy
 
 from vla_rl.envs import EnvConfig
-from vla_rl.training.sft.evaluate_chunks import ChunkExecutor, evaluate_chunk_policy
+from vla_rl.training.sft.evaluate_chunks import ChunkExecutor, TemporalEnsembleExecutor, evaluate_chunk_policy
 
 
 class _CountingChunks(_FixedChunkPolicy):
@@ -59,6 +61,26 @@ def test_executor_replans_only_worlds_whose_episode_ended() -> None:
     # World 1 starts chunk 1 (value 10); the others continue chunk 0 (value 1).
     assert second[:, 1].tolist() == [1.0, 10.0, 1.0]
     assert second[:, 0].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_temporal_ensemble_averages_every_plan_for_the_step_weighted_by_age() -> None:
+    policy = _CountingChunks()  # chunk k holds 10k, 10k + 1, 10k + 2
+    executor = TemporalEnsembleExecutor(policy, num_envs=2, decay=math.log(2.0))  # weights 1, 2, 4
+    actions = [float(executor.act(_obs(2))[0, 1]) * 100 for _ in range(3)]
+    # Step 0: chunk 0's first action. Step 1: chunk 0's second (age 1, weight 2) and chunk 1's first
+    # (weight 1): (2 x 1 + 10) / 3. Step 2: (4 x 2 + 2 x 11 + 20) / 7.
+    assert actions == pytest.approx([0.0, 4.0, 50.0 / 7.0])
+    executor.episodes_ended(torch.tensor([False, True]))
+    fourth = executor.act(_obs(2))[:, 1] * 100
+    # World 0 keeps chunks 1 and 2: (4 x 12 + 2 x 21 + 30) / 7; world 1 has only chunk 3.
+    assert fourth.tolist() == pytest.approx([120.0 / 7.0, 30.0])
+    assert policy.calls == [2, 2, 2, 2], "every step plans for every world"
+
+
+def test_temporal_ensemble_scripted_expert_succeeds_on_reach() -> None:
+    expert = ScriptedChunkPolicy("reach", chunk_len=2)
+    result = evaluate_chunk_policy(expert, _reach(), 16, execute_steps=0, seed=3, ensemble_decay=0.0)
+    assert result.num_episodes == 16 and result.success_rate >= 0.9
 
 
 def _reach(num_envs: int = 8) -> EnvConfig:

@@ -69,6 +69,10 @@ class SFTEvalConfig:
     """Episodes per evaluation; ``<= 0`` disables evaluation."""
     execute_steps: int = 0
     """Actions of each predicted chunk executed before re-planning; ``<= 0`` executes the whole chunk."""
+    ensemble_decay: float | None = None
+    """Temporal ensembling (ACT): re-plan at every step and execute the mean of all chunks'
+    predictions for that step, a prediction made ``age`` steps earlier weighted
+    ``exp(ensemble_decay * age)``; None: execute ``execute_steps`` actions per chunk."""
     deterministic: bool = True
     """Greedy / noise-free chunks instead of samples."""
     temperature: float = 1.0

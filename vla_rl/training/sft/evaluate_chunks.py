@@ -63,6 +63,70 @@ class ChunkExecutor:
         self.cursor[done.cpu()] = self.execute_steps
 
 
+class TemporalEnsembleExecutor:
+    """Temporal ensembling (as in ACT): ask the policy for a chunk at every step and execute, per
+    world, the weighted mean of every prediction made for this step by the chunks of the last
+    ``chunk_len`` steps; a prediction made ``age`` steps ago weighs ``exp(decay * age)`` (decay > 0
+    trusts older plans more, 0 is a plain mean). Same interface as ``ChunkExecutor``."""
+
+    def __init__(
+        self,
+        policy: ChunkPolicy,
+        num_envs: int,
+        decay: float,
+        deterministic: bool = True,
+        temperature: float = 1.0,
+    ) -> None:
+        self.policy = policy
+        self.deterministic = deterministic
+        self.temperature = temperature
+        self.age_weights = torch.exp(decay * torch.arange(policy.chunk_len, dtype=torch.float32))
+        """[chunk_len]: weight of a chunk's k-th action, which is executed k steps after the plan."""
+        self.weighted_sum = torch.zeros(num_envs, policy.chunk_len, policy.action_dim)
+        """[N, k, A]: sum of weighted predictions for the step k steps from now."""
+        self.weight_total = torch.zeros(num_envs, policy.chunk_len)
+        self.policy_calls = 0
+
+    def act(self, obs: Observation) -> torch.Tensor:
+        step = self.policy.sample(
+            obs_to_device(obs, module_device(self.policy)),
+            temperature=self.temperature,
+            deterministic=self.deterministic,
+        )
+        self.policy_calls += 1
+        chunk = step.actions.detach().float().cpu()
+        self.weighted_sum += self.age_weights[None, :, None] * chunk
+        self.weight_total += self.age_weights[None, :]
+        actions = self.weighted_sum[:, 0] / self.weight_total[:, :1]
+        # Shift the horizon by one step: the plans for the next step move to the front.
+        self.weighted_sum = torch.roll(self.weighted_sum, -1, dims=1)
+        self.weight_total = torch.roll(self.weight_total, -1, dims=1)
+        self.weighted_sum[:, -1] = 0.0
+        self.weight_total[:, -1] = 0.0
+        return actions.clamp(-1.0, 1.0)
+
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        """Forget the plans of worlds whose episode ended."""
+        ended = done.cpu()
+        self.weighted_sum[ended] = 0.0
+        self.weight_total[ended] = 0.0
+
+
+def make_executor(
+    policy: ChunkPolicy,
+    num_envs: int,
+    execute_steps: int,
+    deterministic: bool = True,
+    temperature: float = 1.0,
+    ensemble_decay: float | None = None,
+) -> ChunkExecutor | TemporalEnsembleExecutor:
+    """Temporal ensembling when ``ensemble_decay`` is set, else chunks executed ``execute_steps``
+    actions at a time."""
+    if ensemble_decay is None:
+        return ChunkExecutor(policy, num_envs, execute_steps, deterministic, temperature)
+    return TemporalEnsembleExecutor(policy, num_envs, ensemble_decay, deterministic, temperature)
+
+
 @torch.no_grad()
 def evaluate_chunk_policy(
     policy: ChunkPolicy,
@@ -80,12 +144,14 @@ def evaluate_chunk_policy(
     video_camera: str = "front",
     video_size: int = 128,
     summary_path: str | Path | None = None,
+    ensemble_decay: float | None = None,
 ) -> EvalResult:
     """Success rate (and return, length) of ``policy`` over ``num_episodes`` episodes of a fresh env.
 
     ``execute_steps <= 0`` executes whole chunks. ``num_envs <= 0`` uses ``env_cfg.num_envs`` worlds
     (never more than episodes); ``split`` overrides ``env_cfg.split``. With ``video_dir`` an mp4 of
     the first episode of ``video_envs`` worlds is written there, with ``eval_summary.json``.
+    ``ensemble_decay`` switches to temporal ensembling (``TemporalEnsembleExecutor``).
     """
     split = split or env_cfg.split
     worlds = min(num_envs if num_envs > 0 else env_cfg.num_envs, max(num_episodes, 1))
@@ -97,14 +163,18 @@ def evaluate_chunk_policy(
             torch.manual_seed(seed)
             env = make_env(eval_cfg)
             try:
-                executor = ChunkExecutor(policy, env.num_envs, execute_steps, deterministic, temperature)
+                executor = make_executor(
+                    policy, env.num_envs, execute_steps, deterministic, temperature, ensemble_decay
+                )
                 result = run_episodes(executor.act, env, num_episodes, seed, executor.episodes_ended)
             finally:
                 env.close()
             result.split = split
             if video_dir is not None and video_envs > 0:
                 video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
-                recorder = ChunkExecutor(policy, video_envs, execute_steps, deterministic, temperature)
+                recorder = make_executor(
+                    policy, video_envs, execute_steps, deterministic, temperature, ensemble_decay
+                )
                 result.video_path = record_video(
                     recorder.act, video_cfg, video_camera, seed, video_dir, recorder.episodes_ended
                 )

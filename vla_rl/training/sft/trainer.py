@@ -218,6 +218,7 @@ class SFTTrainer:
             video_envs=ecfg.video_envs,
             video_camera=ecfg.video_camera,
             summary_path=out_dir / f"eval_step_{self.step:06d}.json",
+            ensemble_decay=ecfg.ensemble_decay,
         )
 
     # ------------------------------------------------------------ checkpoints
