@@ -8,6 +8,7 @@ from transformers import PI0Config
 
 from vla_rl.policies.chunk_policy import proprio_columns
 from vla_rl.policies.flow.normalization import NormStats
+from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
 
 @dataclass
@@ -53,10 +54,7 @@ class Pi0PolicyConfig:
     """Weight of the auxiliary mean squared error in the SFT loss."""
 
     def __post_init__(self) -> None:
-        if self.aux_target_key is not None and self.aux_target_dim <= 0:
-            raise ValueError("aux_target_key needs aux_target_dim > 0")
-        if self.aux_coef < 0:
-            raise ValueError(f"aux_coef must be >= 0, got {self.aux_coef}")
+        check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)
         if self.proprio_fields is not None:
             proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
         if isinstance(self.action_stats, dict):

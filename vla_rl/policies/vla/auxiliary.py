@@ -23,6 +23,14 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.normalizer import RunningMeanStd
 
 
+def check_auxiliary_settings(target_key: str | None, target_dim: int, coef: float) -> None:
+    """Config-time checks of ``aux_target_key`` / ``aux_target_dim`` / ``aux_coef``."""
+    if target_key is not None and target_dim <= 0:
+        raise ValueError("aux_target_key needs aux_target_dim > 0")
+    if coef < 0:
+        raise ValueError(f"aux_coef must be >= 0, got {coef}")
+
+
 def auxiliary_target(obs: Observation, key: str, device: torch.device) -> torch.Tensor:
     """``obs[key]`` as float [N, D] (the auxiliary head's regression target)."""
     if key not in obs:

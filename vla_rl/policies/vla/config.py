@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from transformers import GemmaConfig, PaliGemmaConfig, SiglipVisionConfig
 
 from vla_rl.policies.chunk_policy import proprio_columns
+from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
 
 @dataclass
@@ -113,10 +114,7 @@ class TokenVLAConfig:
             self.lora = LoraSettings(**self.lora)
         if self.use_proprio and self.proprio_dim <= 0:
             raise ValueError("use_proprio needs proprio_dim > 0")
-        if self.aux_target_key is not None and self.aux_target_dim <= 0:
-            raise ValueError("aux_target_key needs aux_target_dim > 0")
-        if self.aux_coef < 0:
-            raise ValueError(f"aux_coef must be >= 0, got {self.aux_coef}")
+        check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)
         if self.proprio_fields is not None:
             proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
         if self.state_token_sizes is not None and sum(self.state_token_sizes) != self.proprio_dim:
