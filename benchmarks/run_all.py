@@ -1,6 +1,8 @@
 """Run every benchmark in turn (``make bench``); each prints its own summary.
 
-The learning benchmark takes about 1.5 hours on a 2-core machine; ``--quick`` skips it.
+The learning benchmark takes about 1.5 hours on a 2-core machine and the SFT sweep (three
+families x four demonstration budgets, about 25 minutes a run) about 5 hours; ``--quick`` skips
+them and the diagnostics that read the SFT runs.
 """
 
 from __future__ import annotations
@@ -9,22 +11,34 @@ import argparse
 import subprocess
 import sys
 
+SFT_FULL_RUNS = [f"runs/bench/sft_pick_place/{family}_full" for family in ("token_vla", "chunk_vla", "pi0")]
 BENCHMARKS = {
     "throughput": ["-m", "benchmarks.throughput"],
     "render": ["-m", "benchmarks.render_speed"],
     "vla_inference": ["-m", "benchmarks.vla_inference"],
     "flow_inference": ["-m", "benchmarks.flow_inference"],
     "learning": ["-m", "benchmarks.learning"],
+    "sft_pick_place": ["-m", "benchmarks.sft_pick_place"],
+    "sft_grounding": ["-m", "benchmarks.sft_grounding", *SFT_FULL_RUNS],
+    "sft_failure_stages": [
+        "-m",
+        "benchmarks.sft_failure_stages",
+        *SFT_FULL_RUNS,
+        "--execute-steps",
+        "4",
+        "2",
+    ],
 }
+LONG = {"learning", "sft_pick_place", "sft_grounding", "sft_failure_stages"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="skip the long learning benchmark")
+    parser.add_argument("--quick", action="store_true", help="skip the long learning and SFT benchmarks")
     args = parser.parse_args()
     failed = []
     for name, argv in BENCHMARKS.items():
-        if args.quick and name == "learning":
+        if args.quick and name in LONG:
             continue
         print(f"== {name}", flush=True)
         if subprocess.run([sys.executable, *argv]).returncode != 0:

@@ -8,7 +8,7 @@ to go) checks which cube the policy's horizontal motion points at. A policy that
 instead of reading the instruction points at the named cube about a third of the time (chance with
 three cubes).
 
-    python -m benchmarks.sft_grounding --policy token_vla=runs/.../checkpoints/iter_016000/policy
+    python -m benchmarks.sft_grounding runs/bench/sft_pick_place/token_vla_full [...]
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ from vla_rl.sims.tasks.registry import object_state_transform
 from benchmarks.common import machine_line
 from vla_rl.data.lerobot_reader import LeRobotDataset
 from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.training.checkpoint import latest_checkpoint
 from vla_rl.training.sft.chunk_sampler import observation_at
+from vla_rl.training.sft.config_load import load_sft_config_file
 
 STEPS = (0, 1, 5, 15, 30, 60)
 """Episode steps at which the first action of the chunk is compared with the expert's."""
@@ -62,8 +64,13 @@ def collect_heldout(dataset: Path, num_episodes: int) -> None:
 
 
 @torch.no_grad()
-def grounding_report(family: str, policy_dir: Path, dataset: Path) -> dict[str, float]:
-    policy = load_chunk_policy(family, policy_dir).eval()
+def grounding_report(run_dir: Path, dataset: Path) -> dict[str, float]:
+    """Errors and named-cube rate of the last checkpoint of the ``vla-rl sft`` run in ``run_dir``."""
+    checkpoint = latest_checkpoint(run_dir / "checkpoints")
+    if checkpoint is None:
+        raise FileNotFoundError(f"{run_dir} has no checkpoint")
+    family = load_sft_config_file(run_dir / "config.yaml").policy.name
+    policy = load_chunk_policy(family, checkpoint / "policy").eval()
     episodes = list(LeRobotDataset(dataset).episodes())
     add_objects = object_state_transform("pick_place")
     report: dict[str, float] = {}
@@ -83,7 +90,7 @@ def grounding_report(family: str, policy_dir: Path, dataset: Path) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", nargs="+", required=True, help="FAMILY=POLICY_DIR ...")
+    parser.add_argument("run_dirs", nargs="+", type=Path, help="vla-rl sft run folders")
     parser.add_argument("--episodes", type=int, default=48, help="unseen expert demonstrations")
     parser.add_argument("--dataset", type=Path, default=Path("runs/bench/sft_grounding/heldout"))
     args = parser.parse_args()
@@ -92,13 +99,12 @@ def main() -> None:
     print(f"machine: {machine_line()}")
     print(f"{args.episodes} unseen noise-free expert episodes; greedy first action of each chunk")
     header = " ".join(f"{'err@' + str(step):>7}" for step in STEPS)
-    print(f"{'family':<10} {header} {'named cube (policy / expert)':>30}")
-    for spec in args.policy:
-        family, _, directory = spec.partition("=")
-        report = grounding_report(family, Path(directory), args.dataset)
+    print(f"{'run':<16} {header} {'named cube (policy / expert)':>30}")
+    for run_dir in args.run_dirs:
+        report = grounding_report(run_dir, args.dataset)
         errors = " ".join(f"{report[f'error_step{step}']:>7.3f}" for step in STEPS)
         named = f"{100 * report['named_cube_policy']:.0f} % / {100 * report['named_cube_expert']:.0f} %"
-        print(f"{family:<10} {errors} {named:>30}", flush=True)
+        print(f"{run_dir.name:<16} {errors} {named:>30}", flush=True)
 
 
 if __name__ == "__main__":
