@@ -171,7 +171,7 @@ def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path)
     axes.set_ylabel("success, in distribution (%)")
     axes.set_ylim(-3, 103)
     axes.set_title("SFT on pick_place")
-    axes.legend(loc="lower right", fontsize=8)
+    axes.legend(loc="upper left", fontsize=8)
     figure.tight_layout()
     figure.savefig(path)
 
