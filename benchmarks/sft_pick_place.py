@@ -16,7 +16,7 @@ the joint velocities, which let a model copy the motion instead of deciding it) 
 must read the instruction to know which cube to pick and which pad to place it on. The token VLAs
 give each object its own prompt token and learn, as an auxiliary loss in training only, to predict
 the privileged state (which cube and pad are named, the vectors to them) from the prompt feature of
-their second decoder layer; pi0 learns the same from its action expert's state-token feature.
+their second decoder layer; pi0 learns the same from its action expert's state token at layer 2.
 Each run goes through the CLI, the path a user takes; the SFT checkpoints are the starting points
 for RL.
 
@@ -84,6 +84,7 @@ FAMILY_OVERRIDES: dict[str, tuple[str, ...]] = {
         "+policy.kwargs.num_layers=4",
         "+policy.kwargs.aux_target_key=privileged",
         "+policy.kwargs.aux_target_dim=26",
+        "+policy.kwargs.aux_layer=2",
     ),
 }
 

@@ -3,6 +3,7 @@ import torch
 from flow_fixtures import make_obs, make_pi0
 
 from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.policies.vla.auxiliary import capture_layer_output
 
 torch.set_num_threads(1)
 
@@ -65,3 +66,23 @@ def test_bad_auxiliary_and_state_settings_fail_when_the_policy_is_configured():
         make_pi0(aux_target_key="privileged", aux_target_dim=6, aux_coef=-1.0)
     with pytest.raises(ValueError, match="unknown proprio fields \\['arm_qacc'\\]"):
         make_pi0(proprio_fields=["arm_qpos", "arm_qacc"])
+
+
+def test_aux_layer_reads_that_expert_layer_at_the_state_token():
+    obs = obs_with_target(3)
+    policy = make_pi0(aux_target_key="privileged", aux_target_dim=6, aux_layer=1)
+    policy.update_normalizer(obs)
+    chunk = torch.zeros(3, policy.chunk_len, 4)
+    mask = torch.ones(3, policy.chunk_len, dtype=torch.bool)
+    layers = policy.model.model.dit.layers
+    with torch.no_grad():
+        output = policy.sft_loss(obs, chunk, mask)
+        with capture_layer_output(layers, 1) as first_layer:
+            _, final = policy.velocity(policy.encode_prefix(obs), torch.randn(3, 3, 8), 0.6)
+        expected = policy.aux_head.loss(first_layer["hidden"][:, 0], obs["privileged"])
+        final_layer = policy.aux_head.loss(final[:, 0], obs["privileged"])
+    assert output.metrics["aux_mse"] == pytest.approx(float(expected), rel=1e-5)
+    assert float(final_layer) != pytest.approx(float(expected), rel=1e-3), "layer 1 is not the final feature"
+    assert all(len(layer._forward_hooks) == 0 for layer in layers), "the capture hooks are removed"
+    with pytest.raises(ValueError, match="aux_layer 3 is outside"):
+        make_pi0(aux_target_key="privileged", aux_target_dim=6, aux_layer=3).sft_loss(obs, chunk, mask)

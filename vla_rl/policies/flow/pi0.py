@@ -35,7 +35,7 @@ from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim
 from vla_rl.policies.flow.pi0_io import Pi0Checkpoint
-from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target
+from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
 
 CONSTANT_STD = 1e-3
 """State dimensions whose standard deviation in the data is below this are centred, not scaled."""
@@ -322,7 +322,12 @@ class Pi0Policy(ChunkPolicy):
         inputs = self.prepare_inputs(obs)
         chunk_mask = chunk_mask.to(self.device)
         targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask))
-        with self._unreduced_loss(), self._capture_expert_hidden() as captured:
+        expert_layers = self.model.model.dit.layers
+        with (
+            self._unreduced_loss(),
+            self._capture_expert_hidden() as captured,
+            capture_layer_output(expert_layers, self.cfg.aux_layer) as layer_output,
+        ):
             per_entry = self.model(
                 state=inputs.state,
                 input_ids=inputs.input_ids,
@@ -337,7 +342,8 @@ class Pi0Policy(ChunkPolicy):
         metrics = {"flow_mse": float(loss.detach())}
         if self.aux_head is not None:
             target = auxiliary_target(obs, str(self.cfg.aux_target_key), self.device)
-            aux_mse = self.aux_head.loss(captured["hidden"][:, 0], target)
+            feature = (layer_output or captured)["hidden"][:, 0]  # the state token
+            aux_mse = self.aux_head.loss(feature, target)
             loss = loss + self.cfg.aux_coef * aux_mse
             metrics["aux_mse"] = float(aux_mse.detach())
         return SFTOutput(loss=loss, metrics=metrics)

@@ -52,6 +52,9 @@ class Pi0PolicyConfig:
     """Width of ``obs[aux_target_key]``."""
     aux_coef: float = 1.0
     """Weight of the auxiliary mean squared error in the SFT loss."""
+    aux_layer: int | None = None
+    """Action-expert layer (1-based) whose state-token output the auxiliary head reads; None: the
+    expert's final hidden state (the value head's feature)."""
 
     def __post_init__(self) -> None:
         check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 
 import torch
 from torch import nn
-from transformers import PaliGemmaForConditionalGeneration
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.normalizer import RunningMeanStd
@@ -62,17 +61,16 @@ class AuxiliaryStateHead(nn.Module):
 
 
 @contextmanager
-def capture_layer_output(vlm: PaliGemmaForConditionalGeneration, layer: int | None) -> Iterator[dict]:
+def capture_layer_output(layers: nn.ModuleList, layer: int | None) -> Iterator[dict]:
     """While active, ``captured["hidden"]`` holds the output [N, L, hidden] of decoder layer
-    ``layer`` (1-based) of the language model at its last call; ``layer=None`` captures nothing
-    (the dict stays empty)."""
+    ``layer`` (1-based) of ``layers`` at its last call; ``layer=None`` captures nothing (the dict
+    stays empty)."""
     captured: dict[str, torch.Tensor] = {}
     if layer is None:
         yield captured
         return
-    layers = vlm.model.language_model.layers
     if not 1 <= layer <= len(layers):
-        raise ValueError(f"aux_layer {layer} is outside the language model's layers 1..{len(layers)}")
+        raise ValueError(f"aux_layer {layer} is outside the decoder's layers 1..{len(layers)}")
 
     def hook(_module: nn.Module, _inputs: object, output: object) -> None:
         captured["hidden"] = output[0] if isinstance(output, tuple) else output  # type: ignore[assignment]

@@ -327,7 +327,9 @@ class TokenVLABase(ChunkPolicy):
         target = self.action_tokenizer.actions_to_bins(action_chunk.to(self.device))
         batch = target.shape[0]
         prompt = self.encode_prompt(obs)
-        with capture_layer_output(self.vlm, self.config.aux_layer) as layer_output:
+        with capture_layer_output(
+            self.vlm.model.language_model.layers, self.config.aux_layer
+        ) as layer_output:
             logits, prompt_hidden = self._teacher_forced(prompt, target.reshape(batch, -1))
         logits = logits.reshape(batch, self.chunk_len, self.action_dim, -1).float()
         cross_entropy = F.cross_entropy(logits.permute(0, 3, 1, 2), target, reduction="none")
