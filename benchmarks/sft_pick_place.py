@@ -59,11 +59,13 @@ COMMON = (
     "+policy.kwargs.state_keys=[proprio,objects]",
     "+policy.kwargs.proprio_fields=[arm_qpos,gripper_opening_m,tcp_pos,tcp_rot6]",
 )
-EXECUTE_STEPS = 2
-"""Actions of each 4-step chunk executed before re-planning in the evaluation (whole chunks
-measured 4.7 % success against 23.4 % for 2 with the same token VLA checkpoint, see README)."""
 """State: 17 proprio values (joints, gripper, TCP pose) + 15 object coordinates (3 cubes x 3, 3
 pads x 2); decision frames (episode start, after each gripper flip) 8 times per epoch."""
+
+EXECUTE_STEPS = 2
+"""Actions of each 4-step chunk executed before re-planning in the evaluation. With the same
+checkpoints, whole chunks measured 4.7 % against 23.4 % for the token VLA and 50.0 % against
+43.8 % for the chunk VLA (``benchmarks.sft_failure_stages``, see README)."""
 
 TOKEN_VLA_RECIPE = (
     "optim.learning_rate=3e-4",
