@@ -60,6 +60,7 @@ def stage_rates(
     reached = np.zeros((len(STAGES), env.num_envs), dtype=bool)
     running = np.ones(env.num_envs, dtype=bool)
     rows = np.arange(env.num_envs)
+    torch.manual_seed(seed)  # pi0's deterministic chunks still start from random noise
     obs, _ = env.reset(seed=seed)
     while running.any():
         step = env.step(executor.act(obs).to(env.device))

@@ -74,6 +74,7 @@ def grounding_report(run_dir: Path, dataset: Path) -> dict[str, float]:
     episodes = list(LeRobotDataset(dataset).episodes())
     add_objects = object_state_transform("pick_place")
     report: dict[str, float] = {}
+    torch.manual_seed(0)  # pi0's deterministic chunks still start from random noise
     for step in STEPS:
         pairs = [(episode, step) for episode in episodes if len(episode) > step]
         obs = add_objects(observation_at(pairs))
