@@ -1,23 +1,21 @@
-"""What the token VLA families share: prompt encoding, action-bin logits, value head, losses, I/O.
+"""What the token VLA families share: prompt encoding, action-bin logits, value head, losses.
 
 A subclass only decides how action tokens are produced from the prompt:
 
 * ``_decode(prompt, temperature, deterministic)``: sample/greedy-pick every action bin;
 * ``_teacher_forced(prompt, bins)``: bin logits at every action position in one forward pass.
 
-Everything else (``sample``, ``evaluate``, ``sft_loss``, saving and loading) lives here.
+Everything else (``sample``, ``evaluate``, ``sft_loss``) lives here; saving and loading in ``vla_io``.
 """
 
 from __future__ import annotations
 
-import json
 from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import Cache, PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
 
@@ -40,8 +38,6 @@ from vla_rl.policies.vla.backbone import (
     build_tiny_backbone,
     freeze_vision,
     load_local_backbone,
-    load_saved_backbone,
-    save_backbone,
     unwrap,
 )
 from vla_rl.policies.vla.config import TokenVLAConfig
@@ -52,10 +48,7 @@ from vla_rl.policies.vla.sampling import (
     reduce_token_values,
     scaled_log_probs,
 )
-
-POLICY_CONFIG_FILE = "vla_policy_config.json"
-HEADS_FILE = "policy_heads.safetensors"
-"""Weights outside the backbone: value head, proprio projector, family-specific embeddings."""
+from vla_rl.policies.vla.vla_io import load_token_vla, save_token_vla
 
 
 class TokenVLABase(ChunkPolicy):
@@ -107,7 +100,7 @@ class TokenVLABase(ChunkPolicy):
         self._build_family_modules()
 
     def _build_family_modules(self) -> None:
-        """Hook for family-specific parameters (kept in ``HEADS_FILE``)."""
+        """Hook for family-specific parameters (saved with the heads, see ``vla_io``)."""
 
     # ----------------------------------------------------------------- construction
 
@@ -358,7 +351,7 @@ class TokenVLABase(ChunkPolicy):
     def _aux_target(self, obs: Observation) -> torch.Tensor:
         return auxiliary_target(obs, str(self.config.aux_target_key), self.device)
 
-    # ----------------------------------------------------------------- persistence
+    # ----------------------------------------------------------------- statistics and persistence
 
     def update_normalizer(self, obs: Observation) -> None:
         """Fold a batch of observations into the state (and auxiliary target) statistics; SFT calls
@@ -370,37 +363,9 @@ class TokenVLABase(ChunkPolicy):
                 state_vector(obs, self.config.state_keys, self.device, self.config.proprio_fields)
             )
 
-    def _head_state(self) -> dict[str, torch.Tensor]:
-        return {
-            name: tensor.detach().contiguous()
-            for name, tensor in self.state_dict().items()
-            if not name.startswith("backbone.")
-        }
-
     def save_pretrained(self, directory: str | Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        save_backbone(self.backbone, self.tokenizer, directory)
-        self.action_tokenizer.save(directory)
-        record = {"family": self.registry_name, "config": self.config.to_dict()}
-        (directory / POLICY_CONFIG_FILE).write_text(json.dumps(record, indent=2))
-        save_file(self._head_state(), str(directory / HEADS_FILE))
+        save_token_vla(self, directory)
 
     @classmethod
     def from_pretrained(cls, directory: str | Path) -> TokenVLABase:
-        directory = Path(directory)
-        record = json.loads((directory / POLICY_CONFIG_FILE).read_text())
-        if record["family"] != cls.registry_name:
-            raise ValueError(f"{directory} holds a {record['family']!r} policy, not {cls.registry_name!r}")
-        config = TokenVLAConfig.from_dict(record["config"])
-        backbone, tokenizer = load_saved_backbone(directory, with_lora=config.lora is not None)
-        if config.freeze_vision and config.lora is None:
-            freeze_vision(backbone)
-        policy = cls(config, backbone, tokenizer)
-        policy.action_tokenizer = ActionTokenizer.load(directory)
-        heads = load_file(str(directory / HEADS_FILE))
-        missing, unexpected = policy.load_state_dict(heads, strict=False)
-        missing = [name for name in missing if not name.startswith("backbone.")]
-        if missing or unexpected:
-            raise ValueError(f"head weights do not match: missing {missing}, unexpected {unexpected}")
-        return policy
+        return load_token_vla(cls, directory)
