@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from vla_rl.sims.mujoco.observations import field_slices
 from vla_rl.sims.tasks.pick_place import COLOURS, PickPlaceTask
 from vla_rl.sims.tasks.registry import object_state_transform
 
@@ -32,23 +33,16 @@ from vla_rl.training.sft.config_load import load_sft_config_file
 
 STEPS = (0, 1, 5, 15, 30, 60)
 """Episode steps at which the first action of the chunk is compared with the expert's."""
-
-
-def privileged_slice(name: str) -> slice:
-    start = 0
-    for field, width in PickPlaceTask.privileged_fields:
-        if field == name:
-            return slice(start, start + width)
-        start += width
-    raise KeyError(name)
+PRIVILEGED = field_slices(PickPlaceTask.privileged_fields)
+"""Column slices of ``obs["privileged"]`` by field name."""
 
 
 def pointed_cube(actions_xy: np.ndarray, privileged: np.ndarray) -> np.ndarray:
     """Index of the cube whose horizontal direction from the gripper is closest (cosine) to the
     action's horizontal component; the gripper position is the named cube minus ``tcp_to_cube``."""
-    cubes = privileged[:, privileged_slice("cubes_pos")].reshape(len(privileged), len(COLOURS), 3)
-    named = privileged[:, privileged_slice("cube_onehot")].argmax(-1)
-    tcp = cubes[np.arange(len(cubes)), named] - privileged[:, privileged_slice("tcp_to_cube")]
+    cubes = privileged[:, PRIVILEGED["cubes_pos"]].reshape(len(privileged), len(COLOURS), 3)
+    named = privileged[:, PRIVILEGED["cube_onehot"]].argmax(-1)
+    tcp = cubes[np.arange(len(cubes)), named] - privileged[:, PRIVILEGED["tcp_to_cube"]]
     to_cubes = cubes[..., :2] - tcp[:, None, :2]
     to_cubes /= np.linalg.norm(to_cubes, axis=-1, keepdims=True)
     direction = actions_xy / np.linalg.norm(actions_xy, axis=-1, keepdims=True).clip(min=1e-9)
@@ -83,7 +77,7 @@ def grounding_report(run_dir: Path, dataset: Path) -> dict[str, float]:
         report[f"error_step{step}"] = float(np.abs(predicted - expert).mean())
         if step == 0:
             privileged = obs["privileged"].numpy()
-            named = privileged[:, privileged_slice("cube_onehot")].argmax(-1)
+            named = privileged[:, PRIVILEGED["cube_onehot"]].argmax(-1)
             report["named_cube_policy"] = float((pointed_cube(predicted[:, :2], privileged) == named).mean())
             report["named_cube_expert"] = float((pointed_cube(expert[:, :2], privileged) == named).mean())
     return report

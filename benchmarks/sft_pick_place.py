@@ -119,7 +119,9 @@ def train_and_evaluate(
     run_dir = run_root / f"{family}_{budget or 'full'}"
     evaluation = [f"eval.num_episodes={args.eval_episodes}", f"eval.execute_steps={EXECUTE_STEPS}"]
     finished = latest_checkpoint(run_dir / "checkpoints")
-    if finished is not None and finished.name == f"iter_{args.steps:06d}" and not args.retrain:
+    trained_already = finished is not None and finished.name == f"iter_{args.steps:06d}"
+    train = args.retrain or not trained_already
+    if not train:
         # Trained already: resuming at the last step trains nothing and runs the final evaluation.
         command = [sys.executable, "-m", "vla_rl.cli", "sft", "--resume", str(finished), *evaluation]
     else:
@@ -152,7 +154,7 @@ def train_and_evaluate(
         "wall_min": wall_min,
         "steps": args.steps,
         "execute_steps": EXECUTE_STEPS,
-        "trained": command[4] != "--resume",
+        "trained": train,
         "checkpoint": str(run_dir),
     }
 
