@@ -117,9 +117,10 @@ def train_and_evaluate(
 ) -> dict[str, float]:
     """One ``vla-rl sft`` run; returns its success rate and wall time."""
     run_dir = run_root / f"{family}_{budget or 'full'}"
+    steps = args.steps if budget == 0 else args.steps_small
     evaluation = [f"eval.num_episodes={args.eval_episodes}", f"eval.execute_steps={EXECUTE_STEPS}"]
     finished = latest_checkpoint(run_dir / "checkpoints")
-    trained_already = finished is not None and finished.name == f"iter_{args.steps:06d}"
+    trained_already = finished is not None and finished.name == f"iter_{steps:06d}"
     train = args.retrain or not trained_already
     if not train:
         # Trained already: resuming at the last step trains nothing and runs the final evaluation.
@@ -134,9 +135,9 @@ def train_and_evaluate(
             *FAMILY_OVERRIDES[family],
             f"data.path={dataset}",
             f"data.max_episodes={budget}",
-            f"steps={args.steps}",
+            f"steps={steps}",
             f"batch_size={args.batch_size}",
-            f"checkpoint_interval={args.steps}",
+            f"checkpoint_interval={steps}",
             *evaluation,
             f"run_dir={run_dir}",
         ]
@@ -152,7 +153,7 @@ def train_and_evaluate(
     return {
         "success": success,
         "wall_min": wall_min,
-        "steps": args.steps,
+        "steps": steps,
         "execute_steps": EXECUTE_STEPS,
         "trained": train,
         "checkpoint": str(run_dir),
@@ -188,7 +189,10 @@ def main() -> None:
     parser.add_argument("--budgets", nargs="+", type=int, default=[5, 20, 100, 0], help="0 = full")
     parser.add_argument("--full", type=int, default=1000, help="demonstrations in the full budget")
     parser.add_argument("--noise-std", type=float, default=0.2, help="action noise while collecting")
-    parser.add_argument("--steps", type=int, default=16000, help="SFT optimizer steps per run")
+    parser.add_argument("--steps", type=int, default=32000, help="SFT optimizer steps, full budget")
+    parser.add_argument(
+        "--steps-small", type=int, default=8000, help="SFT optimizer steps for the smaller budgets"
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench/sft_pick_place"))
@@ -199,8 +203,9 @@ def main() -> None:
 
     print(f"machine: {machine_line()}")
     print(
-        f"pick_place, {args.full} scripted demonstrations in the full budget, {args.steps} steps x "
-        f"batch {args.batch_size} per run, {args.eval_episodes} evaluation episodes (split train)"
+        f"pick_place, {args.full} scripted demonstrations in the full budget; {args.steps} steps x "
+        f"batch {args.batch_size} with the full budget, {args.steps_small} with the smaller ones; "
+        f"{args.eval_episodes} evaluation episodes (split train)"
     )
     noise_tag = f"_noise{args.noise_std:g}".replace(".", "") if args.noise_std > 0 else ""
     dataset = args.run_root / f"demos_{args.full}{noise_tag}"
@@ -220,7 +225,7 @@ def main() -> None:
             results.setdefault(family, {})[str(budget)] = row
             demos, success = budget or args.full, 100 * row["success"]
             print(
-                f"{family:<10} {demos:>6} {args.steps:>6} {success:>7.1f}% {row['wall_min']:>6.1f}m",
+                f"{family:<10} {demos:>6} {row['steps']:>6} {success:>7.1f}% {row['wall_min']:>6.1f}m",
                 flush=True,
             )
             RESULTS_DIR.mkdir(exist_ok=True)
