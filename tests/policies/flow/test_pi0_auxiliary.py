@@ -14,12 +14,19 @@ def obs_with_target(batch: int) -> dict:
     return obs
 
 
-def test_auxiliary_error_is_read_from_the_expert_state_token():
-    obs = obs_with_target(3)
-    policy = make_pi0(aux_target_key="privileged", aux_target_dim=6, aux_coef=0.5)
+def policy_and_batch(batch: int, **aux_settings) -> tuple:
+    """A pi0 with an auxiliary head, its normaliser fitted on ``batch`` observations, and a zero
+    action chunk with a full mask for them."""
+    obs = obs_with_target(batch)
+    policy = make_pi0(aux_target_key="privileged", aux_target_dim=6, **aux_settings)
     policy.update_normalizer(obs)
-    chunk = torch.zeros(3, policy.chunk_len, 4)
-    mask = torch.ones(3, policy.chunk_len, dtype=torch.bool)
+    chunk = torch.zeros(batch, policy.chunk_len, 4)
+    mask = torch.ones(batch, policy.chunk_len, dtype=torch.bool)
+    return policy, obs, chunk, mask
+
+
+def test_auxiliary_error_is_read_from_the_expert_state_token():
+    policy, obs, chunk, mask = policy_and_batch(3, aux_coef=0.5)
     with torch.no_grad():
         output = policy.sft_loss(obs, chunk, mask)
         # The state token attends to the prefix and itself only, so its feature is the same for any
@@ -69,11 +76,7 @@ def test_bad_auxiliary_and_state_settings_fail_when_the_policy_is_configured():
 
 
 def test_aux_layer_reads_that_expert_layer_at_the_state_token():
-    obs = obs_with_target(3)
-    policy = make_pi0(aux_target_key="privileged", aux_target_dim=6, aux_layer=1)
-    policy.update_normalizer(obs)
-    chunk = torch.zeros(3, policy.chunk_len, 4)
-    mask = torch.ones(3, policy.chunk_len, dtype=torch.bool)
+    policy, obs, chunk, mask = policy_and_batch(3, aux_layer=1)
     layers = policy.model.model.dit.layers
     with torch.no_grad():
         output = policy.sft_loss(obs, chunk, mask)
