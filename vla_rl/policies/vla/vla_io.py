@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 POLICY_CONFIG_FILE = "vla_policy_config.json"
 HEADS_FILE = "policy_heads.safetensors"
-"""Weights outside the backbone: value head, proprio projector, family-specific embeddings."""
+"""Weights outside the backbone: value head, state projector, auxiliary head, family embeddings."""
 BACKBONE_PREFIX = "backbone."
 
 
