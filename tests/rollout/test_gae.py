@@ -1,6 +1,8 @@
+import pytest
 import torch
 
 from vla_rl.rollout import compute_gae
+from vla_rl.rollout.gae import chunk_rewards
 
 
 def test_gae_matches_hand_computed_values_with_a_done_in_the_middle():
@@ -29,3 +31,23 @@ def test_gae_with_lambda_one_is_the_discounted_return_minus_value():
     # R2 = 1 + 0.5*10 = 6, R1 = 1 + 0.5*6 = 4, R0 = 1 + 0.5*4 = 3
     torch.testing.assert_close(returns, torch.tensor([[3.0], [4.0], [6.0]]))
     torch.testing.assert_close(advantages, returns - values)
+
+
+def test_chunk_rewards_sum_executed_steps_with_discount():
+    step_rewards = torch.tensor([[[1.0, 0.0, 2.0]]])
+    executed = torch.tensor([[[True, True, False]]])
+    reward, discount = chunk_rewards(step_rewards, executed, gamma=0.5)
+    assert reward.item() == pytest.approx(1.0)  # 1 + 0.5 * 0; the third step did not run
+    assert discount.item() == pytest.approx(0.25)  # 0.5 ** 2 executed steps
+
+
+def test_chunk_level_gae_matches_hand_computation():
+    rewards = torch.tensor([[1.0], [2.0]])
+    discounts = torch.tensor([[0.25], [0.5]])
+    values = torch.tensor([[0.5], [1.0]])
+    dones = torch.zeros(2, 1, dtype=torch.bool)
+    advantages, returns = compute_gae(rewards, values, dones, torch.tensor([2.0]), discounts, lam=0.5)
+    # delta_1 = 2 + 0.5 * 2 - 1 = 2 = A_1; delta_0 = 1 + 0.25 * 1 - 0.5 = 0.75,
+    # A_0 = 0.75 + 0.25 * 0.5 * 2 = 1.0.
+    torch.testing.assert_close(advantages, torch.tensor([[1.0], [2.0]]))
+    torch.testing.assert_close(returns, torch.tensor([[1.5], [3.0]]))

@@ -1,0 +1,36 @@
+import math
+
+import pytest
+import torch
+
+from vla_rl.algorithms.grpo_advantages import broadcast_to_steps, group_advantages, informative_groups
+
+
+def test_group_advantages_hand_values_and_zero_mean_per_group():
+    scores = torch.tensor([[1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 1.0, 1.0], [3.0, 1.0, 2.0, 2.0]])
+    advantages = group_advantages(scores)
+    # group 0: mean 0.5, sample std sqrt(1/3); group 1: constant -> 0; group 2: mean 2, std sqrt(2/3).
+    half = 0.5 / math.sqrt(1.0 / 3.0)
+    torch.testing.assert_close(advantages[0], torch.tensor([half, -half, -half, half]), atol=1e-5, rtol=1e-5)
+    assert advantages[1].abs().max().item() == 0.0
+    torch.testing.assert_close(
+        advantages[2, 0], torch.tensor(1.0 / math.sqrt(2.0 / 3.0)), atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(advantages.mean(dim=1), torch.zeros(3), atol=1e-6, rtol=0)
+
+
+def test_group_advantages_need_groups_of_two():
+    with pytest.raises(ValueError, match="group_size"):
+        group_advantages(torch.ones(3, 1))
+
+
+def test_informative_groups_drop_all_fail_and_all_success():
+    success = torch.tensor([[0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 0]], dtype=torch.bool)
+    assert informative_groups(success).tolist() == [False, False, True, True]
+    assert informative_groups(success, low=0.3, high=0.7).tolist() == [False, False, False, False]
+
+
+def test_broadcast_zeroes_steps_after_done():
+    step_mask = torch.tensor([[True, True], [True, False], [False, False]])
+    steps = broadcast_to_steps(torch.tensor([2.0, -1.0]), step_mask)
+    torch.testing.assert_close(steps, torch.tensor([[2.0, -1.0], [2.0, 0.0], [0.0, 0.0]]))
