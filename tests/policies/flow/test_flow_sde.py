@@ -4,13 +4,18 @@ import pytest
 import torch
 
 from vla_rl.policies.flow.chain import denoising_times
-from vla_rl.policies.flow.sde import (
-    schedule_sigmas,
-    sde_chain_log_prob,
-    sde_sigma,
-    sde_transition,
-    stochastic_step_mask,
+from vla_rl.policies.flow.exploration import (
+    ExplorationConfig,
+    build_exploration,
+    chain_log_prob_and_entropy,
+    sample_chain,
 )
+from vla_rl.policies.flow.sde import schedule_sigmas, sde_sigma, sde_transition, stochastic_step_mask
+
+
+def chain_log_prob(states, means, stds, step_mask):
+    stds = torch.tensor(stds).view(1, -1, *(1,) * (means.dim() - 2))
+    return chain_log_prob_and_entropy(states, means, stds, step_mask)[0]
 
 
 def test_sde_mean_is_the_euler_step_at_noise_level_zero():
@@ -64,25 +69,31 @@ def test_sde_step_keeps_the_marginal_to_second_order_in_delta():
 
 
 def test_chain_log_prob_matches_sampled_frequencies():
+    # Flow-SDE chain of K = 2 steps from x_0 = 0 with a constant velocity; x_1 is binned and the bin
+    # frequencies are compared with the probabilities the chain log-density assigns to the bins.
     torch.manual_seed(0)
-    num_samples, num_bins = 200_000, 16
-    x = torch.zeros(1, 1)
-    mean, std = sde_transition(
-        x + 0.4, torch.tensor([[0.8]]), t=0.6, delta=0.2, sigma=sde_sigma(0.6, 0.5, 0.9)
-    )
-    samples = mean + std * torch.randn(num_samples, 1)
-    edges = torch.linspace(mean.item() - 3 * std, mean.item() + 3 * std, num_bins + 1)
-    frequencies = torch.histc(samples, num_bins, edges[0].item(), edges[-1].item()) / num_samples
-    # Probability of each bin from the log-density, integrated on a fine grid.
-    grid = torch.linspace(edges[0].item(), edges[-1].item(), 64 * num_bins + 1)
-    chain = torch.stack([torch.zeros_like(grid), grid], dim=1).unsqueeze(-1)  # [G, 2, 1]: x_0, x_1
-    log_density = sde_chain_log_prob(
-        chain, mean.expand(len(grid), 1).unsqueeze(-1), [std], torch.ones(len(grid), 1, dtype=torch.bool)
-    )
-    density = log_density.exp()
+    num_samples, num_bins, per_bin = 200_000, 16, 64
+    exploration = build_exploration(ExplorationConfig(mode="flow_sde", noise_level=0.7), num_steps=2)
+
+    def velocity_fn(x, k):
+        return torch.full_like(x, 0.8), None
+
+    sample = sample_chain(exploration, velocity_fn, torch.zeros(num_samples, 1, 1), 1.0, deterministic=False)
+    mean, std = sample.means[0, 0, 0, 0].item(), sample.stds[0, 0, 0, 0].item()
+    low, high = mean - 3 * std, mean + 3 * std
+    frequencies = torch.histc(sample.states[:, 1, 0, 0], num_bins, low, high) / num_samples
+    grid = torch.linspace(low, high, per_bin * num_bins + 1)
+    states = torch.zeros(len(grid), 3, 1, 1)
+    states[:, 1, 0, 0] = grid
+    first_step_only = torch.tensor([[True, False]]).expand(len(grid), 2)
+    density = chain_log_prob_and_entropy(
+        states, sample.means[:1].expand(len(grid), -1, -1, -1), sample.stds[:1], first_step_only
+    )[0].exp()
     probabilities = torch.stack(
         [
-            torch.trapezoid(density[64 * b : 64 * (b + 1) + 1], grid[64 * b : 64 * (b + 1) + 1])
+            torch.trapezoid(
+                density[per_bin * b : per_bin * (b + 1) + 1], grid[per_bin * b : per_bin * (b + 1) + 1]
+            )
             for b in range(num_bins)
         ]
     )
@@ -93,8 +104,8 @@ def test_chain_log_prob_matches_sampled_frequencies():
 def test_only_masked_steps_count_in_the_chain_log_prob():
     chain = torch.tensor([[[0.0], [1.0], [2.0]]])
     means = torch.tensor([[[1.0], [1.0]]])
-    both = sde_chain_log_prob(chain, means, [1.0, 1.0], torch.tensor([[True, True]]))
-    first = sde_chain_log_prob(chain, means, [1.0, 1.0], torch.tensor([[True, False]]))
+    both = chain_log_prob(chain, means, [1.0, 1.0], torch.tensor([[True, True]]))
+    first = chain_log_prob(chain, means, [1.0, 1.0], torch.tensor([[True, False]]))
     log_norm = -0.5 * math.log(2 * math.pi)
     assert first.item() == pytest.approx(log_norm)
     assert both.item() == pytest.approx(2 * log_norm - 0.5)

@@ -23,8 +23,6 @@ import math
 
 import torch
 
-from vla_rl.policies.flow.chain import transition_log_prob
-
 
 def sde_sigma(t: float, noise_level: float, t_pole_cap: float) -> float:
     """``sigma_t = a sqrt(t / (1 - t))`` with ``t`` capped at ``t_pole_cap`` (< 1) to avoid the pole."""
@@ -70,31 +68,3 @@ def stochastic_step_mask(
         return torch.ones(batch_size, num_steps, dtype=torch.bool)
     chosen = torch.randint(num_steps, (batch_size,), generator=generator)
     return torch.nn.functional.one_hot(chosen, num_steps).bool()
-
-
-def sde_chain_log_prob(
-    chain: torch.Tensor,
-    means: torch.Tensor,
-    stds: list[float],
-    step_mask: torch.Tensor,
-    dim_mask: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Sum over the stochastic steps of the transition log-densities -> [N].
-
-    ``chain`` [N, K + 1, ...] holds x_0 ... x_K; ``means`` [N, K, ...] the transition means (with
-    gradients, recomputed from the network for PPO ratios); ``stds`` the K standard deviations;
-    ``step_mask`` bool [N, K] the steps that were sampled (ODE steps carry no likelihood).
-    """
-    num_steps = means.shape[1]
-    if chain.shape[1] != num_steps + 1 or len(stds) != num_steps or step_mask.shape[1] != num_steps:
-        raise ValueError(
-            f"chain {tuple(chain.shape)}, means {tuple(means.shape)}, {len(stds)} stds and step mask "
-            f"{tuple(step_mask.shape)} disagree on the number of steps"
-        )
-    total = torch.zeros(len(chain), dtype=means.dtype, device=means.device)
-    for k, std in enumerate(stds):
-        if std <= 0.0:
-            continue
-        step_log_prob = transition_log_prob(chain[:, k + 1], means[:, k], std, dim_mask)
-        total = total + torch.where(step_mask[:, k], step_log_prob, torch.zeros_like(step_log_prob))
-    return total

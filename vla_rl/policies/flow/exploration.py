@@ -1,0 +1,213 @@
+"""How a flow policy's denoising chain explores, and the exact log-probability of what it sampled.
+
+A deterministic Euler ODE has no likelihood, so RL samples a stochastic chain instead: step ``k``
+draws ``x_{k+1} ~ N(mean_k, std_k^2)`` and the chain's log-probability is the sum of those Gaussian
+log-densities over the stochastic steps (``x_0 ~ N(0, I)`` does not depend on the parameters and is
+left out). Three ways to set ``mean_k`` and ``std_k``, registered by name:
+
+* ``euler_maruyama``: the Euler mean and a constant ``noise_level * sqrt(1 / K)``;
+* ``flow_sde``: the marginal-preserving SDE of ``vla_rl.policies.flow.sde`` (pi_RL's Flow-SDE);
+  with ``one_step`` only one uniformly chosen step per sample is stochastic, the others are ODE
+  steps (the two-layer MDP);
+* ``flow_noise``: the Euler mean and a standard deviation that a small network on the policy's own
+  features sets within ``[std_min, std_max]`` (pi_RL's Flow-Noise), learned with the policy.
+
+The sampling temperature multiplies every standard deviation.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from vla_rl.policies.flow import chain, sde
+
+LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+@dataclass
+class ExplorationConfig:
+    """How the denoising chain of a flow policy is made stochastic."""
+
+    mode: str = "euler_maruyama"
+    """``euler_maruyama``, ``flow_sde`` or ``flow_noise``."""
+    noise_level: float = 0.5
+    """``euler_maruyama``: total injected std; ``flow_sde``: ``a`` in ``sigma_t = a sqrt(t / (1 - t))``."""
+    one_step: bool = False
+    """``flow_sde``: only one randomly chosen denoising step per sample is stochastic."""
+    std_min: float = 0.08
+    """``flow_noise``: lower bound of the learned standard deviation."""
+    std_max: float = 0.16
+    """``flow_noise``: upper bound of the learned standard deviation."""
+
+    def validate(self) -> None:
+        if self.mode not in EXPLORATIONS:
+            raise ValueError(f"unknown exploration mode {self.mode!r}; allowed: {sorted(EXPLORATIONS)}")
+        if self.noise_level < 0.0:
+            raise ValueError(f"noise_level must be >= 0, got {self.noise_level}")
+        if not 0.0 < self.std_min < self.std_max:
+            raise ValueError(f"need 0 < std_min < std_max, got {self.std_min}, {self.std_max}")
+        if self.one_step and self.mode != "flow_sde":
+            raise ValueError("one_step applies to mode flow_sde only")
+
+
+class NoiseHead(nn.Module):
+    """Features [..., F] -> standard deviations [..., D] in ``[std_min, std_max]`` (bounded in log space)."""
+
+    def __init__(self, feature_dim: int, out_dim: int, std_min: float, std_max: float, hidden_dim: int = 64):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Linear(feature_dim, hidden_dim), nn.SiLU(), nn.Linear(hidden_dim, out_dim)
+        )
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)  # starts at the geometric mean of the bounds
+        self.log_min, self.log_max = math.log(std_min), math.log(std_max)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        fraction = torch.sigmoid(self.net(features.float()))
+        return torch.exp(self.log_min + (self.log_max - self.log_min) * fraction)
+
+
+class ChainExploration(ABC):
+    """Transition mean and std of one denoising step, per sample."""
+
+    needs_learned_std = False
+
+    def __init__(self, cfg: ExplorationConfig, num_steps: int) -> None:
+        self.cfg = cfg
+        self.num_steps = num_steps
+        self.times = chain.denoising_times(num_steps)
+
+    def step_mask(self, batch: int, deterministic: bool, device: torch.device | str = "cpu") -> torch.Tensor:
+        """bool [N, K]: the stochastic steps of each sample (none when ``deterministic``)."""
+        if deterministic:
+            return torch.zeros(batch, self.num_steps, dtype=torch.bool, device=device)
+        return torch.ones(batch, self.num_steps, dtype=torch.bool, device=device)
+
+    @abstractmethod
+    def transition(
+        self,
+        x: torch.Tensor,
+        velocity: torch.Tensor,
+        k: int,
+        stochastic: torch.Tensor,
+        temperature: float,
+        learned_std: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, std)`` of ``x_{k+1}`` for ``x`` [N, ...] at step k; ``std`` broadcasts to ``x``
+        and is 0 for the samples whose ``stochastic`` [N] entry is False."""
+
+    def _zero_where_deterministic(self, std: torch.Tensor, stochastic: torch.Tensor, like: torch.Tensor):
+        shape = (len(stochastic),) + (1,) * (like.dim() - 1)
+        return std * stochastic.view(shape).to(like.dtype)
+
+
+class EulerMaruyama(ChainExploration):
+    def transition(self, x, velocity, k, stochastic, temperature, learned_std=None):
+        std = self.cfg.noise_level * temperature * math.sqrt(1.0 / self.num_steps)
+        mean = chain.euler_mean(x, velocity, chain.step_size(self.num_steps))
+        return mean, self._zero_where_deterministic(torch.full_like(x[:1], std), stochastic, x)
+
+
+class FlowSDE(ChainExploration):
+    def __init__(self, cfg: ExplorationConfig, num_steps: int) -> None:
+        super().__init__(cfg, num_steps)
+        self.sigmas = sde.schedule_sigmas(self.times, cfg.noise_level)
+
+    def step_mask(self, batch, deterministic, device="cpu"):
+        if deterministic or not self.cfg.one_step:
+            return super().step_mask(batch, deterministic, device)
+        return sde.stochastic_step_mask(batch, self.num_steps, one_step=True).to(device)
+
+    def transition(self, x, velocity, k, stochastic, temperature, learned_std=None):
+        t, delta = float(self.times[k]), float(self.times[k] - self.times[k + 1])
+        sde_mean, std = sde.sde_transition(x, velocity, t, delta, self.sigmas[k] * temperature)
+        ode_mean = x - delta * velocity
+        shape = (len(stochastic),) + (1,) * (x.dim() - 1)
+        mean = torch.where(stochastic.view(shape), sde_mean, ode_mean)
+        return mean, self._zero_where_deterministic(torch.full_like(x[:1], std), stochastic, x)
+
+
+class FlowNoise(ChainExploration):
+    needs_learned_std = True
+
+    def transition(self, x, velocity, k, stochastic, temperature, learned_std=None):
+        if learned_std is None:
+            raise ValueError("flow_noise needs the noise head's standard deviations")
+        mean = chain.euler_mean(x, velocity, chain.step_size(self.num_steps))
+        return mean, self._zero_where_deterministic(learned_std * temperature, stochastic, x)
+
+
+EXPLORATIONS: dict[str, type[ChainExploration]] = {
+    "euler_maruyama": EulerMaruyama,
+    "flow_sde": FlowSDE,
+    "flow_noise": FlowNoise,
+}
+
+
+def build_exploration(cfg: ExplorationConfig, num_steps: int) -> ChainExploration:
+    cfg.validate()
+    return EXPLORATIONS[cfg.mode](cfg, num_steps)
+
+
+@dataclass
+class ChainSample:
+    """A sampled chain: states x_0 ... x_K, the transitions' means and stds, the stochastic steps."""
+
+    states: torch.Tensor
+    """[N, K + 1, ...]."""
+    means: torch.Tensor
+    """[N, K, ...]."""
+    stds: torch.Tensor
+    """[N or 1, K, ...] broadcastable to ``means``."""
+    step_mask: torch.Tensor
+    """bool [N, K]."""
+
+
+VelocityFn = Callable[[torch.Tensor, int], tuple[torch.Tensor, torch.Tensor | None]]
+"""``(x_k, k) -> (velocity, learned std or None)``: one network evaluation at step k."""
+
+
+def sample_chain(
+    exploration: ChainExploration,
+    velocity_fn: VelocityFn,
+    noise: torch.Tensor,
+    temperature: float,
+    deterministic: bool,
+) -> ChainSample:
+    """Run the K denoising steps from ``noise``, sampling the stochastic ones."""
+    step_mask = exploration.step_mask(len(noise), deterministic, noise.device)
+    states, means, stds = [noise], [], []
+    for k in range(exploration.num_steps):
+        velocity, learned_std = velocity_fn(states[-1], k)
+        mean, std = exploration.transition(states[-1], velocity, k, step_mask[:, k], temperature, learned_std)
+        states.append(mean + std * torch.randn_like(mean))
+        means.append(mean)
+        stds.append(std.expand_as(mean))
+    return ChainSample(torch.stack(states, 1), torch.stack(means, 1), torch.stack(stds, 1), step_mask)
+
+
+def chain_log_prob_and_entropy(
+    states: torch.Tensor,
+    means: torch.Tensor,
+    stds: torch.Tensor,
+    step_mask: torch.Tensor,
+    dim_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sum over the stochastic steps (and the entries ``dim_mask`` keeps) of the transition
+    log-densities of ``states[:, 1:]``, and of the transitions' Gaussian entropies -> ([N], [N])."""
+    next_states = states[:, 1:]
+    safe_std = torch.where(stds > 0, stds, torch.ones_like(stds))
+    z = (next_states - means) / safe_std
+    log_density = -0.5 * z.square() - safe_std.log() - LOG_SQRT_2PI
+    entropy = (0.5 + LOG_SQRT_2PI + safe_std.log()).expand_as(log_density)
+    keep = (stds > 0).expand_as(log_density) & step_mask.view(*step_mask.shape, *(1,) * (means.dim() - 2))
+    if dim_mask is not None:
+        keep = keep & dim_mask.expand_as(keep)
+    weights = keep.to(log_density.dtype)
+    return (log_density * weights).flatten(1).sum(1), (entropy * weights).flatten(1).sum(1)
