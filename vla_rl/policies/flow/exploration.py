@@ -211,3 +211,31 @@ def chain_log_prob_and_entropy(
         keep = keep & dim_mask.expand_as(keep)
     weights = keep.to(log_density.dtype)
     return (log_density * weights).flatten(1).sum(1), (entropy * weights).flatten(1).sum(1)
+
+
+def chain_transitions(
+    exploration: ChainExploration,
+    states: torch.Tensor,
+    velocities: torch.Tensor,
+    step_mask: torch.Tensor,
+    temperature: float,
+    learned_stds: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Means and stds [N, K, ...] of stored chains from the velocities [N, K, ...] the network gives
+    at their states (recomputed with gradients for the PPO ratio)."""
+    means, stds = [], []
+    for k in range(exploration.num_steps):
+        learned = None if learned_stds is None else learned_stds[:, k]
+        mean, std = exploration.transition(
+            states[:, k], velocities[:, k], k, step_mask[:, k], temperature, learned
+        )
+        means.append(mean)
+        stds.append(std.expand_as(mean))
+    return torch.stack(means, 1), torch.stack(stds, 1)
+
+
+def stored_step_mask(sample_info: dict[str, torch.Tensor], states: torch.Tensor) -> torch.Tensor:
+    """The sample's stochastic steps, or all steps for samples stored without a mask."""
+    if "step_mask" in sample_info:
+        return sample_info["step_mask"].to(states.device)
+    return torch.ones(states.shape[0], states.shape[1] - 1, dtype=torch.bool, device=states.device)

@@ -30,6 +30,15 @@ from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
+from vla_rl.policies.flow.exploration import (
+    ExplorationConfig,
+    NoiseHead,
+    build_exploration,
+    chain_log_prob_and_entropy,
+    chain_transitions,
+    sample_chain,
+    stored_step_mask,
+)
 from vla_rl.policies.layers import VectorObsEncoder, activation_class, build_mlp
 from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 
@@ -71,12 +80,23 @@ class FlowMLPConfig:
     num_denoising_steps: int = 10
     """Euler steps K from noise to action."""
     noise_level: float = 0.5
-    """Scale of the noise injected in the stochastic chain."""
+    """Scale of the noise injected in the stochastic chain (see ``exploration``)."""
+    exploration: str = "euler_maruyama"
+    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise``
+    (``vla_rl.policies.flow.exploration``)."""
+    sde_one_step: bool = False
+    """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
+    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
+    """``flow_noise``: [min, max] of the learned standard deviation."""
     value_hidden_sizes: list[int] = field(default_factory=lambda: [64])
     """Hidden widths of the value head."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    def exploration_config(self) -> ExplorationConfig:
+        low, high = self.noise_std_bounds
+        return ExplorationConfig(self.exploration, self.noise_level, self.sde_one_step, low, high)
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> FlowMLPConfig:
@@ -146,6 +166,13 @@ class FlowMLPPolicy(ChunkPolicy):
         in_dim = flat + cfg.time_embed_dim + cfg.feature_dim
         self.velocity_net = build_mlp(in_dim, cfg.hidden_sizes, flat, cfg.activation, out_gain=1.0)
         self.value_head = build_mlp(cfg.feature_dim, cfg.value_hidden_sizes, 1, cfg.activation, out_gain=1.0)
+        exploration = cfg.exploration_config()
+        self.exploration = build_exploration(exploration, cfg.num_denoising_steps)
+        self.noise_head = (
+            NoiseHead(in_dim, flat, exploration.std_min, exploration.std_max)
+            if self.exploration.needs_learned_std
+            else None
+        )
 
     @classmethod
     def build(cls, **kwargs: object) -> FlowMLPPolicy:
@@ -165,10 +192,17 @@ class FlowMLPPolicy(ChunkPolicy):
 
     def velocity(self, features: torch.Tensor, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """``x_t`` [N, chunk, A], ``t`` [N] -> velocity [N, chunk, A]."""
+        return self.velocity_and_std(features, x_t, t)[0]
+
+    def velocity_and_std(
+        self, features: torch.Tensor, x_t: torch.Tensor, t: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The velocity and, with ``flow_noise``, the noise head's std (same shape as ``x_t``)."""
         inputs = torch.cat(
             [x_t.flatten(1), sinusoidal_time_embedding(t, self.cfg.time_embed_dim), features], dim=-1
         )
-        return self.velocity_net(inputs).view_as(x_t)
+        std = None if self.noise_head is None else self.noise_head(inputs).view_as(x_t)
+        return self.velocity_net(inputs).view_as(x_t), std
 
     def update_normalizer(self, obs: Observation) -> None:
         self.encoder.vectors.update(obs)
@@ -183,25 +217,25 @@ class FlowMLPPolicy(ChunkPolicy):
         with_value: bool = False,
     ) -> ChunkStep:
         check_log_prob_level(self, log_prob_level)
-        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
-        dt = chain.step_size(self.num_steps)
+        times = chain.denoising_times(self.num_steps).tolist()
         with torch.no_grad():
             features = self.features(obs)
             batch = features.shape[0]
-            states = [torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)]
-            means = []
-            for t in chain.denoising_times(self.num_steps)[:-1].tolist():
-                time = torch.full((batch,), t, device=features.device)
-                means.append(chain.euler_mean(states[-1], self.velocity(features, states[-1], time), dt))
-                states.append(chain.sample_transition(means[-1], std, deterministic))
-            chain_states = torch.stack(states, dim=1)
-            log_prob = chain.chain_log_prob(chain_states, torch.stack(means, dim=1), std)
+
+            def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+                return self.velocity_and_std(features, x, torch.full((batch,), times[k], device=x.device))
+
+            noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
+            sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
+            log_prob, _ = chain_log_prob_and_entropy(
+                sampled.states, sampled.means, sampled.stds, sampled.step_mask
+            )
             value = self.value_head(features).squeeze(-1) if with_value else None
         return ChunkStep(
-            actions=chain_states[:, -1].clamp(-1.0, 1.0),
+            actions=sampled.states[:, -1].clamp(-1.0, 1.0),
             log_prob=log_prob,
             value=value,
-            sample_info={"chain": chain_states},
+            sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
         )
 
     def evaluate(
@@ -215,19 +249,26 @@ class FlowMLPPolicy(ChunkPolicy):
     ) -> ChunkEvaluation:
         """All K transitions of all chains in one batched pass of the velocity MLP."""
         check_log_prob_level(self, log_prob_level)
-        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
         features = self.features(obs)
         chain_states = sample_info["chain"].to(features.device)
         batch, steps = chain_states.shape[0], self.num_steps
         times = chain.denoising_times(steps)[:-1].to(features.device).repeat(batch)
         starts = chain_states[:, :-1].flatten(0, 1)
-        velocity = self.velocity(features.repeat_interleave(steps, dim=0), starts, times)
-        means = chain.euler_mean(starts, velocity, chain.step_size(steps)).view_as(chain_states[:, 1:])
-        log_prob = chain.chain_log_prob(chain_states, means, std)
-        entropy = chain.chain_entropy(steps, std, self.chunk_len * self.action_dim)
+        velocity, learned = self.velocity_and_std(features.repeat_interleave(steps, dim=0), starts, times)
+        per_step = chain_states[:, 1:].shape
+        step_mask = stored_step_mask(sample_info, chain_states)
+        means, stds = chain_transitions(
+            self.exploration,
+            chain_states,
+            velocity.view(per_step),
+            step_mask,
+            temperature,
+            None if learned is None else learned.view(per_step),
+        )
+        log_prob, entropy = chain_log_prob_and_entropy(chain_states, means, stds, step_mask)
         return ChunkEvaluation(
             log_prob=log_prob,
-            entropy=torch.full_like(log_prob, entropy),
+            entropy=entropy,
             value=self.value_head(features).squeeze(-1) if with_value else None,
         )
 

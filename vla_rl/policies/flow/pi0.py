@@ -31,6 +31,15 @@ from vla_rl.policies.chunk_policy import (
 from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
+from vla_rl.policies.flow.exploration import (
+    ChainSample,
+    NoiseHead,
+    build_exploration,
+    chain_log_prob_and_entropy,
+    chain_transitions,
+    sample_chain,
+    stored_step_mask,
+)
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim
@@ -83,6 +92,13 @@ class Pi0Policy(ChunkPolicy):
         self.aux_head = (
             AuxiliaryStateHead(expert_width, cfg.aux_target_dim, cfg.value_hidden_dim)
             if cfg.aux_target_key is not None
+            else None
+        )
+        exploration = cfg.exploration_config()
+        self.exploration = build_exploration(exploration, self.num_steps)
+        self.noise_head = (
+            NoiseHead(expert_width, self.max_action_dim, exploration.std_min, exploration.std_max)
+            if self.exploration.needs_learned_std
             else None
         )
         self.register_buffer(
@@ -202,35 +218,48 @@ class Pi0Policy(ChunkPolicy):
             x = chain.euler_mean(x, velocity, dt)
         return x
 
-    def run_chain(
-        self, prefix: PrefixCache, noise: torch.Tensor, std: float, deterministic: bool
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(chain [N, K+1, chunk, D], means [N, K, chunk, D], state-token feature [N, H])."""
-        dt = chain.step_size(self.num_steps)
-        states, means = [noise], []
-        state_feature = None
-        for t in chain.denoising_times(self.num_steps)[:-1].tolist():
-            velocity, hidden = self.velocity(prefix, states[-1], t)
-            if state_feature is None:
-                state_feature = hidden[:, 0]
-            means.append(chain.euler_mean(states[-1], velocity, dt))
-            states.append(chain.sample_transition(means[-1], std, deterministic))
-        assert state_feature is not None
-        return torch.stack(states, dim=1), torch.stack(means, dim=1), state_feature
+    def velocity_and_std(
+        self, prefix: PrefixCache, x_t: torch.Tensor, t: float
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Velocity, the noise head's std on the action tokens' expert features (``flow_noise``;
+        else None) and the state-token feature [N, H]."""
+        velocity, hidden = self.velocity(prefix, x_t, t)
+        std = None if self.noise_head is None else self.noise_head(hidden[:, 1:])
+        return velocity, std, hidden[:, 0]
 
-    def means_of_chain(
-        self, prefix: PrefixCache, chain_states: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Recompute (with gradients) the transition means of stored chains and the state feature."""
-        dt = chain.step_size(self.num_steps)
-        means, state_feature = [], None
-        for k, t in enumerate(chain.denoising_times(self.num_steps)[:-1].tolist()):
-            velocity, hidden = self.velocity(prefix, chain_states[:, k], t)
-            if state_feature is None:
-                state_feature = hidden[:, 0]
-            means.append(chain.euler_mean(chain_states[:, k], velocity, dt))
+    def run_chain(
+        self, prefix: PrefixCache, noise: torch.Tensor, temperature: float, deterministic: bool
+    ) -> tuple[ChainSample, torch.Tensor]:
+        """The sampled chain (``vla_rl.policies.flow.exploration``) and the state-token feature [N, H]."""
+        times = chain.denoising_times(self.num_steps).tolist()
+        state_feature: list[torch.Tensor] = []
+
+        def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+            velocity, std, feature = self.velocity_and_std(prefix, x, times[k])
+            state_feature.append(feature)
+            return velocity, std
+
+        sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
+        return sampled, state_feature[0]
+
+    def transitions_of_chain(
+        self, prefix: PrefixCache, states: torch.Tensor, step_mask: torch.Tensor, temperature: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Recompute (with gradients) the transition means and stds of stored chains
+        [N, K + 1, chunk, D] and the state-token feature."""
+        times = chain.denoising_times(self.num_steps).tolist()
+        velocities, stds, state_feature = [], [], None
+        for k in range(self.num_steps):
+            velocity, std, feature = self.velocity_and_std(prefix, states[:, k], times[k])
+            state_feature = feature if state_feature is None else state_feature
+            velocities.append(velocity)
+            stds.append(std)
+        learned = None if self.noise_head is None else torch.stack(stds, 1)
+        means, transition_stds = chain_transitions(
+            self.exploration, states, torch.stack(velocities, 1), step_mask, temperature, learned
+        )
         assert state_feature is not None
-        return torch.stack(means, dim=1), state_feature
+        return means, transition_stds, state_feature
 
     def update_normalizer(self, obs: Observation) -> None:
         """Fold a batch into the state statistics (``cfg.state_stats``, per-dimension mean and std,
@@ -275,22 +304,23 @@ class Pi0Policy(ChunkPolicy):
         log_prob_level: str = "chunk",
         with_value: bool = False,
     ) -> ChunkStep:
-        """Euler-Maruyama chain (plain Euler ODE when ``deterministic``; the log-prob is then that of
-        the noise-free chain under the stochastic kernel)."""
+        """A stochastic denoising chain (``cfg.exploration``; the Euler ODE when ``deterministic``,
+        whose log-probability is then 0: no step was sampled)."""
         check_log_prob_level(self, log_prob_level)
-        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
         with torch.no_grad():
             prefix = self.encode_prefix(obs)
             batch = prefix.state.shape[0]
             noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
-            states, means, state_feature = self.run_chain(prefix, noise, std, deterministic)
-            log_prob = chain.chain_log_prob(states, means, std, self.action_dim_mask)
+            sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
+            log_prob, _ = chain_log_prob_and_entropy(
+                sampled.states, sampled.means, sampled.stds, sampled.step_mask, self.action_dim_mask
+            )
             value = self.value_from_feature(state_feature) if with_value else None
         return ChunkStep(
-            actions=self.to_env_actions(states[:, -1]),
+            actions=self.to_env_actions(sampled.states[:, -1]),
             log_prob=log_prob,
             value=value,
-            sample_info={"chain": states},
+            sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
         )
 
     def evaluate(
@@ -303,14 +333,15 @@ class Pi0Policy(ChunkPolicy):
         with_value: bool = False,
     ) -> ChunkEvaluation:
         check_log_prob_level(self, log_prob_level)
-        std = chain.transition_std(self.num_steps, self.cfg.noise_level, temperature)
         states = sample_info["chain"].to(self.device)
-        means, state_feature = self.means_of_chain(self.encode_prefix(obs), states)
-        log_prob = chain.chain_log_prob(states, means, std, self.action_dim_mask)
-        entropy = chain.chain_entropy(self.num_steps, std, self.chunk_len * self.action_dim)
+        step_mask = stored_step_mask(sample_info, states)
+        means, stds, state_feature = self.transitions_of_chain(
+            self.encode_prefix(obs), states, step_mask, temperature
+        )
+        log_prob, entropy = chain_log_prob_and_entropy(states, means, stds, step_mask, self.action_dim_mask)
         return ChunkEvaluation(
             log_prob=log_prob,
-            entropy=torch.full_like(log_prob, entropy),
+            entropy=entropy,
             value=self.value_from_feature(state_feature) if with_value else None,
         )
 

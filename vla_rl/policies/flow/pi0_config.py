@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from transformers import PI0Config
 
 from vla_rl.policies.chunk_policy import proprio_columns
+from vla_rl.policies.flow.exploration import ExplorationConfig
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
@@ -29,7 +30,14 @@ class Pi0PolicyConfig:
     num_denoising_steps: int | None = None
     """Euler steps K from noise to action; None = the model's ``num_inference_steps``."""
     noise_level: float = 0.5
-    """Scale of the noise injected in the stochastic chain (see ``vla_rl.policies.flow.chain``)."""
+    """Scale of the noise injected in the stochastic chain (see ``exploration``)."""
+    exploration: str = "euler_maruyama"
+    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise``
+    (``vla_rl.policies.flow.exploration``)."""
+    sde_one_step: bool = False
+    """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
+    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
+    """``flow_noise``: [min, max] of the std the noise head sets from the expert's action features."""
     value_hidden_dim: int = 64
     """Hidden width of the value-head MLP on the expert's state-token feature."""
     freeze_vision: bool = False
@@ -58,6 +66,7 @@ class Pi0PolicyConfig:
 
     def __post_init__(self) -> None:
         check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)
+        self.exploration_config().validate()
         if self.proprio_fields is not None:
             proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
         if isinstance(self.action_stats, dict):
@@ -67,6 +76,10 @@ class Pi0PolicyConfig:
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    def exploration_config(self) -> ExplorationConfig:
+        low, high = self.noise_std_bounds
+        return ExplorationConfig(self.exploration, self.noise_level, self.sde_one_step, low, high)
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> Pi0PolicyConfig:
