@@ -1,0 +1,44 @@
+import pytest
+import torch
+from chunk_fakes import ConstantChunkPolicy, TwoWorldEnv
+
+from vla_rl.rollout.chunk_collector import ChunkCollector
+
+
+def test_continuous_rollout_matches_hand_computation():
+    # execute 2 steps per decision, gamma 0.5.
+    # Decision 0: both worlds run 2 steps (rewards 1, 1): chunk reward 1 + 0.5 = 1.5, discount 0.25;
+    #   world 1 succeeds at its 2nd step.
+    # Decision 1: world 0 hits its time limit at the 1st step (V(final) = 10 * 3 = 30 bootstraps:
+    #   reward 1 + 0.5 * 30 = 16, discount 0.5) and holds still for the 2nd; world 1: 1.5, 0.25.
+    env, policy = TwoWorldEnv(), ConstantChunkPolicy()
+    collector = ChunkCollector(env, policy, execute_steps=2, gamma=0.5)
+    obs, _ = env.reset()
+    batch, obs, stats = collector.collect(obs, num_decisions=2)
+    torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[1.5, 1.5], [16.0, 1.5]]))
+    torch.testing.assert_close(batch.stacked("discounts"), torch.tensor([[0.25, 0.25], [0.5, 0.25]]))
+    assert batch.stacked("dones").tolist() == [[False, True], [True, True]]
+    torch.testing.assert_close(batch.stacked("values"), torch.tensor([[0.0, 0.0], [20.0, 0.0]]))
+    torch.testing.assert_close(batch.last_value, torch.tensor([10.0, 0.0]))  # counts 1 (after the hold) and 0
+    assert env.actions[3].tolist() == [[0.0], [0.5]]  # world 0 held still after its episode ended
+    assert stats.episodes == 3 and stats.success_rate == pytest.approx(2 / 3)
+    assert stats.env_steps == 8 and stats.decisions == 2
+
+
+def test_episode_rollout_masks_entries_after_the_end_and_scores_each_world():
+    env, policy = TwoWorldEnv(), ConstantChunkPolicy()
+    collector = ChunkCollector(env, policy, execute_steps=2, gamma=1.0, with_value=False)
+    batch, success, returns, _ = collector.collect_episodes([7, 7], max_decisions=10)
+    assert env.reset_seeds == [[7, 7]]
+    assert batch.num_decisions == 2  # world 0 needs two decisions (3 steps), world 1 one
+    assert batch.stacked("valid").tolist() == [[True, True], [True, False]]
+    assert success.tolist() == [False, True]
+    torch.testing.assert_close(returns, torch.tensor([3.0, 2.0]))
+    flat = batch.flat({}).valid_rows()
+    assert len(flat) == 3
+    torch.testing.assert_close(flat.tensors["old_log_prob"], torch.tensor([0.0, 0.0, -2.0]))
+
+
+def test_execute_steps_must_fit_the_chunk():
+    with pytest.raises(ValueError, match="execute_steps"):
+        ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(chunk_len=2), execute_steps=3, gamma=0.9)

@@ -1,0 +1,130 @@
+"""Storage of a chunk-policy rollout: one entry per (decision, world), ready for PPO or GRPO.
+
+A *decision* is one call of the policy: it samples an action chunk whose first ``execute_steps``
+actions the world then executes open loop. Everything is stored ``[T, N, ...]`` (T decisions of N
+worlds) while collecting and flattened to ``[T * N, ...]`` for the updates. ``valid`` marks the
+entries that train: all of them in PPO's continuous rollouts, only those before the episode's end
+in GRPO's episode rollouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from vla_rl.envs.base import Observation
+from vla_rl.envs.staged import concat_observations
+from vla_rl.rollout.gae import compute_gae
+from vla_rl.training.sft.batching import select_worlds
+
+
+@dataclass
+class ChunkBatch:
+    """A rollout of T decisions of N worlds (tensors [T, N, ...])."""
+
+    obs: list[Observation] = field(default_factory=list)
+    """The observation each decision was made from, one batched entry per decision."""
+    sample_info: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+    """What ``ChunkPolicy.evaluate`` needs, per key a list of T tensors [N, ...]."""
+    log_probs: list[torch.Tensor] = field(default_factory=list)
+    """Behaviour log-probabilities at the algorithm's level, T x [N, ...]."""
+    values: list[torch.Tensor] = field(default_factory=list)
+    """Critic estimates T x [N] (empty without a critic)."""
+    rewards: list[torch.Tensor] = field(default_factory=list)
+    """Discounted reward of each chunk's executed steps, T x [N]."""
+    discounts: list[torch.Tensor] = field(default_factory=list)
+    """``gamma ** executed steps``, T x [N]."""
+    dones: list[torch.Tensor] = field(default_factory=list)
+    """The episode ended during the chunk, T x [N] bool."""
+    valid: list[torch.Tensor] = field(default_factory=list)
+    """The entry trains, T x [N] bool."""
+    last_value: torch.Tensor | None = None
+    """[N] value of the observation after the last decision (PPO bootstrap)."""
+
+    def add(
+        self,
+        obs: Observation,
+        sample_info: dict[str, torch.Tensor],
+        log_prob: torch.Tensor,
+        value: torch.Tensor | None,
+        reward: torch.Tensor,
+        discount: torch.Tensor,
+        done: torch.Tensor,
+        valid: torch.Tensor,
+    ) -> None:
+        self.obs.append({k: v.cpu() if isinstance(v, torch.Tensor) else list(v) for k, v in obs.items()})
+        for key, tensor in sample_info.items():
+            self.sample_info.setdefault(key, []).append(tensor.detach().cpu())
+        self.log_probs.append(log_prob.detach().cpu())
+        if value is not None:
+            self.values.append(value.detach().cpu().float())
+        # Copies: callers keep updating their masks in place.
+        self.rewards.append(reward.float().cpu().clone())
+        self.discounts.append(discount.float().cpu().clone())
+        self.dones.append(done.bool().cpu().clone())
+        self.valid.append(valid.bool().cpu().clone())
+
+    @property
+    def num_decisions(self) -> int:
+        return len(self.obs)
+
+    def stacked(self, name: str) -> torch.Tensor:
+        """[T, N, ...] of a per-decision field (``rewards``, ``values``, ...)."""
+        return torch.stack(getattr(self, name))
+
+    def gae(self, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Chunk-level GAE -> (advantages, returns) [T, N]; each chunk is one semi-MDP step whose
+        successor is discounted by ``gamma ** executed steps``."""
+        if not self.values or self.last_value is None:
+            raise ValueError("GAE needs the critic's values and the last value")
+        return compute_gae(
+            self.stacked("rewards"),
+            self.stacked("values"),
+            self.stacked("dones"),
+            self.last_value.float(),
+            self.stacked("discounts"),
+            lam,
+        )
+
+    def flat(self, per_entry: dict[str, torch.Tensor]) -> FlatBatch:
+        """Everything flattened to [T * N, ...] rows (decision-major), with ``per_entry`` [T, N, ...]
+        tensors (advantages, returns, ...) flattened alongside."""
+        tensors = {
+            "old_log_prob": self.stacked("log_probs").flatten(0, 1),
+            "valid": self.stacked("valid").flatten(0, 1),
+        }
+        if self.values:
+            tensors["old_value"] = self.stacked("values").flatten(0, 1)
+        tensors.update({name: value.flatten(0, 1) for name, value in per_entry.items()})
+        info = {key: torch.stack(parts).flatten(0, 1) for key, parts in self.sample_info.items()}
+        return FlatBatch(concat_observations(self.obs), info, tensors)
+
+
+@dataclass
+class FlatBatch:
+    """Rows of a rollout: observations, sample info and per-row tensors of equal length."""
+
+    obs: Observation
+    sample_info: dict[str, torch.Tensor]
+    tensors: dict[str, torch.Tensor]
+
+    def __len__(self) -> int:
+        return len(self.tensors["valid"])
+
+    def rows(self, index: torch.Tensor) -> FlatBatch:
+        return FlatBatch(
+            select_worlds(self.obs, index),
+            {key: value[index] for key, value in self.sample_info.items()},
+            {key: value[index] for key, value in self.tensors.items()},
+        )
+
+    def valid_rows(self) -> FlatBatch:
+        return self.rows(torch.nonzero(self.tensors["valid"]).squeeze(1))
+
+    def minibatches(self, num_minibatches: int, generator: torch.Generator) -> Iterator[FlatBatch]:
+        """Shuffled, near-equal minibatches covering every row once."""
+        order = torch.randperm(len(self), generator=generator)
+        for part in order.tensor_split(max(1, min(num_minibatches, len(self)))):
+            yield self.rows(part)

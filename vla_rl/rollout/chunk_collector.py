@@ -1,0 +1,238 @@
+"""Collects chunk-policy rollouts: one batched policy call per decision, chunks executed open loop.
+
+All worlds decide together: every ``execute_steps`` control steps the policy is called once on the
+batch and each world executes the first ``execute_steps`` actions of its chunk. A world whose episode
+ends inside a chunk holds still (zero action) for the rest of it, so no action planned for one
+episode acts in the next; its reward from then on is not counted. A chunk's reward is the discounted
+sum over the steps it executed (``chunk_rewards``).
+
+Two ways to collect:
+
+* ``collect``: a continuous rollout of T decisions (PPO). Episodes cut by the time limit are
+  bootstrapped: ``gamma * V(final observation)`` joins the reward of the step that hit the limit.
+* ``collect_episodes``: one episode per world from given reset seeds (GRPO: worlds of a group share
+  a seed and so an initial state). Entries after a world's episode ended are marked invalid.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from vla_rl.envs.base import BatchedEnv, Observation
+from vla_rl.envs.staged import concat_observations
+from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
+from vla_rl.rollout.chunk_batch import ChunkBatch
+from vla_rl.rollout.gae import chunk_rewards
+from vla_rl.training.sft.batching import module_device, obs_to_device, select_worlds
+
+
+@dataclass
+class ChunkRolloutStats:
+    """Summary of one collection (episode means are NaN when no episode ended)."""
+
+    episodes: int
+    success_rate: float
+    mean_return: float
+    env_steps: int
+    decisions: int
+    rollout_time_s: float
+    policy_time_s: float
+    sim_time_s: float
+
+
+@dataclass
+class ChunkOutcome:
+    """What executing one chunk in every world produced."""
+
+    obs: Observation
+    """Observation after the chunk (worlds that ended already show their next episode)."""
+    step_rewards: torch.Tensor
+    """[N, H] rewards of the executed steps (0 elsewhere)."""
+    executed: torch.Tensor
+    """bool [N, H]: steps executed within the decision's episode."""
+    ended: torch.Tensor
+    """bool [N]: the episode ended inside the chunk."""
+    success: torch.Tensor
+    """bool [N]: that episode ended in success."""
+    episode_return: torch.Tensor
+    """[N] its undiscounted return (valid where ``ended``)."""
+    truncated_obs: dict[int, tuple[int, Observation]]
+    """world -> (step index, final observation) for time-limit ends (for bootstrapping)."""
+
+
+class ChunkCollector:
+    """Runs a ``ChunkPolicy`` in a ``BatchedEnv`` and stores what PPO and GRPO train on."""
+
+    def __init__(
+        self,
+        env: BatchedEnv,
+        policy: ChunkPolicy,
+        execute_steps: int,
+        gamma: float,
+        *,
+        temperature: float = 1.0,
+        log_prob_level: str = "chunk",
+        with_value: bool = True,
+    ) -> None:
+        if not 1 <= execute_steps <= policy.chunk_len:
+            raise ValueError(
+                f"execute_steps must lie in [1, chunk_len={policy.chunk_len}], got {execute_steps}"
+            )
+        self.env = env
+        self.policy = policy
+        self.execute_steps = execute_steps
+        self.gamma = gamma
+        self.temperature = temperature
+        self.log_prob_level = log_prob_level
+        self.with_value = with_value
+        self.policy_time_s = 0.0
+        self.sim_time_s = 0.0
+
+    # ----- one decision ---------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def sample(
+        self, obs: Observation, *, deterministic: bool = False, with_value: bool | None = None
+    ) -> ChunkStep:
+        start = time.perf_counter()
+        step = self.policy.sample(
+            obs_to_device(obs, module_device(self.policy)),
+            temperature=self.temperature,
+            deterministic=deterministic,
+            log_prob_level=self.log_prob_level,
+            with_value=self.with_value if with_value is None else with_value,
+        )
+        self.policy_time_s += time.perf_counter() - start
+        return step
+
+    def execute(self, actions: torch.Tensor, active: torch.Tensor) -> ChunkOutcome:
+        """Run ``execute_steps`` control steps; ``actions`` [N, chunk_len, A]; worlds not ``active``
+        (or whose episode ends on the way) hold still."""
+        num_envs, horizon = self.env.num_envs, self.execute_steps
+        step_rewards = torch.zeros(num_envs, horizon)
+        executed = torch.zeros(num_envs, horizon, dtype=torch.bool)
+        ended = torch.zeros(num_envs, dtype=torch.bool)
+        success = torch.zeros(num_envs, dtype=torch.bool)
+        episode_return = torch.zeros(num_envs)
+        truncated_obs: dict[int, tuple[int, Observation]] = {}
+        running = active.clone()
+        obs: Observation = {}
+        for j in range(horizon):
+            action = torch.where(running[:, None], actions[:, j].float(), torch.zeros_like(actions[:, j]))
+            start = time.perf_counter()
+            result = self.env.step(action.to(self.env.device))
+            self.sim_time_s += time.perf_counter() - start
+            done = result.done.cpu()
+            step_rewards[:, j] = torch.where(running, result.reward.cpu().float(), 0.0)
+            executed[:, j] = running
+            finished = running & done
+            if finished.any():
+                episode = result.info["episode"]
+                success |= finished & episode["success"].cpu().bool()
+                episode_return = torch.where(finished, episode["return"].cpu().float(), episode_return)
+                for world in torch.nonzero(finished & result.truncated.cpu()).flatten().tolist():
+                    truncated_obs[world] = (j, select_worlds(result.info["final_obs"], torch.tensor([world])))
+            ended |= finished
+            running &= ~done
+            obs = result.obs
+        return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs)
+
+    def bootstrap_truncations(self, outcome: ChunkOutcome) -> None:
+        """Add ``gamma * V(final obs)`` to the reward of each step that hit the time limit."""
+        if not outcome.truncated_obs or not self.with_value:
+            return
+        worlds = list(outcome.truncated_obs)
+        parts = [outcome.truncated_obs[w][1] for w in worlds]
+        values = self.sample(concat_observations(parts), deterministic=True, with_value=True).value
+        assert values is not None
+        for world, value in zip(worlds, values.cpu().float().tolist(), strict=True):
+            outcome.step_rewards[world, outcome.truncated_obs[world][0]] += self.gamma * value
+
+    # ----- whole rollouts -------------------------------------------------------------------------------
+
+    def collect(
+        self, obs: Observation, num_decisions: int
+    ) -> tuple[ChunkBatch, Observation, ChunkRolloutStats]:
+        """A continuous rollout of ``num_decisions`` decisions of every world (PPO)."""
+        start = time.perf_counter()
+        self.policy_time_s = self.sim_time_s = 0.0
+        batch, all_worlds = ChunkBatch(), torch.ones(self.env.num_envs, dtype=torch.bool)
+        successes, returns = [], []
+        for _ in range(num_decisions):
+            step = self.sample(obs)
+            outcome = self.execute(step.actions.cpu(), all_worlds)
+            self.bootstrap_truncations(outcome)
+            reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
+            batch.add(
+                obs, step.sample_info, step.log_prob, step.value, reward, discount, outcome.ended, all_worlds
+            )
+            successes += outcome.success[outcome.ended].tolist()
+            returns += outcome.episode_return[outcome.ended].tolist()
+            obs = outcome.obs
+        if self.with_value:
+            batch.last_value = self.sample(obs, with_value=True).value.cpu().float()  # type: ignore[union-attr]
+        return batch, obs, self._stats(successes, returns, num_decisions, start)
+
+    def collect_episodes(
+        self, world_seeds: list, max_decisions: int
+    ) -> tuple[ChunkBatch, torch.Tensor, torch.Tensor, ChunkRolloutStats]:
+        """One episode per world, reset from ``world_seeds`` (one per world). Returns the batch,
+        each world's success (bool [N]) and return ([N], summed until its episode ended)."""
+        start = time.perf_counter()
+        self.policy_time_s = self.sim_time_s = 0.0
+        obs, _ = self.env.reset(seed=world_seeds)
+        num_envs = self.env.num_envs
+        batch = ChunkBatch()
+        active = torch.ones(num_envs, dtype=torch.bool)
+        success = torch.zeros(num_envs, dtype=torch.bool)
+        returns = torch.zeros(num_envs)
+        decisions = 0
+        while active.any() and decisions < max_decisions:
+            step = self._sample_active(obs, active)
+            outcome = self.execute(step.actions, active)
+            reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
+            batch.add(
+                obs, step.sample_info, step.log_prob, step.value, reward, discount, outcome.ended, active
+            )
+            success |= outcome.success
+            returns += outcome.step_rewards.sum(dim=1)
+            active &= ~outcome.ended
+            obs = outcome.obs
+            decisions += 1
+        stats = self._stats(success.tolist(), returns.tolist(), decisions, start)
+        return batch, success, returns, stats
+
+    def _sample_active(self, obs: Observation, active: torch.Tensor) -> ChunkStep:
+        """Sample for the active worlds only; inactive rows are zeros (their entries do not train)."""
+        rows = torch.nonzero(active).squeeze(1)
+        step = self.sample(select_worlds(obs, rows))
+        num_envs = len(active)
+
+        def scatter(tensor: torch.Tensor) -> torch.Tensor:
+            full = torch.zeros((num_envs, *tensor.shape[1:]), dtype=tensor.dtype)
+            full[rows] = tensor.detach().cpu()
+            return full
+
+        return ChunkStep(
+            actions=scatter(step.actions),
+            log_prob=scatter(step.log_prob),
+            value=None if step.value is None else scatter(step.value),
+            sample_info={key: scatter(value) for key, value in step.sample_info.items()},
+        )
+
+    def _stats(self, successes: list, returns: list, decisions: int, start: float) -> ChunkRolloutStats:
+        episodes = len(successes)
+        nan = float("nan")
+        return ChunkRolloutStats(
+            episodes=episodes,
+            success_rate=sum(successes) / episodes if episodes else nan,
+            mean_return=sum(returns) / episodes if episodes else nan,
+            env_steps=decisions * self.execute_steps * self.env.num_envs,
+            decisions=decisions,
+            rollout_time_s=time.perf_counter() - start,
+            policy_time_s=self.policy_time_s,
+            sim_time_s=self.sim_time_s,
+        )
