@@ -128,3 +128,14 @@ class FlatBatch:
         order = torch.randperm(len(self), generator=generator)
         for part in order.tensor_split(max(1, min(num_minibatches, len(self)))):
             yield self.rows(part)
+
+
+def concat_flat(parts: list[FlatBatch]) -> FlatBatch:
+    """Rows of several rollouts as one batch (they must carry the same keys)."""
+    if not parts:
+        raise ValueError("nothing to concatenate")
+    return FlatBatch(
+        concat_observations([part.obs for part in parts]),
+        {key: torch.cat([part.sample_info[key] for part in parts]) for key in parts[0].sample_info},
+        {key: torch.cat([part.tensors[key] for part in parts]) for key in parts[0].tensors},
+    )

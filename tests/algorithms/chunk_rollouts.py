@@ -1,0 +1,72 @@
+"""Rollouts of a tiny flow policy on random observations, for the chunk-algorithm tests."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from vla_rl.algorithms.chunk_config import ChunkRLConfig
+from vla_rl.policies.chunk_registry import build_chunk_policy
+from vla_rl.rollout.chunk_batch import ChunkBatch
+
+PROPRIO_DIM = 5
+
+
+def flow_policy(seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    values = {
+        "chunk_len": 3,
+        "action_dim": 2,
+        "proprio_dim": PROPRIO_DIM,
+        "hidden_sizes": [32],
+        "num_denoising_steps": 3,
+    }
+    values.update(overrides)
+    return build_chunk_policy("flow_mlp", **values)
+
+
+def random_obs(num_worlds: int, generator: torch.Generator) -> dict:
+    return {
+        "proprio": torch.randn(num_worlds, PROPRIO_DIM, generator=generator),
+        "instruction": [""] * num_worlds,
+    }
+
+
+def rollout(
+    policy, num_decisions: int = 3, num_worlds: int = 4, seed: int = 0, with_value: bool = True
+) -> ChunkBatch:
+    """Decisions sampled by ``policy`` with random rewards; world 1 ends an episode at decision 1."""
+    generator = torch.Generator().manual_seed(seed)
+    batch = ChunkBatch()
+    with torch.no_grad():
+        for t in range(num_decisions):
+            obs = random_obs(num_worlds, generator)
+            step = policy.sample(obs, with_value=with_value)
+            done = torch.zeros(num_worlds, dtype=torch.bool)
+            done[1] = t == 1
+            reward = torch.randn(num_worlds, generator=generator)
+            valid = torch.ones(num_worlds, dtype=torch.bool)
+            batch.add(
+                obs,
+                step.sample_info,
+                step.log_prob,
+                step.value,
+                reward,
+                torch.full((num_worlds,), 0.9),
+                done,
+                valid,
+            )
+        if with_value:
+            batch.last_value = policy.sample(random_obs(num_worlds, generator), with_value=True).value
+    return batch
+
+
+def config(**overrides) -> ChunkRLConfig:
+    values = {"num_minibatches": 2, "num_epochs": 1}
+    values.update(overrides)
+    return ChunkRLConfig(**values)
+
+
+def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return copy.deepcopy({name: p.detach().clone() for name, p in module.named_parameters()})

@@ -1,0 +1,90 @@
+import pytest
+import torch
+from chunk_rollouts import config, flow_policy, rollout
+
+from vla_rl.algorithms.chunk_grpo import ChunkGRPO
+
+torch.set_num_threads(1)
+
+
+def grpo(policy, **overrides):
+    return ChunkGRPO(policy, config(name="vla_grpo", group_size=2, **overrides))
+
+
+def test_only_informative_groups_train_and_their_advantages_are_zero_mean():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)  # 4 worlds = 2 groups of 2
+    success = torch.tensor([False, False, True, False])  # group 0 all fail, group 1 mixed
+    grouped = grpo(policy).grouped_rows(batch, success, torch.zeros(4))
+    assert (grouped.groups, grouped.kept_groups) == (2, 1)
+    rows = grouped.rows
+    assert len(rows) == 2 * batch.num_decisions  # worlds 2 and 3, every decision
+    advantages = rows.tensors["advantages"].view(batch.num_decisions, 2)
+    torch.testing.assert_close(advantages.sum(dim=1), torch.zeros(batch.num_decisions), atol=1e-6, rtol=0)
+    assert advantages[0, 0] > 0 > advantages[0, 1]  # the successful world is reinforced
+
+
+def test_filtered_groups_contribute_nothing_to_the_gradient():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)
+    success = torch.tensor([False, False, True, False])
+    algorithm = grpo(policy)
+    grouped = algorithm.grouped_rows(batch, success, torch.zeros(4))
+    algorithm.recompute(grouped.rows)
+    policy.zero_grad()
+    algorithm.losses(grouped.rows).total.backward()
+    with_filter = [p.grad.clone() for p in policy.parameters() if p.grad is not None]
+    # Changing what the dropped group did (its observations and samples) changes nothing.
+    other = rollout(policy, seed=7, with_value=False)
+    for t in range(batch.num_decisions):
+        for key in ("proprio",):
+            other.obs[t][key][2:] = batch.obs[t][key][2:]
+        for key in other.sample_info:
+            other.sample_info[key][t][2:] = batch.sample_info[key][t][2:]
+    regrouped = algorithm.grouped_rows(other, success, torch.zeros(4))
+    algorithm.recompute(regrouped.rows)
+    policy.zero_grad()
+    algorithm.losses(regrouped.rows).total.backward()
+    for before, after in zip(
+        with_filter, [p.grad for p in policy.parameters() if p.grad is not None], strict=True
+    ):
+        torch.testing.assert_close(before, after)
+
+
+def test_all_uninformative_rollouts_skip_the_update():
+    policy = flow_policy()
+    algorithm = grpo(policy)
+    grouped = algorithm.grouped_rows(
+        rollout(policy, with_value=False), torch.zeros(4, dtype=torch.bool), torch.zeros(4)
+    )
+    assert grouped.rows is None
+    assert algorithm.update([grouped]) == {"groups": 2.0, "kept_groups": 0.0}
+
+
+def test_first_grpo_minibatch_has_ratio_one():
+    policy = flow_policy(exploration="flow_sde", sde_one_step=True)
+    algorithm = grpo(policy)
+    grouped = algorithm.grouped_rows(
+        rollout(policy, with_value=False), torch.tensor([True, False, False, True]), torch.zeros(4)
+    )
+    algorithm.recompute(grouped.rows)
+    losses = algorithm.losses(next(grouped.rows.minibatches(2, torch.Generator().manual_seed(0))))
+    assert losses.ratio_mean == pytest.approx(1.0, abs=1e-5)
+    assert losses.clip_fraction == 0.0
+
+
+def test_worlds_must_split_into_groups():
+    policy = flow_policy()
+    with pytest.raises(ValueError, match="groups of 3"):
+        ChunkGRPO(policy, config(name="vla_grpo", group_size=3)).grouped_rows(
+            rollout(policy, with_value=False), torch.zeros(4, dtype=torch.bool), torch.zeros(4)
+        )
+
+
+def test_chunk_algorithms_are_registered_by_name():
+    from vla_rl.algorithms.chunk_registry import build_chunk_algorithm, registered_chunk_algorithms
+
+    assert registered_chunk_algorithms() == ["vla_grpo", "vla_ppo"]
+    assert isinstance(build_chunk_algorithm(config(name="vla_grpo"), flow_policy()), ChunkGRPO)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        config(name="vla_dpo").validate()

@@ -1,0 +1,104 @@
+import pytest
+import torch
+from chunk_rollouts import config, flow_policy, rollout, snapshot
+
+from vla_rl.algorithms.chunk_ppo import ChunkPPO
+from vla_rl.algorithms.chunk_update import executed_entry_mask
+
+torch.set_num_threads(1)
+
+
+def prepared(algorithm: ChunkPPO, batch):
+    advantages, returns = batch.gae(algorithm.cfg.gae_lambda)
+    flat = batch.flat({"advantages": advantages, "returns": returns})
+    algorithm.recompute(flat)
+    return flat
+
+
+@pytest.mark.parametrize("exploration", ["flow_sde", "flow_noise"])
+def test_first_minibatch_has_ratio_one_and_no_clipping(exploration):
+    policy = flow_policy(exploration=exploration)
+    algorithm = ChunkPPO(policy, config())
+    flat = prepared(algorithm, rollout(policy))
+    first = next(flat.minibatches(2, torch.Generator().manual_seed(0)))
+    losses = algorithm.losses(first)
+    assert losses.ratio_mean == pytest.approx(1.0, abs=1e-5)
+    assert losses.clip_fraction == 0.0
+    assert losses.approx_kl == pytest.approx(0.0, abs=1e-6)
+
+
+def test_recomputed_log_probs_replace_stale_ones():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy)
+    batch.log_probs = [lp + 5.0 for lp in batch.log_probs]  # a rollout model that disagreed
+    algorithm = ChunkPPO(policy, config())
+    flat = prepared(algorithm, batch)
+    assert algorithm.losses(flat).ratio_mean == pytest.approx(1.0, abs=1e-5)
+    stale = ChunkPPO(policy, config(recompute_log_probs=False))
+    assert stale.losses(prepared(stale, batch)).clip_fraction == 1.0
+
+
+def test_clip_fraction_is_positive_after_a_large_step():
+    policy = flow_policy(exploration="flow_sde")
+    algorithm = ChunkPPO(policy, config(actor_lr=0.5, num_epochs=1))
+    flat = prepared(algorithm, rollout(policy))
+    algorithm.optimise(flat)
+    assert algorithm.losses(flat).clip_fraction > 0.0
+
+
+def test_critic_warmup_moves_the_value_head_only():
+    policy = flow_policy()
+    algorithm = ChunkPPO(policy, config(critic_warmup_iterations=1, actor_lr=1e-2))
+    before = snapshot(policy)
+    metrics = algorithm.update(rollout(policy), iteration=0)
+    after = snapshot(policy)
+    changed = {name for name in before if not torch.equal(before[name], after[name])}
+    assert changed and all(name.startswith("value_head.") for name in changed)
+    assert metrics["actor_updated"] == 0.0
+    algorithm.update(rollout(policy, seed=1), iteration=1)
+    assert not torch.equal(after["velocity_net.0.weight"], snapshot(policy)["velocity_net.0.weight"])
+
+
+def test_value_head_has_its_own_learning_rate():
+    algorithm = ChunkPPO(flow_policy(), config(actor_lr=1e-5, value_lr=3e-3))
+    rates = {group["name"]: group["lr"] for group in algorithm.optimizer.param_groups}
+    assert rates == {"actor": 1e-5, "value": 3e-3}
+
+
+def test_executed_entry_mask_keeps_executed_actions_of_valid_rows():
+    valid = torch.tensor([True, False])
+    mask = executed_entry_mask(torch.Size([2, 4, 3]), "token", 2, valid)
+    assert mask.shape == (2, 4, 3)
+    assert mask[0, :2].all() and not mask[0, 2:].any() and not mask[1].any()
+    assert executed_entry_mask(torch.Size([2]), "chunk", 2, valid).tolist() == [True, False]
+
+
+def gradients(policy, cfg, batch, reference=None):
+    algorithm = ChunkPPO(policy, cfg, reference_policy=reference)
+    flat = prepared(algorithm, batch)
+    policy.zero_grad()
+    algorithm.losses(flat).total.backward()
+    return {name: p.grad.clone() for name, p in policy.named_parameters() if p.grad is not None}
+
+
+def same(first, second) -> bool:
+    return first.keys() == second.keys() and all(torch.allclose(first[k], second[k]) for k in first)
+
+
+def test_entropy_bonus_changes_the_gradient_only_when_enabled():
+    policy = flow_policy(exploration="flow_noise")
+    batch = rollout(policy)
+    off = gradients(policy, config(entropy_coef=0.0), batch)
+    assert same(off, gradients(policy, config(entropy_coef=0.0), batch))
+    assert not same(off, gradients(policy, config(entropy_coef=0.1), batch))
+
+
+def test_kl_to_the_reference_changes_the_gradient_only_when_enabled():
+    policy = flow_policy(exploration="flow_sde")
+    reference = flow_policy(seed=1, exploration="flow_sde")  # a different policy
+    batch = rollout(policy)
+    off = gradients(policy, config(kl_coef=0.0), batch)
+    assert same(off, gradients(policy, config(kl_coef=0.0), batch, reference))
+    assert not same(off, gradients(policy, config(kl_coef=0.5), batch, reference))
+    with pytest.raises(ValueError, match="reference"):
+        ChunkPPO(policy, config(kl_coef=0.5))

@@ -1,0 +1,107 @@
+"""Configuration of RL fine-tuning for chunk policies (VLAs, flow policies): PPO and GRPO."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vla_rl.policies.chunk_policy import LOG_PROB_LEVELS
+
+SCORES = ("success", "return")
+
+
+@dataclass
+class ChunkRLConfig:
+    """PPO and GRPO settings; defaults follow the published VLA recipes (see the README)."""
+
+    name: str = "vla_ppo"
+    """``vla_ppo`` (critic, GAE over chunks) or ``vla_grpo`` (group-relative, no critic)."""
+    log_prob_level: str = "chunk"
+    """Granularity of the importance ratio: ``token``, ``action`` or ``chunk``."""
+    execute_steps: int = 2
+    """Actions of each sampled chunk executed before the next decision."""
+    temperature: float = 1.0
+    """Sampling temperature (token policies) or noise multiplier (flow policies) in rollouts."""
+    num_decisions: int = 16
+    """PPO: decisions per world per iteration (rollout length in chunks)."""
+    num_epochs: int = 2
+    """Passes over each rollout."""
+    num_minibatches: int = 4
+    """Minibatches per epoch."""
+    gamma: float = 0.99
+    """Discount per control step (a chunk of k executed steps discounts by gamma ** k)."""
+    gae_lambda: float = 0.95
+    """GAE lambda, per decision."""
+    clip_low: float = 0.2
+    """Lower clip range: ratios below ``1 - clip_low`` are clipped."""
+    clip_high: float = 0.28
+    """Upper clip range ("clip-higher"): ratios above ``1 + clip_high`` are clipped."""
+    dual_clip: float | None = 3.0
+    """Cap of the loss of negative-advantage samples at ``dual_clip * |A|``; None disables."""
+    value_clip: float = 0.2
+    """Clip of the value update around the rollout's values; <= 0 disables."""
+    huber_delta: float | None = 10.0
+    """Huber threshold of the value loss; None: squared error."""
+    value_coef: float = 0.5
+    """Weight of the value loss."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus; 0 disables."""
+    kl_coef: float = 0.0
+    """Weight of the KL to the reference (starting) policy; 0 disables and skips the reference."""
+    actor_lr: float = 1e-4
+    """Adam learning rate of everything but the value head."""
+    value_lr: float = 1e-3
+    """Adam learning rate of the value head."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip; <= 0 disables."""
+    critic_warmup_iterations: int = 0
+    """PPO: first iterations update the value head only."""
+    recompute_log_probs: bool = True
+    """Recompute the behaviour log-probabilities with the training model after the rollout."""
+    normalize_advantages: bool = True
+    """PPO: standardise advantages over the valid entries of the rollout."""
+    group_size: int = 8
+    """GRPO: episodes per group (same initial state)."""
+    score: str = "success"
+    """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end)."""
+    keep_success_range: tuple[float, float] = (0.1, 0.9)
+    """GRPO dynamic sampling: keep groups whose success rate lies in this range."""
+    max_sampling_rounds: int = 4
+    """GRPO: rollouts collected per iteration at most to fill the batch with informative groups."""
+
+    def validate(self) -> None:
+        from vla_rl.algorithms.chunk_registry import registered_chunk_algorithms
+
+        if self.name not in registered_chunk_algorithms():
+            raise ValueError(f"unknown algorithm {self.name!r}; allowed: {registered_chunk_algorithms()}")
+        if self.log_prob_level not in LOG_PROB_LEVELS:
+            raise ValueError(
+                f"log_prob_level must be one of {list(LOG_PROB_LEVELS)}, got {self.log_prob_level!r}"
+            )
+        if self.score not in SCORES:
+            raise ValueError(f"score must be one of {list(SCORES)}, got {self.score!r}")
+        positive = {
+            "execute_steps": self.execute_steps,
+            "num_decisions": self.num_decisions,
+            "num_epochs": self.num_epochs,
+            "num_minibatches": self.num_minibatches,
+            "temperature": self.temperature,
+            "actor_lr": self.actor_lr,
+            "value_lr": self.value_lr,
+            "max_sampling_rounds": self.max_sampling_rounds,
+        }
+        bad = {name: value for name, value in positive.items() if value <= 0}
+        if bad:
+            raise ValueError(f"these settings must be > 0: {bad}")
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2, got {self.group_size}")
+        if not 0.0 < self.clip_low < 1.0 or self.clip_high <= 0.0:
+            raise ValueError(
+                f"need 0 < clip_low < 1 and clip_high > 0, got {self.clip_low}, {self.clip_high}"
+            )
+        if self.dual_clip is not None and self.dual_clip <= 1.0:
+            raise ValueError(f"dual_clip must be > 1 or None, got {self.dual_clip}")
+        low, high = self.keep_success_range
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(
+                f"keep_success_range must satisfy 0 <= low <= high <= 1, got {self.keep_success_range}"
+            )

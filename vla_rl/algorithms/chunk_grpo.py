@@ -1,0 +1,61 @@
+"""GRPO for chunk policies: group-relative advantages of whole episodes, no critic.
+
+The worlds of a rollout form groups of ``group_size`` consecutive worlds that started from the same
+initial state. Each episode's score is standardised within its group and carried by every decision
+of that episode; groups whose success rate lies outside ``keep_success_range`` (all fail or all
+succeed) are dropped, and the trainer collects more rollouts to refill the batch (dynamic sampling).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
+from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
+from vla_rl.algorithms.grpo_advantages import broadcast_to_steps, group_advantages, informative_groups
+from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch, concat_flat
+
+
+@dataclass
+class GroupedRollout:
+    """The trainable rows of one episode rollout and what its groups showed."""
+
+    rows: FlatBatch | None
+    """Decisions of kept groups, before each episode's end, with their advantages (None: none kept)."""
+    groups: int
+    kept_groups: int
+
+
+@register_chunk_algorithm("vla_grpo")
+class ChunkGRPO(ChunkPolicyUpdate):
+    uses_critic = False
+
+    def grouped_rows(self, batch: ChunkBatch, success: torch.Tensor, returns: torch.Tensor) -> GroupedRollout:
+        """Advantages from the episodes' scores; only the decisions of informative groups remain."""
+        cfg = self.cfg
+        num_worlds = len(success)
+        if num_worlds % cfg.group_size:
+            raise ValueError(f"{num_worlds} worlds do not split into groups of {cfg.group_size}")
+        scores = (success.float() if cfg.score == "success" else returns.float()).view(-1, cfg.group_size)
+        keep_group = informative_groups(success.view(-1, cfg.group_size), *cfg.keep_success_range)
+        keep_world = keep_group.repeat_interleave(cfg.group_size)
+        step_mask = batch.stacked("valid") & keep_world[None, :]
+        advantages = broadcast_to_steps(group_advantages(scores).flatten(), step_mask)
+        flat = batch.flat({"advantages": advantages})
+        flat.tensors["valid"] = step_mask.flatten()
+        kept = flat.valid_rows() if bool(step_mask.any()) else None
+        return GroupedRollout(kept, groups=len(keep_group), kept_groups=int(keep_group.sum()))
+
+    def update(self, rollouts: list[GroupedRollout]) -> dict[str, float]:
+        parts = [rollout.rows for rollout in rollouts if rollout.rows is not None]
+        groups = sum(r.groups for r in rollouts)
+        kept = sum(r.kept_groups for r in rollouts)
+        metrics = {"groups": float(groups), "kept_groups": float(kept)}
+        if not parts:
+            return metrics  # every group all-fail or all-success: nothing to learn from
+        flat = concat_flat(parts)
+        metrics["recompute_time_s"] = self.recompute(flat)
+        metrics.update(self.optimise(flat))
+        return metrics

@@ -1,0 +1,215 @@
+"""The clipped policy-gradient update shared by PPO and GRPO on chunk policies.
+
+Given rows of a rollout with an advantage each (``FlatBatch``), an update recomputes the behaviour
+log-probabilities with the training model (the rollout may have run in another numeric mode, and a
+stale copy would make the ratio differ from 1 before any step), optionally the reference policy's,
+then runs epochs x minibatches of ``clipped_surrogate`` steps. Token- and action-level ratios count
+only the actions a world executed (the first ``execute_steps`` of each chunk).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from vla_rl.algorithms.chunk_config import ChunkRLConfig
+from vla_rl.algorithms.surrogate import clipped_surrogate, clipped_value_loss, kl_to_reference, masked_mean
+from vla_rl.policies.chunk_policy import ChunkPolicy, check_log_prob_level
+from vla_rl.rollout.chunk_batch import FlatBatch
+from vla_rl.training.sft.batching import module_device, obs_to_device
+
+VALUE_HEAD_PREFIX = "value_head."
+
+
+@dataclass
+class ChunkLosses:
+    """Loss terms of one minibatch (``total`` carries the graph; the rest are detached floats)."""
+
+    total: torch.Tensor
+    policy_loss: float
+    value_loss: float | None
+    entropy: float
+    kl: float | None
+    clip_fraction: float
+    approx_kl: float
+    ratio_mean: float
+
+
+def executed_entry_mask(
+    shape: torch.Size, level: str, execute_steps: int, valid: torch.Tensor
+) -> torch.Tensor:
+    """bool mask of ``shape`` ([B], [B, chunk] or [B, chunk, D]): valid rows and, below the chunk
+    level, the executed actions only."""
+    if level == "chunk":
+        return valid
+    executed = torch.arange(shape[1], device=valid.device) < execute_steps
+    mask = valid[:, None] & executed[None, :]
+    return mask[..., None].expand(shape) if len(shape) == 3 else mask
+
+
+class ChunkPolicyUpdate:
+    """Optimiser, recomputation and minibatch loop; subclasses decide advantages and the critic."""
+
+    uses_critic = False
+
+    def __init__(
+        self,
+        policy: ChunkPolicy,
+        cfg: ChunkRLConfig,
+        reference_policy: ChunkPolicy | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        cfg.validate()
+        check_log_prob_level(policy, cfg.log_prob_level)
+        if cfg.kl_coef > 0 and reference_policy is None:
+            raise ValueError("kl_coef > 0 needs a reference policy")
+        self.policy = policy
+        self.cfg = cfg
+        self.reference_policy = reference_policy
+        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
+        value_params, actor_params = [], []
+        for name, parameter in policy.named_parameters():
+            if parameter.requires_grad:
+                (value_params if name.startswith(VALUE_HEAD_PREFIX) else actor_params).append(parameter)
+        groups = [{"params": actor_params, "lr": cfg.actor_lr, "name": "actor"}]
+        if value_params:
+            groups.append({"params": value_params, "lr": cfg.value_lr, "name": "value"})
+        self.optimizer = torch.optim.Adam(groups)
+
+    # ----- before the update ------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def recompute(self, flat: FlatBatch) -> float:
+        """Fill ``old_log_prob`` (training model) and ``ref_log_prob`` (reference); returns seconds."""
+        start = time.perf_counter()
+        rows = torch.arange(len(flat))
+        parts: dict[str, list[torch.Tensor]] = {"old_log_prob": [], "ref_log_prob": []}
+        for index in rows.tensor_split(max(1, self.cfg.num_minibatches)):
+            part = flat.rows(index)
+            if self.cfg.recompute_log_probs:
+                parts["old_log_prob"].append(self._log_prob(self.policy, part).cpu())
+            if self.reference_policy is not None and self.cfg.kl_coef > 0:
+                parts["ref_log_prob"].append(self._log_prob(self.reference_policy, part).cpu())
+        for name, chunks in parts.items():
+            if chunks:
+                flat.tensors[name] = torch.cat(chunks)
+        return time.perf_counter() - start
+
+    def _log_prob(self, policy: ChunkPolicy, part: FlatBatch) -> torch.Tensor:
+        device = module_device(policy)
+        return policy.evaluate(
+            obs_to_device(part.obs, device),
+            {k: v.to(device) for k, v in part.sample_info.items()},
+            temperature=self.cfg.temperature,
+            log_prob_level=self.cfg.log_prob_level,
+        ).log_prob
+
+    # ----- the update -------------------------------------------------------------------------------------
+
+    def losses(self, batch: FlatBatch, actor_active: bool = True) -> ChunkLosses:
+        cfg = self.cfg
+        device = module_device(self.policy)
+        evaluation = self.policy.evaluate(
+            obs_to_device(batch.obs, device),
+            {k: v.to(device) for k, v in batch.sample_info.items()},
+            temperature=cfg.temperature,
+            log_prob_level=cfg.log_prob_level,
+            with_value=self.uses_critic,
+        )
+        tensors = {k: v.to(device) for k, v in batch.tensors.items()}
+        log_prob = evaluation.log_prob
+        mask = executed_entry_mask(log_prob.shape, cfg.log_prob_level, cfg.execute_steps, tensors["valid"])
+        advantages = tensors["advantages"].view(-1, *(1,) * (log_prob.dim() - 1)).expand_as(log_prob)
+        log_ratio = log_prob - tensors["old_log_prob"]
+        surrogate, clipped = clipped_surrogate(
+            log_ratio, advantages, cfg.clip_low, cfg.clip_high, cfg.dual_clip
+        )
+        policy_loss = masked_mean(surrogate, mask)
+        total = policy_loss if actor_active else torch.zeros((), device=device)
+        entropy = masked_mean(evaluation.entropy, mask) if evaluation.entropy is not None else torch.zeros(())
+        if cfg.entropy_coef > 0 and actor_active:
+            total = total - cfg.entropy_coef * entropy
+        kl = None
+        if cfg.kl_coef > 0:
+            kl = masked_mean(kl_to_reference(log_prob, tensors["ref_log_prob"]), mask)
+            if actor_active:
+                total = total + cfg.kl_coef * kl
+        value_loss = None
+        if self.uses_critic:
+            assert evaluation.value is not None
+            per_row = clipped_value_loss(
+                evaluation.value, tensors["old_value"], tensors["returns"], cfg.value_clip, cfg.huber_delta
+            )
+            value_loss = masked_mean(per_row, tensors["valid"])
+            total = total + cfg.value_coef * value_loss
+        with torch.no_grad():
+            ratio = log_ratio.exp()
+            approx_kl = masked_mean((ratio - 1.0) - log_ratio, mask)
+        return ChunkLosses(
+            total=total,
+            policy_loss=float(policy_loss.detach()),
+            value_loss=None if value_loss is None else float(value_loss.detach()),
+            entropy=float(entropy.detach()),
+            kl=None if kl is None else float(kl.detach()),
+            clip_fraction=float(masked_mean(clipped.float(), mask)),
+            approx_kl=float(approx_kl),
+            ratio_mean=float(masked_mean(ratio, mask)),
+        )
+
+    def optimise(self, flat: FlatBatch, actor_active: bool = True) -> dict[str, float]:
+        """Epochs x minibatches of gradient steps; returns metrics averaged over the steps."""
+        start = time.perf_counter()
+        self.policy.train()
+        sums: dict[str, float] = {}
+        steps = 0
+        for _ in range(self.cfg.num_epochs):
+            for minibatch in flat.minibatches(self.cfg.num_minibatches, self.generator):
+                if not bool(minibatch.tensors["valid"].any()):
+                    continue
+                losses = self.losses(minibatch, actor_active)
+                self.optimizer.zero_grad(set_to_none=True)
+                losses.total.backward()
+                if not actor_active:
+                    # Critic warm-up: the value loss reaches the shared features too; only the
+                    # value head may move.
+                    for parameter in self.optimizer.param_groups[0]["params"]:
+                        parameter.grad = None
+                grad_norm = clip_gradients(self.policy, self.cfg.max_grad_norm)
+                self.optimizer.step()
+                for name, value in (
+                    ("policy_loss", losses.policy_loss),
+                    ("value_loss", losses.value_loss),
+                    ("entropy", losses.entropy),
+                    ("kl_to_reference", losses.kl),
+                    ("clip_fraction", losses.clip_fraction),
+                    ("approx_kl", losses.approx_kl),
+                    ("ratio_mean", losses.ratio_mean),
+                    ("grad_norm", grad_norm),
+                ):
+                    if value is not None:
+                        sums[name] = sums.get(name, 0.0) + float(value)
+                steps += 1
+        metrics = {name: total / max(steps, 1) for name, total in sums.items()}
+        metrics["update_time_s"] = time.perf_counter() - start
+        metrics["gradient_steps"] = float(steps)
+        return metrics
+
+    def state_dict(self) -> dict[str, object]:
+        return {"optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
+        self.generator.set_state(state["generator"])  # type: ignore[arg-type]
+
+
+def clip_gradients(module: nn.Module, max_norm: float) -> float:
+    """Clip the global gradient norm to ``max_norm`` (<= 0: no clipping); returns the norm before."""
+    params = [p for p in module.parameters() if p.grad is not None]
+    if not params:
+        return 0.0
+    if max_norm > 0:
+        return float(nn.utils.clip_grad_norm_(params, max_norm))
+    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params])))
