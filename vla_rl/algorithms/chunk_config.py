@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vla_rl.policies.chunk_policy import LOG_PROB_LEVELS
 
@@ -63,7 +63,7 @@ class ChunkRLConfig:
     """GRPO: episodes per group (same initial state)."""
     score: str = "success"
     """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end)."""
-    keep_success_range: tuple[float, float] = (0.1, 0.9)
+    keep_success_range: list[float] = field(default_factory=lambda: [0.1, 0.9])
     """GRPO dynamic sampling: keep groups whose success rate lies in this range."""
     max_sampling_rounds: int = 4
     """GRPO: rollouts collected per iteration at most to fill the batch with informative groups."""
@@ -100,6 +100,8 @@ class ChunkRLConfig:
             )
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ValueError(f"dual_clip must be > 1 or None, got {self.dual_clip}")
+        if len(self.keep_success_range) != 2:
+            raise ValueError(f"keep_success_range must be [low, high], got {self.keep_success_range}")
         low, high = self.keep_success_range
         if not 0.0 <= low <= high <= 1.0:
             raise ValueError(

@@ -78,3 +78,20 @@ def test_bad_exploration_settings_fail_clearly():
         ExplorationConfig(mode="flow_noise", one_step=True).validate()
     with pytest.raises(ValueError, match="std_min < std_max"):
         make_pi0(exploration="flow_noise", noise_std_bounds=[0.2, 0.1])
+
+
+@pytest.mark.parametrize("family", BUILDERS)
+def test_set_exploration_switches_an_sft_policy_to_flow_noise_and_round_trips(family, tmp_path):
+    policy = BUILDERS[family](num_denoising_steps=3)
+    assert policy.noise_head is None
+    policy.set_exploration(exploration="flow_noise", noise_std_bounds=[0.1, 0.3])
+    with torch.no_grad():
+        policy.noise_head.net[-1].bias.fill_(-0.4)
+    obs = make_obs(2)
+    step = policy.sample(obs)
+    policy.save_pretrained(tmp_path)
+    loaded = load_chunk_policy(family, tmp_path).eval()
+    assert loaded.cfg.exploration == "flow_noise"
+    torch.testing.assert_close(
+        loaded.evaluate(obs, step.sample_info).log_prob, step.log_prob, atol=1e-4, rtol=1e-5
+    )

@@ -174,6 +174,19 @@ class FlowMLPPolicy(ChunkPolicy):
             else None
         )
 
+    def set_exploration(self, **settings: object) -> None:
+        """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
+        ``noise_std_bounds``), e.g. for RL from an SFT checkpoint; adds a noise head if needed."""
+        self.cfg = FlowMLPConfig.from_dict({**self.cfg.to_dict(), **settings})
+        exploration = self.cfg.exploration_config()
+        self.exploration = build_exploration(exploration, self.cfg.num_denoising_steps)
+        if self.exploration.needs_learned_std and self.noise_head is None:
+            in_dim = self.cfg.chunk_len * self.cfg.action_dim + self.cfg.time_embed_dim + self.cfg.feature_dim
+            device = next(self.parameters()).device
+            self.noise_head = NoiseHead(
+                in_dim, self.cfg.chunk_len * self.cfg.action_dim, exploration.std_min, exploration.std_max
+            ).to(device)
+
     @classmethod
     def build(cls, **kwargs: object) -> FlowMLPPolicy:
         """Keywords: the ``FlowMLPConfig`` fields; ``proprio_dim=P`` is short for

@@ -111,6 +111,18 @@ class Pi0Policy(ChunkPolicy):
             for module in (vlm.vision_tower, vlm.multi_modal_projector):
                 module.requires_grad_(False)
 
+    def set_exploration(self, **settings: object) -> None:
+        """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
+        ``noise_std_bounds``), e.g. for RL from an SFT checkpoint; adds a noise head if needed."""
+        self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
+        exploration = self.cfg.exploration_config()
+        self.exploration = build_exploration(exploration, self.num_steps)
+        if self.exploration.needs_learned_std and self.noise_head is None:
+            width = int(self.model.config.dit_config.hidden_size)
+            self.noise_head = NoiseHead(
+                width, self.max_action_dim, exploration.std_min, exploration.std_max
+            ).to(self.device)
+
     @property
     def num_steps(self) -> int:
         return int(self.cfg.num_denoising_steps or self.model.config.num_inference_steps)

@@ -7,6 +7,7 @@ Layout of a policy directory written by ``save_pretrained``::
     tokenizer/                the tokenizer's save_pretrained
     value_head.safetensors    the value head
     aux_head.safetensors      the auxiliary state head and its target statistics (when configured)
+    noise_head.safetensors    the Flow-Noise standard-deviation head (exploration ``flow_noise``)
 
 A pi0 checkpoint in transformers' format (``from_pretrained_pi0``) is a directory with the model's
 ``config.json`` and weights, and its tokenizer either in a ``tokenizer/`` subdirectory or next to the
@@ -34,6 +35,7 @@ MODEL_DIR = "model"
 TOKENIZER_DIR = "tokenizer"
 VALUE_HEAD_FILE = "value_head.safetensors"
 AUX_HEAD_FILE = "aux_head.safetensors"
+NOISE_HEAD_FILE = "noise_head.safetensors"
 TINY_CONFIG_ARGS = {
     "max_action_dim",
     "max_state_dim",
@@ -122,6 +124,8 @@ class Pi0Checkpoint:
         save_file(_tensors(policy.value_head), str(path / VALUE_HEAD_FILE))
         if policy.aux_head is not None:
             save_file(_tensors(policy.aux_head), str(path / AUX_HEAD_FILE))
+        if policy.noise_head is not None:
+            save_file(_tensors(policy.noise_head), str(path / NOISE_HEAD_FILE))
         (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
 
     @staticmethod
@@ -133,4 +137,6 @@ class Pi0Checkpoint:
         policy.value_head.load_state_dict(load_file(str(path / VALUE_HEAD_FILE)))
         if policy.aux_head is not None:
             policy.aux_head.load_state_dict(load_file(str(path / AUX_HEAD_FILE)))
+        if policy.noise_head is not None:
+            policy.noise_head.load_state_dict(load_file(str(path / NOISE_HEAD_FILE)))
         return policy
