@@ -1,6 +1,7 @@
 """``vla-rl``: train and evaluate from the command line.
 
     vla-rl train [overrides...] [--resume PATH]
+    vla-rl train recipe=NAME policy.init_from=SFT_RUN [overrides...]   (RL of a VLA / flow policy)
     vla-rl eval --checkpoint PATH [overrides...]
     vla-rl collect [overrides...]
     vla-rl sft [overrides...] [--resume PATH]
@@ -72,6 +73,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def train_command(args: argparse.Namespace) -> int:
+    from vla_rl.training.chunk_rl.cli import is_rl_job, rl_train_command
+
+    resume = args.resume or _override_value(list(args.overrides), "resume")
+    if is_rl_job(list(args.overrides), resume):
+        return rl_train_command([o for o in args.overrides if not o.startswith("resume=")], resume)
     cfg = _train_config(list(args.overrides), args.resume)
     from vla_rl.training.runner import Trainer
 

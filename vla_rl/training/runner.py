@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import signal
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from vla_rl.training.components import build_training_components
 from vla_rl.training.evaluate import EvalResult, evaluate
 from vla_rl.training.loggers import MultiLogger, build_logger
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
+from vla_rl.training.stop_signals import install_stop_handlers
 
 log = logging.getLogger(__name__)
 
@@ -229,25 +229,9 @@ class Trainer:
         self.wandb_run_id = logger.wandb_run_id or self.wandb_run_id
         return logger
 
-    def _install_signal_handlers(self):  # noqa: ANN202 - returns a restore callable
-        """SIGTERM and the first Ctrl-C stop after the current iteration (with a checkpoint); a
-        second Ctrl-C interrupts at once."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-
-        def graceful(signum: int, frame: object) -> None:
-            if self._stop_requested and signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            log.warning("signal %d: stopping after this iteration", signum)
-            self._stop_requested = True
-
-        previous = {sig: signal.signal(sig, graceful) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        """SIGTERM and the first Ctrl-C stop after the current iteration (with a checkpoint)."""
+        return install_stop_handlers(self.request_stop, lambda: self._stop_requested)
 
 
 def _iteration_metrics(stats: Any, losses: dict[str, float]) -> dict[str, float]:

@@ -9,8 +9,6 @@ therefore computes the same losses as one that never stopped.
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -46,6 +44,7 @@ from vla_rl.training.sft.demonstrations import (
 )
 from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
 from vla_rl.training.sft.lr_schedule import warmup_cosine_factor
+from vla_rl.training.stop_signals import install_stop_handlers
 
 log = logging.getLogger(__name__)
 
@@ -330,24 +329,8 @@ class SFTTrainer:
         return logger
 
     def _install_signal_handlers(self) -> Callable[[], None]:
-        """SIGTERM and the first Ctrl-C stop after the current step (with a checkpoint); a second
-        Ctrl-C interrupts at once."""
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-
-        def graceful(signum: int, frame: object) -> None:
-            if self._stop_requested and signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            log.warning("signal %d: stopping after this step", signum)
-            self._stop_requested = True
-
-        previous = {sig: signal.signal(sig, graceful) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
+        """SIGTERM and the first Ctrl-C stop after the current step (with a checkpoint)."""
+        return install_stop_handlers(self.request_stop, lambda: self._stop_requested)
 
 
 def eval_metrics(result: EvalResult) -> dict[str, float]:

@@ -1,0 +1,1 @@
+"""RL fine-tuning of chunk policies (VLAs, flow policies) from an SFT checkpoint."""

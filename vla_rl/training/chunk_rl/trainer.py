@@ -1,0 +1,337 @@
+"""RL fine-tuning of a chunk policy: rollout -> (recompute) -> update, evaluated against its start.
+
+Each iteration collects rollouts with ``ChunkCollector`` and hands them to the algorithm named in
+``cfg.algorithm`` (``vla_ppo``: one continuous rollout of ``num_decisions`` decisions per world;
+``vla_grpo``: one episode per world from shared group seeds, repeated until enough informative
+groups are in or ``max_sampling_rounds`` is reached). The policy is evaluated before the first
+iteration, so every run reports its own starting point, every ``eval.interval`` iterations and at the
+end, on ``env.split`` and on ``eval.ood_splits``. Rollout, log-prob recomputation and update times
+are logged separately.
+
+A checkpoint (``<run_dir>/checkpoints/iter_XXXXXX``) holds the policy as its ``save_pretrained``
+folder (``policy/``), the optimizer, the RNG states, the iteration and the evaluation history.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from vla_rl.algorithms.chunk_registry import build_chunk_algorithm
+from vla_rl.config.load import ConfigError
+from vla_rl.envs import make_env
+from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
+from vla_rl.training.checkpoint import (
+    CHECKPOINTS_DIRNAME,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from vla_rl.training.chunk_rl.config import VLARLConfig
+from vla_rl.training.evaluate import EvalResult
+from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
+from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
+from vla_rl.training.stop_signals import install_stop_handlers
+
+log = logging.getLogger(__name__)
+
+POLICY_DIRNAME = "policy"
+EVAL_SEED_OFFSET = 1_000_003
+GROUP_SEED_STRIDE = 7919
+"""Group seeds of iteration i, round r are ``seed * GROUP_SEED_STRIDE**2 + counter``, distinct per group."""
+
+
+@dataclass
+class RLResult:
+    iterations: int
+    wall_time_s: float
+    stop_reason: str
+    """``iterations``, ``time`` (``max_minutes`` reached) or ``interrupted``."""
+    last_checkpoint: Path | None
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
+    """``{"iteration", "minutes", "split", "success_rate", ...}`` of every evaluation, in order."""
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def success(self, iteration: int, split: str) -> float:
+        """Success rate of the evaluation at ``iteration`` on ``split`` (NaN if none)."""
+        for entry in self.evaluations:
+            if entry["iteration"] == iteration and entry["split"] == split:
+                return float(entry["success_rate"])
+        return math.nan
+
+
+def resolve_policy_dir(path: str | Path) -> Path:
+    """An SFT or RL run folder (its latest checkpoint), a checkpoint folder, or a policy folder."""
+    path = Path(path)
+    if (path / CHECKPOINTS_DIRNAME).is_dir():
+        found = latest_checkpoint(path / CHECKPOINTS_DIRNAME)
+        if found is None:
+            raise ConfigError(f"config key 'policy.init_from': {path} has no checkpoint yet")
+        path = found
+    if (path / POLICY_DIRNAME).is_dir():
+        return path / POLICY_DIRNAME
+    if path.is_dir():
+        return path
+    raise ConfigError(f"config key 'policy.init_from': {path} is not a folder")
+
+
+class ChunkRLTrainer:
+    def __init__(self, cfg: VLARLConfig) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(cfg.run_dir)
+        torch.set_num_threads(cfg.torch_num_threads)
+        seed_everything(cfg.seed)
+        checkpoint = self._find_resume_checkpoint()
+        start_dir = (
+            checkpoint.path / POLICY_DIRNAME if checkpoint else resolve_policy_dir(cfg.policy.init_from)
+        )
+        self.policy = self._load_policy(start_dir)
+        acfg = cfg.algorithm
+        self.reference = None
+        if acfg.kl_coef > 0:
+            reference_dir = resolve_policy_dir(cfg.policy.init_from) if cfg.policy.init_from else start_dir
+            self.reference = self._load_policy(reference_dir).eval().requires_grad_(False)
+        self.algorithm = build_chunk_algorithm(acfg, self.policy, self.reference)
+        self.env = make_env(cfg.env)
+        self.collector = ChunkCollector(
+            self.env,
+            self.policy,
+            acfg.execute_steps,
+            acfg.gamma,
+            temperature=acfg.temperature,
+            log_prob_level=acfg.log_prob_level,
+            with_value=self.algorithm.uses_critic,
+        )
+        self.obs, _ = self.env.reset(seed=cfg.seed)
+        self.iteration = 0
+        self.group_counter = 0
+        self.evaluations: list[dict[str, Any]] = []
+        self.wandb_run_id: str | None = None
+        self.last_checkpoint: Path | None = None
+        self._stop_requested = False
+        if checkpoint is not None:
+            self._restore(checkpoint)
+
+    def _load_policy(self, directory: Path) -> ChunkPolicy:
+        policy = load_chunk_policy(self.cfg.policy.name, directory).to(torch.device(self.cfg.device))
+        if self.cfg.policy.exploration:
+            set_exploration = getattr(policy, "set_exploration", None)
+            if set_exploration is None:
+                raise ConfigError(
+                    f"config key 'policy.exploration': {self.cfg.policy.name} has no exploration settings "
+                    "(token policies explore through algorithm.temperature)"
+                )
+            set_exploration(**dict(self.cfg.policy.exploration))
+        return policy
+
+    # ----- one iteration ----------------------------------------------------------------------------------
+
+    def run_iteration(self) -> dict[str, float]:
+        """Collect, recompute, update; returns the iteration's metrics."""
+        acfg = self.cfg.algorithm
+        if acfg.name == "vla_grpo":
+            metrics, stats = self._grpo_iteration()
+        else:
+            batch, self.obs, stats = self.collector.collect(self.obs, acfg.num_decisions)
+            metrics = self.algorithm.update(batch, self.iteration)
+        self.iteration += 1
+        return {**rollout_metrics(stats), **{f"train/{k}": v for k, v in metrics.items()}}
+
+    def _grpo_iteration(self) -> tuple[dict[str, float], ChunkRolloutStats]:
+        acfg = self.cfg.algorithm
+        groups_per_rollout = self.env.num_envs // acfg.group_size
+        max_decisions = math.ceil(self.env.max_episode_steps / acfg.execute_steps) + 1
+        rollouts, all_stats, kept = [], [], 0
+        for _ in range(acfg.max_sampling_rounds):
+            seeds = []
+            for _group in range(groups_per_rollout):
+                group_seed = self.env.world_seed(self.cfg.seed * GROUP_SEED_STRIDE**2 + self.group_counter, 0)
+                seeds += [group_seed] * acfg.group_size
+                self.group_counter += 1
+            batch, success, returns, stats = self.collector.collect_episodes(seeds, max_decisions)
+            grouped = self.algorithm.grouped_rows(batch, success, returns)
+            rollouts.append(grouped)
+            all_stats.append(stats)
+            kept += grouped.kept_groups
+            if kept >= groups_per_rollout:
+                break
+        metrics = self.algorithm.update(rollouts)
+        metrics["sampling_rounds"] = float(len(rollouts))
+        return metrics, merge_stats(all_stats)
+
+    # ----- the loop ---------------------------------------------------------------------------------------
+
+    def train(self) -> RLResult:
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        logger = self._build_logger()
+        start = time.perf_counter()
+        result = RLResult(self.iteration, 0.0, "iterations", None)
+        restore_signals = install_stop_handlers(self.request_stop, lambda: self._stop_requested)
+        try:
+            if self.iteration == 0 and not self.evaluations:
+                self._evaluate_all(logger, start)
+            while self.iteration < cfg.iterations:
+                if self._stop_requested:
+                    result.stop_reason = "interrupted"
+                    break
+                metrics = self.run_iteration()
+                metrics["perf/elapsed_min"] = (time.perf_counter() - start) / 60.0
+                result.history.append(metrics)
+                if self.iteration % cfg.logger.log_interval == 0:
+                    logger.log(metrics, self.iteration)
+                out_of_time = 0 < cfg.max_minutes <= (time.perf_counter() - start) / 60.0
+                last = self.iteration >= cfg.iterations or out_of_time
+                if cfg.eval.interval > 0 and self.iteration % cfg.eval.interval == 0 and not last:
+                    self._evaluate_all(logger, start, splits=[cfg.env.split])
+                if self.iteration % cfg.checkpoint_interval == 0 and not last:
+                    self.save()
+                if out_of_time:
+                    result.stop_reason = "time"
+                    break
+            if result.stop_reason != "interrupted":
+                self._evaluate_all(logger, start)
+            restore_signals()
+            self.save()
+        finally:
+            restore_signals()
+            if self.iteration > 0 and self._unsaved():
+                self.save()
+            logger.close()
+        result.iterations = self.iteration
+        result.wall_time_s = time.perf_counter() - start
+        result.last_checkpoint = self.last_checkpoint
+        result.evaluations = list(self.evaluations)
+        return result
+
+    def request_stop(self) -> None:
+        self._stop_requested = True
+
+    def evaluate(self, split: str) -> EvalResult:
+        ecfg = self.cfg.eval
+        return evaluate_chunk_policy(
+            self.policy,
+            self.cfg.env,
+            ecfg.num_episodes,
+            self.cfg.algorithm.execute_steps,
+            seed=self.cfg.seed + EVAL_SEED_OFFSET,
+            deterministic=ecfg.deterministic,
+            temperature=self.cfg.algorithm.temperature,
+            split=split,
+        )
+
+    def _evaluate_all(self, logger: MultiLogger, start: float, splits: list[str] | None = None) -> None:
+        if self.cfg.eval.num_episodes <= 0:
+            return
+        for split in splits or [self.cfg.env.split, *self.cfg.eval.ood_splits]:
+            evaluation = self.evaluate(split)
+            entry = {"iteration": self.iteration, "minutes": (time.perf_counter() - start) / 60.0}
+            entry.update({k: v for k, v in asdict(evaluation).items() if k != "video_path"})
+            self.evaluations.append(entry)
+            logger.log({f"eval_{split}/success_rate": evaluation.success_rate}, self.iteration)
+            log.info("iteration %d: %s success %.1f %%", self.iteration, split, 100 * evaluation.success_rate)
+        (self.run_dir / "evaluations.json").write_text(json.dumps(self.evaluations, indent=1))
+
+    # ----- checkpoints ------------------------------------------------------------------------------------
+
+    def save(self) -> Path:
+        state = {
+            "iteration": self.iteration,
+            "group_counter": self.group_counter,
+            "policy_name": self.cfg.policy.name,
+            "algorithm": self.algorithm.state_dict(),
+            "rng": rng_state(),
+            "evaluations": self.evaluations,
+            "wandb_run_id": self.wandb_run_id,
+        }
+        self.last_checkpoint = save_checkpoint(
+            self.run_dir,
+            self.iteration,
+            None,
+            state,
+            self.cfg,
+            keep=self.cfg.keep_checkpoints,
+            write_extra=lambda directory: self.policy.save_pretrained(directory / POLICY_DIRNAME),
+        )
+        return self.last_checkpoint
+
+    def _unsaved(self) -> bool:
+        return self.last_checkpoint is None or self.last_checkpoint.name != f"iter_{self.iteration:06d}"
+
+    def _find_resume_checkpoint(self):  # noqa: ANN202 - Checkpoint | None
+        resume = self.cfg.resume
+        if not resume:
+            return None
+        if resume == "auto":
+            found = latest_checkpoint(self.run_dir / CHECKPOINTS_DIRNAME)
+            return load_checkpoint(found) if found is not None else None
+        return load_checkpoint(resume)
+
+    def _restore(self, checkpoint) -> None:  # noqa: ANN001 - Checkpoint
+        state = checkpoint.trainer_state
+        self.algorithm.load_state_dict(state["algorithm"])
+        self.iteration = int(state["iteration"])
+        self.group_counter = int(state.get("group_counter", 0))
+        self.evaluations = list(state.get("evaluations", []))
+        self.wandb_run_id = state.get("wandb_run_id")
+        set_rng_state(state["rng"])
+        self.last_checkpoint = checkpoint.path
+        log.info("resumed from %s (iteration %d)", checkpoint.path, self.iteration)
+
+    def _build_logger(self) -> MultiLogger:
+        logger = build_logger(
+            self.cfg.logger,
+            self.run_dir,
+            self.cfg.iterations,
+            OmegaConf.to_container(OmegaConf.structured(self.cfg)),
+            initial_env_steps=self.iteration,
+            wandb_resume_id=self.wandb_run_id,
+        )
+        self.wandb_run_id = logger.wandb_run_id or self.wandb_run_id
+        return logger
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def rollout_metrics(stats: ChunkRolloutStats) -> dict[str, float]:
+    metrics = {}
+    for name, value in asdict(stats).items():
+        if isinstance(value, float) and math.isnan(value):
+            continue
+        metrics[f"{'perf' if name.endswith('_s') else 'rollout'}/{name}"] = float(value)
+    return metrics
+
+
+def merge_stats(parts: list[ChunkRolloutStats]) -> ChunkRolloutStats:
+    """Statistics of several rollouts of one iteration as one."""
+    episodes = sum(p.episodes for p in parts)
+
+    def weighted(name: str) -> float:
+        if episodes == 0:
+            return math.nan
+        return sum(getattr(p, name) * p.episodes for p in parts if p.episodes) / episodes
+
+    return ChunkRolloutStats(
+        episodes=episodes,
+        success_rate=weighted("success_rate"),
+        mean_return=weighted("mean_return"),
+        env_steps=sum(p.env_steps for p in parts),
+        decisions=sum(p.decisions for p in parts),
+        rollout_time_s=sum(p.rollout_time_s for p in parts),
+        policy_time_s=sum(p.policy_time_s for p in parts),
+        sim_time_s=sum(p.sim_time_s for p in parts),
+    )
+
