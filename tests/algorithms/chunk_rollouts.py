@@ -26,15 +26,27 @@ def flow_policy(seed: int = 0, **overrides):
     return build_chunk_policy("flow_mlp", **values)
 
 
+def token_policy(family: str = "token_vla", seed: int = 0):
+    """A tiny token VLA (random PaliGemma backbone) reading a 32x32 front image and proprio."""
+    torch.manual_seed(seed)
+    return build_chunk_policy(family, chunk_len=2, action_dim=3, use_proprio=True, proprio_dim=PROPRIO_DIM)
+
+
 def random_obs(num_worlds: int, generator: torch.Generator) -> dict:
     return {
         "proprio": torch.randn(num_worlds, PROPRIO_DIM, generator=generator),
-        "instruction": [""] * num_worlds,
+        "rgb_front": torch.randint(0, 256, (num_worlds, 32, 32, 3), dtype=torch.uint8, generator=generator),
+        "instruction": ["pick up the cube"] * num_worlds,
     }
 
 
 def rollout(
-    policy, num_decisions: int = 3, num_worlds: int = 4, seed: int = 0, with_value: bool = True
+    policy,
+    num_decisions: int = 3,
+    num_worlds: int = 4,
+    seed: int = 0,
+    with_value: bool = True,
+    log_prob_level: str = "chunk",
 ) -> ChunkBatch:
     """Decisions sampled by ``policy`` with random rewards; world 1 ends an episode at decision 1."""
     generator = torch.Generator().manual_seed(seed)
@@ -42,7 +54,7 @@ def rollout(
     with torch.no_grad():
         for t in range(num_decisions):
             obs = random_obs(num_worlds, generator)
-            step = policy.sample(obs, with_value=with_value)
+            step = policy.sample(obs, with_value=with_value, log_prob_level=log_prob_level)
             done = torch.zeros(num_worlds, dtype=torch.bool)
             done[1] = t == 1
             reward = torch.randn(num_worlds, generator=generator)
@@ -58,7 +70,8 @@ def rollout(
                 valid,
             )
         if with_value:
-            batch.last_value = policy.sample(random_obs(num_worlds, generator), with_value=True).value
+            last_obs = random_obs(num_worlds, generator)
+            batch.last_value = policy.sample(last_obs, with_value=True, log_prob_level=log_prob_level).value
     return batch
 
 

@@ -1,6 +1,6 @@
 import pytest
 import torch
-from chunk_rollouts import config, flow_policy, rollout, snapshot
+from chunk_rollouts import config, flow_policy, rollout, snapshot, token_policy
 
 from vla_rl.algorithms.chunk_ppo import ChunkPPO
 from vla_rl.algorithms.chunk_update import executed_entry_mask
@@ -102,3 +102,19 @@ def test_kl_to_the_reference_changes_the_gradient_only_when_enabled():
     assert not same(off, gradients(policy, config(kl_coef=0.5), batch, reference))
     with pytest.raises(ValueError, match="reference"):
         ChunkPPO(policy, config(kl_coef=0.5))
+
+
+@pytest.mark.parametrize(
+    ("family", "level"), [("token_vla", "token"), ("token_vla", "action"), ("chunk_vla", "token")]
+)
+def test_token_policies_have_ratio_one_first_and_clip_after_a_large_step(family, level):
+    policy = token_policy(family)
+    algorithm = ChunkPPO(policy, config(log_prob_level=level, execute_steps=1, actor_lr=0.05))
+    batch = rollout(policy, log_prob_level=level)
+    flat = prepared(algorithm, batch)
+    assert flat.tensors["old_log_prob"].shape[1] == policy.chunk_len  # one entry per token / action
+    first = algorithm.losses(next(flat.minibatches(2, torch.Generator().manual_seed(0))))
+    assert first.ratio_mean == pytest.approx(1.0, abs=1e-4)
+    assert first.clip_fraction == 0.0
+    algorithm.optimise(flat)
+    assert algorithm.losses(flat).clip_fraction > 0.0
