@@ -1,8 +1,8 @@
 """Run every benchmark in turn (``make bench``); each prints its own summary.
 
 The learning benchmark takes about 1.5 hours on a 2-core machine and the SFT sweep (three
-families x four demonstration budgets, about 25 minutes a run) about 5 hours; ``--quick`` skips
-them and the diagnostics that read the SFT runs.
+families x four demonstration budgets, about 25 minutes a run) about 5 hours, the RL runs (four
+recipes, an hour each) 4 hours; ``--quick`` skips them and the diagnostics that read the SFT runs.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "learning": ["-m", "benchmarks.learning"],
     "sft_pick_place": ["-m", "benchmarks.sft_pick_place"],
     "sft_grounding": ["-m", "benchmarks.sft_grounding", *SFT_FULL_RUNS],
+    "rl_pick_place": ["-m", "benchmarks.rl_pick_place"],
     "sft_failure_stages": [
         "-m",
         "benchmarks.sft_failure_stages",
@@ -29,7 +30,7 @@ BENCHMARKS = {
         "2",
     ],
 }
-LONG = {"learning", "sft_pick_place", "sft_grounding", "sft_failure_stages"}
+LONG = {"learning", "sft_pick_place", "sft_grounding", "sft_failure_stages", "rl_pick_place"}
 
 
 def main() -> None:

@@ -1,0 +1,151 @@
+"""RL fine-tuning on ``pick_place`` from few-demonstration SFT checkpoints, one run per recipe.
+
+For each recipe (``configs/recipe``: token VLA + PPO, token VLA + GRPO, pi0 + Flow-SDE, pi0 +
+Flow-Noise) ``vla-rl train`` starts from the family's SFT checkpoint written by
+``benchmarks.sft_pick_place`` (``--sft-budget`` demonstrations), trains for ``--minutes`` of wall
+clock and evaluates before, every few iterations and after, in distribution and on the
+out-of-distribution splits. The table reports success before and after RL, the gain, and whether the
+target holds (+30 points, or at least 90 %); the learning curves go to
+``benchmarks/results/rl_pick_place.png`` and everything to ``benchmarks/results/rl_pick_place.json``.
+
+    python -m benchmarks.rl_pick_place [--recipes token_vla_grpo pi0_flow_sde] [--minutes 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import machine_line
+
+RECIPES = ("token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise")
+FAMILY = {
+    "token_vla_ppo": "token_vla",
+    "token_vla_grpo": "token_vla",
+    "pi0_flow_sde": "pi0",
+    "pi0_flow_noise": "pi0",
+}
+TARGET_GAIN = 0.30
+"""Required rise of in-distribution success (absolute) ..."""
+TARGET_SUCCESS = 0.90
+"""... or the success RL must reach."""
+OOD_SPLITS = ("ood_position", "ood_visual", "ood_semantic")
+RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
+    run_dir = args.run_root / recipe
+    init_from = args.sft_root / f"{FAMILY[recipe]}_{args.sft_budget}"
+    if not init_from.is_dir():
+        raise SystemExit(f"{init_from} is missing: run benchmarks.sft_pick_place first")
+    splits = "[" + ",".join(args.ood_splits) + "]"
+    command = [
+        sys.executable,
+        "-m",
+        "vla_rl.cli",
+        "train",
+        f"recipe={recipe}",
+        f"policy.init_from={init_from}",
+        f"max_minutes={args.minutes}",
+        f"eval.num_episodes={args.eval_episodes}",
+        f"eval.ood_splits={splits}",
+        "logger.wandb_mode=disabled",
+        f"run_dir={run_dir}",
+        *args.overrides,
+    ]
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    wall_min = (time.perf_counter() - start) / 60.0
+    args.run_root.mkdir(parents=True, exist_ok=True)
+    (args.run_root / f"{recipe}.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode not in (0, 1):
+        print(f"  {recipe}: exit code {proc.returncode}, see {args.run_root / recipe}.log", flush=True)
+        return {"error": proc.returncode, "wall_min": wall_min}
+    evaluations = json.loads((run_dir / "evaluations.json").read_text())
+    last_iteration = max(entry["iteration"] for entry in evaluations)
+
+    def success(iteration: int, split: str) -> float:
+        found = [
+            e["success_rate"] for e in evaluations if e["iteration"] == iteration and e["split"] == split
+        ]
+        return found[0] if found else float("nan")
+
+    return {
+        "init_from": str(init_from),
+        "iterations": last_iteration,
+        "wall_min": wall_min,
+        "before": {split: success(0, split) for split in ("train", *args.ood_splits)},
+        "after": {split: success(last_iteration, split) for split in ("train", *args.ood_splits)},
+        "curve": [(e["minutes"], e["success_rate"]) for e in evaluations if e["split"] == "train"],
+    }
+
+
+def passes(row: dict) -> bool:
+    before, after = row["before"]["train"], row["after"]["train"]
+    return after - before >= TARGET_GAIN or after >= TARGET_SUCCESS
+
+
+def plot(results: dict[str, dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5.2, 3.4), dpi=120)
+    for recipe, row in results.items():
+        if "curve" in row:
+            minutes, success = zip(*row["curve"], strict=True)
+            axes.plot(minutes, [100 * s for s in success], marker="o", markersize=3, label=recipe)
+    axes.set_xlabel("wall clock (min)")
+    axes.set_ylabel("success, in distribution (%)")
+    axes.set_ylim(-3, 103)
+    axes.set_title("RL fine-tuning on pick_place")
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=RECIPES)
+    parser.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget per run")
+    parser.add_argument("--sft-budget", type=int, default=100, help="demonstrations of the SFT start")
+    parser.add_argument("--sft-root", type=Path, default=Path("runs/bench/sft_pick_place"))
+    parser.add_argument("--run-root", type=Path, default=Path("runs/bench/rl_pick_place"))
+    parser.add_argument("--eval-episodes", type=int, default=64)
+    parser.add_argument("--ood-splits", nargs="*", default=list(OOD_SPLITS))
+    parser.add_argument("overrides", nargs="*", help="extra config overrides for every run")
+    args = parser.parse_args()
+
+    print(f"machine: {machine_line()}")
+    print(f"pick_place, SFT start: {args.sft_budget} demonstrations; {args.minutes:g} min per recipe")
+    results_path = RESULTS_DIR / "rl_pick_place.json"
+    saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
+    results = saved.get("results", {})
+    for recipe in args.recipes:
+        row = run_recipe(recipe, args)
+        results[recipe] = row
+        RESULTS_DIR.mkdir(exist_ok=True)
+        results_path.write_text(json.dumps({"machine": machine_line(), "results": results}, indent=1))
+        if "error" in row:
+            continue
+        ood = "  ".join(
+            f"{split} {100 * row['before'][split]:.0f}->{100 * row['after'][split]:.0f}"
+            for split in args.ood_splits
+        )
+        before, after = 100 * row["before"]["train"], 100 * row["after"]["train"]
+        verdict = "PASS" if passes(row) else "FAIL"
+        print(
+            f"{recipe:<16} SFT {before:5.1f} %  RL {after:5.1f} %  ({row['iterations']} it, "
+            f"{row['wall_min']:.1f} min)  {verdict}  {ood}",
+            flush=True,
+        )
+    plot(results, RESULTS_DIR / "rl_pick_place.png")
+
+
+if __name__ == "__main__":
+    main()
