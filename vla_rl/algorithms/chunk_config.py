@@ -67,6 +67,9 @@ class ChunkRLConfig:
     """GRPO dynamic sampling: keep groups whose success rate lies in this range."""
     max_sampling_rounds: int = 4
     """GRPO: rollouts collected per iteration at most to fill the batch with informative groups."""
+    curriculum_pool: int = 0
+    """GRPO: draw the groups' initial states (task variant and layout) from a pool of this many
+    seeds, more often those the policy fails (``vla_rl.rollout.seed_curriculum``); 0: fresh seeds."""
 
     def validate(self) -> None:
         from vla_rl.algorithms.chunk_registry import registered_chunk_algorithms
@@ -89,6 +92,8 @@ class ChunkRLConfig:
             "value_lr": self.value_lr,
             "max_sampling_rounds": self.max_sampling_rounds,
         }
+        if self.curriculum_pool < 0:
+            raise ValueError(f"curriculum_pool must be >= 0, got {self.curriculum_pool}")
         bad = {name: value for name, value in positive.items() if value <= 0}
         if bad:
             raise ValueError(f"these settings must be > 0: {bad}")

@@ -74,13 +74,23 @@ def test_ppo_run_evaluates_before_and_after_checkpoints_and_resumes(tmp_path, ca
     assert json.loads((run_dir / "evaluations.json").read_text())[-1]["iteration"] == 3
 
 
-def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path):
+@pytest.mark.parametrize("curriculum_pool", [0, 3])
+def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curriculum_pool):
     cfg = compose_rl_config(
-        [*overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo"), "algorithm.group_size=2"]
+        [
+            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo"),
+            "algorithm.group_size=2",
+            f"algorithm.curriculum_pool={curriculum_pool}",
+        ]
     )
     trainer = ChunkRLTrainer(cfg)
     try:
         metrics = trainer.run_iteration()
+        if curriculum_pool:
+            # The drawn states' estimates moved from their prior of 0.5 towards their groups' success.
+            assert (trainer.curriculum.success != 0.5).any()
+        else:
+            assert trainer.group_counter == 2 * metrics["train/sampling_rounds"]
     finally:
         trainer.close()
     rounds = metrics["train/sampling_rounds"]
@@ -107,5 +117,7 @@ def test_rl_yaml_lists_the_algorithm_defaults_of_the_schema():
 
     from vla_rl.algorithms.chunk_config import ChunkRLConfig
 
-    listed = OmegaConf.to_container(OmegaConf.load(Path(__file__).parents[3] / "configs" / "rl.yaml").algorithm)
+    listed = OmegaConf.to_container(
+        OmegaConf.load(Path(__file__).parents[3] / "configs" / "rl.yaml").algorithm
+    )
     assert listed == asdict(ChunkRLConfig())

@@ -31,6 +31,7 @@ from vla_rl.envs import make_env
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
+from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.training.checkpoint import (
     CHECKPOINTS_DIRNAME,
     latest_checkpoint,
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 POLICY_DIRNAME = "policy"
 EVAL_SEED_OFFSET = 1_000_003
 GROUP_SEED_STRIDE = 7919
-"""Group seeds of iteration i, round r are ``seed * GROUP_SEED_STRIDE**2 + counter``, distinct per group."""
+"""Without a curriculum, group k of the run resets from ``seed * GROUP_SEED_STRIDE**2 + k``."""
 
 
 @dataclass
@@ -114,6 +115,7 @@ class ChunkRLTrainer:
             with_value=self.algorithm.uses_critic,
         )
         self.obs, _ = self.env.reset(seed=cfg.seed)
+        self.curriculum = SeedCurriculum(acfg.curriculum_pool, cfg.seed) if acfg.curriculum_pool > 0 else None
         self.iteration = 0
         self.group_counter = 0
         self.evaluations: list[dict[str, Any]] = []
@@ -154,12 +156,12 @@ class ChunkRLTrainer:
         max_decisions = math.ceil(self.env.max_episode_steps / acfg.execute_steps) + 1
         rollouts, all_stats, kept = [], [], 0
         for _ in range(acfg.max_sampling_rounds):
-            seeds = []
-            for _group in range(groups_per_rollout):
-                group_seed = self.env.world_seed(self.cfg.seed * GROUP_SEED_STRIDE**2 + self.group_counter, 0)
-                seeds += [group_seed] * acfg.group_size
-                self.group_counter += 1
+            group_seeds = self._group_seeds(groups_per_rollout)
+            seeds = [self.env.world_seed(seed, 0) for seed in group_seeds for _ in range(acfg.group_size)]
             batch, success, returns, stats = self.collector.collect_episodes(seeds, max_decisions)
+            if self.curriculum is not None:
+                group_success = success.float().view(-1, acfg.group_size).mean(dim=1).tolist()
+                self.curriculum.update(group_seeds, group_success)
             grouped = self.algorithm.grouped_rows(batch, success, returns)
             rollouts.append(grouped)
             all_stats.append(stats)
@@ -169,6 +171,14 @@ class ChunkRLTrainer:
         metrics = self.algorithm.update(rollouts)
         metrics["sampling_rounds"] = float(len(rollouts))
         return metrics, merge_stats(all_stats)
+
+    def _group_seeds(self, count: int) -> list[int]:
+        """Fresh seeds (distinct for every group of the run), or draws from the curriculum's pool."""
+        if self.curriculum is not None:
+            return self.curriculum.draw(count)
+        first = self.cfg.seed * GROUP_SEED_STRIDE**2 + self.group_counter
+        self.group_counter += count
+        return list(range(first, first + count))
 
     # ----- the loop ---------------------------------------------------------------------------------------
 
@@ -250,6 +260,7 @@ class ChunkRLTrainer:
         state = {
             "iteration": self.iteration,
             "group_counter": self.group_counter,
+            "curriculum": None if self.curriculum is None else self.curriculum.state_dict(),
             "policy_name": self.cfg.policy.name,
             "algorithm": self.algorithm.state_dict(),
             "rng": rng_state(),
@@ -284,6 +295,8 @@ class ChunkRLTrainer:
         self.algorithm.load_state_dict(state["algorithm"])
         self.iteration = int(state["iteration"])
         self.group_counter = int(state.get("group_counter", 0))
+        if self.curriculum is not None and state.get("curriculum") is not None:
+            self.curriculum.load_state_dict(state["curriculum"])
         self.evaluations = list(state.get("evaluations", []))
         self.wandb_run_id = state.get("wandb_run_id")
         set_rng_state(state["rng"])
@@ -334,4 +347,3 @@ def merge_stats(parts: list[ChunkRolloutStats]) -> ChunkRolloutStats:
         policy_time_s=sum(p.policy_time_s for p in parts),
         sim_time_s=sum(p.sim_time_s for p in parts),
     )
-
