@@ -1,12 +1,26 @@
+"""The denoising time grid and the Euler-Maruyama exploration, checked by hand."""
+
 import math
 
 import pytest
 import torch
 
 from vla_rl.policies.flow import chain
+from vla_rl.policies.flow.exploration import (
+    ExplorationConfig,
+    build_exploration,
+    chain_log_prob_and_entropy,
+    sample_chain,
+)
 
 NOISE_LEVEL_FOR_HALF = 0.5 / math.sqrt(0.5)
 """With K = 2 steps, sigma = noise_level * sqrt(1/2) = 0.5."""
+LOG_N_04 = -0.5 * 0.4**2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)  # log N(0.4 away; std 0.5) = -0.305792
+LOG_N_06 = -0.5 * 0.6**2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)  # -0.405792
+
+
+def euler_maruyama(noise_level: float, num_steps: int = 2):
+    return build_exploration(ExplorationConfig(mode="euler_maruyama", noise_level=noise_level), num_steps)
 
 
 def test_time_grid_and_step_size():
@@ -16,51 +30,56 @@ def test_time_grid_and_step_size():
         chain.denoising_times(0)
 
 
-def test_transition_std_scales_with_noise_level_and_temperature():
-    assert chain.transition_std(2, NOISE_LEVEL_FOR_HALF) == pytest.approx(0.5)
-    assert chain.transition_std(2, NOISE_LEVEL_FOR_HALF, temperature=2.0) == pytest.approx(1.0)
-    assert chain.transition_std(8, 1.0) == pytest.approx(math.sqrt(1 / 8))
-    with pytest.raises(ValueError):
-        chain.transition_std(2, 0.0)
+def test_euler_maruyama_std_scales_with_noise_level_and_temperature():
+    x, stochastic = torch.zeros(1, 1), torch.tensor([True])
+    assert euler_maruyama(NOISE_LEVEL_FOR_HALF).transition(x, x, 0, stochastic, 1.0)[
+        1
+    ].item() == pytest.approx(0.5)
+    assert euler_maruyama(NOISE_LEVEL_FOR_HALF).transition(x, x, 0, stochastic, 2.0)[
+        1
+    ].item() == pytest.approx(1.0)
+    assert euler_maruyama(1.0, 8).transition(x, x, 0, stochastic, 1.0)[1].item() == pytest.approx(
+        math.sqrt(1 / 8)
+    )
+    assert euler_maruyama(1.0).transition(x, x, 0, torch.tensor([False]), 1.0)[1].item() == 0.0
 
 
-def test_two_step_1d_chain_log_prob_by_hand():
-    # x0 = 0.5, v0 = 1 -> mu0 = 0.5 + 1 * (-0.5) = 0.0; sampled x1 = 0.2
-    # v1 = -2 -> mu1 = 0.2 + (-2) * (-0.5) = 1.2; sampled x2 = 0.9; sigma = 0.5
-    # log N(0.2; 0, 0.5^2) = -0.5 * 0.4^2 - log 0.5 - 0.5 log(2 pi) = -0.305792
-    # log N(0.9; 1.2, 0.5^2) = -0.5 * 0.6^2 - log 0.5 - 0.5 log(2 pi) = -0.405792
-    std = chain.transition_std(2, NOISE_LEVEL_FOR_HALF)
-    dt = chain.step_size(2)
-    x0 = torch.tensor([[0.5]])
-    mu0 = chain.euler_mean(x0, torch.tensor([[1.0]]), dt)
-    x1 = torch.tensor([[0.2]])
-    mu1 = chain.euler_mean(x1, torch.tensor([[-2.0]]), dt)
-    assert mu0.item() == pytest.approx(0.0)
-    assert mu1.item() == pytest.approx(1.2)
-    states = torch.stack([x0, x1, torch.tensor([[0.9]])], dim=1)  # [1, 3, 1]
-    means = torch.stack([mu0, mu1], dim=1)
-    log_prob = chain.chain_log_prob(states, means, std)
-    assert log_prob.shape == (1,)
-    assert log_prob.item() == pytest.approx(-0.305792 - 0.405792, abs=1e-5)
+def test_two_step_1d_chain_log_prob_and_entropy_by_hand():
+    # x0 = 0.5, v0 = 1 -> mu0 = 0.5 + 1 * (-0.5) = 0.0; x1 = 0.2 (0.4 sigma away)
+    # v1 = -2 -> mu1 = 0.2 + (-2) * (-0.5) = 1.2; x2 = 0.9 (0.6 sigma away); sigma = 0.5
+    exploration = euler_maruyama(NOISE_LEVEL_FOR_HALF)
+    states = torch.tensor([[[0.5], [0.2], [0.9]]])  # [1, 3, 1]
+    stochastic = torch.tensor([True])
+    mu0, std0 = exploration.transition(states[:, 0], torch.tensor([[1.0]]), 0, stochastic, 1.0)
+    mu1, std1 = exploration.transition(states[:, 1], torch.tensor([[-2.0]]), 1, stochastic, 1.0)
+    assert (mu0.item(), mu1.item()) == (pytest.approx(0.0), pytest.approx(1.2))
+    means, stds = torch.stack([mu0, mu1], 1), torch.stack([std0, std1], 1)
+    log_prob, entropy = chain_log_prob_and_entropy(states, means, stds, torch.ones(1, 2, dtype=torch.bool))
+    assert log_prob.item() == pytest.approx(LOG_N_04 + LOG_N_06, abs=1e-5)
+    # 2 steps x (0.5 + 0.5 log(2 pi) + log 0.5)
+    assert entropy.item() == pytest.approx(1.451584, abs=1e-5)
 
 
 def test_dim_mask_drops_padded_dims():
-    std = 0.5
     states = torch.tensor([[[[0.0, 0.0]], [[0.2, 7.0]]]])  # [N=1, K+1=2, chunk=1, D=2]
-    means = torch.zeros(1, 1, 1, 2)
-    masked = chain.chain_log_prob(states, means, std, torch.tensor([True, False]))
-    assert masked.item() == pytest.approx(-0.305792, abs=1e-5)
-
-
-def test_chain_entropy_by_hand():
-    # 2 steps x 1 entry x (0.5 + 0.5 log(2 pi) + log 0.5) = 2 x 0.725792
-    assert chain.chain_entropy(2, 0.5, 1) == pytest.approx(1.451584, abs=1e-5)
+    means, stds = torch.zeros(1, 1, 1, 2), torch.full((1, 1, 1, 2), 0.5)
+    masked, _ = chain_log_prob_and_entropy(
+        states, means, stds, torch.ones(1, 1, dtype=torch.bool), torch.tensor([True, False])
+    )
+    assert masked.item() == pytest.approx(LOG_N_04, abs=1e-5)
 
 
 def test_sampled_transitions_have_the_transition_std():
     torch.manual_seed(0)
-    mean = torch.full((20000, 1), 3.0)
-    samples = chain.sample_transition(mean, 0.5, deterministic=False)
-    assert samples.mean().item() == pytest.approx(3.0, abs=0.02)
-    assert samples.std().item() == pytest.approx(0.5, abs=0.01)
-    assert torch.equal(chain.sample_transition(mean, 0.5, deterministic=True), mean)
+
+    def constant_velocity(x, k):
+        return torch.full_like(x, -6.0), None  # one Euler step of dt = -1/2 moves x by +3
+
+    exploration = euler_maruyama(NOISE_LEVEL_FOR_HALF, num_steps=2)
+    sampled = sample_chain(exploration, constant_velocity, torch.zeros(20000, 1), 1.0, deterministic=False)
+    first = sampled.states[:, 1]
+    assert first.mean().item() == pytest.approx(3.0, abs=0.02)
+    assert first.std().item() == pytest.approx(0.5, abs=0.01)
+    noise_free = sample_chain(exploration, constant_velocity, torch.zeros(3, 1), 1.0, deterministic=True)
+    assert noise_free.states[:, -1].tolist() == [[6.0]] * 3
+    assert not noise_free.step_mask.any()
