@@ -118,3 +118,15 @@ def test_token_policies_have_ratio_one_first_and_clip_after_a_large_step(family,
     assert first.clip_fraction == 0.0
     algorithm.optimise(flat)
     assert algorithm.losses(flat).clip_fraction > 0.0
+
+
+@pytest.mark.parametrize("trains_features", [False, True])
+def test_value_loss_reaches_the_shared_features_only_when_asked(trains_features):
+    policy = flow_policy()
+    algorithm = ChunkPPO(policy, config(critic_trains_features=trains_features))
+    flat = prepared(algorithm, rollout(policy))
+    policy.zero_grad()
+    algorithm.losses(flat, actor_active=False).total.backward()  # the value loss alone
+    assert policy.value_head[0].weight.grad.abs().sum() > 0
+    shared = policy.encoder.project[0].weight.grad
+    assert (shared is not None and shared.abs().sum() > 0) == trains_features

@@ -55,6 +55,9 @@ class ChunkRLConfig:
     """Gradient-norm clip; <= 0 disables."""
     critic_warmup_iterations: int = 0
     """PPO: first iterations update the value head only."""
+    critic_trains_features: bool = False
+    """PPO: the value loss also trains the features it shares with the actor (the backbone); False
+    keeps them the actor's alone and trains the value head only."""
     recompute_log_probs: bool = True
     """Recompute the behaviour log-probabilities with the training model after the rollout."""
     normalize_advantages: bool = True

@@ -67,6 +67,7 @@ class ChunkPolicyUpdate:
         if cfg.kl_coef > 0 and reference_policy is None:
             raise ValueError("kl_coef > 0 needs a reference policy")
         self.policy = policy
+        self.policy.critic_trains_features = cfg.critic_trains_features
         self.cfg = cfg
         self.reference_policy = reference_policy
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)

@@ -102,6 +102,13 @@ class ChunkPolicy(nn.Module, ABC):
     """Granularities this family supports (a subset of ``LOG_PROB_LEVELS``)."""
     registry_name: str = ""
     """Name under which ``vla_rl.policies.chunk_registry`` registered the class."""
+    critic_trains_features: bool = True
+    """Whether the value loss reaches the features the value head reads (shared with the actor);
+    RL sets it from ``algorithm.critic_trains_features``. False trains the value head alone."""
+
+    def critic_input(self, features: torch.Tensor) -> torch.Tensor:
+        """The features as the value head should see them (detached unless ``critic_trains_features``)."""
+        return features if self.critic_trains_features else features.detach()
 
     @classmethod
     @abstractmethod

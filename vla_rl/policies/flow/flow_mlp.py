@@ -243,7 +243,7 @@ class FlowMLPPolicy(ChunkPolicy):
             log_prob, _ = chain_log_prob_and_entropy(
                 sampled.states, sampled.means, sampled.stds, sampled.step_mask
             )
-            value = self.value_head(features).squeeze(-1) if with_value else None
+            value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
         return ChunkStep(
             actions=sampled.states[:, -1].clamp(-1.0, 1.0),
             log_prob=log_prob,
@@ -282,7 +282,7 @@ class FlowMLPPolicy(ChunkPolicy):
         return ChunkEvaluation(
             log_prob=log_prob,
             entropy=entropy,
-            value=self.value_head(features).squeeze(-1) if with_value else None,
+            value=self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None,
         )
 
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:

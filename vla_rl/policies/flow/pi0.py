@@ -295,7 +295,7 @@ class Pi0Policy(ChunkPolicy):
         self.cfg.state_stats = NormStats("mean_std", mean=mean.tolist(), std=std.tolist())
 
     def value_from_feature(self, state_feature: torch.Tensor) -> torch.Tensor:
-        return self.value_head(state_feature.float()).squeeze(-1)
+        return self.value_head(self.critic_input(state_feature.float())).squeeze(-1)
 
     def to_env_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
         """Padded model units -> env units [N, chunk, action_dim], clipped to [-1, 1]."""

@@ -248,7 +248,7 @@ class TokenVLABase(ChunkPolicy):
 
     def value_from_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
         """Value head on the hidden state at the position before the first action token -> [N]."""
-        return self.value_head(hidden.float()).squeeze(-1)
+        return self.value_head(self.critic_input(hidden.float())).squeeze(-1)
 
     # ----------------------------------------------------------------- family-specific
 
