@@ -128,6 +128,17 @@ def resolve_checkpoint_dir(path: str | Path) -> Path:
     raise FileNotFoundError(f"no checkpoint found at {path}")
 
 
+def find_resume_checkpoint(resume: str | None, run_dir: str | Path) -> Checkpoint | None:
+    """The checkpoint a run continues from: none without ``resume``; with ``auto``, the latest in
+    ``run_dir`` if there is one; otherwise the run or checkpoint folder ``resume`` names."""
+    if not resume:
+        return None
+    if resume == "auto":
+        found = latest_checkpoint(Path(run_dir) / CHECKPOINTS_DIRNAME)
+        return load_checkpoint(found) if found is not None else None
+    return load_checkpoint(resume)
+
+
 def latest_checkpoint(checkpoints_dir: str | Path) -> Path | None:
     """The checkpoint ``latest`` names in ``checkpoints_dir``, else the highest iteration."""
     root = Path(checkpoints_dir)

@@ -24,10 +24,8 @@ from omegaconf import OmegaConf
 from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import make_env
 from vla_rl.training.checkpoint import (
-    CHECKPOINTS_DIRNAME,
     Checkpoint,
-    latest_checkpoint,
-    load_checkpoint,
+    find_resume_checkpoint,
     save_checkpoint,
 )
 from vla_rl.training.components import build_training_components
@@ -191,13 +189,7 @@ class Trainer:
         return self.last_checkpoint
 
     def _find_resume_checkpoint(self) -> Checkpoint | None:
-        resume = self.cfg.resume
-        if resume is None or resume == "":
-            return None
-        if resume == "auto":
-            found = latest_checkpoint(self.run_dir / CHECKPOINTS_DIRNAME)
-            return load_checkpoint(found) if found is not None else None
-        return load_checkpoint(resume)
+        return find_resume_checkpoint(self.cfg.resume, self.run_dir)
 
     def _restore(self, checkpoint: Checkpoint) -> None:
         state = checkpoint.trainer_state

@@ -34,8 +34,9 @@ from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.training.checkpoint import (
     CHECKPOINTS_DIRNAME,
+    Checkpoint,
+    find_resume_checkpoint,
     latest_checkpoint,
-    load_checkpoint,
     save_checkpoint,
 )
 from vla_rl.training.chunk_rl.config import VLARLConfig
@@ -281,16 +282,10 @@ class ChunkRLTrainer:
     def _unsaved(self) -> bool:
         return self.last_checkpoint is None or self.last_checkpoint.name != f"iter_{self.iteration:06d}"
 
-    def _find_resume_checkpoint(self):  # noqa: ANN202 - Checkpoint | None
-        resume = self.cfg.resume
-        if not resume:
-            return None
-        if resume == "auto":
-            found = latest_checkpoint(self.run_dir / CHECKPOINTS_DIRNAME)
-            return load_checkpoint(found) if found is not None else None
-        return load_checkpoint(resume)
+    def _find_resume_checkpoint(self) -> Checkpoint | None:
+        return find_resume_checkpoint(self.cfg.resume, self.run_dir)
 
-    def _restore(self, checkpoint) -> None:  # noqa: ANN001 - Checkpoint
+    def _restore(self, checkpoint: Checkpoint) -> None:
         state = checkpoint.trainer_state
         self.algorithm.load_state_dict(state["algorithm"])
         self.iteration = int(state["iteration"])

@@ -24,10 +24,8 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.chunk_registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
 from vla_rl.training.checkpoint import (
-    CHECKPOINTS_DIRNAME,
     Checkpoint,
-    latest_checkpoint,
-    load_checkpoint,
+    find_resume_checkpoint,
     save_checkpoint,
 )
 from vla_rl.training.evaluate import EvalResult
@@ -249,13 +247,7 @@ class SFTTrainer:
         return self.last_checkpoint is None or self.last_checkpoint.name != f"iter_{self.step:06d}"
 
     def _find_resume_checkpoint(self) -> Checkpoint | None:
-        resume = self.cfg.resume
-        if resume is None or resume == "":
-            return None
-        if resume == "auto":
-            found = latest_checkpoint(self.run_dir / CHECKPOINTS_DIRNAME)
-            return load_checkpoint(found) if found is not None else None
-        return load_checkpoint(resume)
+        return find_resume_checkpoint(self.cfg.resume, self.run_dir)
 
     def _make_policy(self, checkpoint: Checkpoint | None) -> ChunkPolicy:
         pcfg = self.cfg.policy
