@@ -121,3 +121,27 @@ def test_rl_yaml_lists_the_algorithm_defaults_of_the_schema():
         OmegaConf.load(Path(__file__).parents[3] / "configs" / "rl.yaml").algorithm
     )
     assert listed == asdict(ChunkRLConfig())
+
+
+def test_freeze_keeps_the_named_parameters_fixed(tmp_path):
+    init_from = sft_policy_dir(tmp_path)
+    cfg = compose_rl_config(
+        [
+            *overrides(tmp_path / "run", init_from),
+            "policy.freeze=[encoder.]",
+            "algorithm.critic_warmup_iterations=0",
+        ]
+    )
+    trainer = ChunkRLTrainer(cfg)
+    try:
+        before = {n: p.detach().clone() for n, p in trainer.policy.named_parameters()}
+        trainer.run_iteration()
+        after = dict(trainer.policy.named_parameters())
+        assert all(torch.equal(before[n], after[n]) for n in before if n.startswith("encoder."))
+        assert not torch.equal(before["velocity_net.0.weight"], after["velocity_net.0.weight"])
+    finally:
+        trainer.close()
+    with pytest.raises(ConfigError, match="policy.freeze"):
+        ChunkRLTrainer(
+            compose_rl_config([*overrides(tmp_path / "run2", init_from), "policy.freeze=[nothing.]"])
+        )

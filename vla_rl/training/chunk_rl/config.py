@@ -17,6 +17,9 @@ class RLPolicyConfig:
     init_from: str | None = None
     """The starting policy: an SFT run folder (its latest checkpoint), an SFT checkpoint folder, or
     a folder written by the family's ``save_pretrained``."""
+    freeze: list[str] = field(default_factory=list)
+    """Parameter-name prefixes kept fixed during RL, e.g. ``[model.model.vlm.]`` trains pi0's
+    action expert (and the heads) only; empty trains everything."""
     exploration: dict[str, Any] = field(default_factory=dict)
     """Flow policies: settings passed to ``set_exploration`` (``exploration: flow_sde``,
     ``noise_level``, ``sde_one_step``, ``noise_std_bounds``); empty keeps the checkpoint's."""

@@ -99,6 +99,7 @@ class ChunkRLTrainer:
             checkpoint.path / POLICY_DIRNAME if checkpoint else resolve_policy_dir(cfg.policy.init_from)
         )
         self.policy = self._load_policy(start_dir)
+        self._freeze(self.policy)
         acfg = cfg.algorithm
         self.reference = None
         if acfg.kl_coef > 0:
@@ -137,6 +138,18 @@ class ChunkRLTrainer:
                 )
             set_exploration(**dict(self.cfg.policy.exploration))
         return policy
+
+    def _freeze(self, policy: ChunkPolicy) -> None:
+        prefixes = tuple(self.cfg.policy.freeze)
+        if not prefixes:
+            return
+        names = [name for name, _ in policy.named_parameters()]
+        unmatched = [prefix for prefix in prefixes if not any(name.startswith(prefix) for name in names)]
+        if unmatched:
+            raise ConfigError(f"config key 'policy.freeze': no parameter name starts with {unmatched}")
+        for name, parameter in policy.named_parameters():
+            if name.startswith(prefixes):
+                parameter.requires_grad_(False)
 
     # ----- one iteration ----------------------------------------------------------------------------------
 
