@@ -31,6 +31,7 @@ class GroupedRollout:
 @register_chunk_algorithm("vla_grpo")
 class ChunkGRPO(ChunkPolicyUpdate):
     uses_critic = False
+    episodic = True
 
     def grouped_rows(self, batch: ChunkBatch, success: torch.Tensor, returns: torch.Tensor) -> GroupedRollout:
         """Advantages from the episodes' scores; only the decisions of informative groups remain."""

@@ -54,6 +54,8 @@ class ChunkPolicyUpdate:
     """Optimiser, recomputation and minibatch loop; subclasses decide advantages and the critic."""
 
     uses_critic = False
+    episodic = False
+    """Trains on one episode per world from shared group seeds (GRPO) instead of continuous rollouts."""
 
     def __init__(
         self,

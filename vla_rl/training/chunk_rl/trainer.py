@@ -156,7 +156,7 @@ class ChunkRLTrainer:
     def run_iteration(self) -> dict[str, float]:
         """Collect, recompute, update; returns the iteration's metrics."""
         acfg = self.cfg.algorithm
-        if acfg.name == "vla_grpo":
+        if self.algorithm.episodic:
             metrics, stats = self._grpo_iteration()
         else:
             batch, self.obs, stats = self.collector.collect(self.obs, acfg.num_decisions)
