@@ -37,6 +37,7 @@ def overrides(run_dir: Path, init_from: Path, recipe: str = "pi0_flow_sde") -> l
         f"recipe={recipe}",
         "policy.name=flow_mlp",
         f"policy.init_from={init_from}",
+        "policy.freeze=[]",  # the pi0 recipe freezes pi0's prefix
         "algorithm.log_prob_level=chunk",
         "algorithm.num_decisions=2",
         "algorithm.num_minibatches=2",
