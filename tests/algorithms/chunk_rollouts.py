@@ -48,7 +48,8 @@ def rollout(
     with_value: bool = True,
     log_prob_level: str = "chunk",
 ) -> ChunkBatch:
-    """Decisions sampled by ``policy`` with random rewards; world 1 ends an episode at decision 1."""
+    """Decisions sampled by ``policy`` with random rewards, 2 executed steps each; world 1's episode
+    ends at the first step of decision 1."""
     generator = torch.Generator().manual_seed(seed)
     batch = ChunkBatch()
     with torch.no_grad():
@@ -57,7 +58,11 @@ def rollout(
             step = policy.sample(obs, with_value=with_value, log_prob_level=log_prob_level)
             done = torch.zeros(num_worlds, dtype=torch.bool)
             done[1] = t == 1
-            reward = torch.randn(num_worlds, generator=generator)
+            step_rewards = torch.randn(num_worlds, 2, generator=generator)
+            executed = torch.ones(num_worlds, 2, dtype=torch.bool)
+            executed[1, 1] = t != 1
+            step_rewards[~executed] = 0.0
+            reward = step_rewards[:, 0] + 0.9 * step_rewards[:, 1]
             valid = torch.ones(num_worlds, dtype=torch.bool)
             batch.add(
                 obs,
@@ -65,9 +70,11 @@ def rollout(
                 step.log_prob,
                 step.value,
                 reward,
-                torch.full((num_worlds,), 0.9),
+                0.9 ** executed.sum(dim=1).float(),
                 done,
                 valid,
+                step_rewards,
+                executed,
             )
         if with_value:
             last_obs = random_obs(num_worlds, generator)

@@ -130,3 +130,25 @@ def test_value_loss_reaches_the_shared_features_only_when_asked(trains_features)
     assert policy.value_head[0].weight.grad.abs().sum() > 0
     shared = policy.encoder.project[0].weight.grad
     assert (shared is not None and shared.abs().sum() > 0) == trains_features
+
+
+def test_executed_flags_mask_actions_a_world_did_not_run():
+    mask = executed_entry_mask(
+        torch.Size([2, 4]),
+        "action",
+        2,
+        torch.tensor([True, True]),
+        torch.tensor([[True, False], [True, True]]),
+    )
+    assert mask.tolist() == [[True, False, False, False], [True, True, False, False]]
+
+
+def test_per_step_advantages_train_token_policies_and_need_sub_chunk_log_probs():
+    policy = token_policy()
+    algorithm = ChunkPPO(
+        policy, config(log_prob_level="action", advantage_granularity="step", execute_steps=2)
+    )
+    metrics = algorithm.update(rollout(policy, log_prob_level="action"), iteration=0)
+    assert metrics["gradient_steps"] == 2  # one epoch of 2 minibatches
+    with pytest.raises(ValueError, match="advantage_granularity"):
+        config(log_prob_level="chunk", advantage_granularity="step").validate()

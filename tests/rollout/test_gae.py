@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from vla_rl.rollout import compute_gae
+from vla_rl.rollout.chunk_batch import ChunkBatch
 from vla_rl.rollout.gae import chunk_rewards
 
 
@@ -51,3 +52,33 @@ def test_chunk_level_gae_matches_hand_computation():
     # A_0 = 0.75 + 0.25 * 0.5 * 2 = 1.0.
     torch.testing.assert_close(advantages, torch.tensor([[1.0], [2.0]]))
     torch.testing.assert_close(returns, torch.tensor([[1.5], [3.0]]))
+
+
+def test_per_step_gae_of_a_chunk_batch_matches_hand_computation():
+    # One world, two decisions of 2 steps; gamma 0.5, lambda 1 (Monte Carlo with bootstrap).
+    # Steps: r = 1, 2 | 3, (not executed: the episode ended at the first step of decision 1).
+    # V(decision 0) = 1 for both its steps, V(decision 1) = 2, last value 10 (cut by the end).
+    # A(s2) = 3 - 2 = 1; A(s1) = 2 + 0.5 * 2 - 1 + 0.5 * 1 = 2.5; A(s0) = 1 + 0.5 * 1 - 1 + 0.5 * 2.5 = 1.75.
+    batch = ChunkBatch()
+    for rewards, executed, value, done in (
+        ([1.0, 2.0], [True, True], 1.0, False),
+        ([3.0, 0.0], [True, False], 2.0, True),
+    ):
+        batch.add(
+            {"proprio": torch.zeros(1, 1)},
+            {},
+            torch.zeros(1),
+            torch.tensor([value]),
+            torch.zeros(1),
+            torch.ones(1),
+            torch.tensor([done]),
+            torch.ones(1, dtype=torch.bool),
+            torch.tensor([rewards]),
+            torch.tensor([executed]),
+        )
+    batch.last_value = torch.tensor([10.0])
+    advantages, returns = batch.step_gae(gamma=0.5, lam=1.0)
+    torch.testing.assert_close(advantages[0, 0], torch.tensor([1.75, 2.5]))
+    assert advantages[1, 0, 0].item() == pytest.approx(1.0)
+    # Value targets: the discounted returns 1 + 0.5 * 2 + 0.25 * 3 = 2.75 and 3.
+    torch.testing.assert_close(returns, torch.tensor([[2.75], [3.0]]))

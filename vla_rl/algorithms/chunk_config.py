@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from vla_rl.policies.chunk_policy import LOG_PROB_LEVELS
 
 SCORES = ("success", "return")
+ADVANTAGE_GRANULARITIES = ("chunk", "step")
 
 
 @dataclass
@@ -30,7 +31,10 @@ class ChunkRLConfig:
     gamma: float = 0.99
     """Discount per control step (a chunk of k executed steps discounts by gamma ** k)."""
     gae_lambda: float = 0.95
-    """GAE lambda, per decision."""
+    """GAE lambda, per decision (``chunk``) or per control step (``step``)."""
+    advantage_granularity: str = "chunk"
+    """PPO: ``chunk`` (each chunk one step of GAE, its executed rewards summed) or ``step`` (GAE
+    over control steps, one advantage per executed action; token or action log-probs)."""
     clip_low: float = 0.2
     """Lower clip range: ratios below ``1 - clip_low`` are clipped."""
     clip_high: float = 0.28
@@ -83,6 +87,13 @@ class ChunkRLConfig:
             raise ValueError(
                 f"log_prob_level must be one of {list(LOG_PROB_LEVELS)}, got {self.log_prob_level!r}"
             )
+        if self.advantage_granularity not in ADVANTAGE_GRANULARITIES:
+            raise ValueError(
+                f"advantage_granularity must be one of {list(ADVANTAGE_GRANULARITIES)}, "
+                f"got {self.advantage_granularity!r}"
+            )
+        if self.advantage_granularity == "step" and self.log_prob_level == "chunk":
+            raise ValueError("advantage_granularity 'step' needs log_prob_level 'token' or 'action'")
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {list(SCORES)}, got {self.score!r}")
         positive = {

@@ -1,31 +1,36 @@
-"""PPO for chunk policies: a value head on the policy's own features, GAE over action chunks."""
+"""PPO for chunk policies: a value head on the policy's own features, GAE over action chunks or steps."""
 
 from __future__ import annotations
+
+import torch
 
 from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
 from vla_rl.algorithms.ppo import explained_variance
-from vla_rl.rollout.chunk_batch import ChunkBatch
+from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch
 
 ADVANTAGE_EPS = 1e-8
 
 
 @register_chunk_algorithm("vla_ppo")
 class ChunkPPO(ChunkPolicyUpdate):
-    """One update per continuous rollout; the first ``critic_warmup_iterations`` train the critic only."""
+    """One update per continuous rollout; the first ``critic_warmup_iterations`` train the critic only.
+
+    ``advantage_granularity``: ``chunk`` runs GAE over decisions (a chunk's executed rewards summed,
+    its successor discounted by ``gamma ** steps``); ``step`` runs it over control steps and gives
+    each executed action its own advantage (``ChunkBatch.step_gae``)."""
 
     uses_critic = True
 
     def update(self, batch: ChunkBatch, iteration: int) -> dict[str, float]:
         cfg = self.cfg
-        advantages, returns = batch.gae(cfg.gae_lambda)
+        if cfg.advantage_granularity == "step":
+            advantages, returns = batch.step_gae(cfg.gamma, cfg.gae_lambda)
+        else:
+            advantages, returns = batch.gae(cfg.gae_lambda)
         flat = batch.flat({"advantages": advantages, "returns": returns})
-        valid = flat.tensors["valid"]
-        if cfg.normalize_advantages and int(valid.sum()) > 1:
-            kept = flat.tensors["advantages"][valid]
-            flat.tensors["advantages"] = (flat.tensors["advantages"] - kept.mean()) / (
-                kept.std() + ADVANTAGE_EPS
-            )
+        if cfg.normalize_advantages:
+            flat.tensors["advantages"] = normalized(flat.tensors["advantages"], trained_entries(flat))
         recompute_time_s = self.recompute(flat)
         actor_active = iteration >= cfg.critic_warmup_iterations
         metrics = self.optimise(flat, actor_active)
@@ -34,3 +39,20 @@ class ChunkPPO(ChunkPolicyUpdate):
         metrics["explained_variance"] = explained_variance(batch.stacked("values"), returns)
         metrics["mean_advantage_raw"] = float(advantages.mean())
         return metrics
+
+
+def trained_entries(flat: FlatBatch) -> torch.Tensor:
+    """bool mask of the advantages that train: valid rows (and, per step, the executed steps)."""
+    valid, advantages = flat.tensors["valid"], flat.tensors["advantages"]
+    if advantages.dim() == 1:
+        return valid
+    executed = flat.tensors.get("executed", torch.ones_like(advantages, dtype=torch.bool))
+    return valid[:, None] & executed
+
+
+def normalized(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``(values - mean) / std`` over the entries ``keep`` marks (unchanged when fewer than 2)."""
+    kept = values[keep]
+    if kept.numel() < 2:
+        return values
+    return (values - kept.mean()) / (kept.std() + ADVANTAGE_EPS)

@@ -39,15 +39,37 @@ class ChunkLosses:
 
 
 def executed_entry_mask(
-    shape: torch.Size, level: str, execute_steps: int, valid: torch.Tensor
+    shape: torch.Size,
+    level: str,
+    execute_steps: int,
+    valid: torch.Tensor,
+    executed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """bool mask of ``shape`` ([B], [B, chunk] or [B, chunk, D]): valid rows and, below the chunk
-    level, the executed actions only."""
+    level, the actions each world executed (``executed`` [B, H]; without it the first
+    ``execute_steps``)."""
     if level == "chunk":
         return valid
-    executed = torch.arange(shape[1], device=valid.device) < execute_steps
-    mask = valid[:, None] & executed[None, :]
+    chunk = shape[1]
+    ran = torch.zeros(len(valid), chunk, dtype=torch.bool, device=valid.device)
+    if executed is None:
+        ran[:, : min(execute_steps, chunk)] = True
+    else:
+        ran[:, : executed.shape[1]] = executed.to(valid.device)
+    mask = valid[:, None] & ran
     return mask[..., None].expand(shape) if len(shape) == 3 else mask
+
+
+def broadcast_advantages(advantages: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Advantages per row [B] or per executed step [B, H] -> the shape of the log-probabilities
+    ``like`` ([B], [B, chunk] or [B, chunk, D]); steps past H get 0 (they are masked out)."""
+    if advantages.dim() == 1:
+        return advantages.view(-1, *(1,) * (like.dim() - 1)).expand_as(like)
+    if like.dim() == 1:
+        raise ValueError("per-step advantages need token- or action-level log-probabilities")
+    per_action = torch.zeros(like.shape[:2], dtype=advantages.dtype, device=advantages.device)
+    per_action[:, : advantages.shape[1]] = advantages
+    return per_action[..., None].expand_as(like) if like.dim() == 3 else per_action
 
 
 class ChunkPolicyUpdate:
@@ -124,8 +146,10 @@ class ChunkPolicyUpdate:
         )
         tensors = {k: v.to(device) for k, v in batch.tensors.items()}
         log_prob = evaluation.log_prob
-        mask = executed_entry_mask(log_prob.shape, cfg.log_prob_level, cfg.execute_steps, tensors["valid"])
-        advantages = tensors["advantages"].view(-1, *(1,) * (log_prob.dim() - 1)).expand_as(log_prob)
+        mask = executed_entry_mask(
+            log_prob.shape, cfg.log_prob_level, cfg.execute_steps, tensors["valid"], tensors.get("executed")
+        )
+        advantages = broadcast_advantages(tensors["advantages"], log_prob)
         log_ratio = log_prob - tensors["old_log_prob"]
         surrogate, clipped = clipped_surrogate(
             log_ratio, advantages, cfg.clip_low, cfg.clip_high, cfg.dual_clip

@@ -40,6 +40,10 @@ class ChunkBatch:
     """The episode ended during the chunk, T x [N] bool."""
     valid: list[torch.Tensor] = field(default_factory=list)
     """The entry trains, T x [N] bool."""
+    step_rewards: list[torch.Tensor] = field(default_factory=list)
+    """Rewards of each executed control step, T x [N, execute_steps] (0 where not executed)."""
+    executed: list[torch.Tensor] = field(default_factory=list)
+    """Which of the chunk's first ``execute_steps`` actions ran in the decision's episode, T x [N, H]."""
     last_value: torch.Tensor | None = None
     """[N] value of the observation after the last decision (PPO bootstrap)."""
 
@@ -53,6 +57,8 @@ class ChunkBatch:
         discount: torch.Tensor,
         done: torch.Tensor,
         valid: torch.Tensor,
+        step_rewards: torch.Tensor | None = None,
+        executed: torch.Tensor | None = None,
     ) -> None:
         self.obs.append({k: v.cpu() if isinstance(v, torch.Tensor) else list(v) for k, v in obs.items()})
         for key, tensor in sample_info.items():
@@ -65,6 +71,9 @@ class ChunkBatch:
         self.discounts.append(discount.float().cpu().clone())
         self.dones.append(done.bool().cpu().clone())
         self.valid.append(valid.bool().cpu().clone())
+        if step_rewards is not None and executed is not None:
+            self.step_rewards.append(step_rewards.float().cpu().clone())
+            self.executed.append(executed.bool().cpu().clone())
 
     @property
     def num_decisions(self) -> int:
@@ -88,6 +97,32 @@ class ChunkBatch:
             lam,
         )
 
+    def step_gae(self, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-step GAE -> (advantages [T, N, H] of every control step, value targets [T, N]).
+
+        The control steps of all chunks form one sequence per world; the value of a decision stands
+        for every step of its chunk; an episode's end cuts the sequence at its last executed step.
+        Steps a world did not execute (after its episode ended mid-chunk) get advantages that are
+        never used. A decision's value target is its first step's advantage plus its value."""
+        if not self.step_rewards or not self.values or self.last_value is None:
+            raise ValueError("per-step GAE needs the step rewards, the values and the last value")
+        rewards, executed = self.stacked("step_rewards"), self.stacked("executed")
+        num_decisions, num_worlds, horizon = rewards.shape
+        values = self.stacked("values")
+        last_executed = (executed.sum(dim=-1) - 1).clamp(min=0)
+        step_done = torch.zeros_like(executed)
+        step_done.scatter_(-1, last_executed[..., None], self.stacked("dones")[..., None])
+
+        def by_time(x: torch.Tensor) -> torch.Tensor:  # [T, N, H] -> [T * H, N]
+            return x.permute(0, 2, 1).reshape(num_decisions * horizon, num_worlds)
+
+        step_values = values[..., None].expand(-1, -1, horizon)
+        advantages, _ = compute_gae(
+            by_time(rewards), by_time(step_values), by_time(step_done), self.last_value.float(), gamma, lam
+        )
+        advantages = advantages.view(num_decisions, horizon, num_worlds).permute(0, 2, 1)
+        return advantages, advantages[..., 0] + values
+
     def flat(self, per_entry: dict[str, torch.Tensor]) -> FlatBatch:
         """Everything flattened to [T * N, ...] rows (decision-major), with ``per_entry`` [T, N, ...]
         tensors (advantages, returns, ...) flattened alongside."""
@@ -97,6 +132,8 @@ class ChunkBatch:
         }
         if self.values:
             tensors["old_value"] = self.stacked("values").flatten(0, 1)
+        if self.executed:
+            tensors["executed"] = self.stacked("executed").flatten(0, 1)
         tensors.update({name: value.flatten(0, 1) for name, value in per_entry.items()})
         info = {key: torch.stack(parts).flatten(0, 1) for key, parts in self.sample_info.items()}
         return FlatBatch(concat_observations(self.obs), info, tensors)

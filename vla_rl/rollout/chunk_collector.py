@@ -167,7 +167,16 @@ class ChunkCollector:
             self.bootstrap_truncations(outcome)
             reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
             batch.add(
-                obs, step.sample_info, step.log_prob, step.value, reward, discount, outcome.ended, all_worlds
+                obs,
+                step.sample_info,
+                step.log_prob,
+                step.value,
+                reward,
+                discount,
+                outcome.ended,
+                all_worlds,
+                outcome.step_rewards,
+                outcome.executed,
             )
             successes += outcome.success[outcome.ended].tolist()
             returns += outcome.episode_return[outcome.ended].tolist()
@@ -195,7 +204,16 @@ class ChunkCollector:
             outcome = self.execute(step.actions, active)
             reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
             batch.add(
-                obs, step.sample_info, step.log_prob, step.value, reward, discount, outcome.ended, active
+                obs,
+                step.sample_info,
+                step.log_prob,
+                step.value,
+                reward,
+                discount,
+                outcome.ended,
+                active,
+                outcome.step_rewards,
+                outcome.executed,
             )
             success |= outcome.success
             returns += outcome.step_rewards.sum(dim=1)
