@@ -151,6 +151,24 @@ class ChunkCollector:
         for world, value in zip(worlds, values.cpu().float().tolist(), strict=True):
             outcome.step_rewards[world, outcome.truncated_obs[world][0]] += self.gamma * value
 
+    def record(
+        self, batch: ChunkBatch, obs: Observation, step: ChunkStep, outcome: ChunkOutcome, valid: torch.Tensor
+    ) -> None:
+        """Store one decision with its chunk reward and discount (``chunk_rewards``)."""
+        reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
+        batch.add(
+            obs,
+            step.sample_info,
+            step.log_prob,
+            step.value,
+            reward,
+            discount,
+            outcome.ended,
+            valid,
+            outcome.step_rewards,
+            outcome.executed,
+        )
+
     # ----- whole rollouts -------------------------------------------------------------------------------
 
     def collect(
@@ -165,19 +183,7 @@ class ChunkCollector:
             step = self.sample(obs)
             outcome = self.execute(step.actions.cpu(), all_worlds)
             self.bootstrap_truncations(outcome)
-            reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
-            batch.add(
-                obs,
-                step.sample_info,
-                step.log_prob,
-                step.value,
-                reward,
-                discount,
-                outcome.ended,
-                all_worlds,
-                outcome.step_rewards,
-                outcome.executed,
-            )
+            self.record(batch, obs, step, outcome, all_worlds)
             successes += outcome.success[outcome.ended].tolist()
             returns += outcome.episode_return[outcome.ended].tolist()
             obs = outcome.obs
@@ -202,19 +208,7 @@ class ChunkCollector:
         while active.any() and decisions < max_decisions:
             step = self._sample_active(obs, active)
             outcome = self.execute(step.actions, active)
-            reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
-            batch.add(
-                obs,
-                step.sample_info,
-                step.log_prob,
-                step.value,
-                reward,
-                discount,
-                outcome.ended,
-                active,
-                outcome.step_rewards,
-                outcome.executed,
-            )
+            self.record(batch, obs, step, outcome, active)
             success |= outcome.success
             returns += outcome.step_rewards.sum(dim=1)
             active &= ~outcome.ended
