@@ -155,6 +155,22 @@ def build_exploration(cfg: ExplorationConfig, num_steps: int) -> ChainExploratio
     return EXPLORATIONS[cfg.mode](cfg, num_steps)
 
 
+def exploration_modules(
+    cfg: ExplorationConfig,
+    num_steps: int,
+    feature_dim: int,
+    out_dim: int,
+    noise_head: NoiseHead | None = None,
+    device: torch.device | str = "cpu",
+) -> tuple[ChainExploration, NoiseHead | None]:
+    """The chain exploration of ``cfg`` and, where it learns its std (``flow_noise``), a noise head
+    from ``feature_dim`` features to ``out_dim`` stds: ``noise_head`` if given, else a new one."""
+    exploration = build_exploration(cfg, num_steps)
+    if exploration.needs_learned_std and noise_head is None:
+        noise_head = NoiseHead(feature_dim, out_dim, cfg.std_min, cfg.std_max).to(device)
+    return exploration, noise_head
+
+
 @dataclass
 class ChainSample:
     """A sampled chain: states x_0 ... x_K, the transitions' means and stds, the stochastic steps."""

@@ -33,9 +33,9 @@ from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ExplorationConfig,
     NoiseHead,
-    build_exploration,
     chain_log_prob_and_entropy,
     chain_transitions,
+    exploration_modules,
     sample_chain,
     stored_step_mask,
 )
@@ -166,26 +166,24 @@ class FlowMLPPolicy(ChunkPolicy):
         in_dim = flat + cfg.time_embed_dim + cfg.feature_dim
         self.velocity_net = build_mlp(in_dim, cfg.hidden_sizes, flat, cfg.activation, out_gain=1.0)
         self.value_head = build_mlp(cfg.feature_dim, cfg.value_hidden_sizes, 1, cfg.activation, out_gain=1.0)
-        exploration = cfg.exploration_config()
-        self.exploration = build_exploration(exploration, cfg.num_denoising_steps)
-        self.noise_head = (
-            NoiseHead(in_dim, flat, exploration.std_min, exploration.std_max)
-            if self.exploration.needs_learned_std
-            else None
-        )
+        self.noise_head: NoiseHead | None = None
+        self.set_exploration()
 
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
         ``noise_std_bounds``), e.g. for RL from an SFT checkpoint; adds a noise head if needed."""
-        self.cfg = FlowMLPConfig.from_dict({**self.cfg.to_dict(), **settings})
-        exploration = self.cfg.exploration_config()
-        self.exploration = build_exploration(exploration, self.cfg.num_denoising_steps)
-        if self.exploration.needs_learned_std and self.noise_head is None:
-            in_dim = self.cfg.chunk_len * self.cfg.action_dim + self.cfg.time_embed_dim + self.cfg.feature_dim
-            device = next(self.parameters()).device
-            self.noise_head = NoiseHead(
-                in_dim, self.cfg.chunk_len * self.cfg.action_dim, exploration.std_min, exploration.std_max
-            ).to(device)
+        if settings:
+            self.cfg = FlowMLPConfig.from_dict({**self.cfg.to_dict(), **settings})
+        cfg = self.cfg
+        flat = cfg.chunk_len * cfg.action_dim
+        self.exploration, self.noise_head = exploration_modules(
+            cfg.exploration_config(),
+            cfg.num_denoising_steps,
+            flat + cfg.time_embed_dim + cfg.feature_dim,  # the velocity MLP's input
+            flat,
+            self.noise_head,
+            next(self.parameters()).device,
+        )
 
     @classmethod
     def build(cls, **kwargs: object) -> FlowMLPPolicy:

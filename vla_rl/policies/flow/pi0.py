@@ -34,9 +34,9 @@ from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ChainSample,
     NoiseHead,
-    build_exploration,
     chain_log_prob_and_entropy,
     chain_transitions,
+    exploration_modules,
     sample_chain,
     stored_step_mask,
 )
@@ -94,16 +94,11 @@ class Pi0Policy(ChunkPolicy):
             if cfg.aux_target_key is not None
             else None
         )
-        exploration = cfg.exploration_config()
-        self.exploration = build_exploration(exploration, self.num_steps)
-        self.noise_head = (
-            NoiseHead(expert_width, self.max_action_dim, exploration.std_min, exploration.std_max)
-            if self.exploration.needs_learned_std
-            else None
-        )
         self.register_buffer(
             "action_dim_mask", torch.arange(self.max_action_dim) < self.action_dim, persistent=False
         )
+        self.noise_head: NoiseHead | None = None
+        self.set_exploration()  # needs the buffer above for the device
         self._state_moments: torch.Tensor | None = None
         """Count, sum and sum of squares per state dimension seen by ``update_normalizer``."""
         if cfg.freeze_vision:
@@ -114,14 +109,17 @@ class Pi0Policy(ChunkPolicy):
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
         ``noise_std_bounds``), e.g. for RL from an SFT checkpoint; adds a noise head if needed."""
-        self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
-        exploration = self.cfg.exploration_config()
-        self.exploration = build_exploration(exploration, self.num_steps)
-        if self.exploration.needs_learned_std and self.noise_head is None:
-            width = int(self.model.config.dit_config.hidden_size)
-            self.noise_head = NoiseHead(
-                width, self.max_action_dim, exploration.std_min, exploration.std_max
-            ).to(self.device)
+        if settings:
+            self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
+        width = int(self.model.config.dit_config.hidden_size)
+        self.exploration, self.noise_head = exploration_modules(
+            self.cfg.exploration_config(),
+            self.num_steps,
+            width,
+            self.max_action_dim,
+            self.noise_head,
+            self.device,
+        )
 
     @property
     def num_steps(self) -> int:
