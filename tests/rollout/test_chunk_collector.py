@@ -42,3 +42,18 @@ def test_episode_rollout_masks_entries_after_the_end_and_scores_each_world():
 def test_execute_steps_must_fit_the_chunk():
     with pytest.raises(ValueError, match="execute_steps"):
         ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(chunk_len=2), execute_steps=3, gamma=0.9)
+
+
+def test_reward_scale_multiplies_stored_rewards_not_the_bootstrap_or_episode_returns():
+    # As the hand computation above with rewards x 0.1: decision 0 gives 0.1 + 0.5 * 0.1 = 0.15;
+    # world 0's time-limit step gives 0.1 + 0.5 * V(final) = 0.1 + 15 = 15.1 (V is already in the
+    # critic's scaled units); episode returns in the statistics stay in the environment's units.
+    env, policy = TwoWorldEnv(), ConstantChunkPolicy()
+    collector = ChunkCollector(env, policy, execute_steps=2, gamma=0.5, reward_scale=0.1)
+    obs, _ = env.reset()
+    batch, _, stats = collector.collect(obs, num_decisions=2)
+    torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[0.15, 0.15], [15.1, 0.15]]))
+    reference = ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(), execute_steps=2, gamma=0.5)
+    obs, _ = reference.env.reset()
+    _, _, reference_stats = reference.collect(obs, num_decisions=2)
+    assert stats.mean_return == pytest.approx(reference_stats.mean_return)

@@ -30,6 +30,10 @@ class ChunkRLConfig:
     """Minibatches per epoch."""
     gamma: float = 0.99
     """Discount per control step (a chunk of k executed steps discounts by gamma ** k)."""
+    reward_scale: float = 1.0
+    """Factor on the environment's rewards before GAE; a value head that starts near 0 fits returns
+    of order one in a few iterations, not hundreds (advantages are standardised, so the policy
+    gradient does not depend on it)."""
     gae_lambda: float = 0.95
     """GAE lambda, per decision (``chunk``) or per control step (``step``)."""
     advantage_granularity: str = "chunk"
@@ -102,6 +106,7 @@ class ChunkRLConfig:
             "num_epochs": self.num_epochs,
             "num_minibatches": self.num_minibatches,
             "temperature": self.temperature,
+            "reward_scale": self.reward_scale,
             "actor_lr": self.actor_lr,
             "value_lr": self.value_lr,
             "max_sampling_rounds": self.max_sampling_rounds,

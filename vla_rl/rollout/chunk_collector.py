@@ -4,7 +4,8 @@ All worlds decide together: every ``execute_steps`` control steps the policy is 
 batch and each world executes the first ``execute_steps`` actions of its chunk. A world whose episode
 ends inside a chunk holds still (zero action) for the rest of it, so no action planned for one
 episode acts in the next; its reward from then on is not counted. A chunk's reward is the discounted
-sum over the steps it executed (``chunk_rewards``).
+sum over the steps it executed (``chunk_rewards``). Stored rewards are the environment's times
+``reward_scale`` (so a critic fits returns of order one); episode returns in the statistics are not.
 
 Two ways to collect:
 
@@ -76,6 +77,7 @@ class ChunkCollector:
         temperature: float = 1.0,
         log_prob_level: str = "chunk",
         with_value: bool = True,
+        reward_scale: float = 1.0,
     ) -> None:
         if not 1 <= execute_steps <= policy.chunk_len:
             raise ValueError(
@@ -88,6 +90,7 @@ class ChunkCollector:
         self.temperature = temperature
         self.log_prob_level = log_prob_level
         self.with_value = with_value
+        self.reward_scale = reward_scale
         self.policy_time_s = 0.0
         self.sim_time_s = 0.0
 
@@ -126,7 +129,7 @@ class ChunkCollector:
             result = self.env.step(action.to(self.env.device))
             self.sim_time_s += time.perf_counter() - start
             done = result.done.cpu()
-            step_rewards[:, j] = torch.where(running, result.reward.cpu().float(), 0.0)
+            step_rewards[:, j] = torch.where(running, self.reward_scale * result.reward.cpu().float(), 0.0)
             executed[:, j] = running
             finished = running & done
             if finished.any():
