@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.common import machine_line
@@ -37,12 +39,18 @@ OOD_SPLITS = ("ood_position", "ood_visual", "ood_semantic")
 RESULTS_DIR = Path(__file__).parent / "results"
 
 
+def sft_start(recipe: str, args: argparse.Namespace) -> Path:
+    """The SFT run a recipe starts from: ``--init FAMILY=PATH`` or ``<sft-root>/<family>_<budget>``."""
+    family = FAMILY[recipe]
+    chosen = dict(item.split("=", 1) for item in args.init)
+    return Path(chosen[family]) if family in chosen else args.sft_root / f"{family}_{args.sft_budget}"
+
+
 def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
     run_dir = args.run_root / recipe
-    init_from = args.sft_root / f"{FAMILY[recipe]}_{args.sft_budget}"
-    if not init_from.is_dir():
-        raise SystemExit(f"{init_from} is missing: run benchmarks.sft_pick_place first")
+    init_from = sft_start(recipe, args)
     splits = "[" + ",".join(args.ood_splits) + "]"
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
     command = [
         sys.executable,
         "-m",
@@ -54,6 +62,8 @@ def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
         f"eval.num_episodes={args.eval_episodes}",
         f"eval.ood_splits={splits}",
         "logger.wandb_mode=disabled",
+        f"torch_num_threads={threads}",
+        f"env.num_threads={threads}",
         f"run_dir={run_dir}",
         *args.overrides,
     ]
@@ -78,6 +88,8 @@ def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
         "init_from": str(init_from),
         "iterations": last_iteration,
         "wall_min": wall_min,
+        "threads": threads,
+        "jobs": args.jobs,
         "before": {split: success(0, split) for split in ("train", *args.ood_splits)},
         "after": {split: success(last_iteration, split) for split in ("train", *args.ood_splits)},
         "curve": [(e["minutes"], e["success_rate"]) for e in evaluations if e["split"] == "train"],
@@ -115,6 +127,16 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget per run")
     parser.add_argument("--sft-budget", type=int, default=100, help="demonstrations of the SFT start")
     parser.add_argument("--sft-root", type=Path, default=Path("runs/bench/sft_pick_place"))
+    parser.add_argument(
+        "--init",
+        nargs="*",
+        default=[],
+        metavar="FAMILY=PATH",
+        help="SFT run of a family to start from instead of <sft-root>/<family>_<sft-budget>",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs side by side, each with cores/jobs torch threads"
+    )
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench/rl_pick_place"))
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--ood-splits", nargs="*", default=list(OOD_SPLITS))
@@ -122,12 +144,17 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"machine: {machine_line()}")
-    print(f"pick_place, SFT start: {args.sft_budget} demonstrations; {args.minutes:g} min per recipe")
+    for recipe in args.recipes:
+        if not sft_start(recipe, args).is_dir():
+            raise SystemExit(f"{sft_start(recipe, args)} is missing: run benchmarks.sft_pick_place first")
+    starts = {recipe: str(sft_start(recipe, args)) for recipe in args.recipes}
+    print(f"pick_place, SFT starts {starts}; {args.minutes:g} min per recipe, {args.jobs} at a time")
     results_path = RESULTS_DIR / "rl_pick_place.json"
     saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
     results = saved.get("results", {})
-    for recipe in args.recipes:
-        row = run_recipe(recipe, args)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        rows = list(pool.map(lambda recipe: run_recipe(recipe, args), args.recipes))
+    for recipe, row in zip(args.recipes, rows, strict=True):
         results[recipe] = row
         RESULTS_DIR.mkdir(exist_ok=True)
         results_path.write_text(json.dumps({"machine": machine_line(), "results": results}, indent=1))

@@ -55,6 +55,23 @@ def test_lift_reward_by_hand():
     assert success.tolist() == [True, False]
 
 
+def test_pick_place_reward_by_hand():
+    # goals: cube 0 (red) on pad 1 (green), template 0, pads at (0.5, 0), (0.6, 0), (0.7, 0).
+    task = PickPlaceTask()
+    task._sensor_slices = {f"cube_{c}_pos": slice(3 * i, 3 * i + 3) for i, c in enumerate(COLOURS)}
+    goals = [[0, 1, 0, 0.5, 0.0, 0.6, 0.0, 0.7, 0.0]] * 3
+    red = np.array([[0.6, 0.0, 0.08], [0.63, 0.0, 0.02], [0.5, 0.0, 0.02]])
+    tcp = red + [[0.0, 0.0, 0.0], [0.0, 0.0, 0.05], [0.0, 0.0, 0.0]]
+    state = _state(task, tcp, [0.04, 0.08, 0.08], goals, cube_red_pos=red)
+    reward, success = task.reward_and_success(state)
+    # held 8 cm above the named pad's centre: 0.2 * 1 + 0.15 * 1 + 0.55 * 1 = 0.9;
+    # resting 3 cm from that centre (inside 4 cm), gripper open 5 cm above: success, 1.0 (the
+    # progress terms would give 0.2 * 0.53788 + 0.55 * (1 - tanh(0.3)) = 0.4944);
+    # resting on the wrong pad, 10 cm away: 0.2 * 1 + 0.55 * (1 - tanh(1)) = 0.2 + 0.55 * 0.23841.
+    np.testing.assert_allclose(reward, [0.9, 1.0, 0.2 + 0.55 * 0.23840584], rtol=1e-6)
+    assert success.tolist() == [False, True, False]
+
+
 @pytest.mark.parametrize("task", sorted(TASKS))
 def test_scripted_policy_solves_most_worlds(task):
     env = MujocoBatchedEnv(EnvConfig(task=task, num_envs=12, control_mode="ee_delta_pos"))
