@@ -32,9 +32,12 @@ def sft_policy_dir(tmp_path: Path) -> Path:
     return directory
 
 
-def overrides(run_dir: Path, init_from: Path, recipe: str = "pi0_flow_sde") -> list[str]:
+def overrides(
+    run_dir: Path, init_from: Path, recipe: str = "pi0_flow_sde", algorithm: str = "vla_ppo"
+) -> list[str]:
     return [
         f"recipe={recipe}",
+        f"algorithm.name={algorithm}",
         "policy.name=flow_mlp",
         f"policy.init_from={init_from}",
         "policy.freeze=[]",  # the pi0 recipe freezes pi0's prefix
@@ -79,7 +82,7 @@ def test_ppo_run_evaluates_before_and_after_checkpoints_and_resumes(tmp_path, ca
 def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curriculum_pool):
     cfg = compose_rl_config(
         [
-            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo"),
+            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
             "algorithm.group_size=2",
             f"algorithm.curriculum_pool={curriculum_pool}",
         ]
@@ -146,3 +149,12 @@ def test_freeze_keeps_the_named_parameters_fixed(tmp_path):
         ChunkRLTrainer(
             compose_rl_config([*overrides(tmp_path / "run2", init_from), "policy.freeze=[nothing.]"])
         )
+
+
+@pytest.mark.parametrize("recipe", ["token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise"])
+def test_every_recipe_composes_and_validates(recipe):
+    cfg = compose_rl_config([f"recipe={recipe}", "policy.init_from=x"])
+    if cfg.algorithm.name == "vla_grpo":
+        assert cfg.env.num_envs % cfg.algorithm.group_size == 0
+    if recipe.startswith("pi0"):
+        assert cfg.policy.exploration["exploration"] == recipe.removeprefix("pi0_")
