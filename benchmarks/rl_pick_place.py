@@ -94,7 +94,22 @@ def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
         "after": {split: success(last_iteration, split) for split in ("train", *args.ood_splits)},
         "curve": [(e["minutes"], e["success_rate"]) for e in evaluations if e["split"] == "train"],
         "sampled_success": sampled_success_by_quarter(run_dir),
+        "start_end": start_and_end(run_dir, args.check_episodes),
     }
+
+
+def start_and_end(run_dir: Path, episodes: int) -> dict:
+    """``benchmarks.rl_checkpoint_eval`` in its own process (torch threads are per process)."""
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.rl_checkpoint_eval",
+        str(run_dir),
+        "--episodes",
+        str(episodes),
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    return json.loads(proc.stdout) if proc.returncode == 0 else {"error": proc.returncode}
 
 
 def sampled_success_by_quarter(run_dir: Path) -> list[float]:
@@ -160,6 +175,12 @@ def main() -> None:
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench/rl_pick_place"))
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--ood-splits", nargs="*", default=list(OOD_SPLITS))
+    parser.add_argument(
+        "--check-episodes",
+        type=int,
+        default=128,
+        help="episodes of the closing greedy and sampled evaluations of the start and the end",
+    )
     parser.add_argument("overrides", nargs="*", help="extra config overrides for every run")
     args = parser.parse_args()
 
@@ -192,6 +213,14 @@ def main() -> None:
             f"{row['wall_min']:.1f} min)  {verdict}  {ood}  rollouts by quarter {sampled} %",
             flush=True,
         )
+        modes = row["start_end"]
+        if "error" not in modes:
+            print(
+                f"{'':<16} {args.check_episodes} episodes: greedy {100 * modes['SFT']['greedy']:.1f} -> "
+                f"{100 * modes['RL']['greedy']:.1f} %, sampled {100 * modes['SFT']['sampled']:.1f} -> "
+                f"{100 * modes['RL']['sampled']:.1f} %",
+                flush=True,
+            )
     plot(results, RESULTS_DIR / "rl_pick_place.png")
 
 
