@@ -59,6 +59,8 @@ def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
         f"recipe={recipe}",
         f"policy.init_from={init_from}",
         f"max_minutes={args.minutes}",
+        "iterations=1000000",  # the wall-clock budget ends the run
+        "resume=auto",  # a run cut short continues from its last checkpoint, its clock too
         f"eval.num_episodes={args.eval_episodes}",
         f"eval.ood_splits={splits}",
         "logger.wandb_mode=disabled",

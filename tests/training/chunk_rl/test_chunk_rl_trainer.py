@@ -11,6 +11,7 @@ import torch
 from vla_rl.cli import main
 from vla_rl.config.load import ConfigError
 from vla_rl.policies.chunk_registry import build_chunk_policy
+from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
 from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer
 
@@ -73,9 +74,16 @@ def test_ppo_run_evaluates_before_and_after_checkpoints_and_resumes(tmp_path, ca
         (run_dir / "checkpoints" / "iter_000002" / "policy" / "flow_mlp_config.json").read_text()
     )
     assert saved["exploration"] == "flow_sde"  # the recipe's exploration was applied
+    first_elapsed_s = load_checkpoint(run_dir / "checkpoints" / "iter_000002").trainer_state["elapsed_s"]
+    assert first_elapsed_s > 0
     assert main(["train", "--resume", str(run_dir), "iterations=3"]) == 0
     assert "trained 3 iterations" in capsys.readouterr().out
-    assert json.loads((run_dir / "evaluations.json").read_text())[-1]["iteration"] == 3
+    evaluations = json.loads((run_dir / "evaluations.json").read_text())
+    assert evaluations[-1]["iteration"] == 3
+    # The resumed run continues the clock: its minutes (and max_minutes) count the first part too.
+    assert evaluations[-1]["minutes"] * 60 > first_elapsed_s
+    last_state = load_checkpoint(run_dir / "checkpoints" / "iter_000003").trainer_state
+    assert last_state["elapsed_s"] > first_elapsed_s
 
 
 @pytest.mark.parametrize("curriculum_pool", [0, 3])

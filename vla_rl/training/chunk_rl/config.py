@@ -53,7 +53,8 @@ class VLARLConfig:
     iterations: int = 100
     """RL iterations (rollout + update) at most."""
     max_minutes: float = 0.0
-    """Stop after the iteration that passes this wall-clock budget (evaluations included); <= 0: none."""
+    """Stop after the iteration that passes this wall-clock budget (evaluations included; a resumed
+    run counts the time before its checkpoint); <= 0: none."""
     seed: int = 0
     """Seeds the rollouts, the minibatch order and the evaluation worlds."""
     run_dir: str = "runs/rl"

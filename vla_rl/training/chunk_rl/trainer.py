@@ -124,6 +124,9 @@ class ChunkRLTrainer:
         self.evaluations: list[dict[str, Any]] = []
         self.wandb_run_id: str | None = None
         self.last_checkpoint: Path | None = None
+        self.elapsed_s = 0.0
+        """Wall-clock seconds the run has trained so far, across resumes (``max_minutes`` counts it)."""
+        self._clock_start: float | None = None
         self._stop_requested = False
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -202,7 +205,8 @@ class ChunkRLTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
         logger = self._build_logger()
-        start = time.perf_counter()
+        start = time.perf_counter() - self.elapsed_s  # a resumed run continues its clock
+        self._clock_start = start
         result = RLResult(self.iteration, 0.0, "iterations", None)
         restore_signals = install_stop_handlers(self.request_stop, lambda: self._stop_requested)
         try:
@@ -272,8 +276,11 @@ class ChunkRLTrainer:
     # ----- checkpoints ------------------------------------------------------------------------------------
 
     def save(self) -> Path:
+        if self._clock_start is not None:
+            self.elapsed_s = time.perf_counter() - self._clock_start
         state = {
             "iteration": self.iteration,
+            "elapsed_s": self.elapsed_s,
             "group_counter": self.group_counter,
             "curriculum": None if self.curriculum is None else self.curriculum.state_dict(),
             "policy_name": self.cfg.policy.name,
@@ -303,6 +310,7 @@ class ChunkRLTrainer:
         state = checkpoint.trainer_state
         self.algorithm.load_state_dict(state["algorithm"])
         self.iteration = int(state["iteration"])
+        self.elapsed_s = float(state.get("elapsed_s", 0.0))
         self.group_counter = int(state.get("group_counter", 0))
         if self.curriculum is not None and state.get("curriculum") is not None:
             self.curriculum.load_state_dict(state["curriculum"])
