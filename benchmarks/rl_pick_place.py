@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -69,16 +70,29 @@ def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
         f"run_dir={run_dir}",
         *args.overrides,
     ]
-    start = time.perf_counter()
-    proc = subprocess.run(command, capture_output=True, text=True)
-    wall_min = (time.perf_counter() - start) / 60.0
-    args.run_root.mkdir(parents=True, exist_ok=True)
-    (args.run_root / f"{recipe}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode not in (0, 1):
-        print(f"  {recipe}: exit code {proc.returncode}, see {args.run_root / recipe}.log", flush=True)
-        return {"error": proc.returncode, "wall_min": wall_min}
+    wall_min, exit_code = math.nan, None
+    if not args.summarise:
+        start = time.perf_counter()
+        proc = subprocess.run(command, capture_output=True, text=True)
+        wall_min = (time.perf_counter() - start) / 60.0
+        args.run_root.mkdir(parents=True, exist_ok=True)
+        (args.run_root / f"{recipe}.log").write_text(proc.stdout + proc.stderr)
+        exit_code = proc.returncode
+        if exit_code not in (0, 1):
+            print(f"  {recipe}: exit code {exit_code}, see {args.run_root / recipe}.log", flush=True)
+    if not (run_dir / "evaluations.json").is_file():
+        return {"error": exit_code, "wall_min": wall_min}
+    row = summarise_run(run_dir, args)
+    row.update({"init_from": str(init_from), "wall_min": wall_min, "exit_code": exit_code})
+    row.update({"threads": threads, "jobs": args.jobs})
+    return row
+
+
+def summarise_run(run_dir: Path, args: argparse.Namespace) -> dict:
+    """Success before and after (each split's last evaluation), the curve and the closing checks."""
     evaluations = json.loads((run_dir / "evaluations.json").read_text())
-    last_iteration = max(entry["iteration"] for entry in evaluations)
+    splits = ("train", *args.ood_splits)
+    last = {split: max(e["iteration"] for e in evaluations if e["split"] == split) for split in splits}
 
     def success(iteration: int, split: str) -> float:
         found = [
@@ -87,13 +101,10 @@ def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
         return found[0] if found else float("nan")
 
     return {
-        "init_from": str(init_from),
-        "iterations": last_iteration,
-        "wall_min": wall_min,
-        "threads": threads,
-        "jobs": args.jobs,
-        "before": {split: success(0, split) for split in ("train", *args.ood_splits)},
-        "after": {split: success(last_iteration, split) for split in ("train", *args.ood_splits)},
+        "iterations": last["train"],
+        "before": {split: success(0, split) for split in splits},
+        "after": {split: success(last[split], split) for split in splits},
+        "after_iteration": last,
         "curve": [(e["minutes"], e["success_rate"]) for e in evaluations if e["split"] == "train"],
         "sampled_success": sampled_success_by_quarter(run_dir),
         "start_end": start_and_end(run_dir, args.check_episodes),
@@ -131,6 +142,13 @@ def sampled_success_by_quarter(run_dir: Path) -> list[float]:
         weight = sum(w for _, _, w in part)
         quarters.append(sum(v * w for _, v, w in part) / weight if weight else float("nan"))
     return quarters
+
+
+def ood_change(row: dict, split: str) -> str:
+    """``split before->after`` in %, with the iteration of "after" where it is not the run's last."""
+    text = f"{split} {100 * row['before'][split]:.0f}->{100 * row['after'][split]:.0f}"
+    at = row["after_iteration"][split]
+    return text if at == row["iterations"] else f"{text} (it {at})"
 
 
 def passes(row: dict) -> bool:
@@ -183,6 +201,11 @@ def main() -> None:
         default=128,
         help="episodes of the closing greedy and sampled evaluations of the start and the end",
     )
+    parser.add_argument(
+        "--summarise",
+        action="store_true",
+        help="train nothing: summarise the runs already in --run-root (e.g. after an interruption)",
+    )
     parser.add_argument("overrides", nargs="*", help="extra config overrides for every run")
     args = parser.parse_args()
 
@@ -198,15 +221,15 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(lambda recipe: run_recipe(recipe, args), args.recipes))
     for recipe, row in zip(args.recipes, rows, strict=True):
+        if args.summarise:  # keep what the training run measured
+            row["wall_min"] = results.get(recipe, {}).get("wall_min", math.nan)
+            row["exit_code"] = results.get(recipe, {}).get("exit_code", results.get(recipe, {}).get("error"))
         results[recipe] = row
         RESULTS_DIR.mkdir(exist_ok=True)
         results_path.write_text(json.dumps({"machine": machine_line(), "results": results}, indent=1))
         if "error" in row:
             continue
-        ood = "  ".join(
-            f"{split} {100 * row['before'][split]:.0f}->{100 * row['after'][split]:.0f}"
-            for split in args.ood_splits
-        )
+        ood = "  ".join(ood_change(row, split) for split in args.ood_splits)
         before, after = 100 * row["before"]["train"], 100 * row["after"]["train"]
         verdict = "PASS" if passes(row) else "FAIL"
         sampled = "/".join(f"{100 * q:.0f}" for q in row["sampled_success"])
