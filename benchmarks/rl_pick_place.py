@@ -105,10 +105,27 @@ def summarise_run(run_dir: Path, args: argparse.Namespace) -> dict:
         "before": {split: success(0, split) for split in splits},
         "after": {split: success(last[split], split) for split in splits},
         "after_iteration": last,
-        "curve": [(e["minutes"], e["success_rate"]) for e in evaluations if e["split"] == "train"],
+        "curve": [
+            (minutes, e["success_rate"])
+            for minutes, e in zip(joined_minutes(evaluations), evaluations, strict=True)
+            if e["split"] == "train"
+        ],
         "sampled_success": sampled_success_by_quarter(run_dir),
         "start_end": start_and_end(run_dir, args.check_episodes),
     }
+
+
+def joined_minutes(evaluations: list[dict]) -> list[float]:
+    """Each evaluation's minutes on one clock: a run resumed from a checkpoint that did not carry its
+    clock (written before ``elapsed_s`` existed) restarts at 0, so after such a restart the minutes
+    count on from the last evaluation before it."""
+    joined, offset, previous = [], 0.0, 0.0
+    for entry in evaluations:
+        if entry["minutes"] + offset < previous:
+            offset = previous
+        previous = entry["minutes"] + offset
+        joined.append(previous)
+    return joined
 
 
 def start_and_end(run_dir: Path, episodes: int) -> dict:
