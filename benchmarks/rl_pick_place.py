@@ -197,7 +197,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=RECIPES)
     parser.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget per run")
-    parser.add_argument("--sft-budget", type=int, default=100, help="demonstrations of the SFT start")
+    parser.add_argument("--sft-budget", type=int, default=200, help="demonstrations of the SFT start")
     parser.add_argument("--sft-root", type=Path, default=Path("runs/bench/sft_pick_place"))
     parser.add_argument(
         "--init",
