@@ -14,50 +14,25 @@ import json
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
-from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.chunk_registry import load_chunk_policy
-from vla_rl.training.chunk_rl.config import VLARLConfig
-from vla_rl.training.chunk_rl.trainer import EVAL_SEED_OFFSET, resolve_policy_dir
-from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
+from vla_rl.training.chunk_rl.config_load import load_rl_config_file
+from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy, resolve_policy_dir
 
 MODES = {"greedy": True, "sampled": False}
 """Mode name -> ``deterministic``."""
 
 
-def run_config(run_dir: Path) -> VLARLConfig:
-    saved = OmegaConf.load(run_dir / "config.yaml")
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(VLARLConfig), saved))
-
-
-def load_with_exploration(cfg: VLARLConfig, directory: Path) -> ChunkPolicy:
-    policy = load_chunk_policy(cfg.policy.name, directory)
-    if cfg.policy.exploration:
-        policy.set_exploration(**dict(cfg.policy.exploration))
-    return policy.eval()
-
-
 def evaluate_start_and_end(run_dir: Path, episodes: int, split: str = "train") -> dict[str, dict[str, float]]:
     """``{"SFT" | "RL": {"greedy" | "sampled": success rate}}`` over ``episodes`` episodes each."""
-    cfg = run_config(run_dir)
+    cfg = load_rl_config_file(run_dir / "config.yaml")
     torch.set_num_threads(cfg.torch_num_threads)
     results: dict[str, dict[str, float]] = {}
     for label, source in (("SFT", cfg.policy.init_from), ("RL", run_dir)):
-        policy = load_with_exploration(cfg, resolve_policy_dir(source))
-        results[label] = {}
-        for mode, deterministic in MODES.items():
-            evaluation = evaluate_chunk_policy(
-                policy,
-                cfg.env,
-                episodes,
-                cfg.algorithm.execute_steps,
-                seed=cfg.seed + EVAL_SEED_OFFSET,
-                deterministic=deterministic,
-                temperature=cfg.algorithm.temperature,
-                split=split,
-            )
-            results[label][mode] = evaluation.success_rate
+        policy = load_rl_policy(cfg, resolve_policy_dir(source)).eval()
+        results[label] = {
+            mode: evaluate_rl_policy(policy, cfg, split, episodes, deterministic).success_rate
+            for mode, deterministic in MODES.items()
+        }
     return results
 
 

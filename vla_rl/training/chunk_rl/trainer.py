@@ -88,6 +88,41 @@ def resolve_policy_dir(path: str | Path) -> Path:
     raise ConfigError(f"config key 'policy.init_from': {path} is not a folder")
 
 
+def load_rl_policy(cfg: VLARLConfig, directory: Path) -> ChunkPolicy:
+    """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied."""
+    policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device))
+    if cfg.policy.exploration:
+        set_exploration = getattr(policy, "set_exploration", None)
+        if set_exploration is None:
+            raise ConfigError(
+                f"config key 'policy.exploration': {cfg.policy.name} has no exploration settings "
+                "(token policies explore through algorithm.temperature)"
+            )
+        set_exploration(**dict(cfg.policy.exploration))
+    return policy
+
+
+def evaluate_rl_policy(
+    policy: ChunkPolicy,
+    cfg: VLARLConfig,
+    split: str,
+    num_episodes: int | None = None,
+    deterministic: bool | None = None,
+) -> EvalResult:
+    """A run's evaluation of ``policy`` on ``split``: its episodes (seeds), execution and sampling
+    settings; ``num_episodes`` and ``deterministic`` default to ``cfg.eval``'s."""
+    return evaluate_chunk_policy(
+        policy,
+        cfg.env,
+        cfg.eval.num_episodes if num_episodes is None else num_episodes,
+        cfg.algorithm.execute_steps,
+        seed=cfg.seed + EVAL_SEED_OFFSET,
+        deterministic=cfg.eval.deterministic if deterministic is None else deterministic,
+        temperature=cfg.algorithm.temperature,
+        split=split,
+    )
+
+
 class ChunkRLTrainer:
     def __init__(self, cfg: VLARLConfig) -> None:
         self.cfg = cfg
@@ -132,16 +167,7 @@ class ChunkRLTrainer:
             self._restore(checkpoint)
 
     def _load_policy(self, directory: Path) -> ChunkPolicy:
-        policy = load_chunk_policy(self.cfg.policy.name, directory).to(torch.device(self.cfg.device))
-        if self.cfg.policy.exploration:
-            set_exploration = getattr(policy, "set_exploration", None)
-            if set_exploration is None:
-                raise ConfigError(
-                    f"config key 'policy.exploration': {self.cfg.policy.name} has no exploration settings "
-                    "(token policies explore through algorithm.temperature)"
-                )
-            set_exploration(**dict(self.cfg.policy.exploration))
-        return policy
+        return load_rl_policy(self.cfg, directory)
 
     def _freeze(self, policy: ChunkPolicy) -> None:
         prefixes = tuple(self.cfg.policy.freeze)
@@ -249,17 +275,7 @@ class ChunkRLTrainer:
         self._stop_requested = True
 
     def evaluate(self, split: str) -> EvalResult:
-        ecfg = self.cfg.eval
-        return evaluate_chunk_policy(
-            self.policy,
-            self.cfg.env,
-            ecfg.num_episodes,
-            self.cfg.algorithm.execute_steps,
-            seed=self.cfg.seed + EVAL_SEED_OFFSET,
-            deterministic=ecfg.deterministic,
-            temperature=self.cfg.algorithm.temperature,
-            split=split,
-        )
+        return evaluate_rl_policy(self.policy, self.cfg, split)
 
     def _evaluate_all(self, logger: MultiLogger, start: float, splits: list[str] | None = None) -> None:
         if self.cfg.eval.num_episodes <= 0:
