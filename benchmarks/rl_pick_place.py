@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.common import machine_line
+from vla_rl.training.chunk_rl.config_load import load_rl_config_file
 
 RECIPES = ("token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise")
 FAMILY = {
@@ -100,7 +101,9 @@ def summarise_run(run_dir: Path, args: argparse.Namespace) -> dict:
         ]
         return found[0] if found else float("nan")
 
+    deterministic = load_rl_config_file(run_dir / "config.yaml").eval.deterministic
     return {
+        "eval_mode": "greedy" if deterministic else "sampled",
         "iterations": last["train"],
         "before": {split: success(0, split) for split in splits},
         "after": {split: success(last[split], split) for split in splits},
@@ -251,7 +254,8 @@ def main() -> None:
         verdict = "PASS" if passes(row) else "FAIL"
         sampled = "/".join(f"{100 * q:.0f}" for q in row["sampled_success"])
         print(
-            f"{recipe:<16} SFT {before:5.1f} %  RL {after:5.1f} %  ({row['iterations']} it, "
+            f"{recipe:<16} SFT {before:5.1f} %  RL {after:5.1f} % {row.get('eval_mode', 'greedy')} "
+            f"({row['iterations']} it, "
             f"{row['wall_min']:.1f} min)  {verdict}  {ood}  rollouts by quarter {sampled} %",
             flush=True,
         )

@@ -189,7 +189,9 @@ class ChunkPolicyUpdate:
     def optimise(self, flat: FlatBatch, actor_active: bool = True) -> dict[str, float]:
         """Epochs x minibatches of gradient steps; returns metrics averaged over the steps."""
         start = time.perf_counter()
-        self.policy.train()
+        # Dropout stays off: the loss must see the network that sampled the rollout and recomputed
+        # its log-probabilities, or the ratio starts away from 1.
+        self.policy.eval()
         sums: dict[str, float] = {}
         steps = 0
         for _ in range(self.cfg.num_epochs):

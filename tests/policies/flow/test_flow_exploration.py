@@ -1,6 +1,8 @@
 """Exploration modes of the flow policies: recomputed log-probs match the sampled ones, the
 deterministic chain is the Euler ODE, and Flow-Noise learns its standard deviations."""
 
+import math
+
 import pytest
 import torch
 from flow_fixtures import make_flow_mlp, make_obs, make_pi0
@@ -16,6 +18,8 @@ MODES = [
     {"exploration": "flow_sde"},
     {"exploration": "flow_sde", "sde_one_step": True},
     {"exploration": "flow_noise"},
+    {"exploration": "flow_sde", "noisy_chunk_steps": 1},
+    {"exploration": "flow_noise", "noisy_chunk_steps": 1},
 ]
 BUILDERS = {"flow_mlp": make_flow_mlp, "pi0": make_pi0}
 
@@ -32,6 +36,23 @@ def test_evaluate_recomputes_the_sampled_log_prob(family, mode):
     expected_steps = 1 if mode.get("sde_one_step") else 3
     assert (stochastic_steps == expected_steps).all()
     assert torch.isfinite(evaluation.entropy).all()
+
+
+@pytest.mark.parametrize("family", BUILDERS)
+@pytest.mark.parametrize("noisy_chunk_steps", [0, 1])
+def test_only_the_noisy_chunk_steps_enter_the_log_prob(family, noisy_chunk_steps):
+    # Euler-Maruyama: every sampled entry has std 0.5 * sqrt(1 / K), so the chain's entropy is
+    # K x (sampled entries per step) x (0.5 + log sqrt(2 pi) + log std). pi0's fixture: chunk 3 x 4
+    # action dims; flow_mlp's: chunk 2 x 3.
+    policy = BUILDERS[family](num_denoising_steps=3, noise_level=0.5, noisy_chunk_steps=noisy_chunk_steps)
+    chunk_len, action_dim = (3, 4) if family == "pi0" else (2, 3)
+    sampled_entries = (noisy_chunk_steps or chunk_len) * action_dim
+    per_entry = 0.5 + 0.5 * math.log(2 * math.pi) + math.log(0.5 * math.sqrt(1 / 3))
+    obs = make_obs(2)
+    step = policy.sample(obs)
+    entropy = policy.evaluate(obs, step.sample_info).entropy
+    torch.testing.assert_close(entropy, torch.full((2,), 3 * sampled_entries * per_entry))
+    torch.testing.assert_close(policy.evaluate(obs, step.sample_info).log_prob, step.log_prob)
 
 
 @pytest.mark.parametrize("family", BUILDERS)
@@ -76,6 +97,8 @@ def test_bad_exploration_settings_fail_clearly():
         ExplorationConfig(mode="sde").validate()
     with pytest.raises(ValueError, match="one_step"):
         ExplorationConfig(mode="flow_noise", one_step=True).validate()
+    with pytest.raises(ValueError, match="noisy_chunk_steps"):
+        make_flow_mlp(noisy_chunk_steps=-1)
     with pytest.raises(ValueError, match="std_min < std_max"):
         make_pi0(exploration="flow_noise", noise_std_bounds=[0.2, 0.1])
 

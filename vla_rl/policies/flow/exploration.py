@@ -12,7 +12,10 @@ left out). Three ways to set ``mean_k`` and ``std_k``, registered by name:
 * ``flow_noise``: the Euler mean and a standard deviation that a small network on the policy's own
   features sets within ``[std_min, std_max]`` (pi_RL's Flow-Noise), learned with the policy.
 
-The sampling temperature multiplies every standard deviation.
+The sampling temperature multiplies every standard deviation. With ``noisy_chunk_steps = n`` only
+the first n steps of the action chunk (those executed before re-planning) are sampled; the rest
+follow the ODE, so they are fixed by the sampled ones and add nothing to the log-probability: the
+likelihood ratio then moves only with actions that reached the environment.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ class ExplorationConfig:
     """``flow_noise``: lower bound of the learned standard deviation."""
     std_max: float = 0.16
     """``flow_noise``: upper bound of the learned standard deviation."""
+    noisy_chunk_steps: int = 0
+    """Sample only the first this many steps of the chunk (axis 1), the others take the ODE step;
+    0 samples them all. Set it to the executed steps per chunk."""
 
     def validate(self) -> None:
         if self.mode not in EXPLORATIONS:
@@ -54,6 +60,8 @@ class ExplorationConfig:
             raise ValueError(f"need 0 < std_min < std_max, got {self.std_min}, {self.std_max}")
         if self.one_step and self.mode != "flow_sde":
             raise ValueError("one_step applies to mode flow_sde only")
+        if self.noisy_chunk_steps < 0:
+            raise ValueError(f"noisy_chunk_steps must be >= 0, got {self.noisy_chunk_steps}")
 
 
 class NoiseHead(nn.Module):
@@ -101,6 +109,26 @@ class ChainExploration(ABC):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, std)`` of ``x_{k+1}`` for ``x`` [N, ...] at step k; ``std`` broadcasts to ``x``
         and is 0 for the samples whose ``stochastic`` [N] entry is False."""
+
+    def step(
+        self,
+        x: torch.Tensor,
+        velocity: torch.Tensor,
+        k: int,
+        stochastic: torch.Tensor,
+        temperature: float,
+        learned_std: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``transition``, with the chunk steps past ``noisy_chunk_steps`` (x [N, chunk, ...]) on
+        the ODE: Euler mean, std 0."""
+        mean, std = self.transition(x, velocity, k, stochastic, temperature, learned_std)
+        noisy = self.cfg.noisy_chunk_steps
+        if noisy <= 0 or noisy >= x.shape[1]:
+            return mean, std
+        quiet = (torch.arange(x.shape[1], device=x.device) >= noisy).view(1, -1, *(1,) * (x.dim() - 2))
+        delta = float(self.times[k] - self.times[k + 1])
+        mean = torch.where(quiet, x - delta * velocity, mean)
+        return mean, torch.where(quiet, torch.zeros_like(mean), std.expand_as(mean))
 
     def _zero_where_deterministic(self, std: torch.Tensor, stochastic: torch.Tensor, like: torch.Tensor):
         shape = (len(stochastic),) + (1,) * (like.dim() - 1)
@@ -201,7 +229,7 @@ def sample_chain(
     states, means, stds = [noise], [], []
     for k in range(exploration.num_steps):
         velocity, learned_std = velocity_fn(states[-1], k)
-        mean, std = exploration.transition(states[-1], velocity, k, step_mask[:, k], temperature, learned_std)
+        mean, std = exploration.step(states[-1], velocity, k, step_mask[:, k], temperature, learned_std)
         states.append(mean + std * torch.randn_like(mean))
         means.append(mean)
         stds.append(std.expand_as(mean))
@@ -242,9 +270,7 @@ def chain_transitions(
     means, stds = [], []
     for k in range(exploration.num_steps):
         learned = None if learned_stds is None else learned_stds[:, k]
-        mean, std = exploration.transition(
-            states[:, k], velocities[:, k], k, step_mask[:, k], temperature, learned
-        )
+        mean, std = exploration.step(states[:, k], velocities[:, k], k, step_mask[:, k], temperature, learned)
         means.append(mean)
         stds.append(std.expand_as(mean))
     return torch.stack(means, 1), torch.stack(stds, 1)

@@ -88,6 +88,9 @@ class FlowMLPConfig:
     """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
     noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
     """``flow_noise``: [min, max] of the learned standard deviation."""
+    noisy_chunk_steps: int = 0
+    """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
+    and leave the log-probability. 0: all."""
     value_hidden_sizes: list[int] = field(default_factory=lambda: [64])
     """Hidden widths of the value head."""
 
@@ -96,7 +99,9 @@ class FlowMLPConfig:
 
     def exploration_config(self) -> ExplorationConfig:
         low, high = self.noise_std_bounds
-        return ExplorationConfig(self.exploration, self.noise_level, self.sde_one_step, low, high)
+        return ExplorationConfig(
+            self.exploration, self.noise_level, self.sde_one_step, low, high, self.noisy_chunk_steps
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> FlowMLPConfig:
@@ -171,7 +176,8 @@ class FlowMLPPolicy(ChunkPolicy):
 
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``), e.g. for RL from an SFT checkpoint; adds a noise head if needed."""
+        ``noise_std_bounds``, ``noisy_chunk_steps``), e.g. for RL from an SFT checkpoint; adds a noise
+        head if needed."""
         if settings:
             self.cfg = FlowMLPConfig.from_dict({**self.cfg.to_dict(), **settings})
         cfg = self.cfg

@@ -38,6 +38,9 @@ class Pi0PolicyConfig:
     """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
     noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
     """``flow_noise``: [min, max] of the std the noise head sets from the expert's action features."""
+    noisy_chunk_steps: int = 0
+    """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
+    and leave the log-probability. 0: all."""
     value_hidden_dim: int = 64
     """Hidden width of the value-head MLP on the expert's state-token feature."""
     freeze_vision: bool = False
@@ -79,7 +82,9 @@ class Pi0PolicyConfig:
 
     def exploration_config(self) -> ExplorationConfig:
         low, high = self.noise_std_bounds
-        return ExplorationConfig(self.exploration, self.noise_level, self.sde_one_step, low, high)
+        return ExplorationConfig(
+            self.exploration, self.noise_level, self.sde_one_step, low, high, self.noisy_chunk_steps
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> Pi0PolicyConfig:

@@ -89,8 +89,9 @@ def resolve_policy_dir(path: str | Path) -> Path:
 
 
 def load_rl_policy(cfg: VLARLConfig, directory: Path) -> ChunkPolicy:
-    """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied."""
-    policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device))
+    """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied, in
+    eval mode (RL samples, recomputes and trains without dropout)."""
+    policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device)).eval()
     if cfg.policy.exploration:
         set_exploration = getattr(policy, "set_exploration", None)
         if set_exploration is None:
