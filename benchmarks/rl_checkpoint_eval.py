@@ -15,8 +15,9 @@ from pathlib import Path
 
 import torch
 
+from vla_rl.training.checkpoint import resolve_policy_dir
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
-from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy, resolve_policy_dir
+from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy
 
 MODES = {"greedy": True, "sampled": False}
 """Mode name -> ``deterministic``."""

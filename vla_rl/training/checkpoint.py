@@ -29,10 +29,13 @@ import torch
 from omegaconf import OmegaConf
 from safetensors.torch import load_file, save_file
 
+from vla_rl.config.load import ConfigError
 from vla_rl.config.schema import TrainConfig
 from vla_rl.training.state_codec import decode_state, encode_state
 
 CHECKPOINTS_DIRNAME = "checkpoints"
+POLICY_DIRNAME = "policy"
+"""Sub-folder of a chunk-policy checkpoint (SFT, RL) holding the policy's ``save_pretrained``."""
 LATEST_FILENAME = "latest"
 POLICY_FILENAME = "policy.safetensors"
 STATE_TENSORS_FILENAME = "trainer_state.safetensors"
@@ -235,3 +238,19 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def resolve_policy_dir(path: str | Path) -> Path:
+    """The policy folder of ``policy.init_from``: an SFT or RL run folder (its latest checkpoint), a
+    checkpoint folder, or a policy folder itself."""
+    path = Path(path)
+    if (path / CHECKPOINTS_DIRNAME).is_dir():
+        found = latest_checkpoint(path / CHECKPOINTS_DIRNAME)
+        if found is None:
+            raise ConfigError(f"config key 'policy.init_from': {path} has no checkpoint yet")
+        path = found
+    if (path / POLICY_DIRNAME).is_dir():
+        return path / POLICY_DIRNAME
+    if path.is_dir():
+        return path
+    raise ConfigError(f"config key 'policy.init_from': {path} is not a folder")

@@ -88,6 +88,16 @@ def test_checkpoint_holds_a_loadable_policy_with_identical_actions(tmp_path: Pat
     assert state["step"] == 8 and state["policy_name"] == "sft_test_regressor"
 
 
+def test_init_from_an_earlier_run_folder_starts_from_its_last_weights(tmp_path: Path) -> None:
+    first = SFTTrainer(_cfg(tmp_path / "first"), toy_episodes(4))
+    first.train()
+    second = SFTTrainer(
+        _cfg(tmp_path / "second", **{"policy.init_from": str(tmp_path / "first")}), toy_episodes(4)
+    )
+    for name, value in first.policy.state_dict().items():
+        torch.testing.assert_close(second.policy.state_dict()[name], value, rtol=0, atol=0)
+
+
 def test_resume_continues_with_the_same_losses_and_weights(tmp_path: Path) -> None:
     episodes = toy_episodes(4)
     straight = SFTTrainer(_cfg(tmp_path / "straight", **{"optim.grad_accum_steps": 2}), episodes)

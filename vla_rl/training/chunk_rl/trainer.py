@@ -33,10 +33,10 @@ from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.training.checkpoint import (
-    CHECKPOINTS_DIRNAME,
+    POLICY_DIRNAME,
     Checkpoint,
     find_resume_checkpoint,
-    latest_checkpoint,
+    resolve_policy_dir,
     save_checkpoint,
 )
 from vla_rl.training.chunk_rl.config import VLARLConfig
@@ -48,7 +48,6 @@ from vla_rl.training.stop_signals import install_stop_handlers
 
 log = logging.getLogger(__name__)
 
-POLICY_DIRNAME = "policy"
 EVAL_SEED_OFFSET = 1_000_003
 GROUP_SEED_STRIDE = 7919
 """Without a curriculum, group k of the run resets from ``seed * GROUP_SEED_STRIDE**2 + k``."""
@@ -71,21 +70,6 @@ class RLResult:
             if entry["iteration"] == iteration and entry["split"] == split:
                 return float(entry["success_rate"])
         return math.nan
-
-
-def resolve_policy_dir(path: str | Path) -> Path:
-    """An SFT or RL run folder (its latest checkpoint), a checkpoint folder, or a policy folder."""
-    path = Path(path)
-    if (path / CHECKPOINTS_DIRNAME).is_dir():
-        found = latest_checkpoint(path / CHECKPOINTS_DIRNAME)
-        if found is None:
-            raise ConfigError(f"config key 'policy.init_from': {path} has no checkpoint yet")
-        path = found
-    if (path / POLICY_DIRNAME).is_dir():
-        return path / POLICY_DIRNAME
-    if path.is_dir():
-        return path
-    raise ConfigError(f"config key 'policy.init_from': {path} is not a folder")
 
 
 def load_rl_policy(cfg: VLARLConfig, directory: Path) -> ChunkPolicy:

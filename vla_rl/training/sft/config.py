@@ -40,7 +40,9 @@ class SFTPolicyConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword values of the family's ``build`` (chunk_len, action_dim, sizes, local pretrained dirs)."""
     init_from: str | None = None
-    """A folder written by the family's ``save_pretrained`` to start from instead of ``build``."""
+    """Start from a saved policy instead of ``build``: a folder written by the family's
+    ``save_pretrained``, a checkpoint folder, or a run folder (its latest checkpoint), e.g. to train
+    an SFT run further."""
 
 
 @dataclass

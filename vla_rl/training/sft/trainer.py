@@ -24,8 +24,10 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.chunk_registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
 from vla_rl.training.checkpoint import (
+    POLICY_DIRNAME,
     Checkpoint,
     find_resume_checkpoint,
+    resolve_policy_dir,
     save_checkpoint,
 )
 from vla_rl.training.evaluate import EvalResult
@@ -46,7 +48,6 @@ from vla_rl.training.stop_signals import install_stop_handlers
 
 log = logging.getLogger(__name__)
 
-POLICY_DIRNAME = "policy"
 """Folder inside each checkpoint holding the policy's ``save_pretrained`` output."""
 EVAL_SEED_OFFSET = 1_000_003
 NORMALIZER_BATCH = 1024
@@ -259,7 +260,7 @@ class SFTTrainer:
                 )
             return load_chunk_policy(pcfg.name, checkpoint.path / POLICY_DIRNAME)
         if pcfg.init_from:
-            return chunk_policy_class(pcfg.name).from_pretrained(pcfg.init_from)
+            return chunk_policy_class(pcfg.name).from_pretrained(resolve_policy_dir(pcfg.init_from))
         policy = build_chunk_policy(pcfg.name, **dict(pcfg.kwargs))
         self._fit_data_statistics(policy)
         return policy
