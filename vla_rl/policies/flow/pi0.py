@@ -42,7 +42,7 @@ from vla_rl.policies.flow.exploration import (
 )
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
-from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim
+from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim, unreduced_loss
 from vla_rl.policies.flow.pi0_io import Pi0Checkpoint
 from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
 
@@ -366,7 +366,7 @@ class Pi0Policy(ChunkPolicy):
         targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask))
         expert_layers = self.model.model.dit.layers
         with (
-            self._unreduced_loss(),
+            unreduced_loss(self.model.config),
             self._capture_expert_hidden() as captured,
             capture_layer_output(expert_layers, self.cfg.aux_layer) as layer_output,
         ):
@@ -389,13 +389,3 @@ class Pi0Policy(ChunkPolicy):
             loss = loss + self.cfg.aux_coef * aux_mse
             metrics["aux_mse"] = float(aux_mse.detach())
         return SFTOutput(loss=loss, metrics=metrics)
-
-    @contextmanager
-    def _unreduced_loss(self) -> Iterator[None]:
-        config = self.model.config
-        saved = config.loss_reduction
-        config.loss_reduction = "none"
-        try:
-            yield
-        finally:
-            config.loss_reduction = saved

@@ -10,7 +10,10 @@ zero-padded to ``max_state_dim``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -127,3 +130,15 @@ def build_inputs(
         pixel_attention_mask=torch.ones(batch, cameras, dtype=torch.bool, device=device),
         state=preprocess_state(proprio, cfg.state_stats, model_config.max_state_dim),
     )
+
+
+@contextmanager
+def unreduced_loss(config: Any) -> Iterator[None]:
+    """Within the block, transformers' PI0 (``config``: its model config) returns the flow-matching
+    loss per entry instead of its mean, so padded chunk steps and action dims can be masked out."""
+    saved = config.loss_reduction
+    config.loss_reduction = "none"
+    try:
+        yield
+    finally:
+        config.loss_reduction = saved
