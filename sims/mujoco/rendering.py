@@ -12,6 +12,10 @@ class WorldRenderer:
     """Renders any world of a batch (all worlds share the model structure) at a fixed size.
 
     Must be created and used in the same thread (EGL contexts are not shared across threads).
+    One thread may hold renderers of several environments (an environment with one worker
+    renders on the calling thread, as does a second one built there for evaluation), so each
+    ``render`` and ``close`` first makes its own context current: drawing through another
+    environment's context, or a freed one, returns wrong pixels without an error.
     """
 
     def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
@@ -29,6 +33,7 @@ class WorldRenderer:
 
     def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera_id: int, out: np.ndarray) -> None:
         """Render ``camera_id`` of one world into ``out`` (uint8 [H, W, 3])."""
+        self._context.make_current()
         self._camera.fixedcamid = camera_id
         mujoco.mjv_updateScene(
             model, data, self._option, None, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self._scene
@@ -38,6 +43,7 @@ class WorldRenderer:
         out[:] = self._flipped[::-1]
 
     def close(self) -> None:
+        self._context.make_current()
         self._mjr.free()
         self._context.free()
 

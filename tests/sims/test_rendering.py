@@ -45,3 +45,17 @@ def test_physics_reference_reports_positive_throughput():
 def test_physics_reference_with_the_arm_moving_reports_positive_throughput():
     rate = physics_env_steps_per_s(EnvConfig(task="reach", num_envs=4), num_control_steps=3, moving=True)
     assert rate > 0
+
+
+def test_an_env_renders_the_same_after_another_env_on_its_thread_is_built_and_closed():
+    # One worker thread renders on the calling thread, as does an evaluation env built beside
+    # a training env: each must draw through its own GL context, not the last one made current.
+    cfg = EnvConfig(task="pick_place", num_envs=2, cameras=["front"], image_size=32, num_threads=1)
+    training = MujocoBatchedEnv(cfg)
+    before = training.reset(seed=0)[0]["rgb_front"].clone()
+    evaluation = MujocoBatchedEnv(cfg)
+    evaluation.reset(seed=7)
+    assert torch.equal(training.reset(seed=0)[0]["rgb_front"], before)
+    evaluation.close()
+    assert torch.equal(training.reset(seed=0)[0]["rgb_front"], before)
+    training.close()
