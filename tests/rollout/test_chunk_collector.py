@@ -57,3 +57,21 @@ def test_reward_scale_multiplies_stored_rewards_not_the_bootstrap_or_episode_ret
     obs, _ = reference.env.reset()
     _, _, reference_stats = reference.collect(obs, num_decisions=2)
     assert stats.mean_return == pytest.approx(reference_stats.mean_return)
+
+
+def test_success_reward_pays_the_success_flag_only():
+    # TwoWorldEnv pays 1 per step; world 1 succeeds at its 2nd step (then its next episode starts).
+    # reward="success", gamma 0.5, scale 0.1: decision 0: world 0 0 + 0.5 * 0 = 0, world 1 0 + 0.5 * 0.1
+    # = 0.05; decision 1: world 0 reaches its time limit at the 1st step (0 + 0.5 * V(final) = 15),
+    # world 1 again 0.05.
+    env, policy = TwoWorldEnv(), ConstantChunkPolicy()
+    collector = ChunkCollector(env, policy, execute_steps=2, gamma=0.5, reward_scale=0.1, reward="success")
+    obs, _ = env.reset()
+    batch, _, stats = collector.collect(obs, num_decisions=2)
+    torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[0.0, 0.05], [15.0, 0.05]]))
+    assert stats.success_rate == pytest.approx(2 / 3)
+
+
+def test_unknown_reward_is_refused():
+    with pytest.raises(ValueError, match="reward must be one of"):
+        ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(), execute_steps=2, gamma=0.9, reward="shaped")

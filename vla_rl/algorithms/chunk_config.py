@@ -34,6 +34,10 @@ class ChunkRLConfig:
     """Factor on the environment's rewards before GAE; a value head that starts near 0 fits returns
     of order one in a few iterations, not hundreds (advantages are standardised, so the policy
     gradient does not depend on it)."""
+    reward: str = "dense"
+    """PPO: what each control step pays, ``dense`` (the task's shaped reward) or ``success`` (1 in
+    a success state, else 0: the sparse reward of RL4VLA, which a shaped reward's partial credit
+    cannot outbid)."""
     gae_lambda: float = 0.95
     """GAE lambda, per decision (``chunk``) or per control step (``step``)."""
     advantage_granularity: str = "chunk"
@@ -98,6 +102,10 @@ class ChunkRLConfig:
             )
         if self.advantage_granularity == "step" and self.log_prob_level == "chunk":
             raise ValueError("advantage_granularity 'step' needs log_prob_level 'token' or 'action'")
+        from vla_rl.rollout.chunk_collector import REWARDS
+
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {self.reward!r}")
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {list(SCORES)}, got {self.score!r}")
         positive = {

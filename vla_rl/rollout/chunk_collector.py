@@ -6,6 +6,8 @@ ends inside a chunk holds still (zero action) for the rest of it, so no action p
 episode acts in the next; its reward from then on is not counted. A chunk's reward is the discounted
 sum over the steps it executed (``chunk_rewards``). Stored rewards are the environment's times
 ``reward_scale`` (so a critic fits returns of order one); episode returns in the statistics are not.
+``reward="success"`` stores the task's per-step success flag (1 in a success state, else 0) in
+place of its shaped reward, the sparse reward of RL4VLA and SimpleVLA-RL.
 
 Two ways to collect:
 
@@ -28,6 +30,12 @@ from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
 from vla_rl.rollout.chunk_batch import ChunkBatch
 from vla_rl.rollout.gae import chunk_rewards
 from vla_rl.training.sft.batching import module_device, obs_to_device, select_worlds
+
+REWARDS = {
+    "dense": lambda result: result.reward,
+    "success": lambda result: result.info["success"],
+}
+"""What a step pays the learner: the task's (shaped) reward or its success flag."""
 
 
 @dataclass
@@ -78,7 +86,10 @@ class ChunkCollector:
         log_prob_level: str = "chunk",
         with_value: bool = True,
         reward_scale: float = 1.0,
+        reward: str = "dense",
     ) -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
         if not 1 <= execute_steps <= policy.chunk_len:
             raise ValueError(
                 f"execute_steps must lie in [1, chunk_len={policy.chunk_len}], got {execute_steps}"
@@ -91,6 +102,7 @@ class ChunkCollector:
         self.log_prob_level = log_prob_level
         self.with_value = with_value
         self.reward_scale = reward_scale
+        self.reward_of = REWARDS[reward]
         self.policy_time_s = 0.0
         self.sim_time_s = 0.0
 
@@ -129,7 +141,8 @@ class ChunkCollector:
             result = self.env.step(action.to(self.env.device))
             self.sim_time_s += time.perf_counter() - start
             done = result.done.cpu()
-            step_rewards[:, j] = torch.where(running, self.reward_scale * result.reward.cpu().float(), 0.0)
+            reward = self.reward_scale * self.reward_of(result).cpu().float()
+            step_rewards[:, j] = torch.where(running, reward, 0.0)
             executed[:, j] = running
             finished = running & done
             if finished.any():

@@ -119,6 +119,8 @@ def test_bad_rl_configs_fail_before_any_work(tmp_path):
         compose_rl_config(["recipe=token_vla_grpo", "policy.init_from=x", "env.num_envs=6"])
     with pytest.raises(ConfigError, match="algorithm"):
         compose_rl_config(["recipe=token_vla_ppo", "policy.init_from=x", "algorithm.clip_low=1.5"])
+    with pytest.raises(ConfigError, match="reward must be one of"):
+        compose_rl_config(["recipe=token_vla_ppo", "policy.init_from=x", "algorithm.reward=shaped"])
     assert main(["train", "recipe=token_vla_ppo", f"policy.init_from={tmp_path / 'missing'}"]) == 2
 
 

@@ -136,6 +136,7 @@ class ChunkRLTrainer:
             log_prob_level=acfg.log_prob_level,
             with_value=self.algorithm.uses_critic,
             reward_scale=acfg.reward_scale,
+            reward=acfg.reward,
         )
         self.obs, _ = self.env.reset(seed=cfg.seed)
         self.curriculum = SeedCurriculum(acfg.curriculum_pool, cfg.seed) if acfg.curriculum_pool > 0 else None
