@@ -24,6 +24,20 @@ def test_only_informative_groups_train_and_their_advantages_are_zero_mean():
     assert advantages[0, 0] > 0 > advantages[0, 1]  # the successful world is reinforced
 
 
+def test_negative_advantage_weight_zero_leaves_the_failed_episodes_no_advantage():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)
+    success = torch.tensor([False, False, True, False])
+    grouped = grpo(policy, negative_advantage_weight=0.0).grouped_rows(batch, success, torch.zeros(4))
+    advantages = grouped.rows.tensors["advantages"].view(batch.num_decisions, 2)
+    # Group 1 = (success, failure): mean 0.5, sample std sqrt(1/2), advantages +-0.5 / sqrt(1/2)
+    # = +-0.7071; the failure's is zeroed.
+    torch.testing.assert_close(
+        advantages[:, 0], torch.full((batch.num_decisions,), 0.7071), atol=1e-4, rtol=0
+    )
+    assert advantages[:, 1].abs().max().item() == 0.0
+
+
 def test_filtered_groups_contribute_nothing_to_the_gradient():
     policy = flow_policy(exploration="flow_sde")
     batch = rollout(policy, with_value=False)

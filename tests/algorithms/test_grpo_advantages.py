@@ -3,7 +3,12 @@ import math
 import pytest
 import torch
 
-from vla_rl.algorithms.grpo_advantages import broadcast_to_steps, group_advantages, informative_groups
+from vla_rl.algorithms.grpo_advantages import (
+    broadcast_to_steps,
+    group_advantages,
+    informative_groups,
+    weight_negatives,
+)
 
 
 def test_group_advantages_hand_values_and_zero_mean_per_group():
@@ -34,3 +39,17 @@ def test_broadcast_zeroes_steps_after_done():
     step_mask = torch.tensor([[True, True], [True, False], [False, False]])
     steps = broadcast_to_steps(torch.tensor([2.0, -1.0]), step_mask)
     torch.testing.assert_close(steps, torch.tensor([[2.0, -1.0], [2.0, 0.0], [0.0, 0.0]]))
+
+
+def test_weight_negatives_scales_the_below_average_episodes_only():
+    # One success of four: mean 0.25, sample std sqrt((0.75^2 + 3 * 0.25^2) / 3) = 0.5,
+    # advantages 1.5 and -0.5 (x3).
+    advantages = group_advantages(torch.tensor([[1.0, 0.0, 0.0, 0.0]]))
+    torch.testing.assert_close(advantages, torch.tensor([[1.5, -0.5, -0.5, -0.5]]), atol=1e-5, rtol=0)
+    half = weight_negatives(advantages, 0.5)
+    torch.testing.assert_close(half, torch.tensor([[1.5, -0.25, -0.25, -0.25]]), atol=1e-5, rtol=0)
+    only_successes = weight_negatives(advantages, 0.0)
+    torch.testing.assert_close(only_successes, torch.tensor([[1.5, 0.0, 0.0, 0.0]]), atol=1e-5, rtol=0)
+    assert weight_negatives(advantages, 1.0).equal(advantages)
+    with pytest.raises(ValueError, match="negative_weight"):
+        weight_negatives(advantages, 1.5)

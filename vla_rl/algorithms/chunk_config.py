@@ -36,8 +36,8 @@ class ChunkRLConfig:
     gradient does not depend on it)."""
     reward: str = "dense"
     """PPO: what each control step pays, ``dense`` (the task's shaped reward) or ``success`` (1 in
-    a success state, else 0: the sparse reward of RL4VLA, which a shaped reward's partial credit
-    cannot outbid)."""
+    a success state, else 0, as SimpleVLA-RL's binary outcome reward; no partial credit for states
+    short of success, such as holding the object over the goal)."""
     gae_lambda: float = 0.95
     """GAE lambda, per decision (``chunk``) or per control step (``step``)."""
     advantage_granularity: str = "chunk"
@@ -80,6 +80,9 @@ class ChunkRLConfig:
     """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end)."""
     keep_success_range: list[float] = field(default_factory=lambda: [0.1, 0.9])
     """GRPO dynamic sampling: keep groups whose success rate lies in this range."""
+    negative_advantage_weight: float = 1.0
+    """GRPO: factor on the negative (below the group's mean) advantages; below 1 the update leans
+    on the successes (positive-sample reinforcement), 0 reinforces the successes only."""
     max_sampling_rounds: int = 4
     """GRPO: rollouts collected per iteration at most to fill the batch with informative groups."""
     curriculum_pool: int = 0
@@ -132,6 +135,10 @@ class ChunkRLConfig:
             )
         if self.dual_clip is not None and self.dual_clip <= 1.0:
             raise ValueError(f"dual_clip must be > 1 or None, got {self.dual_clip}")
+        if not 0.0 <= self.negative_advantage_weight <= 1.0:
+            raise ValueError(
+                f"negative_advantage_weight must lie in [0, 1], got {self.negative_advantage_weight}"
+            )
         if len(self.keep_success_range) != 2:
             raise ValueError(f"keep_success_range must be [low, high], got {self.keep_success_range}")
         low, high = self.keep_success_range

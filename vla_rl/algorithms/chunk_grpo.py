@@ -14,7 +14,12 @@ import torch
 
 from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
-from vla_rl.algorithms.grpo_advantages import broadcast_to_steps, group_advantages, informative_groups
+from vla_rl.algorithms.grpo_advantages import (
+    broadcast_to_steps,
+    group_advantages,
+    informative_groups,
+    weight_negatives,
+)
 from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch, concat_flat
 
 
@@ -43,7 +48,8 @@ class ChunkGRPO(ChunkPolicyUpdate):
         keep_group = informative_groups(success.view(-1, cfg.group_size), *cfg.keep_success_range)
         keep_world = keep_group.repeat_interleave(cfg.group_size)
         step_mask = batch.stacked("valid") & keep_world[None, :]
-        advantages = broadcast_to_steps(group_advantages(scores).flatten(), step_mask)
+        episode_advantages = weight_negatives(group_advantages(scores), cfg.negative_advantage_weight)
+        advantages = broadcast_to_steps(episode_advantages.flatten(), step_mask)
         flat = batch.flat({"advantages": advantages})
         flat.tensors["valid"] = step_mask.flatten()
         kept = flat.valid_rows() if bool(step_mask.any()) else None

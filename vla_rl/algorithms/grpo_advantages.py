@@ -4,7 +4,9 @@ A group is G episodes that started from the same initial state. Each episode get
 (success, or its summed reward until the first done); its advantage is the score standardised
 within the group, ``(R - mean) / (std + eps)``, and every executed step of the episode carries it.
 Groups whose success rate is all-fail or all-success carry no signal (every advantage is 0) and
-dynamic sampling drops them before the batch is filled.
+dynamic sampling drops them before the batch is filled. ``negative_weight`` < 1 scales the
+below-average episodes' (negative) advantages down: the update then mostly reinforces what
+succeeded (positive-sample reinforcement, as rejection-sampling fine-tuning does at weight 0).
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ def group_advantages(scores: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.
     mean = scores.mean(dim=1, keepdim=True)
     std = scores.std(dim=1, keepdim=True)
     return (scores - mean) / (std + eps)
+
+
+def weight_negatives(advantages: torch.Tensor, negative_weight: float) -> torch.Tensor:
+    """Multiply the negative advantages by ``negative_weight`` (1 leaves them as they are)."""
+    if not 0.0 <= negative_weight <= 1.0:
+        raise ValueError(f"negative_weight must lie in [0, 1], got {negative_weight}")
+    return torch.where(advantages < 0, negative_weight * advantages, advantages)
 
 
 def informative_groups(success: torch.Tensor, low: float = 0.1, high: float = 0.9) -> torch.Tensor:

@@ -7,7 +7,7 @@ episode acts in the next; its reward from then on is not counted. A chunk's rewa
 sum over the steps it executed (``chunk_rewards``). Stored rewards are the environment's times
 ``reward_scale`` (so a critic fits returns of order one); episode returns in the statistics are not.
 ``reward="success"`` stores the task's per-step success flag (1 in a success state, else 0) in
-place of its shaped reward, the sparse reward of RL4VLA and SimpleVLA-RL.
+place of its shaped reward (the binary outcome reward of SimpleVLA-RL, paid per step).
 
 Two ways to collect:
 
