@@ -226,6 +226,11 @@ def main() -> None:
         action="store_true",
         help="train nothing: summarise the runs already in --run-root (e.g. after an interruption)",
     )
+    parser.add_argument(
+        "--results-name",
+        default="rl_pick_place",
+        help="results file stem under benchmarks/results (another name keeps probes apart from the table)",
+    )
     parser.add_argument("overrides", nargs="*", help="extra config overrides for every run")
     args = parser.parse_args()
 
@@ -235,7 +240,7 @@ def main() -> None:
             raise SystemExit(f"{sft_start(recipe, args)} is missing: run benchmarks.sft_pick_place first")
     starts = {recipe: str(sft_start(recipe, args)) for recipe in args.recipes}
     print(f"pick_place, SFT starts {starts}; {args.minutes:g} min per recipe, {args.jobs} at a time")
-    results_path = RESULTS_DIR / "rl_pick_place.json"
+    results_path = RESULTS_DIR / f"{args.results_name}.json"
     saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
     results = saved.get("results", {})
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -267,7 +272,7 @@ def main() -> None:
                 f"{100 * modes['RL']['sampled']:.1f} %",
                 flush=True,
             )
-    plot(results, RESULTS_DIR / "rl_pick_place.png")
+    plot(results, RESULTS_DIR / f"{args.results_name}.png")
 
 
 if __name__ == "__main__":

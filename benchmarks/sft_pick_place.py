@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import machine_line
@@ -71,7 +72,6 @@ families. ``benchmarks.sft_failure_stages`` measured whole chunks against re-pla
 the chunk VLA reached 82.8 % with temporal ensembling), see README."""
 
 TOKEN_VLA_RECIPE = (
-    "optim.learning_rate=3e-4",
     "+policy.kwargs.state_token_sizes=[17,3,3,3,2,2,2]",
     "+policy.kwargs.aux_target_key=privileged",
     "+policy.kwargs.aux_target_dim=26",
@@ -85,7 +85,6 @@ FAMILY_OVERRIDES: dict[str, tuple[str, ...]] = {
     "chunk_vla": ("sft/policy=chunk_vla", *TOKEN_VLA_RECIPE),
     "pi0": (
         "sft/policy=pi0",
-        "optim.learning_rate=3e-4",
         "+policy.kwargs.num_layers=4",
         "+policy.kwargs.aux_target_key=privileged",
         "+policy.kwargs.aux_target_dim=26",
@@ -94,10 +93,28 @@ FAMILY_OVERRIDES: dict[str, tuple[str, ...]] = {
 }
 
 
-FULL_BUDGET_STEPS = {"token_vla": 56000, "chunk_vla": 56000, "pi0": 32000}
+LEARNING_RATE = 3e-4
+"""Peak learning rate (warm-up, then cosine decay to ``optim.min_lr_ratio`` of it) of a first stage."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One ``vla-rl sft`` run; a later stage starts from the previous stage's weights with a fresh
+    optimizer and learning-rate schedule (a warm restart)."""
+
+    steps: int
+    learning_rate: float = LEARNING_RATE
+
+
+FULL_BUDGET_STAGES: dict[str, tuple[Stage, ...]] = {
+    "token_vla": (Stage(56000), Stage(32000, 1.5e-4)),
+    "chunk_vla": (Stage(56000), Stage(32000, 1.5e-4)),
+    "pi0": (Stage(32000),),
+}
 """Optimizer steps (batch 64) with the full budget. Measured with re-planning after 2: pi0 67.2 %
-after 16,000 and 93.8 % after 32,000 steps; the token VLAs 15.6 / 51.6 % (token_vla) and 37.5 /
-53.1 % (chunk_vla) after 16,000 / 32,000, still rising, so they train longer."""
+after 16,000 and 93.8 % after 32,000 steps; the token VLAs 15.6 / 51.6 / 60.9 % (token_vla) and
+37.5 / 53.1 / 71.9 % (chunk_vla) after 16,000 / 32,000 / 56,000 steps in one run, still rising, so
+they train 32,000 steps more from the 56,000-step weights at half the learning rate."""
 
 
 def collect(dataset: Path, num_episodes: int, noise_std: float) -> None:
@@ -121,21 +138,38 @@ def collect(dataset: Path, num_episodes: int, noise_std: float) -> None:
     print(f"demonstrations: {num_episodes} episodes in {minutes:.1f} min", flush=True)
 
 
-def train_and_evaluate(
-    family: str, budget: int, dataset: Path, run_root: Path, args: argparse.Namespace
-) -> dict[str, float]:
-    """One ``vla-rl sft`` run; returns its success rate and wall time."""
-    run_dir = run_root / f"{family}_{budget or 'full'}"
-    steps = (args.steps or FULL_BUDGET_STEPS[family]) if budget == 0 else args.steps_small
+def stage_dir(run_root: Path, family: str, budget: int, stages: tuple[Stage, ...], index: int) -> Path:
+    """``<family>_<budget>`` for the first stage, ``<family>_<budget>_<total steps>k`` after it."""
+    name = f"{family}_{budget or 'full'}"
+    if index > 0:
+        name += f"_{sum(stage.steps for stage in stages[: index + 1]) // 1000}k"
+    return run_root / name
+
+
+def run_stage(
+    family: str,
+    budget: int,
+    stage: Stage,
+    run_dir: Path,
+    init_from: Path | None,
+    evaluate: bool,
+    dataset: Path,
+    args: argparse.Namespace,
+) -> dict[str, object]:
+    """Train one stage (or resume it where it stopped); returns its wall time and, where it
+    evaluated, the success rate. A finished stage trains nothing: the last one evaluates again,
+    an earlier one is skipped."""
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     evaluation = [
-        f"eval.num_episodes={args.eval_episodes}",
+        f"eval.num_episodes={args.eval_episodes if evaluate else 0}",
         f"eval.execute_steps={EXECUTE_STEPS}",
         f"torch_num_threads={threads}",
         f"env.num_threads={threads}",
     ]
     finished = None if args.retrain else latest_checkpoint(run_dir / "checkpoints")
-    train = finished is None or finished.name != f"iter_{steps:06d}"
+    trained = finished is None or finished.name != f"iter_{stage.steps:06d}"
+    if not trained and not evaluate:
+        return {"trained": False, "wall_min": 0.0, "success": None}
     if finished is not None:
         # Resuming a finished run trains nothing and runs the final evaluation; resuming a run that
         # stopped early trains the remaining steps exactly as the uninterrupted run would have.
@@ -148,33 +182,78 @@ def train_and_evaluate(
             "sft",
             *COMMON,
             *FAMILY_OVERRIDES[family],
+            f"optim.learning_rate={stage.learning_rate:g}",
             f"data.path={dataset}",
             f"data.max_episodes={budget}",
-            f"steps={steps}",
+            f"steps={stage.steps}",
             f"batch_size={args.batch_size}",
-            f"checkpoint_interval={min(steps, CHECKPOINT_INTERVAL)}",
+            f"checkpoint_interval={min(stage.steps, CHECKPOINT_INTERVAL)}",
+            *([f"policy.init_from={init_from}"] if init_from is not None else []),
             *evaluation,
             f"run_dir={run_dir}",
         ]
     start = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True)
     wall_min = (time.perf_counter() - start) / 60.0
-    run_root.mkdir(parents=True, exist_ok=True)
-    (run_root / f"{run_dir.name}.log").write_text(proc.stdout + proc.stderr)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    (run_dir.parent / f"{run_dir.name}.log").write_text(proc.stdout + proc.stderr)
     matches = SUCCESS_PATTERN.findall(proc.stdout)
-    success = float(matches[-1][1]) / 100.0 if matches else float("nan")
     if proc.returncode != 0:
-        print(f"  {run_dir.name}: exit code {proc.returncode}, see {run_root / run_dir.name}.log", flush=True)
+        print(f"  {run_dir.name}: exit code {proc.returncode}, see {run_dir}.log", flush=True)
     return {
-        "success": success,
+        "trained": trained,
         "wall_min": wall_min,
-        "steps": steps,
-        "execute_steps": EXECUTE_STEPS,
+        "success": float(matches[-1][1]) / 100.0 if matches else float("nan"),
         "threads": threads,
         "jobs": args.jobs,
-        "trained": train,
-        "checkpoint": str(run_dir),
     }
+
+
+def train_and_evaluate(
+    family: str, budget: int, dataset: Path, run_root: Path, args: argparse.Namespace
+) -> dict[str, object]:
+    """Every stage of one (family, budget) in turn; returns the last stage's success rate, the
+    total steps and each stage's wall time."""
+    if budget != 0:
+        stages: tuple[Stage, ...] = (Stage(args.steps_small),)
+    elif args.steps:
+        stages = (Stage(args.steps),)
+    else:
+        stages = FULL_BUDGET_STAGES[family]
+    rows, init_from = [], None
+    for index, stage in enumerate(stages):
+        run_dir = stage_dir(run_root, family, budget, stages, index)
+        evaluate = index == len(stages) - 1
+        row = run_stage(family, budget, stage, run_dir, init_from, evaluate, dataset, args)
+        settings = {"steps": stage.steps, "learning_rate": stage.learning_rate, "run_dir": str(run_dir)}
+        rows.append({**settings, **row})
+        init_from = run_dir
+    return {
+        "success": rows[-1]["success"],
+        "wall_min": sum(row["wall_min"] for row in rows),
+        "steps": sum(stage.steps for stage in stages),
+        "execute_steps": EXECUTE_STEPS,
+        "threads": rows[-1].get("threads"),
+        "jobs": args.jobs,
+        "trained": any(row["trained"] for row in rows),
+        "checkpoint": rows[-1]["run_dir"],
+        "stages": rows,
+    }
+
+
+def keep_training_times(row: dict, previous: dict) -> None:
+    """Stages that trained in an earlier invocation keep how that run was timed (wall, threads,
+    jobs); this invocation only evaluated them, or skipped them."""
+    earlier = {stage["run_dir"]: stage for stage in previous.get("stages", [])}
+    if "stages" not in previous and previous.get("trained"):  # results from before stages
+        earlier[previous["checkpoint"]] = {**previous, "trained": True}
+    for stage in row["stages"]:
+        before = earlier.get(stage["run_dir"], {})
+        if not stage["trained"] and before.get("trained"):
+            stage.update({key: before[key] for key in ("wall_min", "threads", "jobs") if key in before})
+            stage["trained"] = True
+    row["wall_min"] = sum(stage["wall_min"] for stage in row["stages"])
+    row["trained"] = any(stage["trained"] for stage in row["stages"])
 
 
 def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path) -> None:
@@ -229,7 +308,7 @@ def main() -> None:
     print(f"machine: {machine_line()}")
     print(
         f"pick_place, {args.full} scripted demonstrations in the full budget; "
-        f"{args.steps or FULL_BUDGET_STEPS} steps x batch {args.batch_size} with the full budget, "
+        f"{args.steps or FULL_BUDGET_STAGES} steps x batch {args.batch_size} with the full budget, "
         f"{args.steps_small} with the smaller ones; {args.eval_episodes} evaluation episodes "
         f"(split train); {args.jobs} run(s) at a time"
     )
@@ -245,11 +324,7 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = pool.map(lambda run: train_and_evaluate(*run, dataset, args.run_root, args), runs)
         for (family, budget), row in zip(runs, rows, strict=True):
-            previous = results.get(family, {}).get(str(budget), {})
-            if not row["trained"] and previous.get("trained"):
-                # Keep how the run that trained it was timed.
-                row.update({key: previous[key] for key in ("wall_min", "threads", "jobs") if key in previous})
-                row["trained"] = True
+            keep_training_times(row, results.get(family, {}).get(str(budget), {}))
             results.setdefault(family, {})[str(budget)] = row
             demos, success = budget or args.full, 100 * row["success"]
             print(

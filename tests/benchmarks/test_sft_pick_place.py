@@ -1,0 +1,35 @@
+from pathlib import Path
+
+from benchmarks.sft_pick_place import Stage, keep_training_times, stage_dir
+
+
+def test_later_stages_are_named_by_their_total_steps():
+    stages = (Stage(56000), Stage(32000, 1.5e-4))
+    root = Path("runs")
+    assert stage_dir(root, "chunk_vla", 0, stages, 0) == root / "chunk_vla_full"
+    assert stage_dir(root, "chunk_vla", 0, stages, 1) == root / "chunk_vla_full_88k"
+    assert stage_dir(root, "pi0", 200, (Stage(16000),), 0) == root / "pi0_200"
+
+
+def test_stages_trained_earlier_keep_their_recorded_times():
+    # Stage 1 trained in an earlier invocation (recorded before stages existed: 126.5 min, 2 jobs);
+    # stage 2 trained now in 60.0 min.
+    previous = {"trained": True, "checkpoint": "runs/a_full", "wall_min": 126.5, "threads": 1, "jobs": 2}
+    row = {
+        "stages": [
+            {"run_dir": "runs/a_full", "trained": False, "wall_min": 0.0},
+            {"run_dir": "runs/a_full_88k", "trained": True, "wall_min": 60.0, "threads": 1},
+        ]
+    }
+    keep_training_times(row, previous)
+    first = {"run_dir": "runs/a_full", "trained": True, "wall_min": 126.5, "threads": 1, "jobs": 2}
+    assert row["stages"][0] == first
+    assert row["wall_min"] == 186.5
+    assert row["trained"]
+
+
+def test_a_stage_only_evaluated_now_and_never_recorded_keeps_its_evaluation_time():
+    row = {"stages": [{"run_dir": "runs/b_full", "trained": False, "wall_min": 3.0}]}
+    keep_training_times(row, {})
+    assert row["wall_min"] == 3.0
+    assert not row["trained"]
