@@ -93,6 +93,25 @@ FAMILY_OVERRIDES: dict[str, tuple[str, ...]] = {
 }
 
 
+DECODINGS: dict[str, tuple[str, ...]] = {
+    "sampled": ("eval.deterministic=false", "eval.temperature=1.0"),
+    "argmax": ("eval.deterministic=true",),
+    "ode": ("eval.deterministic=true",),
+}
+"""How an evaluation turns the model into actions: ``sampled`` draws each action token from the
+model's bins at temperature 1; ``argmax`` takes each token's most likely bin; ``ode`` is pi0's
+Euler ODE from Gaussian noise (a flow model's own way of sampling its distribution; its
+``deterministic=false`` would add the RL exploration noise on top)."""
+
+FAMILY_DECODINGS: dict[str, tuple[str, ...]] = {
+    "token_vla": ("sampled", "argmax"),
+    "chunk_vla": ("sampled", "argmax"),
+    "pi0": ("ode",),
+}
+"""The first is the benchmark's criterion for the family: a sample of the model's own action
+distribution, as each family defines it; the others are measured on the same episodes and reported
+beside it."""
+
 LEARNING_RATE = 3e-4
 """Peak learning rate (warm-up, then cosine decay to ``optim.min_lr_ratio`` of it) of a first stage."""
 
@@ -152,23 +171,25 @@ def run_stage(
     stage: Stage,
     run_dir: Path,
     init_from: Path | None,
-    evaluate: bool,
+    decoding: str | None,
     dataset: Path,
     args: argparse.Namespace,
+    log_suffix: str = "",
 ) -> dict[str, object]:
-    """Train one stage (or resume it where it stopped); returns its wall time and, where it
-    evaluated, the success rate. A finished stage trains nothing: the last one evaluates again,
-    an earlier one is skipped."""
+    """Train one stage (or resume it where it stopped) and evaluate it with ``decoding`` (None:
+    no evaluation); returns its wall time and the success rate. A finished stage trains nothing:
+    it evaluates again, or is skipped where it is not evaluated."""
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     evaluation = [
-        f"eval.num_episodes={args.eval_episodes if evaluate else 0}",
+        f"eval.num_episodes={args.eval_episodes if decoding else 0}",
         f"eval.execute_steps={EXECUTE_STEPS}",
+        *DECODINGS.get(decoding, ()),
         f"torch_num_threads={threads}",
         f"env.num_threads={threads}",
     ]
     finished = None if args.retrain else latest_checkpoint(run_dir / "checkpoints")
     trained = finished is None or finished.name != f"iter_{stage.steps:06d}"
-    if not trained and not evaluate:
+    if not trained and decoding is None:
         return {"trained": False, "wall_min": 0.0, "success": None}
     if finished is not None:
         # Resuming a finished run trains nothing and runs the final evaluation; resuming a run that
@@ -196,7 +217,7 @@ def run_stage(
     proc = subprocess.run(command, capture_output=True, text=True)
     wall_min = (time.perf_counter() - start) / 60.0
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    (run_dir.parent / f"{run_dir.name}.log").write_text(proc.stdout + proc.stderr)
+    (run_dir.parent / f"{run_dir.name}{log_suffix}.log").write_text(proc.stdout + proc.stderr)
     matches = SUCCESS_PATTERN.findall(proc.stdout)
     if proc.returncode != 0:
         print(f"  {run_dir.name}: exit code {proc.returncode}, see {run_dir}.log", flush=True)
@@ -220,16 +241,23 @@ def train_and_evaluate(
         stages = (Stage(args.steps),)
     else:
         stages = FULL_BUDGET_STAGES[family]
+    criterion, *others = FAMILY_DECODINGS[family]
     rows, init_from = [], None
     for index, stage in enumerate(stages):
         run_dir = stage_dir(run_root, family, budget, stages, index)
-        evaluate = index == len(stages) - 1
-        row = run_stage(family, budget, stage, run_dir, init_from, evaluate, dataset, args)
+        decoding = criterion if index == len(stages) - 1 else None
+        row = run_stage(family, budget, stage, run_dir, init_from, decoding, dataset, args)
         settings = {"steps": stage.steps, "learning_rate": stage.learning_rate, "run_dir": str(run_dir)}
         rows.append({**settings, **row})
         init_from = run_dir
+    by_decoding = {criterion: rows[-1]["success"]}
+    for decoding in others:  # the finished last stage, evaluated again on the same episodes
+        again = run_stage(family, budget, stages[-1], run_dir, None, decoding, dataset, args, f"_{decoding}")
+        by_decoding[decoding] = again["success"]
     return {
         "success": rows[-1]["success"],
+        "decoding": criterion,
+        "success_by_decoding": by_decoding,
         "wall_min": sum(row["wall_min"] for row in rows),
         "steps": sum(stage.steps for stage in stages),
         "execute_steps": EXECUTE_STEPS,
@@ -262,11 +290,30 @@ def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(5.0, 3.4), dpi=120)
+    figure, axes = plt.subplots(figsize=(5.4, 3.6), dpi=120)
     for family, by_budget in results.items():
         budgets = sorted(int(b) or full for b in by_budget)
-        success = [100 * by_budget[str(b if b != full else 0)]["success"] for b in budgets]
-        axes.plot(budgets, success, marker="o", label=family)
+        rows = [by_budget[str(b if b != full else 0)] for b in budgets]
+        criterion, *others = FAMILY_DECODINGS[family]
+        (line,) = axes.plot(
+            budgets, [100 * row["success"] for row in rows], marker="o", label=f"{family}, {criterion}"
+        )
+        for decoding in others:  # dashed, where that decoding was measured
+            points = [
+                (b, row["success_by_decoding"][decoding])
+                for b, row in zip(budgets, rows, strict=True)
+                if decoding in row.get("success_by_decoding", {})
+            ]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                axes.plot(
+                    xs,
+                    [100 * y for y in ys],
+                    marker="x",
+                    linestyle="--",
+                    color=line.get_color(),
+                    label=f"{family}, {decoding}",
+                )
     axes.axhline(100 * TARGET_SUCCESS, color="grey", linestyle="--", linewidth=1, label="target (full)")
     axes.set_xscale("log")
     axes.set_xlabel("demonstrations")
@@ -319,7 +366,7 @@ def main() -> None:
     saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
     same_data = saved.get("full") == args.full and saved.get("noise_std") == args.noise_std
     results: dict[str, dict[str, dict[str, float]]] = saved.get("results", {}) if same_data else {}
-    print(f"{'family':<10} {'demos':>6} {'steps':>6} {'success':>8} {'wall':>7}")
+    print(f"{'family':<10} {'demos':>6} {'steps':>6} {'success':>8} {'wall':>7}  by decoding")
     runs = [(family, budget) for family in args.families for budget in args.budgets]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = pool.map(lambda run: train_and_evaluate(*run, dataset, args.run_root, args), runs)
@@ -327,8 +374,11 @@ def main() -> None:
             keep_training_times(row, results.get(family, {}).get(str(budget), {}))
             results.setdefault(family, {})[str(budget)] = row
             demos, success = budget or args.full, 100 * row["success"]
+            by_decoding = row["success_by_decoding"].items()
+            decodings = "  ".join(f"{name} {100 * value:.1f} %" for name, value in by_decoding)
             print(
                 f"{family:<10} {demos:>6} {row['steps']:>6} {success:>7.1f}% {row['wall_min']:>6.1f}m",
+                f" {decodings}",
                 flush=True,
             )
             RESULTS_DIR.mkdir(exist_ok=True)
@@ -340,7 +390,8 @@ def main() -> None:
         if full is not None:
             verdict = "PASS" if full["success"] >= TARGET_SUCCESS else "FAIL"
             success, target = 100 * full["success"], 100 * TARGET_SUCCESS
-            print(f"{family}: full budget {success:.1f} % (target {target:.0f} %) {verdict}")
+            decoding = full.get("decoding", FAMILY_DECODINGS[family][0])
+            print(f"{family}: full budget {success:.1f} % {decoding} (target {target:.0f} %) {verdict}")
 
 
 if __name__ == "__main__":
