@@ -179,11 +179,12 @@ def run_stage(
     decoding: str | None,
     dataset: Path,
     args: argparse.Namespace,
-    log_suffix: str = "",
+    evaluate_only: bool = False,
 ) -> dict[str, object]:
     """Train one stage (or resume it where it stopped) and evaluate it with ``decoding`` (None:
     no evaluation); returns its wall time and the success rate. A finished stage trains nothing:
-    it evaluates again, or is skipped where it is not evaluated."""
+    it evaluates again, or is skipped where it is not evaluated. ``evaluate_only`` evaluates the
+    stage's last checkpoint even under ``--retrain`` (a second decoding of a stage just trained)."""
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     evaluation = [
         f"eval.num_episodes={args.eval_episodes if decoding else 0}",
@@ -192,7 +193,8 @@ def run_stage(
         f"torch_num_threads={threads}",
         f"env.num_threads={threads}",
     ]
-    finished = None if args.retrain else latest_checkpoint(run_dir / "checkpoints")
+    retrain = args.retrain and not evaluate_only
+    finished = None if retrain else latest_checkpoint(run_dir / "checkpoints")
     trained = finished is None or finished.name != f"iter_{stage.steps:06d}"
     if not trained and decoding is None:
         return {"trained": False, "wall_min": 0.0, "success": None}
@@ -222,6 +224,7 @@ def run_stage(
     proc = subprocess.run(command, capture_output=True, text=True)
     wall_min = (time.perf_counter() - start) / 60.0
     run_dir.parent.mkdir(parents=True, exist_ok=True)
+    log_suffix = f"_{decoding}" if evaluate_only else ""
     (run_dir.parent / f"{run_dir.name}{log_suffix}.log").write_text(proc.stdout + proc.stderr)
     matches = SUCCESS_PATTERN.findall(proc.stdout)
     if proc.returncode != 0:
@@ -257,7 +260,9 @@ def train_and_evaluate(
         init_from = run_dir
     by_decoding = {criterion: rows[-1]["success"]}
     for decoding in others:  # the finished last stage, evaluated again on the same episodes
-        again = run_stage(family, budget, stages[-1], run_dir, None, decoding, dataset, args, f"_{decoding}")
+        again = run_stage(
+            family, budget, stages[-1], run_dir, None, decoding, dataset, args, evaluate_only=True
+        )
         by_decoding[decoding] = again["success"]
     return {
         "success": rows[-1]["success"],
@@ -287,6 +292,7 @@ def keep_training_times(row: dict, previous: dict) -> None:
             stage["trained"] = True
     row["wall_min"] = sum(stage["wall_min"] for stage in row["stages"])
     row["trained"] = any(stage["trained"] for stage in row["stages"])
+    row.update({key: row["stages"][-1][key] for key in ("threads", "jobs") if key in row["stages"][-1]})
 
 
 def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path) -> None:

@@ -18,7 +18,7 @@ def test_stages_trained_earlier_keep_their_recorded_times():
     row = {
         "stages": [
             {"run_dir": "runs/a_full", "trained": False, "wall_min": 0.0},
-            {"run_dir": "runs/a_full_88k", "trained": True, "wall_min": 60.0, "threads": 1},
+            {"run_dir": "runs/a_full_88k", "trained": True, "wall_min": 60.0, "threads": 1, "jobs": 2},
         ]
     }
     keep_training_times(row, previous)
@@ -26,6 +26,14 @@ def test_stages_trained_earlier_keep_their_recorded_times():
     assert row["stages"][0] == first
     assert row["wall_min"] == 186.5
     assert row["trained"]
+    assert (row["threads"], row["jobs"]) == (1, 2)
+
+
+def test_a_row_reports_how_its_last_stage_trained():
+    previous = {"trained": True, "checkpoint": "runs/c_5", "wall_min": 9.1, "threads": 1, "jobs": 2}
+    row = {"threads": 2, "jobs": 1, "stages": [{"run_dir": "runs/c_5", "trained": False, "wall_min": 0.4}]}
+    keep_training_times(row, previous)
+    assert (row["wall_min"], row["threads"], row["jobs"]) == (9.1, 1, 2)
 
 
 def test_a_stage_only_evaluated_now_and_never_recorded_keeps_its_evaluation_time():
