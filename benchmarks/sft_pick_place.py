@@ -288,11 +288,12 @@ def keep_training_times(row: dict, previous: dict) -> None:
     for stage in row["stages"]:
         before = earlier.get(stage["run_dir"], {})
         if not stage["trained"] and before.get("trained"):
-            stage.update({key: before[key] for key in ("wall_min", "threads", "jobs") if key in before})
+            # Threads and jobs of this invocation say nothing of how the stage trained.
+            stage.update({key: before.get(key) for key in ("wall_min", "threads", "jobs")})
             stage["trained"] = True
     row["wall_min"] = sum(stage["wall_min"] for stage in row["stages"])
     row["trained"] = any(stage["trained"] for stage in row["stages"])
-    row.update({key: row["stages"][-1][key] for key in ("threads", "jobs") if key in row["stages"][-1]})
+    row.update({key: row["stages"][-1].get(key) for key in ("threads", "jobs")})
 
 
 def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path) -> None:

@@ -36,6 +36,13 @@ def test_a_row_reports_how_its_last_stage_trained():
     assert (row["wall_min"], row["threads"], row["jobs"]) == (9.1, 1, 2)
 
 
+def test_a_stage_trained_before_threads_were_recorded_reports_none():
+    previous = {"trained": True, "checkpoint": "runs/d_5", "wall_min": 11.7}
+    row = {"stages": [{"run_dir": "runs/d_5", "trained": False, "wall_min": 0.5, "threads": 1, "jobs": 2}]}
+    keep_training_times(row, previous)
+    assert (row["wall_min"], row["threads"], row["jobs"]) == (11.7, None, None)
+
+
 def test_a_stage_only_evaluated_now_and_never_recorded_keeps_its_evaluation_time():
     row = {"stages": [{"run_dir": "runs/b_full", "trained": False, "wall_min": 3.0}]}
     keep_training_times(row, {})
