@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import machine_line
+from benchmarks.sft_plot import plot
 from vla_rl.training.checkpoint import latest_checkpoint
 
 SUCCESS_PATTERN = re.compile(r"evaluation \((\d+) episodes.*?success rate ([0-9.]+) %")
@@ -241,8 +242,8 @@ def run_stage(
 def train_and_evaluate(
     family: str, budget: int, dataset: Path, run_root: Path, args: argparse.Namespace
 ) -> dict[str, object]:
-    """Every stage of one (family, budget) in turn; returns the last stage's success rate, the
-    total steps and each stage's wall time."""
+    """Every stage of one (family, budget) in turn; returns the last stage's success rate in each
+    decoding, the total steps and the stages (``keep_training_times`` adds the row's totals)."""
     if budget != 0:
         stages: tuple[Stage, ...] = (Stage(args.steps_small),)
     elif args.steps:
@@ -268,12 +269,8 @@ def train_and_evaluate(
         "success": rows[-1]["success"],
         "decoding": criterion,
         "success_by_decoding": by_decoding,
-        "wall_min": sum(row["wall_min"] for row in rows),
         "steps": sum(stage.steps for stage in stages),
         "execute_steps": EXECUTE_STEPS,
-        "threads": rows[-1].get("threads"),
-        "jobs": args.jobs,
-        "trained": any(row["trained"] for row in rows),
         "checkpoint": rows[-1]["run_dir"],
         "stages": rows,
     }
@@ -281,10 +278,9 @@ def train_and_evaluate(
 
 def keep_training_times(row: dict, previous: dict) -> None:
     """Stages that trained in an earlier invocation keep how that run was timed (wall, threads,
-    jobs); this invocation only evaluated them, or skipped them."""
+    jobs); this invocation only evaluated them, or skipped them. Then the row's totals: wall time,
+    whether anything trained, and the last stage's threads and jobs."""
     earlier = {stage["run_dir"]: stage for stage in previous.get("stages", [])}
-    if "stages" not in previous and previous.get("trained"):  # results from before stages
-        earlier[previous["checkpoint"]] = {**previous, "trained": True}
     for stage in row["stages"]:
         before = earlier.get(stage["run_dir"], {})
         if not stage["trained"] and before.get("trained"):
@@ -294,47 +290,6 @@ def keep_training_times(row: dict, previous: dict) -> None:
     row["wall_min"] = sum(stage["wall_min"] for stage in row["stages"])
     row["trained"] = any(stage["trained"] for stage in row["stages"])
     row.update({key: row["stages"][-1].get(key) for key in ("threads", "jobs")})
-
-
-def plot(results: dict[str, dict[str, dict[str, float]]], full: int, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(5.4, 3.6), dpi=120)
-    for family, by_budget in results.items():
-        budgets = sorted(int(b) or full for b in by_budget)
-        rows = [by_budget[str(b if b != full else 0)] for b in budgets]
-        criterion, *others = FAMILY_DECODINGS[family]
-        (line,) = axes.plot(
-            budgets, [100 * row["success"] for row in rows], marker="o", label=f"{family}, {criterion}"
-        )
-        for decoding in others:  # dashed, where that decoding was measured
-            points = [
-                (b, row["success_by_decoding"][decoding])
-                for b, row in zip(budgets, rows, strict=True)
-                if decoding in row.get("success_by_decoding", {})
-            ]
-            if points:
-                xs, ys = zip(*points, strict=True)
-                axes.plot(
-                    xs,
-                    [100 * y for y in ys],
-                    marker="x",
-                    linestyle="--",
-                    color=line.get_color(),
-                    label=f"{family}, {decoding}",
-                )
-    axes.axhline(100 * TARGET_SUCCESS, color="grey", linestyle="--", linewidth=1, label="target (full)")
-    axes.set_xscale("log")
-    axes.set_xlabel("demonstrations")
-    axes.set_ylabel("success, in distribution (%)")
-    axes.set_ylim(-3, 103)
-    axes.set_title("SFT on pick_place")
-    axes.legend(loc="upper left", fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path)
 
 
 def main() -> None:
@@ -396,13 +351,12 @@ def main() -> None:
             RESULTS_DIR.mkdir(exist_ok=True)
             summary = {"machine": machine_line(), "full": args.full, "noise_std": args.noise_std}
             results_path.write_text(json.dumps({**summary, "results": results}, indent=1))
-    plot(results, args.full, RESULTS_DIR / "sft_pick_place.png")
+    plot(results, args.full, TARGET_SUCCESS, RESULTS_DIR / "sft_pick_place.png")
     for family, by_budget in results.items():
         full = by_budget.get("0")
         if full is not None:
             verdict = "PASS" if full["success"] >= TARGET_SUCCESS else "FAIL"
-            success, target = 100 * full["success"], 100 * TARGET_SUCCESS
-            decoding = full.get("decoding", FAMILY_DECODINGS[family][0])
+            success, target, decoding = 100 * full["success"], 100 * TARGET_SUCCESS, full["decoding"]
             print(f"{family}: full budget {success:.1f} % {decoding} (target {target:.0f} %) {verdict}")
 
 

@@ -12,9 +12,9 @@ def test_later_stages_are_named_by_their_total_steps():
 
 
 def test_stages_trained_earlier_keep_their_recorded_times():
-    # Stage 1 trained in an earlier invocation (recorded before stages existed: 126.5 min, 2 jobs);
-    # stage 2 trained now in 60.0 min.
-    previous = {"trained": True, "checkpoint": "runs/a_full", "wall_min": 126.5, "threads": 1, "jobs": 2}
+    # Stage 1 trained in an earlier invocation (126.5 min, 2 jobs); stage 2 trained now in 60.0 min.
+    earlier = {"run_dir": "runs/a_full", "trained": True, "wall_min": 126.5, "threads": 1, "jobs": 2}
+    previous = {"stages": [earlier]}
     row = {
         "stages": [
             {"run_dir": "runs/a_full", "trained": False, "wall_min": 0.0},
@@ -30,14 +30,15 @@ def test_stages_trained_earlier_keep_their_recorded_times():
 
 
 def test_a_row_reports_how_its_last_stage_trained():
-    previous = {"trained": True, "checkpoint": "runs/c_5", "wall_min": 9.1, "threads": 1, "jobs": 2}
+    earlier = {"run_dir": "runs/c_5", "trained": True, "wall_min": 9.1, "threads": 1, "jobs": 2}
+    previous = {"stages": [earlier]}
     row = {"threads": 2, "jobs": 1, "stages": [{"run_dir": "runs/c_5", "trained": False, "wall_min": 0.4}]}
     keep_training_times(row, previous)
     assert (row["wall_min"], row["threads"], row["jobs"]) == (9.1, 1, 2)
 
 
 def test_a_stage_trained_before_threads_were_recorded_reports_none():
-    previous = {"trained": True, "checkpoint": "runs/d_5", "wall_min": 11.7}
+    previous = {"stages": [{"run_dir": "runs/d_5", "trained": True, "wall_min": 11.7}]}
     row = {"stages": [{"run_dir": "runs/d_5", "trained": False, "wall_min": 0.5, "threads": 1, "jobs": 2}]}
     keep_training_times(row, previous)
     assert (row["wall_min"], row["threads"], row["jobs"]) == (11.7, None, None)
