@@ -5,6 +5,7 @@
     vla-rl eval --checkpoint PATH [overrides...]
     vla-rl collect [overrides...]
     vla-rl sft [overrides...] [--resume PATH]
+    vla-rl reward-train [overrides...]
 
 Overrides use Hydra syntax (``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are
 validated against the typed schema before anything is built.
@@ -29,6 +30,7 @@ from pathlib import Path  # noqa: E402
 from vla_rl.config import ConfigError, TrainConfig, compose_train_config, load_train_config_file  # noqa: E402
 from vla_rl.config.load import compose_config_module  # noqa: E402
 from vla_rl.data.collect_cli import add_collect_parser, collect_command  # noqa: E402
+from vla_rl.rewards.cli import add_reward_train_parser, reward_train_command  # noqa: E402
 from vla_rl.training.sft.cli import add_sft_parser, sft_command  # noqa: E402
 
 EXIT_BELOW_TARGET = 1
@@ -69,6 +71,7 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--checkpoint", metavar="PATH", help="run or checkpoint folder")
     add_collect_parser(sub)
     add_sft_parser(sub)
+    add_reward_train_parser(sub)
     return parser
 
 
@@ -199,6 +202,7 @@ COMMANDS = {
     "eval": eval_command,
     "collect": collect_command,
     "sft": sft_command,
+    "reward-train": reward_train_command,
 }
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from vla_rl.config.schema import TrainConfig
+from vla_rl.rewards.config import RewardConfig, reward_config_errors
 
 ConfigT = TypeVar("ConfigT")
 
@@ -114,7 +115,17 @@ def validate_structured(
 
 def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
     """Merge ``raw`` into ``TrainConfig`` (unknown keys and wrong types fail) and check values."""
-    return validate_structured(TrainConfig, raw, TRAIN_CHECKS)
+    config = validate_structured(TrainConfig, raw, TRAIN_CHECKS)
+    check_reward_config(config.reward, config.env.cameras)
+    return config
+
+
+def check_reward_config(reward: RewardConfig, env_cameras: list[str]) -> None:
+    """``ConfigError`` for the first invalid value of a ``reward`` group."""
+    errors = reward_config_errors(reward, env_cameras)
+    if errors:
+        key, message = errors[0]
+        raise ConfigError(f"config key '{key}': {message}")
 
 
 TRAIN_CHECKS: list[Check[TrainConfig]] = [

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from vla_rl.algorithms.config import PPOConfig
 from vla_rl.envs.config import EnvConfig
 from vla_rl.policies.config import PolicyConfig
+from vla_rl.rewards.config import RewardConfig
 
 
 @dataclass
@@ -55,6 +56,8 @@ class TrainConfig:
     """Policy network."""
     algorithm: PPOConfig = field(default_factory=PPOConfig)
     """RL algorithm and its hyperparameters."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Reward from a reward model, alone or mixed with the environment's (default: environment only)."""
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     """Where metrics go."""
     eval: EvalConfig = field(default_factory=EvalConfig)

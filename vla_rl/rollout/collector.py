@@ -11,6 +11,7 @@ import torch
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.staged import StagedEnv, concat_observations
 from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
+from vla_rl.rewards.env_wrapper import MODEL_REWARD_KEY, resolve_model_rewards
 from vla_rl.rollout.buffer import RolloutBuffer
 
 
@@ -83,6 +84,7 @@ class RolloutCollector:
         """
         buffer = self.buffer
         buffer.clear()
+        self._pending_rewards: list = []
         tally = _EpisodeTally()
         start = time.perf_counter()
         with torch.inference_mode():
@@ -91,6 +93,7 @@ class RolloutCollector:
             else:
                 obs = self._collect_in_step(obs, update_normalizer, tally)
             tick = time.perf_counter()
+            resolve_model_rewards(self._pending_rewards, buffer.rewards)
             obs = self._to_buffer_device(obs)
             buffer.last_value.copy_(self.policy.get_value(obs))
             tally.policy_time_s += time.perf_counter() - tick
@@ -172,6 +175,8 @@ class RolloutCollector:
             reward = reward.clone()
             reward[ended] += self.gamma * self.policy.get_value(final_obs).to(reward.dtype)
         done = terminated | truncated
+        if MODEL_REWARD_KEY in result.info:
+            self._pending_rewards.append((t, rows, result.info[MODEL_REWARD_KEY]))
         buffer.store(t, rows, obs, step.action, step.log_prob, step.value, reward, done, step.mean, step.std)
         if "episode" in result.info and done.any():
             tally.add(result.info["episode"], done)

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import make_env
+from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.training.checkpoint import (
     Checkpoint,
     find_resume_checkpoint,
@@ -61,7 +62,7 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         torch.set_num_threads(cfg.torch_num_threads)
         seed_everything(cfg.seed)
-        self.env = make_env(cfg.env)
+        self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
         parts = build_training_components(cfg, self.env)
         self.policy = parts.policy
         self.buffer = parts.buffer

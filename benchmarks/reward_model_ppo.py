@@ -1,0 +1,161 @@
+"""PPO on a reward model alone against PPO on the environment's dense reward, same env-step budget.
+
+For each task: record demonstrations and failures (``vla-rl collect``: a scripted expert with
+little, much and overwhelming action noise, failures kept), fit the learned reward model on them
+(``vla-rl reward-train``, held-out episodes from other seeds measure it), then train PPO twice with
+the same budget of environment steps: once on the environment's dense reward and once with the
+environment reward switched off (``reward=learned``, weight 0) so the model's score is the only
+signal. Both are judged by the environment's own success flag (64 deterministic episodes).
+
+    python -m benchmarks.reward_model_ppo                 # reach and push
+    python -m benchmarks.reward_model_ppo --tasks reach
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import machine_line
+from benchmarks.learning import SUCCESS_PATTERN
+
+ROOT = Path("runs/bench/reward_model_ppo")
+RESULTS = Path("benchmarks/results/reward_model_ppo.json")
+TARGET_RATIO = 0.8
+
+# (name, episodes, expert action noise std, seed): train and held-out sets never share a seed.
+TRAIN_SETS = (("demos", 200, 0.3, 0), ("noisy", 100, 3.0, 1), ("random", 100, 8.0, 2))
+HELD_OUT_SETS = (("demos", 50, 0.3, 10), ("noisy", 50, 3.0, 11), ("random", 25, 8.0, 12))
+
+
+@dataclass(frozen=True)
+class TaskSetting:
+    cameras: tuple[str, ...]
+    """Cameras the reward model reads (rendered in the learned-reward run only)."""
+    env_steps: int
+    """PPO budget of both runs, in environment steps."""
+    reward_train_steps: int = 2000
+    """Gradient steps of ``vla-rl reward-train``."""
+
+
+TASKS = {
+    "reach": TaskSetting(("front", "wrist"), 500_000),
+    "push": TaskSetting(("front", "wrist"), 1_500_000),
+}
+
+
+def run(command: list[str], log_path: Path) -> tuple[str, float, int]:
+    """Run a ``vla-rl`` command; (output, wall minutes, exit code), output also written to ``log_path``."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "vla_rl.cli", *command], capture_output=True, text=True)
+    output = proc.stdout + proc.stderr
+    log_path.write_text(output)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(command[:1])} failed ({proc.returncode}); see {log_path}")
+    return output, (time.perf_counter() - start) / 60.0, proc.returncode
+
+
+def datasets(task: str, setting: TaskSetting, split: str, sets: tuple) -> list[str]:
+    """Dataset folders of ``task`` (recorded when missing)."""
+    folders = []
+    cameras = ",".join(setting.cameras)
+    for name, episodes, noise, seed in sets:
+        folder = ROOT / "data" / f"{task}_{split}_{name}"
+        if not (folder / "meta" / "info.json").exists():
+            overrides = [
+                f"env={task}",
+                f"env.cameras=[{cameras}]",
+                "video.lossless=true",
+                "keep_failures=true",
+                f"num_episodes={episodes}",
+                f"noise_std={noise}",
+                f"seed={seed}",
+                f"output_dir={folder}",
+            ]
+            run(["collect", *overrides], ROOT / f"{folder.name}.log")
+        folders.append(str(folder))
+    return folders
+
+
+def reward_model(task: str, setting: TaskSetting, retrain: bool) -> tuple[Path, dict]:
+    """The fitted reward model's folder and its ``metrics.json`` (fitted when missing)."""
+    folder = ROOT / "models" / task
+    if retrain or not (folder / "metrics.json").exists():
+        train = ",".join(datasets(task, setting, "train", TRAIN_SETS))
+        held_out = ",".join(datasets(task, setting, "test", HELD_OUT_SETS))
+        overrides = [
+            f"task={task}",
+            f"datasets=[{train}]",
+            f"eval_datasets=[{held_out}]",
+            f"model.cameras=[{','.join(setting.cameras)}]",
+            f"steps={setting.reward_train_steps}",
+            f"output_dir={folder}",
+        ]
+        run(["reward-train", *overrides], ROOT / f"{task}_reward_train.log")
+    return folder, json.loads((folder / "metrics.json").read_text())
+
+
+def train_ppo(task: str, setting: TaskSetting, reward_overrides: list[str], name: str) -> dict:
+    """One PPO run of ``setting.env_steps`` steps, judged by the environment's success flag."""
+    overrides = [
+        f"env={task}",
+        f"total_env_steps={setting.env_steps}",
+        "max_minutes=0",
+        "eval.video=false",
+        "logger.progress_bar=false",
+        f"run_dir={ROOT / name}",
+        *reward_overrides,
+    ]
+    output, wall_min, _ = run(["train", *overrides], ROOT / f"{name}.log")
+    matches = SUCCESS_PATTERN.findall(output)
+    success = float(matches[-1][1]) / 100.0 if matches else float("nan")
+    return {"success": success, "wall_min": wall_min, "env_steps": setting.env_steps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--retrain", action="store_true", help="fit the reward models again")
+    args = parser.parse_args()
+    ROOT.mkdir(parents=True, exist_ok=True)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["machine"] = machine_line()
+    print(f"machine: {results['machine']}")
+    for task in args.tasks:
+        setting = TASKS[task]
+        folder, metrics = reward_model(task, setting, args.retrain)
+        quality = metrics["quality"]
+        dense = train_ppo(task, setting, [], f"{task}_dense")
+        learned_overrides = [
+            "reward=learned",
+            f"reward.path={folder}",
+            f"env.cameras=[{','.join(setting.cameras)}]",
+        ]
+        learned = train_ppo(task, setting, learned_overrides, f"{task}_learned")
+        ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
+        results[task] = {"dense": dense, "learned": learned, "ratio": ratio, "reward_model": metrics}
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=2))
+        print(
+            f"{task}: {setting.env_steps:,} env steps each | dense reward {100 * dense['success']:.1f} % "
+            f"({dense['wall_min']:.1f} min) | reward model only {100 * learned['success']:.1f} % "
+            f"({learned['wall_min']:.1f} min) | ratio {ratio:.2f} (target {TARGET_RATIO}) "
+            f"{'PASS' if ratio >= TARGET_RATIO else 'FAIL'}",
+            flush=True,
+        )
+        print(
+            f"{task} reward model (held-out {quality['episodes']} episodes, {quality['frames']} frames): "
+            f"success AUROC {quality['success_auroc']:.3f}, progress Spearman vs true progress "
+            f"{quality['progress_spearman_true']:.3f} (vs labels {quality['progress_spearman_labels']:.3f}), "
+            f"fitted in {metrics['train_time_s'] / 60:.1f} min",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

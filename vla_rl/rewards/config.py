@@ -1,0 +1,71 @@
+"""Typed configuration of the reward layer (the ``reward`` group of a training config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FREQUENCIES = ("step", "every_k", "episode_end")
+SHAPINGS = ("none", "potential")
+
+
+@dataclass
+class RewardConfig:
+    """Where a run's reward comes from: ``env_weight * r_env + model_weight * r_model`` (+ bonus).
+
+    With ``model: ""`` (the default) the environment reward is used unchanged.
+    """
+
+    model: str = ""
+    """Registered reward model (``learned``, ``contrastive``, ``vlm_judge``); empty: none."""
+    path: str = ""
+    """Local directory the model loads from (nothing is downloaded)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The model's own options (e.g. ``goal_prompt``, ``alpha`` for ``contrastive``)."""
+    cameras: list[str] = field(default_factory=lambda: ["front"])
+    """Cameras the model reads, in its order; each must be rendered (listed in ``env.cameras``)."""
+    env_weight: float = 1.0
+    """Weight of the environment's reward; 0 trains on the model alone."""
+    model_weight: float = 1.0
+    """Weight of the model's term."""
+    shaping: str = "none"
+    """``none``: the model term is the frame's score. ``potential``: the score is a potential phi and
+    the term is ``gamma * phi(s') - phi(s)``, which leaves the optimal policy unchanged."""
+    gamma: float = 0.99
+    """Discount of the potential-based term (use the algorithm's gamma)."""
+    success_bonus: float = 0.0
+    """Added when the model's success probability reaches ``success_threshold``."""
+    success_threshold: float = 0.5
+    """Success probability at which ``success_bonus`` is paid."""
+    frequency: str = "step"
+    """When frames are scored: ``step`` (every control step), ``every_k`` (every ``every_k`` steps of
+    an episode and at its end) or ``episode_end`` (the last frame only)."""
+    every_k: int = 1
+    """Scoring period in control steps for ``frequency: every_k``."""
+    worker: bool = False
+    """Score in a background thread while the simulator steps on; the model term is added to the
+    stored rewards when the rollout ends (episode returns logged during the rollout then hold the
+    environment's part only)."""
+
+
+def reward_config_errors(cfg: RewardConfig, env_cameras: list[str]) -> list[tuple[str, str]]:
+    """(dotted key, message) of every invalid value; empty when ``cfg`` is usable."""
+    errors: list[tuple[str, str]] = []
+    if not cfg.model:
+        return errors
+    if cfg.frequency not in FREQUENCIES:
+        errors.append(("reward.frequency", f"must be one of {list(FREQUENCIES)}"))
+    if cfg.shaping not in SHAPINGS:
+        errors.append(("reward.shaping", f"must be one of {list(SHAPINGS)}"))
+    if cfg.every_k < 1:
+        errors.append(("reward.every_k", "must be at least 1"))
+    if not cfg.cameras:
+        errors.append(("reward.cameras", "name at least one camera"))
+    missing = [camera for camera in cfg.cameras if camera not in env_cameras]
+    if missing:
+        errors.append(("reward.cameras", f"{missing} not rendered: add them to env.cameras ({env_cameras})"))
+    if not 0.0 <= cfg.gamma <= 1.0:
+        errors.append(("reward.gamma", "must be in [0, 1]"))
+    if not 0.0 <= cfg.success_threshold <= 1.0:
+        errors.append(("reward.success_threshold", "must be in [0, 1]"))
+    return errors

@@ -1,0 +1,158 @@
+"""A small success/progress model trained by ``vla-rl reward-train``: no pretrained VLM needed.
+
+One sample is the frames of ``V`` cameras (stacked along channels, as the pixel policies do) and
+the instruction. A convolutional encoder and a bag of hashed instruction words feed two heads:
+the logit that the frame shows the task done, and the task's progress in [0, 1]. The model is
+saved as ``reward_model.json`` plus ``model.safetensors`` and loaded by the same code that the
+``learned`` entry of the reward-model registry runs.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from vla_rl.config.load import Check, validate_structured
+from vla_rl.policies.cnn import ImageEncoder
+from vla_rl.policies.layers import build_mlp
+from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
+from vla_rl.rewards.base import RewardModel
+from vla_rl.rewards.registry import register_reward_model
+
+CONFIG_FILE = "reward_model.json"
+SCORES = ("progress", "success", "mean")
+
+
+@dataclass
+class LearnedRewardConfig:
+    """Architecture of the learned reward model (stored next to its weights)."""
+
+    cameras: list[str] = field(default_factory=lambda: ["front"])
+    """Cameras one sample holds, in this order (frames ``[B, V, H, W, 3]`` when more than one)."""
+    image_size: int = 64
+    """Height and width of the frames the model reads."""
+    channels: list[int] = field(default_factory=lambda: [16, 32, 32])
+    """Output channels of the convolutions."""
+    feature_dim: int = 128
+    """Size of the image feature vector."""
+    word_buckets: int = 512
+    """Instruction words are hashed into this many embedding rows."""
+    word_dim: int = 16
+    """Size of the instruction embedding."""
+    hidden_dims: list[int] = field(default_factory=lambda: [128])
+    """Hidden layers of the heads' shared MLP."""
+
+
+@dataclass
+class LearnedOptions:
+    """Options of the ``learned`` entry of the reward-model registry."""
+
+    score: str = "mean"
+    """What ``score`` returns: ``progress``, ``success`` (probability) or ``mean`` of the two."""
+    device: str = "cpu"
+    """Torch device the model runs on."""
+
+
+LEARNED_OPTION_CHECKS = (Check("score", lambda o: o.score in SCORES, f"must be one of {list(SCORES)}"),)
+
+
+def word_ids(instruction: str, buckets: int) -> list[int]:
+    """Lower-cased words of ``instruction`` hashed (crc32, stable across runs) into ``buckets``."""
+    return [zlib.crc32(word.encode()) % buckets for word in instruction.lower().split()]
+
+
+class LearnedRewardModel(RewardModel):
+    """Frames + instruction -> (success logit, progress)."""
+
+    def __init__(self, config: LearnedRewardConfig, score: str = "mean") -> None:
+        super().__init__()
+        if score not in SCORES:
+            raise ValueError(f"score must be one of {list(SCORES)}, got {score!r}")
+        self.config = config
+        self.score_kind = score
+        self.num_views = len(config.cameras)
+        self.image_size = config.image_size
+        self.keys = [f"rgb_{camera}" for camera in config.cameras]
+        box = gym.spaces.Box(0, 255, (config.image_size, config.image_size, 3), np.uint8)
+        space = gym.spaces.Dict({key: box for key in self.keys})
+        self.encoder = ImageEncoder(self.keys, space, list(config.channels), config.feature_dim, "elu")
+        self.words = nn.EmbeddingBag(config.word_buckets, config.word_dim, mode="mean")
+        # Two outputs: the success logit and the progress logit.
+        self.heads = build_mlp(config.feature_dim + config.word_dim, list(config.hidden_dims), 2, "elu", 0.01)
+        self._word_cache: dict[str, list[int]] = {}
+
+    def forward(self, frames: torch.Tensor, instructions: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(success logit [B], progress logit [B]) for uint8 frames as ``check_inputs`` accepts them."""
+        views = frames.unsqueeze(1) if self.num_views == 1 else frames
+        obs = {key: views[:, v] for v, key in enumerate(self.keys)}
+        image_features = self.encoder(obs)
+        ids, offsets = self._words(instructions, frames.device)
+        features = torch.cat([image_features, self.words(ids, offsets)], dim=-1)
+        logits = self.heads(features)
+        return logits[:, 0], logits[:, 1]
+
+    def _words(self, instructions: Sequence[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        ids: list[int] = []
+        offsets: list[int] = []
+        for text in instructions:
+            if text not in self._word_cache:
+                self._word_cache[text] = word_ids(text, self.config.word_buckets)
+            offsets.append(len(ids))
+            ids.extend(self._word_cache[text])
+        return torch.tensor(ids, device=device), torch.tensor(offsets, device=device)
+
+    @torch.inference_mode()
+    def heads_out(
+        self, frames: torch.Tensor, instructions: Sequence[str]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(success probability [B], progress [B]), both in [0, 1], after checking the inputs."""
+        self.check_inputs(frames, instructions)
+        device = next(self.parameters()).device
+        success_logit, progress_logit = self(frames.to(device), instructions)
+        return torch.sigmoid(success_logit).float(), torch.sigmoid(progress_logit).float()
+
+    def score(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
+        success, progress = self.heads_out(frames, instructions)
+        if self.score_kind == "success":
+            return success
+        if self.score_kind == "progress":
+            return progress
+        return 0.5 * (success + progress)
+
+    def success_probability(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
+        return self.heads_out(frames, instructions)[0]
+
+    def progress(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
+        """float32 [B] in [0, 1]: the estimated fraction of the task done."""
+        return self.heads_out(frames, instructions)[1]
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        """Write ``reward_model.json`` and ``model.safetensors`` into ``directory``."""
+        save_module_dir(self, asdict(self.config), directory, CONFIG_FILE)
+
+
+def load_learned_reward_model(directory: str | Path, score: str = "mean") -> LearnedRewardModel:
+    """The model ``save_pretrained`` wrote into the local ``directory``."""
+    path = Path(directory)
+    if not (path / CONFIG_FILE).is_file():
+        raise FileNotFoundError(f"{path} holds no {CONFIG_FILE}: train one with `vla-rl reward-train`")
+    config_dict, state = read_module_dir(path, CONFIG_FILE)
+    model = LearnedRewardModel(validate_structured(LearnedRewardConfig, config_dict, ()), score)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+@register_reward_model("learned")
+def build_learned(path: str, options: dict[str, Any]) -> RewardModel:
+    opts = validate_structured(LearnedOptions, options, LEARNED_OPTION_CHECKS)
+    if not path:
+        raise FileNotFoundError("the learned reward model needs reward.path: a `vla-rl reward-train` output")
+    return load_learned_reward_model(path, opts.score).to(opts.device)
