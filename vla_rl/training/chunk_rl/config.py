@@ -8,6 +8,7 @@ from typing import Any
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.config.schema import LoggerConfig
 from vla_rl.envs.config import EnvConfig
+from vla_rl.rewards.config import RewardConfig
 
 
 @dataclass
@@ -49,6 +50,9 @@ class VLARLConfig:
     """Simulator and task (cameras and image size must match what the policy was trained on)."""
     eval: RLEvalConfig = field(default_factory=RLEvalConfig)
     """Evaluation in the simulator."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Reward from a reward model (default: the environment's). With a model, PPO needs
+    ``algorithm.reward=dense`` and GRPO ``algorithm.score=return`` so the model's reward is what counts."""
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     """Where metrics go (``log_interval`` counts iterations)."""
     iterations: int = 100

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from vla_rl.config.load import (
     Check,
     ConfigError,
+    check_reward_config,
     compose_config_module,
     load_config_file,
     validate_structured,
@@ -36,6 +37,7 @@ def validate_rl_config(raw: DictConfig | dict[str, Any]) -> VLARLConfig:
         cfg.algorithm.validate()
     except ValueError as error:
         raise ConfigError(f"config key 'algorithm': {error}") from None
+    check_reward_config(cfg.reward, cfg.env.cameras)
     return cfg
 
 
@@ -47,6 +49,21 @@ RL_CHECKS: list[Check[VLARLConfig]] = [
         "must point at the SFT checkpoint to fine-tune",
     ),
     Check("iterations", lambda c: c.iterations > 0, "must be positive"),
+    Check(
+        "reward.worker",
+        lambda c: not (c.reward.model and c.reward.worker),
+        "background scoring is supported by the PPO collector of `vla-rl train` only",
+    ),
+    Check(
+        "algorithm.reward",
+        lambda c: not c.reward.model or c.algorithm.name != "vla_ppo" or c.algorithm.reward == "dense",
+        "must be 'dense' with a reward model (the model's reward replaces the step reward)",
+    ),
+    Check(
+        "algorithm.score",
+        lambda c: not c.reward.model or c.algorithm.name != "vla_grpo" or c.algorithm.score == "return",
+        "must be 'return' with a reward model (success would ignore the model)",
+    ),
     Check("checkpoint_interval", lambda c: c.checkpoint_interval > 0, "must be positive"),
     Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
     Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),

@@ -30,6 +30,7 @@ from vla_rl.config.load import ConfigError
 from vla_rl.envs import make_env
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.training.checkpoint import (
@@ -126,7 +127,7 @@ class ChunkRLTrainer:
             reference_dir = resolve_policy_dir(cfg.policy.init_from) if cfg.policy.init_from else start_dir
             self.reference = self._load_policy(reference_dir).eval().requires_grad_(False)
         self.algorithm = build_chunk_algorithm(acfg, self.policy, self.reference)
-        self.env = make_env(cfg.env)
+        self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
         self.collector = ChunkCollector(
             self.env,
             self.policy,
