@@ -81,3 +81,33 @@ def test_bad_inputs_are_clear_errors(tmp_path) -> None:
         build_reward_model("learned", str(tmp_path / "rm"), {"temperature": 1.0})
     with pytest.raises(ValueError, match="unknown reward model 'clip'"):
         build_reward_model("clip", "")
+
+
+def test_a_pretrained_clip_tower_fine_tunes_and_reloads_from_the_saved_folder(tmp_path) -> None:
+    from vla_rl.rewards.learned import LearnedRewardConfig, LearnedRewardModel
+    from vla_rl.rewards.tiny_models import build_tiny_contrastive
+
+    clip = build_tiny_contrastive(tmp_path / "clip", "clip", image_size=32, patch_size=8)
+    config = LearnedRewardConfig(image_size=IMAGE_PX, backbone="pretrained", backbone_path=str(clip))
+    model = LearnedRewardModel(config)
+    frames = random_frames(4)
+    success_logit, _ = model(frames, instructions(4))
+    success_logit.sum().backward()
+    tower_grads = [p.grad for p in model.encoder.model.vision_model.parameters() if p.grad is not None]
+    assert tower_grads and any(bool(g.abs().sum() > 0) for g in tower_grads), "the tower is fine-tuned"
+    with torch.no_grad():
+        model.heads[-1].weight.mul_(100.0)
+    model.save_pretrained(tmp_path / "rm")
+    (clip / "model.safetensors").unlink()  # the saved reward model must not need the original folder
+    loaded = build_reward_model("learned", str(tmp_path / "rm"))
+    torch.testing.assert_close(
+        loaded.score(frames, instructions(4)), model.eval().score(frames, instructions(4))
+    )
+
+    frozen = LearnedRewardModel(
+        LearnedRewardConfig(
+            backbone="pretrained", backbone_path=str(tmp_path / "rm/backbone"), freeze_backbone=True
+        )
+    )
+    frozen(frames, instructions(4))[0].sum().backward()
+    assert all(p.grad is None for p in frozen.encoder.model.parameters())

@@ -49,6 +49,13 @@ class LearnedRewardConfig:
     """Size of the instruction embedding."""
     hidden_dims: list[int] = field(default_factory=lambda: [128])
     """Hidden layers of the heads' shared MLP."""
+    backbone: str = "cnn"
+    """Image encoder: ``cnn`` (``channels``, trained from scratch) or ``pretrained`` (the image tower
+    of the CLIP/SigLIP checkpoint at ``backbone_path``, fine-tuned)."""
+    backbone_path: str = ""
+    """Local CLIP/SigLIP directory for ``backbone: pretrained``."""
+    freeze_backbone: bool = False
+    """Keep the pretrained tower's weights fixed and train the projection and heads only."""
 
 
 @dataclass
@@ -81,9 +88,18 @@ class LearnedRewardModel(RewardModel):
         self.num_views = len(config.cameras)
         self.image_size = config.image_size
         self.keys = [f"rgb_{camera}" for camera in config.cameras]
-        box = gym.spaces.Box(0, 255, (config.image_size, config.image_size, 3), np.uint8)
-        space = gym.spaces.Dict({key: box for key in self.keys})
-        self.encoder = ImageEncoder(self.keys, space, list(config.channels), config.feature_dim, "elu")
+        if config.backbone == "pretrained":
+            from vla_rl.rewards.pretrained_encoder import PretrainedImageEncoder
+
+            self.encoder = PretrainedImageEncoder(
+                config.backbone_path, self.num_views, config.feature_dim, config.freeze_backbone
+            )
+        elif config.backbone == "cnn":
+            box = gym.spaces.Box(0, 255, (config.image_size, config.image_size, 3), np.uint8)
+            space = gym.spaces.Dict({key: box for key in self.keys})
+            self.encoder = ImageEncoder(self.keys, space, list(config.channels), config.feature_dim, "elu")
+        else:
+            raise ValueError(f"backbone must be 'cnn' or 'pretrained', got {config.backbone!r}")
         self.words = nn.EmbeddingBag(config.word_buckets, config.word_dim, mode="mean")
         # Two outputs: the success logit and the progress logit.
         self.heads = build_mlp(config.feature_dim + config.word_dim, list(config.hidden_dims), 2, "elu", 0.01)
@@ -92,8 +108,10 @@ class LearnedRewardModel(RewardModel):
     def forward(self, frames: torch.Tensor, instructions: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """(success logit [B], progress logit [B]) for uint8 frames as ``check_inputs`` accepts them."""
         views = frames.unsqueeze(1) if self.num_views == 1 else frames
-        obs = {key: views[:, v] for v, key in enumerate(self.keys)}
-        image_features = self.encoder(obs)
+        if self.config.backbone == "pretrained":
+            image_features = self.encoder(views)
+        else:
+            image_features = self.encoder({key: views[:, v] for v, key in enumerate(self.keys)})
         ids, offsets = self._words(instructions, frames.device)
         features = torch.cat([image_features, self.words(ids, offsets)], dim=-1)
         logits = self.heads(features)
@@ -135,8 +153,13 @@ class LearnedRewardModel(RewardModel):
         return self.heads_out(frames, instructions)[1]
 
     def save_pretrained(self, directory: str | Path) -> None:
-        """Write ``reward_model.json`` and ``model.safetensors`` into ``directory``."""
-        save_module_dir(self, asdict(self.config), directory, CONFIG_FILE)
+        """Write ``reward_model.json`` and ``model.safetensors`` into ``directory`` (and, with a
+        pretrained backbone, its config and image processor into ``directory/backbone``)."""
+        config = asdict(self.config)
+        if self.config.backbone == "pretrained":
+            # Stored relative to the model folder, which carries its own copy of the tower.
+            config["backbone_path"] = self.encoder.save_backbone(directory).name
+        save_module_dir(self, config, directory, CONFIG_FILE)
 
 
 def load_learned_reward_model(directory: str | Path, score: str = "mean") -> LearnedRewardModel:
@@ -145,7 +168,10 @@ def load_learned_reward_model(directory: str | Path, score: str = "mean") -> Lea
     if not (path / CONFIG_FILE).is_file():
         raise FileNotFoundError(f"{path} holds no {CONFIG_FILE}: train one with `vla-rl reward-train`")
     config_dict, state = read_module_dir(path, CONFIG_FILE)
-    model = LearnedRewardModel(validate_structured(LearnedRewardConfig, config_dict, ()), score)
+    config = validate_structured(LearnedRewardConfig, config_dict, ())
+    if config.backbone == "pretrained":
+        config.backbone_path = str(path / config.backbone_path)
+    model = LearnedRewardModel(config, score)
     model.load_state_dict(state)
     return model.eval()
 

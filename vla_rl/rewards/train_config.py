@@ -54,6 +54,14 @@ REWARD_TRAIN_CHECKS: tuple[Check[RewardTrainConfig], ...] = (
     Check("model.cameras", lambda c: len(c.model.cameras) > 0, "name at least one camera"),
     Check("model.image_size", lambda c: c.model.image_size > 0, "must be positive"),
     Check("model.channels", lambda c: len(c.model.channels) > 0, "needs at least one convolution"),
+    Check(
+        "model.backbone", lambda c: c.model.backbone in ("cnn", "pretrained"), "must be 'cnn' or 'pretrained'"
+    ),
+    Check(
+        "model.backbone_path",
+        lambda c: c.model.backbone != "pretrained" or bool(c.model.backbone_path),
+        "must name the local CLIP/SigLIP folder of the pretrained backbone",
+    ),
     Check("steps", lambda c: c.steps > 0, "must be positive"),
     Check("batch_size", lambda c: c.batch_size > 0, "must be positive"),
     Check("learning_rate", lambda c: c.learning_rate > 0, "must be positive"),
