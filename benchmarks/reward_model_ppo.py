@@ -45,7 +45,7 @@ class TaskSetting:
 
 TASKS = {
     "reach": TaskSetting(("front", "wrist"), 500_000),
-    "push": TaskSetting(("front", "wrist"), 1_500_000),
+    "push": TaskSetting(("front",), 1_500_000),
 }
 
 

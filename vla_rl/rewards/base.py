@@ -36,6 +36,11 @@ class RewardModel(nn.Module, ABC):
     def score(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
         """float32 ``[B]``: the reward of each frame for its instruction."""
 
+    def score_during_training(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
+        """``score`` of frames met while training a policy. Models that normalise their scores with
+        running statistics also fold these frames into them (after scoring them)."""
+        return self.score(frames, instructions)
+
     def success_probability(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
         """float32 ``[B]`` in [0, 1]: the probability that each frame shows the task done."""
         raise NotImplementedError(f"{type(self).__name__} does not estimate success")

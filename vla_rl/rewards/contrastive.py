@@ -287,6 +287,9 @@ class ContrastiveRewardModel(RewardModel):
             self.update_normalization(raw)
         return result.float().to(frames.device)
 
+    def score_during_training(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
+        return self.score(frames, instructions, update=True)
+
     def success_probability(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
         """With ``negative_prompt``: the two-way zero-shot probability of the goal over the negated
         goal (``contrast_probability``). Without it: SigLIP's own image-text probability

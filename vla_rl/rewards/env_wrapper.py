@@ -50,7 +50,7 @@ class RewardModelEnv(BatchedEnv):
         return views[0].cpu() if len(views) == 1 else torch.stack(views, dim=1).cpu()
 
     def _score(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
-        return self.model.score(frames, instructions).float().cpu()
+        return self.model.score_during_training(frames, instructions).float().cpu()
 
     def _init_potential(self, obs: Observation, rows: torch.Tensor) -> None:
         if self.cfg.shaping == "potential" and len(rows):
