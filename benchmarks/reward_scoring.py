@@ -133,7 +133,9 @@ def training_overhead(root: Path, repeats: int, env_steps: int) -> None:
     print(f"\nPPO on reach, 64 worlds, front camera 64x64, {env_steps:,} env steps, median of {repeats}")
     base = None
     for name, overrides in rows.items():
-        rates = [training_rate(overrides, root / "runs" / f"{name[:8]}_{i}", env_steps) for i in range(repeats)]
+        rates = [
+            training_rate(overrides, root / "runs" / f"{name[:8]}_{i}", env_steps) for i in range(repeats)
+        ]
         rate = statistics.median(rates)
         base = base or rate
         print(f"{name:<52} {rate:>8,.0f} env-steps/s   ratio {rate / base:.2f}", flush=True)

@@ -2,7 +2,8 @@
 
 The learning benchmark takes about 1.5 hours on a 2-core machine and the SFT sweep (three
 families x four demonstration budgets, about 25 minutes a run) about 5 hours, the RL runs (four
-recipes, an hour each) 4 hours; ``--quick`` skips them and the diagnostics that read the SFT runs.
+recipes, an hour each) 4 hours, PPO on reward models about 40 minutes; ``--quick`` skips them and
+the diagnostics that read the SFT runs.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ BENCHMARKS = {
     "sft_pick_place": ["-m", "benchmarks.sft_pick_place"],
     "sft_grounding": ["-m", "benchmarks.sft_grounding", *SFT_FULL_RUNS],
     "rl_pick_place": ["-m", "benchmarks.rl_pick_place"],
+    "reward_scoring": ["-m", "benchmarks.reward_scoring"],
+    "reward_model_ppo": ["-m", "benchmarks.reward_model_ppo"],
     "sft_failure_stages": [
         "-m",
         "benchmarks.sft_failure_stages",
@@ -30,7 +33,14 @@ BENCHMARKS = {
         "2",
     ],
 }
-LONG = {"learning", "sft_pick_place", "sft_grounding", "sft_failure_stages", "rl_pick_place"}
+LONG = {
+    "learning",
+    "sft_pick_place",
+    "sft_grounding",
+    "sft_failure_stages",
+    "rl_pick_place",
+    "reward_model_ppo",
+}
 
 
 def main() -> None:
