@@ -101,7 +101,11 @@ def reward_model(task: str, setting: TaskSetting, retrain: bool) -> tuple[Path, 
 
 
 def train_ppo(task: str, setting: TaskSetting, reward_overrides: list[str], name: str) -> dict:
-    """One PPO run of ``setting.env_steps`` steps, judged by the environment's success flag."""
+    """One PPO run of ``setting.env_steps`` steps, judged by the environment's success flag; a run
+    finished by an earlier invocation (its ``<name>.json``) is reported, not repeated."""
+    record = ROOT / f"{name}.json"
+    if record.exists():
+        return json.loads(record.read_text())
     overrides = [
         f"env={task}",
         f"total_env_steps={setting.env_steps}",
@@ -114,7 +118,9 @@ def train_ppo(task: str, setting: TaskSetting, reward_overrides: list[str], name
     output, wall_min, _ = run(["train", *overrides], ROOT / f"{name}.log")
     matches = SUCCESS_PATTERN.findall(output)
     success = float(matches[-1][1]) / 100.0 if matches else float("nan")
-    return {"success": success, "wall_min": wall_min, "env_steps": setting.env_steps}
+    result = {"success": success, "wall_min": wall_min, "env_steps": setting.env_steps}
+    record.write_text(json.dumps(result))
+    return result
 
 
 def main() -> None:
@@ -135,6 +141,7 @@ def main() -> None:
             "reward=learned",
             f"reward.path={folder}",
             f"env.cameras=[{','.join(setting.cameras)}]",
+            f"reward.cameras=[{','.join(setting.cameras)}]",
         ]
         learned = train_ppo(task, setting, learned_overrides, f"{task}_learned")
         ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")

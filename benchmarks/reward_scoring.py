@@ -148,6 +148,9 @@ def main() -> None:
     parser.add_argument("--skip-training", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    import transformers
+
+    transformers.logging.disable_progress_bar()
     print(f"machine: {machine_line()}; one torch thread")
     with tempfile.TemporaryDirectory(prefix="vla_rl_reward_scoring_") as tmp:
         root = Path(tmp)

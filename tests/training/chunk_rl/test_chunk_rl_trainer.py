@@ -168,3 +168,36 @@ def test_every_recipe_composes_and_validates(recipe):
         assert cfg.env.num_envs % cfg.algorithm.group_size == 0
     if recipe.startswith("pi0"):
         assert cfg.policy.exploration["exploration"] == recipe.removeprefix("pi0_")
+
+
+@pytest.mark.parametrize("model_weight", [0.0, 1.0])
+def test_a_reward_model_pays_the_vla_learner(tmp_path, model_weight):
+    """With the environment's weight 0 the returns are the model's: all zero at model weight 0."""
+    from vla_rl.rewards.env_wrapper import RewardModelEnv
+    from vla_rl.rewards.learned import LearnedRewardConfig, LearnedRewardModel
+
+    image_px = 48
+    torch.manual_seed(0)
+    LearnedRewardModel(LearnedRewardConfig(image_size=image_px)).save_pretrained(tmp_path / "reward_model")
+    cfg = compose_rl_config(
+        [
+            *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
+            "reward=learned",
+            f"reward.path={tmp_path / 'reward_model'}",
+            "reward.cameras=[front]",
+            f"reward.model_weight={model_weight}",
+            "env.cameras=[front]",
+            f"env.image_size={image_px}",
+            "env.max_episode_steps=4",  # two decisions of two executed steps: every episode ends
+        ]
+    )
+    trainer = ChunkRLTrainer(cfg)
+    try:
+        assert isinstance(trainer.env, RewardModelEnv)
+        metrics = trainer.run_iteration()
+    finally:
+        trainer.close()
+    if model_weight == 0.0:
+        assert metrics["rollout/mean_return"] == 0.0
+    else:
+        assert metrics["rollout/mean_return"] > 0.0  # the model's scores are probabilities in (0, 1)
