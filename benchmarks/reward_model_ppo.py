@@ -43,6 +43,21 @@ class TaskSetting:
     """Gradient steps of ``vla-rl reward-train``."""
 
 
+REWARD_USES = {
+    "mean": ["reward.options.score=mean"],
+    "potential_bonus": [
+        "reward.options.score=progress",
+        "reward.shaping=potential",
+        "reward.success_bonus=1.0",
+        "reward.success_threshold=0.5",
+    ],
+}
+"""How the model's outputs become the reward. ``mean``: each step pays the mean of the success
+probability and the progress. ``potential_bonus``: the progress is a potential (each step pays its
+change, ``gamma * phi(s') - phi(s)``) and a step pays 1 where the success probability is at least
+0.5, so a state the model rates as far along but not done pays nothing while the policy stays
+in it."""
+
 TASKS = {
     "reach": TaskSetting(("front", "wrist"), 500_000),
     "push": TaskSetting(("front",), 1_500_000),
@@ -127,6 +142,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--retrain", action="store_true", help="fit the reward models again")
+    parser.add_argument("--reward-use", choices=list(REWARD_USES), default="potential_bonus")
     args = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -142,15 +158,23 @@ def main() -> None:
             f"reward.path={folder}",
             f"env.cameras=[{','.join(setting.cameras)}]",
             f"reward.cameras=[{','.join(setting.cameras)}]",
+            *REWARD_USES[args.reward_use],
         ]
-        learned = train_ppo(task, setting, learned_overrides, f"{task}_learned")
+        name = f"{task}_learned" if args.reward_use == "mean" else f"{task}_learned_{args.reward_use}"
+        learned = train_ppo(task, setting, learned_overrides, name)
         ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
-        results[task] = {"dense": dense, "learned": learned, "ratio": ratio, "reward_model": metrics}
+        results.setdefault(task, {}).update({"dense": dense, "reward_model": metrics})
+        results[task].setdefault("learned", {})
+        if "success" in results[task]["learned"]:  # written before reward uses were told apart
+            results[task]["learned"] = {"mean": results[task]["learned"]}
+        results[task]["learned"][args.reward_use] = {**learned, "ratio": ratio}
+        results[task].pop("ratio", None)
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(results, indent=2))
         print(
             f"{task}: {setting.env_steps:,} env steps each | dense reward {100 * dense['success']:.1f} % "
-            f"({dense['wall_min']:.1f} min) | reward model only {100 * learned['success']:.1f} % "
+            f"({dense['wall_min']:.1f} min) | reward model only ({args.reward_use}) "
+            f"{100 * learned['success']:.1f} % "
             f"({learned['wall_min']:.1f} min) | ratio {ratio:.2f} (target {TARGET_RATIO}) "
             f"{'PASS' if ratio >= TARGET_RATIO else 'FAIL'}",
             flush=True,

@@ -91,3 +91,33 @@ def test_reward_train_config_errors(tmp_path) -> None:
     assert main(["reward-train", f"output_dir={tmp_path}"]) == 2  # no datasets
     assert main(["reward-train", "datasets=[x]", "steps=0"]) == 2
     assert main(["reward-train", "datasets=[x]", "learning_rat=1"]) == 2
+
+
+def test_collect_records_a_trained_policys_rollouts(tmp_path) -> None:
+    """The failures a reward model should also learn from: a PPO policy's own episodes."""
+    from vla_rl.data.lerobot_reader import LeRobotDataset
+
+    run_dir = tmp_path / "run"
+    common = ["env.num_envs=2", "env.num_threads=1", "logger.progress_bar=false"]
+    train = ["train", *common, "algorithm.num_steps=8", "total_env_steps=32", "eval.num_episodes=0"]
+    assert main([*train, "logger.wandb_mode=disabled", f"run_dir={run_dir}"]) == 0
+    output = tmp_path / "rollouts"
+    code = main(
+        [
+            "collect",
+            "env=reach",
+            *common[:2],
+            "env.cameras=[front]",
+            f"env.image_size={IMAGE_PX}",
+            f"policy_checkpoint={run_dir}",
+            "keep_failures=true",
+            "num_episodes=2",
+            f"output_dir={output}",
+        ]
+    )
+    assert code == 0
+    dataset = LeRobotDataset(output)
+    assert dataset.num_episodes == 2
+    episode = dataset.episode(0)
+    assert episode.images["front"].shape == (50, IMAGE_PX, IMAGE_PX, 3)
+    assert "expert_action" not in episode.extras  # a policy has no separate clean label

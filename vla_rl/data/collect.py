@@ -20,7 +20,7 @@ from vla_rl.data.config import CollectConfig
 from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
 from vla_rl.data.lerobot_writer import LeRobotWriter
-from vla_rl.envs import Observation, make_env
+from vla_rl.envs import BatchedEnv, Observation, make_env
 
 log = logging.getLogger(__name__)
 
@@ -134,21 +134,24 @@ class CollectResult:
 
 
 def collect_demonstrations(cfg: CollectConfig) -> CollectResult:
-    """Run the scripted expert of ``cfg.env.task`` until ``cfg.num_episodes`` episodes are written."""
-    from vla_rl.sims.tasks.scripted import ScriptedExpert
-
+    """Run the scripted expert of ``cfg.env.task`` (or the policy of ``cfg.policy_checkpoint``) until
+    ``cfg.num_episodes`` episodes are written."""
     torch.set_num_threads(cfg.torch_num_threads)
     start = time.perf_counter()
     max_attempts = cfg.max_attempts if cfg.max_attempts > 0 else 10 * cfg.num_episodes
-    record_expert = cfg.record_expert_actions and cfg.noise_std > 0
+    record_expert = cfg.record_expert_actions and cfg.noise_std > 0 and not cfg.policy_checkpoint
     names = feature_names(cfg.env.task)
     if not cfg.record_privileged:
         names.pop(PRIVILEGED_KEY)
     if not record_expert:
         names.pop(EXPERT_ACTION_KEY)
-    expert = ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
     written = attempted = successes = frames = 0
     env = make_env(cfg.env)
+    try:
+        expert = _actor(cfg, env)
+    except Exception:
+        env.close()
+        raise
     writer = LeRobotWriter(
         cfg.output_dir,
         fps=env.control_hz,
@@ -198,6 +201,19 @@ def collect_demonstrations(cfg: CollectConfig) -> CollectResult:
         )
     return CollectResult(
         Path(cfg.output_dir), written, attempted, successes, frames, time.perf_counter() - start
+    )
+
+
+def _actor(cfg: CollectConfig, env: BatchedEnv):  # noqa: ANN202 - ScriptedExpert or CheckpointActor
+    """What acts: the task's scripted expert, or the policy of ``cfg.policy_checkpoint``."""
+    from vla_rl.sims.tasks.scripted import ScriptedExpert
+
+    if not cfg.policy_checkpoint:
+        return ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
+    from vla_rl.data.policy_actor import CheckpointActor
+
+    return CheckpointActor(
+        cfg.policy_checkpoint, env.observation_space, env.action_space, cfg.policy_deterministic, cfg.seed
     )
 
 

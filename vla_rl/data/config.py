@@ -54,6 +54,12 @@ class CollectConfig:
     """Also write failed episodes (labelled ``success: false`` in ``meta/episodes.jsonl``)."""
     noise_std: float = 0.0
     """Std of Gaussian noise added to the expert's xyz actions (normalised units) for diverse demos."""
+    policy_checkpoint: str = ""
+    """Record the rollouts of this ``vla-rl train`` run or checkpoint's policy instead of the
+    scripted expert (``noise_std`` and the expert-action column do not apply); set
+    ``keep_failures=true`` to keep the episodes it fails."""
+    policy_deterministic: bool = False
+    """Act with the policy's mean action instead of sampling it."""
     record_expert_actions: bool = True
     """With noise, also store the clean expert action of every frame as the ``expert_action`` column."""
     record_privileged: bool = True
@@ -96,7 +102,7 @@ def validate_collect_config(raw: DictConfig | dict[str, Any]) -> CollectConfig:
     config = validate_structured(CollectConfig, raw, COLLECT_CHECKS)
     from vla_rl.sims.tasks.scripted import SCRIPTED_POLICIES
 
-    if config.env.task not in SCRIPTED_POLICIES:
+    if not config.policy_checkpoint and config.env.task not in SCRIPTED_POLICIES:
         known = sorted(SCRIPTED_POLICIES)
         raise ConfigError(
             f"config key 'env.task': no scripted expert for {config.env.task!r} (known: {known})"
