@@ -29,6 +29,8 @@ RESULTS = Path("benchmarks/results/reward_model_ppo.json")
 TARGET_RATIO = 0.8
 
 # (name, episodes, expert action noise std, seed): train and held-out sets never share a seed.
+ROLLOUT_EPISODES = 100
+"""Episodes of a first-round policy recorded for the second round's reward model."""
 TRAIN_SETS = (("demos", 200, 0.3, 0), ("noisy", 100, 3.0, 1), ("random", 100, 8.0, 2))
 HELD_OUT_SETS = (("demos", 50, 0.3, 10), ("noisy", 50, 3.0, 11), ("random", 25, 8.0, 12))
 
@@ -97,11 +99,33 @@ def datasets(task: str, setting: TaskSetting, split: str, sets: tuple) -> list[s
     return folders
 
 
-def reward_model(task: str, setting: TaskSetting, retrain: bool) -> tuple[Path, dict]:
-    """The fitted reward model's folder and its ``metrics.json`` (fitted when missing)."""
-    folder = ROOT / "models" / task
+def policy_rollouts(task: str, setting: TaskSetting, run_dir: Path) -> str:
+    """``ROLLOUT_EPISODES`` episodes of the policy trained in ``run_dir`` (sampled actions), each
+    labelled by the environment's success flag (recorded when missing)."""
+    folder = ROOT / "data" / f"{run_dir.name}_rollouts"
+    if not (folder / "meta" / "info.json").exists():
+        overrides = [
+            f"env={task}",
+            f"env.cameras=[{','.join(setting.cameras)}]",
+            "video.lossless=true",
+            "keep_failures=true",
+            f"policy_checkpoint={run_dir}",
+            f"num_episodes={ROLLOUT_EPISODES}",
+            "seed=20",
+            f"output_dir={folder}",
+        ]
+        run(["collect", *overrides], ROOT / f"{folder.name}.log")
+    return str(folder)
+
+
+def reward_model(
+    task: str, setting: TaskSetting, retrain: bool, extra: tuple[str, ...] = (), name: str = ""
+) -> tuple[Path, dict]:
+    """The fitted reward model's folder and its ``metrics.json`` (fitted when missing), trained on
+    the task's recorded sets plus the ``extra`` dataset folders."""
+    folder = ROOT / "models" / (name or task)
     if retrain or not (folder / "metrics.json").exists():
-        train = ",".join(datasets(task, setting, "train", TRAIN_SETS))
+        train = ",".join([*datasets(task, setting, "train", TRAIN_SETS), *extra])
         held_out = ",".join(datasets(task, setting, "test", HELD_OUT_SETS))
         overrides = [
             f"task={task}",
@@ -111,7 +135,7 @@ def reward_model(task: str, setting: TaskSetting, retrain: bool) -> tuple[Path, 
             f"steps={setting.reward_train_steps}",
             f"output_dir={folder}",
         ]
-        run(["reward-train", *overrides], ROOT / f"{task}_reward_train.log")
+        run(["reward-train", *overrides], ROOT / f"{folder.name}_reward_train.log")
     return folder, json.loads((folder / "metrics.json").read_text())
 
 
@@ -138,54 +162,84 @@ def train_ppo(task: str, setting: TaskSetting, reward_overrides: list[str], name
     return result
 
 
+def learned_run(task: str, setting: TaskSetting, folder: Path, use: str, name: str) -> dict:
+    """PPO on the reward model in ``folder`` alone (environment reward weight 0)."""
+    cameras = ",".join(setting.cameras)
+    overrides = [
+        "reward=learned",
+        f"reward.path={folder}",
+        f"env.cameras=[{cameras}]",
+        f"reward.cameras=[{cameras}]",
+        *REWARD_USES[use],
+    ]
+    return train_ppo(task, setting, overrides, name)
+
+
+def print_quality(label: str, metrics: dict) -> None:
+    quality = metrics["quality"]
+    print(
+        f"{label} (held-out {quality['episodes']} episodes, {quality['frames']} frames): "
+        f"success AUROC {quality['success_auroc']:.3f}, progress Spearman vs true progress "
+        f"{quality['progress_spearman_true']:.3f} (vs labels {quality['progress_spearman_labels']:.3f}), "
+        f"fitted on {metrics['train_frames']:,} frames in {metrics['train_time_s'] / 60:.1f} min",
+        flush=True,
+    )
+
+
+def record_result(task: str, values: dict, group: str = "") -> None:
+    """Merge ``values`` into ``results[task]`` (or ``results[task][group]``) of the results file,
+    read just before writing so that invocations running side by side keep each other's rows."""
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["machine"] = machine_line()
+    entry = results.setdefault(task, {})
+    (entry.setdefault(group, {}) if group else entry).update(values)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--retrain", action="store_true", help="fit the reward models again")
     parser.add_argument("--reward-use", choices=list(REWARD_USES), default="potential_bonus")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: record the first PPO policy's rollouts, refit the reward model with them, train again",
+    )
     args = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results["machine"] = machine_line()
-    print(f"machine: {results['machine']}")
+    print(f"machine: {machine_line()}")
     for task in args.tasks:
         setting = TASKS[task]
         folder, metrics = reward_model(task, setting, args.retrain)
-        quality = metrics["quality"]
+        print_quality(f"{task} reward model", metrics)
         dense = train_ppo(task, setting, [], f"{task}_dense")
-        learned_overrides = [
-            "reward=learned",
-            f"reward.path={folder}",
-            f"env.cameras=[{','.join(setting.cameras)}]",
-            f"reward.cameras=[{','.join(setting.cameras)}]",
-            *REWARD_USES[args.reward_use],
-        ]
+        print(
+            f"{task}: {setting.env_steps:,} env steps per PPO run | dense reward "
+            f"{100 * dense['success']:.1f} % ({dense['wall_min']:.1f} min)",
+            flush=True,
+        )
+        record_result(task, {"dense": dense, "reward_model": metrics})
         name = f"{task}_learned" if args.reward_use == "mean" else f"{task}_learned_{args.reward_use}"
-        learned = train_ppo(task, setting, learned_overrides, name)
-        ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
-        results.setdefault(task, {}).update({"dense": dense, "reward_model": metrics})
-        results[task].setdefault("learned", {})
-        if "success" in results[task]["learned"]:  # written before reward uses were told apart
-            results[task]["learned"] = {"mean": results[task]["learned"]}
-        results[task]["learned"][args.reward_use] = {**learned, "ratio": ratio}
-        results[task].pop("ratio", None)
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=2))
-        print(
-            f"{task}: {setting.env_steps:,} env steps each | dense reward {100 * dense['success']:.1f} % "
-            f"({dense['wall_min']:.1f} min) | reward model only ({args.reward_use}) "
-            f"{100 * learned['success']:.1f} % "
-            f"({learned['wall_min']:.1f} min) | ratio {ratio:.2f} (target {TARGET_RATIO}) "
-            f"{'PASS' if ratio >= TARGET_RATIO else 'FAIL'}",
-            flush=True,
-        )
-        print(
-            f"{task} reward model (held-out {quality['episodes']} episodes, {quality['frames']} frames): "
-            f"success AUROC {quality['success_auroc']:.3f}, progress Spearman vs true progress "
-            f"{quality['progress_spearman_true']:.3f} (vs labels {quality['progress_spearman_labels']:.3f}), "
-            f"fitted in {metrics['train_time_s'] / 60:.1f} min",
-            flush=True,
-        )
+        for round_index in range(1, args.rounds + 1):
+            if round_index == 2:
+                rollouts = policy_rollouts(task, setting, ROOT / name)
+                name = f"{name}_r2"
+                folder, metrics = reward_model(task, setting, args.retrain, (rollouts,), name)
+                print_quality(f"{task} reward model refitted with the first policy's rollouts", metrics)
+            learned = learned_run(task, setting, folder, args.reward_use, name)
+            ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
+            label = args.reward_use if round_index == 1 else f"{args.reward_use}, round 2"
+            record_result(task, {label: {**learned, "ratio": ratio, "reward_model": metrics}}, "learned")
+            print(
+                f"{task}: reward model only ({label}) {100 * learned['success']:.1f} % "
+                f"({learned['wall_min']:.1f} min) | ratio to dense {ratio:.2f} (target {TARGET_RATIO}) "
+                f"{'PASS' if ratio >= TARGET_RATIO else 'FAIL'}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -112,3 +112,19 @@ def test_missing_camera_is_a_config_error() -> None:
         RewardModelEnv(
             make_camera_env(cameras=("front",)), make_learned_model(), RewardConfig(cameras=["wrist"])
         )
+
+
+def test_snapshot_restores_the_potentials_for_an_exact_resume() -> None:
+    env = wrapped(shaping="potential")
+    try:
+        env.reset(seed=2)
+        for step in range(3):
+            env.step(actions(env, step))
+        state = env.state_dict()
+        first = [env.step(actions(env, step)).reward for step in (10, 11)]
+        env.load_state_dict(state)
+        again = [env.step(actions(env, step)).reward for step in (10, 11)]
+    finally:
+        env.close()
+    for a, b in zip(first, again, strict=True):
+        torch.testing.assert_close(a, b)

@@ -42,7 +42,8 @@ def collect_command(args: argparse.Namespace) -> int:
     result = collect_demonstrations(cfg)
     print(
         f"wrote {result.episodes_written} episodes ({result.frames_written} frames) to {result.path} in "
-        f"{result.wall_time_s:.1f} s ({result.episodes_per_minute:.1f} episodes/min); expert success "
+        f"{result.wall_time_s:.1f} s ({result.episodes_per_minute:.1f} episodes/min); "
+        f"{'policy' if cfg.policy_checkpoint else 'expert'} success "
         f"{100 * result.success_rate:.1f} % over {result.episodes_attempted} attempts"
     )
     if result.episodes_written < cfg.num_episodes:
