@@ -14,6 +14,7 @@ signal. Both are judged by the environment's own success flag (64 deterministic 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -29,6 +30,8 @@ RESULTS = Path("benchmarks/results/reward_model_ppo.json")
 TARGET_RATIO = 0.8
 
 # (name, episodes, expert action noise std, seed): train and held-out sets never share a seed.
+RECORDED_CAMERAS = ("front", "wrist")
+"""Cameras every dataset records, whichever of them a reward model reads."""
 ROLLOUT_EPISODES = 100
 """Episodes of a first-round policy recorded for the second round's reward model."""
 TRAIN_SETS = (("demos", 200, 0.3, 0), ("noisy", 100, 3.0, 1), ("random", 100, 8.0, 2))
@@ -80,7 +83,7 @@ def run(command: list[str], log_path: Path) -> tuple[str, float, int]:
 def datasets(task: str, setting: TaskSetting, split: str, sets: tuple) -> list[str]:
     """Dataset folders of ``task`` (recorded when missing)."""
     folders = []
-    cameras = ",".join(setting.cameras)
+    cameras = ",".join(RECORDED_CAMERAS)
     for name, episodes, noise, seed in sets:
         folder = ROOT / "data" / f"{task}_{split}_{name}"
         if not (folder / "meta" / "info.json").exists():
@@ -106,7 +109,7 @@ def policy_rollouts(task: str, setting: TaskSetting, run_dir: Path) -> str:
     if not (folder / "meta" / "info.json").exists():
         overrides = [
             f"env={task}",
-            f"env.cameras=[{','.join(setting.cameras)}]",
+            f"env.cameras=[{','.join(RECORDED_CAMERAS)}]",
             "video.lossless=true",
             "keep_failures=true",
             f"policy_checkpoint={run_dir}",
@@ -209,12 +212,22 @@ def main() -> None:
         default=1,
         help="2: record the first PPO policy's rollouts, refit the reward model with them, train again",
     )
+    parser.add_argument(
+        "--cameras",
+        nargs="+",
+        choices=("front", "wrist"),
+        help="the reward model's cameras (default: the task's)",
+    )
     args = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine_line()}")
     for task in args.tasks:
         setting = TASKS[task]
-        folder, metrics = reward_model(task, setting, args.retrain)
+        suffix = ""
+        if args.cameras and tuple(args.cameras) != setting.cameras:
+            setting = dataclasses.replace(setting, cameras=tuple(args.cameras))
+            suffix = "_" + "_".join(args.cameras)
+        folder, metrics = reward_model(task, setting, args.retrain, name=f"{task}{suffix}")
         print_quality(f"{task} reward model", metrics)
         dense = train_ppo(task, setting, [], f"{task}_dense")
         print(
@@ -224,6 +237,7 @@ def main() -> None:
         )
         record_result(task, {"dense": dense, "reward_model": metrics})
         name = f"{task}_learned" if args.reward_use == "mean" else f"{task}_learned_{args.reward_use}"
+        name += suffix
         for round_index in range(1, args.rounds + 1):
             if round_index == 2:
                 rollouts = policy_rollouts(task, setting, ROOT / name)
@@ -233,6 +247,7 @@ def main() -> None:
             learned = learned_run(task, setting, folder, args.reward_use, name)
             ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
             label = args.reward_use if round_index == 1 else f"{args.reward_use}, round 2"
+            label += f", cameras {' + '.join(setting.cameras)}" if suffix else ""
             record_result(task, {label: {**learned, "ratio": ratio, "reward_model": metrics}}, "learned")
             print(
                 f"{task}: reward model only ({label}) {100 * learned['success']:.1f} % "
