@@ -132,10 +132,8 @@ def training_overhead(root: Path, repeats: int, env_steps: int) -> None:
     }
     print(f"\nPPO on reach, 64 worlds, front camera 64x64, {env_steps:,} env steps, median of {repeats}")
     base = None
-    for name, overrides in rows.items():
-        rates = [
-            training_rate(overrides, root / "runs" / f"{name[:8]}_{i}", env_steps) for i in range(repeats)
-        ]
+    for row, (name, overrides) in enumerate(rows.items()):
+        rates = [training_rate(overrides, root / "runs" / f"row{row}_{i}", env_steps) for i in range(repeats)]
         rate = statistics.median(rates)
         base = base or rate
         print(f"{name:<52} {rate:>8,.0f} env-steps/s   ratio {rate / base:.2f}", flush=True)
@@ -146,6 +144,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--env-steps", type=int, default=40_960)
     parser.add_argument("--skip-training", action="store_true")
+    parser.add_argument("--skip-scoring", action="store_true", help="build the models, time training only")
     args = parser.parse_args()
     torch.set_num_threads(1)
     import transformers
@@ -154,7 +153,10 @@ def main() -> None:
     print(f"machine: {machine_line()}; one torch thread")
     with tempfile.TemporaryDirectory(prefix="vla_rl_reward_scoring_") as tmp:
         root = Path(tmp)
-        scoring_rates(root, args.repeats)
+        if args.skip_scoring:
+            small_models(root)["learned"][1](64)  # the training rows load it; the others are built
+        else:
+            scoring_rates(root, args.repeats)
         if not args.skip_training:
             training_overhead(root, args.repeats, args.env_steps)
 
