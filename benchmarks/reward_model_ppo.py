@@ -80,45 +80,33 @@ def run(command: list[str], log_path: Path) -> tuple[str, float, int]:
     return output, (time.perf_counter() - start) / 60.0, proc.returncode
 
 
-def datasets(task: str, setting: TaskSetting, split: str, sets: tuple) -> list[str]:
-    """Dataset folders of ``task`` (recorded when missing)."""
-    folders = []
-    cameras = ",".join(RECORDED_CAMERAS)
-    for name, episodes, noise, seed in sets:
-        folder = ROOT / "data" / f"{task}_{split}_{name}"
-        if not (folder / "meta" / "info.json").exists():
-            overrides = [
-                f"env={task}",
-                f"env.cameras=[{cameras}]",
-                "video.lossless=true",
-                "keep_failures=true",
-                f"num_episodes={episodes}",
-                f"noise_std={noise}",
-                f"seed={seed}",
-                f"output_dir={folder}",
-            ]
-            run(["collect", *overrides], ROOT / f"{folder.name}.log")
-        folders.append(str(folder))
-    return folders
+def record(task: str, folder: Path, overrides: list[str]) -> str:
+    """``vla-rl collect`` of ``task`` into ``folder`` (every camera, lossless, failures kept) unless
+    a dataset is already there."""
+    if not (folder / "meta" / "info.json").exists():
+        common = [f"env={task}", f"env.cameras=[{','.join(RECORDED_CAMERAS)}]", "video.lossless=true"]
+        command = ["collect", *common, "keep_failures=true", *overrides, f"output_dir={folder}"]
+        run(command, ROOT / f"{folder.name}.log")
+    return str(folder)
 
 
-def policy_rollouts(task: str, setting: TaskSetting, run_dir: Path) -> str:
+def datasets(task: str, split: str, sets: tuple) -> list[str]:
+    """Dataset folders of ``task``'s scripted-expert sets ``sets`` (recorded when missing)."""
+    return [
+        record(
+            task,
+            ROOT / "data" / f"{task}_{split}_{name}",
+            [f"num_episodes={episodes}", f"noise_std={noise}", f"seed={seed}"],
+        )
+        for name, episodes, noise, seed in sets
+    ]
+
+
+def policy_rollouts(task: str, run_dir: Path) -> str:
     """``ROLLOUT_EPISODES`` episodes of the policy trained in ``run_dir`` (sampled actions), each
     labelled by the environment's success flag (recorded when missing)."""
-    folder = ROOT / "data" / f"{run_dir.name}_rollouts"
-    if not (folder / "meta" / "info.json").exists():
-        overrides = [
-            f"env={task}",
-            f"env.cameras=[{','.join(RECORDED_CAMERAS)}]",
-            "video.lossless=true",
-            "keep_failures=true",
-            f"policy_checkpoint={run_dir}",
-            f"num_episodes={ROLLOUT_EPISODES}",
-            "seed=20",
-            f"output_dir={folder}",
-        ]
-        run(["collect", *overrides], ROOT / f"{folder.name}.log")
-    return str(folder)
+    overrides = [f"policy_checkpoint={run_dir}", f"num_episodes={ROLLOUT_EPISODES}", "seed=20"]
+    return record(task, ROOT / "data" / f"{run_dir.name}_rollouts", overrides)
 
 
 def reward_model(
@@ -128,8 +116,8 @@ def reward_model(
     the task's recorded sets plus the ``extra`` dataset folders."""
     folder = ROOT / "models" / (name or task)
     if retrain or not (folder / "metrics.json").exists():
-        train = ",".join([*datasets(task, setting, "train", TRAIN_SETS), *extra])
-        held_out = ",".join(datasets(task, setting, "test", HELD_OUT_SETS))
+        train = ",".join([*datasets(task, "train", TRAIN_SETS), *extra])
+        held_out = ",".join(datasets(task, "test", HELD_OUT_SETS))
         overrides = [
             f"task={task}",
             f"datasets=[{train}]",
@@ -240,7 +228,7 @@ def main() -> None:
         name += suffix
         for round_index in range(1, args.rounds + 1):
             if round_index == 2:
-                rollouts = policy_rollouts(task, setting, ROOT / name)
+                rollouts = policy_rollouts(task, ROOT / name)
                 name = f"{name}_r2"
                 folder, metrics = reward_model(task, setting, args.retrain, (rollouts,), name)
                 print_quality(f"{task} reward model refitted with the first policy's rollouts", metrics)
