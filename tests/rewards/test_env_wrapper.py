@@ -128,3 +128,16 @@ def test_snapshot_restores_the_potentials_for_an_exact_resume() -> None:
         env.close()
     for a, b in zip(first, again, strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_success_bonus_is_paid_where_the_model_calls_the_frame_done() -> None:
+    env = wrapped(success_bonus=2.0, success_threshold=0.5)
+    try:
+        env.reset(seed=0)
+        result = env.step(actions(env, 0))
+        final = result.info["final_obs"]
+        frames, texts = final["rgb_front"], final["instruction"]
+        done = env.model.success_probability(frames, texts) >= 0.5
+        torch.testing.assert_close(result.reward, env.model.score(frames, texts) + 2.0 * done.float())
+    finally:
+        env.close()

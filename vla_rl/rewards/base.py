@@ -41,6 +41,15 @@ class RewardModel(nn.Module, ABC):
         running statistics also fold these frames into them (after scoring them)."""
         return self.score(frames, instructions)
 
+    def score_and_success_during_training(
+        self, frames: torch.Tensor, instructions: Sequence[str]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(``score_during_training``, ``success_probability``) of the same frames; models whose two
+        outputs come from one forward pass override it to run that pass once."""
+        return self.score_during_training(frames, instructions), self.success_probability(
+            frames, instructions
+        )
+
     def success_probability(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
         """float32 ``[B]`` in [0, 1]: the probability that each frame shows the task done."""
         raise NotImplementedError(f"{type(self).__name__} does not estimate success")

@@ -74,12 +74,13 @@ class RewardModelEnv(BatchedEnv):
         instructions = [reached["instruction"][i] for i in rows.tolist()]
         frames = self.frames(reached, rows)
         score = torch.zeros(self.num_envs)
-        if len(rows):
+        success = torch.zeros(self.num_envs) if self.cfg.success_bonus else None
+        if len(rows) and success is not None:
+            row_score, row_success = self.model.score_and_success_during_training(frames, instructions)
+            score[rows] = row_score.float().cpu()
+            success[rows] = row_success.float().cpu()
+        elif len(rows):
             score[rows] = self._score(frames, instructions)
-        success = None
-        if self.cfg.success_bonus and len(rows):
-            success = torch.zeros(self.num_envs)
-            success[rows] = self.model.success_probability(frames, instructions).float().cpu()
         if self.cfg.shaping == "potential":
             phi_next = torch.where(scored, score, self.potential)
             term = potential_shaping(self.potential, phi_next, self.cfg.gamma)

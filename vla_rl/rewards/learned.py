@@ -138,7 +138,15 @@ class LearnedRewardModel(RewardModel):
         return torch.sigmoid(success_logit).float(), torch.sigmoid(progress_logit).float()
 
     def score(self, frames: torch.Tensor, instructions: Sequence[str]) -> torch.Tensor:
+        return self._score_of(*self.heads_out(frames, instructions))
+
+    def score_and_success_during_training(
+        self, frames: torch.Tensor, instructions: Sequence[str]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         success, progress = self.heads_out(frames, instructions)
+        return self._score_of(success, progress), success
+
+    def _score_of(self, success: torch.Tensor, progress: torch.Tensor) -> torch.Tensor:
         if self.score_kind == "success":
             return success
         if self.score_kind == "progress":
