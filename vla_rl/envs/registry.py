@@ -9,19 +9,38 @@ from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
 
 EnvFactory = Callable[[EnvConfig], BatchedEnv]
+UnavailableReason = Callable[[], "str | None"]
 _BACKENDS: dict[str, EnvFactory] = {}
+_UNAVAILABLE_REASONS: dict[str, UnavailableReason] = {}
 
 
-def register_backend(name: str) -> Callable[[EnvFactory], EnvFactory]:
-    """Decorator: ``@register_backend("mujoco")`` on a function ``EnvConfig -> BatchedEnv``."""
+def register_backend(
+    name: str, unavailable_reason: UnavailableReason | None = None
+) -> Callable[[EnvFactory], EnvFactory]:
+    """Decorator: ``@register_backend("mujoco")`` on a function ``EnvConfig -> BatchedEnv``.
+
+    ``unavailable_reason`` answers, cheaply and without importing the simulator, why the
+    backend cannot run on this machine (missing extra, no GPU, missing assets), or ``None``.
+    """
 
     def decorator(factory: EnvFactory) -> EnvFactory:
         if name in _BACKENDS and _BACKENDS[name] is not factory:
             raise ValueError(f"environment backend {name!r} is already registered")
         _BACKENDS[name] = factory
+        if unavailable_reason is not None:
+            _UNAVAILABLE_REASONS[name] = unavailable_reason
         return factory
 
     return decorator
+
+
+def backend_unavailable_reason(name: str) -> str | None:
+    """Why backend ``name`` cannot run here (``None`` when it can)."""
+    _import_builtin_backends()
+    if name not in _BACKENDS:
+        raise KeyError(f"unknown environment backend {name!r}; registered: {', '.join(sorted(_BACKENDS))}")
+    check = _UNAVAILABLE_REASONS.get(name)
+    return None if check is None else check()
 
 
 def registered_backends() -> list[str]:

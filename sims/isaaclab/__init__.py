@@ -1,0 +1,1 @@
+"""The isaaclab simulator backend (optional extra)."""

@@ -1,0 +1,1 @@
+"""The libero simulator backend (optional extra)."""

@@ -1,0 +1,1 @@
+"""The maniskill simulator backend (optional extra)."""

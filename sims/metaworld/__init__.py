@@ -1,0 +1,1 @@
+"""The metaworld simulator backend (optional extra)."""

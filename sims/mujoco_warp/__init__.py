@@ -1,0 +1,1 @@
+"""MuJoCo Warp: all worlds of a task in one batched model (optional extra ``warp``)."""
