@@ -11,9 +11,9 @@ if not os.environ.get("DISPLAY"):
 # (benchmarks.render_speed). Read when the first GL context is created.
 os.environ.setdefault("LP_NUM_THREADS", "0")
 
+from vla_rl.sims.isaaclab import backend as _isaaclab_backend  # noqa: E402, F401
+from vla_rl.sims.libero import backend as _libero_backend  # noqa: E402, F401
+from vla_rl.sims.maniskill import backend as _maniskill_backend  # noqa: E402, F401
+from vla_rl.sims.metaworld import backend as _metaworld_backend  # noqa: E402, F401
 from vla_rl.sims.mujoco import backend as _mujoco_backend  # noqa: E402, F401
 from vla_rl.sims.mujoco_warp import backend as _mujoco_warp_backend  # noqa: E402, F401
-from vla_rl.sims.maniskill import backend as _maniskill_backend  # noqa: E402, F401
-from vla_rl.sims.isaaclab import backend as _isaaclab_backend  # noqa: E402, F401
-from vla_rl.sims.metaworld import backend as _metaworld_backend  # noqa: E402, F401
-from vla_rl.sims.libero import backend as _libero_backend  # noqa: E402, F401
