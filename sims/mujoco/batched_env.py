@@ -19,7 +19,7 @@ from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split,
 from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
-from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
+from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS, PhysicsStepper
 from vla_rl.sims.tasks.registry import make_task
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
@@ -87,9 +87,8 @@ class MujocoBatchedEnv(BatchedEnv):
         """Runs the physics of ``step_async`` while the caller goes on."""
         self._pending_physics: Future[None] | None = None
         self._chunks = [c for c in np.array_split(np.arange(n), cfg.num_threads) if len(c)]
-        self._renderers = ThreadLocalRenderers(m, cfg.image_size) if cfg.cameras else None
-        stepper = cfg.options.get("stepper", DEFAULT_STEPPER)
-        self._stepper = STEPPERS[stepper](self.models, self.substeps, cfg.num_threads)
+        self._renderers = self._make_renderers()
+        self._stepper = self._make_stepper()
 
         act_dim = CONTROLLERS[cfg.control_mode].action_dim
         self.action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
@@ -104,6 +103,14 @@ class MujocoBatchedEnv(BatchedEnv):
         self.observation_space = gym.spaces.Dict(spaces)
         self._reset_worlds(np.arange(n))
         self._run_parallel(self._gather_and_render, np.arange(n))
+
+    # ------------------------------------------------- what subclasses (other physics) replace
+    def _make_renderers(self) -> ThreadLocalRenderers | None:
+        return ThreadLocalRenderers(self.base_model, self.cfg.image_size) if self.cfg.cameras else None
+
+    def _make_stepper(self) -> PhysicsStepper:
+        stepper = self.cfg.options.get("stepper", DEFAULT_STEPPER)
+        return STEPPERS[stepper](self.models, self.substeps, self.cfg.num_threads)
 
     # ----------------------------------------------------------------- per-world work (threads)
     def _run_parallel(self, fn, ids: np.ndarray) -> None:

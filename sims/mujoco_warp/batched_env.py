@@ -1,0 +1,100 @@
+"""``MujocoWarpBatchedEnv``: the MuJoCo tasks with all worlds in one batched MuJoCo Warp model.
+
+Everything above the physics is the CPU backend's (``MujocoBatchedEnv``): task definitions,
+randomisation, controllers, rewards, observations, autoreset and snapshots, so both backends give
+the same observations for the same state and a policy moves between them unchanged. What differs:
+stepping, per-world resets by mask, kinematics, sensors, the TCP Jacobian and rendering run on the
+warp device for all worlds at once (``WarpPhysics``, ``WarpBatchRenderer``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
+from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS
+from vla_rl.sims.mujoco_warp.physics import (
+    DEFAULT_CONSTRAINTS_PER_WORLD,
+    DEFAULT_CONTACTS_PER_WORLD,
+    WarpPhysics,
+    warp_device,
+)
+from vla_rl.sims.mujoco_warp.rendering import WarpBatchRenderer
+
+from vla_rl.envs.base import Observation
+
+
+class MujocoWarpBatchedEnv(MujocoBatchedEnv):
+    """Batched MuJoCo Warp manipulation environment (see ``vla_rl.envs.base`` for the contract).
+
+    ``EnvConfig.device`` picks the warp device (``cpu`` or ``cuda[:k]``); returned tensors live
+    there. ``options["contacts_per_world"]`` / ``options["constraints_per_world"]`` size the
+    contact and constraint buffers of each world.
+    """
+
+    _physics: WarpPhysics
+
+    def _make_stepper(self) -> WarpPhysics:
+        options = self.cfg.options
+        self._physics = WarpPhysics(
+            self.base_model,
+            self.models,
+            self.substeps,
+            self.device,
+            self._tcp_site,
+            RANDOMIZED_MODEL_FIELDS,
+            contacts_per_world=int(options.get("contacts_per_world", DEFAULT_CONTACTS_PER_WORLD)),
+            constraints_per_world=int(options.get("constraints_per_world", DEFAULT_CONSTRAINTS_PER_WORLD)),
+        )
+        return self._physics
+
+    def _make_renderers(self) -> WarpBatchRenderer | None:
+        if not self.cfg.cameras:
+            return None
+        return WarpBatchRenderer(
+            self.base_model,
+            self.num_envs,
+            self._camera_ids,
+            self.cfg.image_size,
+            warp_device(self.device),
+            shadows=self.cfg.shadows,
+        )
+
+    # All worlds are handled by single batched launches: no per-world thread pool.
+    def _run_parallel(self, fn, ids: np.ndarray) -> None:
+        fn(ids)
+
+    def _gather_and_render(self, ids: np.ndarray) -> None:
+        self._physics.read_into(self.readout)
+        self._render(ids)
+
+    def _refresh_worlds(self, ids: np.ndarray) -> None:
+        self._physics.refresh_after_physics(cameras=self._renderers is not None)
+        self._physics.read_into(self.readout)
+        self._render(ids)
+
+    def _render(self, ids: np.ndarray) -> None:
+        if self._renderers is not None:
+            self._renderers.render(self._physics.model, self._physics.data, self._images)
+
+    def step_async(self, action) -> None:
+        # Warp kernels on the CPU device hold the interpreter; there is nothing to overlap with.
+        self._pending_action = action
+
+    def step_wait(self):
+        action, self._pending_action = self._pending_action, None
+        if action is None:
+            raise RuntimeError("step_wait() without a step_async() first")
+        return self.step(action)
+
+    def state_dict(self) -> dict[str, Any]:
+        self._physics.download(self.datas)
+        return super().state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> Observation:
+        return super().load_state_dict(state)
+
+    def close(self) -> None:
+        self._renderers = None  # the warp renderer holds no thread-bound context
+        super().close()
