@@ -71,19 +71,28 @@ class WarpPhysics(PhysicsStepper):
         self.use_graphs = device.type == "cuda"
         wp.config.quiet = True
         with wp.ScopedDevice(self.device):
-            self.model = mjw.put_model(model, batch_sizes=dict.fromkeys(self.per_world_model_fields, len(models)))
+            self.model = mjw.put_model(
+                model, batch_sizes=dict.fromkeys(self.per_world_model_fields, len(models))
+            )
             self.data = mjw.make_data(
                 model, nworld=self.num_worlds, nconmax=contacts_per_world, njmax=constraints_per_world
             )
             self._reset_mask = wp.zeros(self.num_worlds, dtype=bool)
             self._tcp_point = wp.zeros(self.num_worlds, dtype=wp.vec3)
-            self._tcp_body = wp.array(np.full(self.num_worlds, model.site_bodyid[tcp_site], np.int32), dtype=wp.int32)
+            self._tcp_body = wp.array(
+                np.full(self.num_worlds, model.site_bodyid[tcp_site], np.int32), dtype=wp.int32
+            )
             self._jacp = wp.zeros((self.num_worlds, 3, model.nv), dtype=float)
             self._jacr = wp.zeros((self.num_worlds, 3, model.nv), dtype=float)
         self.tcp_site = tcp_site
-        self.view = {name: wp.to_torch(getattr(self.data, name)) for name in (*STATE_FIELDS, "site_xpos", "site_xmat", "sensordata")}
+        self.view = {
+            name: wp.to_torch(getattr(self.data, name))
+            for name in (*STATE_FIELDS, "site_xpos", "site_xmat", "sensordata")
+        }
         """Zero-copy torch views of the warp data (shared memory on the CPU device)."""
-        self.model_view = {name: wp.to_torch(getattr(self.model, name)) for name in self.per_world_model_fields}
+        self.model_view = {
+            name: wp.to_torch(getattr(self.model, name)) for name in self.per_world_model_fields
+        }
         self._tcp_point_view = wp.to_torch(self._tcp_point)
         self._reset_mask_view = wp.to_torch(self._reset_mask)
         self._jac_views = (wp.to_torch(self._jacp), wp.to_torch(self._jacr))

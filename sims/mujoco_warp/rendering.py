@@ -38,7 +38,9 @@ class WarpBatchRenderer:
                 cam_active=self.camera_ids,
                 use_shadows=shadows,
             )
-            self._rgb = [wp.zeros((num_worlds, image_size, image_size), dtype=wp.vec3) for _ in self.camera_ids]
+            self._rgb = [
+                wp.zeros((num_worlds, image_size, image_size), dtype=wp.vec3) for _ in self.camera_ids
+            ]
         self._rgb_views = [wp.to_torch(buffer) for buffer in self._rgb]
 
     def render(self, model: mjw.Model, data: mjw.Data, out: Sequence[np.ndarray]) -> None:

@@ -1,0 +1,97 @@
+"""MetaWorld task names (v3), the MT10/MT50 benchmark task lists and one instruction per task.
+
+The names follow MetaWorld 3.x (``metaworld.env_dict.ALL_V3_ENVIRONMENTS``, whose order is the MT50
+order); they are repeated here so that a config can be checked without importing the simulator.
+"""
+
+from __future__ import annotations
+
+INSTRUCTIONS: dict[str, str] = {
+    "assembly-v3": "pick up the ring and place it over the peg",
+    "basketball-v3": "pick up the ball and dunk it into the basket",
+    "bin-picking-v3": "pick up the puck and place it into the other bin",
+    "box-close-v3": "pick up the lid and put it on the box",
+    "button-press-topdown-v3": "press the button from the top",
+    "button-press-topdown-wall-v3": "press the button from the top behind the wall",
+    "button-press-v3": "press the button from the front",
+    "button-press-wall-v3": "press the button from the front behind the wall",
+    "coffee-button-v3": "press the button on the coffee machine",
+    "coffee-pull-v3": "pull the mug away from the coffee machine",
+    "coffee-push-v3": "push the mug under the coffee machine",
+    "dial-turn-v3": "turn the dial",
+    "disassemble-v3": "pick the ring up off the peg",
+    "door-close-v3": "close the door",
+    "door-lock-v3": "turn the door lock to lock the door",
+    "door-open-v3": "open the door",
+    "door-unlock-v3": "turn the door lock to unlock the door",
+    "hand-insert-v3": "insert the gripper into the hole",
+    "drawer-close-v3": "push the drawer closed",
+    "drawer-open-v3": "pull the drawer open",
+    "faucet-open-v3": "rotate the faucet handle to open the faucet",
+    "faucet-close-v3": "rotate the faucet handle to close the faucet",
+    "hammer-v3": "pick up the hammer and hammer the nail into the wall",
+    "handle-press-side-v3": "press the handle down from the side",
+    "handle-press-v3": "press the handle down",
+    "handle-pull-side-v3": "pull the handle up from the side",
+    "handle-pull-v3": "pull the handle up",
+    "lever-pull-v3": "pull the lever up",
+    "pick-place-wall-v3": "pick up the puck and place it at the red goal behind the wall",
+    "pick-out-of-hole-v3": "pick the puck out of the hole",
+    "pick-place-v3": "pick up the puck and place it at the red goal",
+    "plate-slide-v3": "slide the plate into the goal",
+    "plate-slide-side-v3": "slide the plate sideways into the goal",
+    "plate-slide-back-v3": "slide the plate back out of the goal",
+    "plate-slide-back-side-v3": "slide the plate sideways back out of the goal",
+    "peg-insert-side-v3": "pick up the peg and insert it into the hole from the side",
+    "peg-unplug-side-v3": "pull the peg out of the hole sideways",
+    "soccer-v3": "push the ball into the goal",
+    "stick-push-v3": "grasp the stick and push the box with it",
+    "stick-pull-v3": "grasp the stick and pull the box with it",
+    "push-v3": "push the puck to the red goal",
+    "push-wall-v3": "push the puck around the wall to the red goal",
+    "push-back-v3": "push the puck back to the goal",
+    "reach-v3": "reach the red goal position",
+    "reach-wall-v3": "reach the red goal position behind the wall",
+    "shelf-place-v3": "pick up the puck and place it on the shelf",
+    "sweep-into-v3": "sweep the puck into the hole",
+    "sweep-v3": "sweep the puck off the table",
+    "window-open-v3": "slide the window open",
+    "window-close-v3": "slide the window closed",
+}
+"""Language instruction of every MetaWorld v3 task, in MetaWorld's (MT50) order."""
+
+MT50_TASKS: tuple[str, ...] = tuple(INSTRUCTIONS)
+MT10_TASKS: tuple[str, ...] = (
+    "reach-v3",
+    "push-v3",
+    "pick-place-v3",
+    "door-open-v3",
+    "drawer-open-v3",
+    "drawer-close-v3",
+    "button-press-topdown-v3",
+    "peg-insert-side-v3",
+    "window-open-v3",
+    "window-close-v3",
+)
+BENCHMARKS: dict[str, tuple[str, ...]] = {"MT10": MT10_TASKS, "MT50": MT50_TASKS}
+
+
+def benchmark_tasks(task: str) -> tuple[str, ...]:
+    """The tasks that ``EnvConfig.task`` names: one v3 task (MT1), or the MT10/MT50 task list.
+
+    Raises ``ValueError`` for any other name.
+    """
+    if task in BENCHMARKS:
+        return BENCHMARKS[task]
+    if task in INSTRUCTIONS:
+        return (task,)
+    raise ValueError(
+        f"config key 'env.task': {task!r} is neither a MetaWorld v3 task (e.g. 'reach-v3') nor one of "
+        f"{sorted(BENCHMARKS)}"
+    )
+
+
+def world_tasks(task: str, num_envs: int) -> list[str]:
+    """Task of each world: world ``i`` runs task ``i mod K`` of the ``K`` tasks ``task`` names."""
+    tasks = benchmark_tasks(task)
+    return [tasks[i % len(tasks)] for i in range(num_envs)]
