@@ -16,6 +16,7 @@ SFT_FULL_RUNS = [f"runs/bench/sft_pick_place/{family}_full" for family in ("toke
 BENCHMARKS = {
     "throughput": ["-m", "benchmarks.throughput"],
     "render": ["-m", "benchmarks.render_speed"],
+    "backend_speed": ["-m", "benchmarks.backend_speed"],
     "vla_inference": ["-m", "benchmarks.vla_inference"],
     "flow_inference": ["-m", "benchmarks.flow_inference"],
     "learning": ["-m", "benchmarks.learning"],

@@ -15,13 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import mujoco
+import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
 from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.stepping import PhysicsStepper
 
-import mujoco_warp as mjw
+wp.config.log_level = wp.LOG_WARNING  # no banner, no line per loaded kernel module; warnings stay
 
 STATE_FIELDS = ("qpos", "qvel", "act", "ctrl", "mocap_pos", "mocap_quat", "qacc_warmstart", "time")
 """Data fields uploaded for worlds whose state was set on the CPU (resets, restored snapshots)."""
@@ -69,7 +70,6 @@ class WarpPhysics(PhysicsStepper):
         self.device = warp_device(device)
         self.per_world_model_fields = tuple(per_world_model_fields)
         self.use_graphs = device.type == "cuda"
-        wp.config.quiet = True
         with wp.ScopedDevice(self.device):
             self.model = mjw.put_model(
                 model, batch_sizes=dict.fromkeys(self.per_world_model_fields, len(models))

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import mujoco
+import mujoco_warp as mjw
 import numpy as np
 import torch
 import warp as wp
-
-import mujoco_warp as mjw
 
 
 class WarpBatchRenderer:

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from vla_rl.sims.tasks.scripted import scripted_action
 
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import backend_unavailable_reason, make_env
-from vla_rl.sims.tasks.scripted import scripted_action
 
 reason = backend_unavailable_reason("mujoco_warp")
 pytestmark = pytest.mark.skipif(reason is not None, reason=f"mujoco_warp: {reason}")
