@@ -131,3 +131,20 @@ def test_partial_reset_leaves_other_worlds_running():
     start, _ = warp.reset(seed=2)
     assert torch.allclose(after["proprio"][1], start["proprio"][1], atol=1e-6)
     warp.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graph capture needs an NVIDIA GPU")
+def test_cuda_graph_replay_matches_direct_launches():
+    envs = [
+        make_env(EnvConfig(backend="mujoco_warp", task="push", num_envs=8, device="cuda", cameras=["front"]))
+        for _ in range(2)
+    ]
+    envs[1]._physics.use_graphs = False
+    obs = [env.reset(seed=4)[0] for env in envs]
+    for _ in range(10):
+        action = scripted_action("push", {k: v.cpu() if torch.is_tensor(v) else v for k, v in obs[0].items()})
+        obs = [env.step(action.cuda()).obs for env in envs]
+    assert obs[0]["privileged"].is_cuda and obs[0]["rgb_front"].is_cuda
+    torch.testing.assert_close(obs[0]["privileged"], obs[1]["privileged"])
+    assert torch.equal(obs[0]["rgb_front"], obs[1]["rgb_front"])
+    assert set(envs[0]._physics._graphs) == {"substeps", "refresh_True"}
