@@ -1,1 +1,1 @@
-"""The isaaclab simulator backend (optional extra)."""
+"""The isaaclab simulator backend (needs Isaac Lab 3.x with Isaac Sim, installed separately)."""
