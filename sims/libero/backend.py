@@ -1,16 +1,48 @@
-"""Registers the ``libero`` backend (being written: building it raises until then)."""
+"""Registers the ``libero`` backend: LIBERO's task suites (``libero_spatial``, ``libero_object``,
+``libero_goal``, ``libero_10``, ``libero_90``) run in a worker process.
+
+LIBERO pins robosuite 1.4 and its own MuJoCo, so it lives in an environment of its own (README,
+"Simulator backends"); nothing here imports it until a worker process builds the worlds.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+
+from vla_rl.sims.libero.tasks import assets_problem, resolve_assets_dir
+
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
+from vla_rl.envs.extras import MissingExtraError
 from vla_rl.envs.registry import register_backend
+
+INSTALL_HINT = "install LIBERO (which pins robosuite 1.4.0) into its own environment as the README describes"
+
+
+def _missing_packages() -> str | None:
+    missing = [name for name in ("libero", "robosuite") if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    return f"needs the Python packages {', '.join(missing)}: {INSTALL_HINT}"
 
 
 def unavailable_reason() -> str | None:
-    return "the libero backend is not written yet"
+    """Missing LIBERO/robosuite packages, or no assets directory (``$LIBERO_ASSETS_DIR`` or the
+    ``assets/`` folder of a LIBERO source checkout; ``env.options.assets_dir`` is per config)."""
+    return _missing_packages() or assets_problem(resolve_assets_dir(None))
 
 
 @register_backend("libero", unavailable_reason)
 def make_env(cfg: EnvConfig) -> BatchedEnv:
-    raise NotImplementedError("the libero backend is not written yet")
+    """``cfg.task`` is ``"<suite>/<task index>"`` (or ``"<suite>"`` for all of its tasks)."""
+    from vla_rl.sims.libero.env import LiberoBatchedEnv, check_config  # light: LIBERO loads in the worker
+
+    check_config(cfg)
+    assets_dir = resolve_assets_dir(cfg.options.get("assets_dir"))
+    problem = assets_problem(assets_dir)
+    if problem is not None:
+        raise ValueError(problem)
+    missing = _missing_packages()
+    if missing is not None:
+        raise MissingExtraError(f"the 'libero' backend {missing}")
+    return LiberoBatchedEnv(cfg, assets_dir)

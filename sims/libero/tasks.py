@@ -21,7 +21,13 @@ SUITE_MAX_EPISODE_STEPS = {
 """Default time limit (control steps, after the warm-up) of each suite: about the longest
 demonstration of the suite plus a margin, as used by the published LIBERO evaluations."""
 
-SUITE_NUM_TASKS = {"libero_spatial": 10, "libero_object": 10, "libero_goal": 10, "libero_10": 10, "libero_90": 90}
+SUITE_NUM_TASKS = {
+    "libero_spatial": 10,
+    "libero_object": 10,
+    "libero_goal": 10,
+    "libero_10": 10,
+    "libero_90": 90,
+}
 
 ASSETS_ENV_VAR = "LIBERO_ASSETS_DIR"
 """Environment variable naming the assets directory when ``env.options.assets_dir`` is not set."""
@@ -91,8 +97,8 @@ def assets_problem(assets_dir: Path | None) -> str | None:
     missing = [name for name in ASSET_SUBDIRS if not (assets_dir / name).is_dir()]
     if missing:
         return (
-            f"the LIBERO assets directory {assets_dir} is missing or incomplete (no {', '.join(missing)}); "
-            f"set env.options.assets_dir or ${ASSETS_ENV_VAR} to a directory holding {', '.join(ASSET_SUBDIRS)}"
+            f"the LIBERO assets directory {assets_dir} is missing or incomplete (no {', '.join(missing)}): "
+            f"set env.options.assets_dir or ${ASSETS_ENV_VAR} to LIBERO's assets directory"
         )
     return None
 
@@ -111,5 +117,7 @@ def write_libero_config(config_dir: Path, package_dir: Path, assets_dir: Path) -
     config_dir.mkdir(parents=True, exist_ok=True)
     path = config_dir / "config.yaml"
     # Plain "key: 'path'" lines are valid YAML; single quotes need no escaping except doubling.
-    path.write_text("".join(f"{key}: '{str(value).replace(chr(39), chr(39) * 2)}'\n" for key, value in entries.items()))
+    path.write_text(
+        "".join(f"{key}: '{str(value).replace(chr(39), chr(39) * 2)}'\n" for key, value in entries.items())
+    )
     return path

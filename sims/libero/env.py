@@ -1,0 +1,219 @@
+"""LIBERO task suites behind the ``BatchedEnv`` contract (backend ``"libero"``).
+
+The worlds run in a worker process (``worker.py``); this class keeps the episode bookkeeping:
+per-world seeds mapped onto LIBERO's fixed initial states, the time limit, autoreset with
+``final_obs`` and episode statistics. Success is LIBERO's own goal check; it ends the episode
+(``terminated``) with reward 1.
+
+Settings in ``cfg.options``:
+
+* ``assets_dir``: LIBERO's assets directory (scenes, textures, object meshes); default
+  ``$LIBERO_ASSETS_DIR``, else the ``assets/`` folder of a LIBERO source checkout;
+* ``warmup_steps`` (default 10): no-op steps after each reset so that objects settle;
+* ``image_orientation`` (default ``"upright"``): see ``worker.orient_image``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from vla_rl.sims.libero.client import WorkerClient
+from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
+from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
+
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.config import EnvConfig
+
+ACTION_DIM = 7
+"""End-effector position delta (3) and axis-angle rotation delta (3) of robosuite's OSC_POSE
+controller, scaled to [-1, 1], and the gripper (-1 open, +1 closed)."""
+CONTROL_HZ = 20.0
+"""LIBERO's control frequency."""
+OPTION_DEFAULTS: dict[str, Any] = {"assets_dir": None, "warmup_steps": 10, "image_orientation": "upright"}
+
+
+def check_config(cfg: EnvConfig) -> dict[str, Any]:
+    """ValueError naming the bad key of ``cfg``; returns the options with their defaults filled in."""
+    unknown = set(cfg.options) - set(OPTION_DEFAULTS)
+    if unknown:
+        raise ValueError(
+            f"unknown env.options for libero: {sorted(unknown)}; known: {sorted(OPTION_DEFAULTS)}"
+        )
+    options = {**OPTION_DEFAULTS, **cfg.options}
+    warmup = options["warmup_steps"]
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"config key 'env.options.warmup_steps' must be an integer >= 0, got {warmup!r}")
+    if options["image_orientation"] not in IMAGE_ORIENTATIONS:
+        raise ValueError(
+            f"config key 'env.options.image_orientation' must be one of {IMAGE_ORIENTATIONS}, "
+            f"got {options['image_orientation']!r}"
+        )
+    if cfg.num_envs < 1:
+        raise ValueError(f"config key 'env.num_envs' must be >= 1, got {cfg.num_envs}")
+    if cfg.cameras and cfg.image_size < 1:
+        raise ValueError(f"config key 'env.image_size' must be >= 1, got {cfg.image_size}")
+    parse_task(cfg.task)
+    return options
+
+
+def worker_spec(cfg: EnvConfig, assets_dir: Path) -> WorkerSpec:
+    """The worker's share of ``cfg`` (checked by ``check_config``)."""
+    options = check_config(cfg)
+    task = parse_task(cfg.task)
+    return WorkerSpec(
+        suite=task.suite,
+        task_ids=tuple(task.task_ids[i % len(task.task_ids)] for i in range(cfg.num_envs)),
+        cameras=tuple(cfg.cameras),
+        image_size=cfg.image_size,
+        warmup_steps=options["warmup_steps"],
+        image_orientation=options["image_orientation"],
+        assets_dir=str(assets_dir),
+    )
+
+
+class LiberoBatchedEnv(BatchedEnv):
+    """``cfg.num_envs`` LIBERO worlds stepped by one worker process."""
+
+    def __init__(self, cfg: EnvConfig, assets_dir: Path, opener: WorldOpener | None = None) -> None:
+        spec = worker_spec(cfg, assets_dir)
+        self.num_envs = cfg.num_envs
+        self.device = torch.device(cfg.device)
+        self.control_hz = CONTROL_HZ
+        self.max_episode_steps = (
+            cfg.max_episode_steps if cfg.max_episode_steps > 0 else SUITE_MAX_EPISODE_STEPS[spec.suite]
+        )
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
+        spaces: dict[str, gym.Space] = {
+            "proprio": gym.spaces.Box(-np.inf, np.inf, (PROPRIO_DIM,), np.float32)
+        }
+        for camera in cfg.cameras:
+            spaces[f"rgb_{camera}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)
+        spaces["instruction"] = gym.spaces.Text(max_length=256)
+        self.observation_space = gym.spaces.Dict(spaces)
+
+        self._pending_step = False
+        self._config_dir = tempfile.TemporaryDirectory(prefix="vla_rl_libero_")
+        spec = dataclasses.replace(spec, config_dir=self._config_dir.name)
+        try:
+            self._worker: WorkerClient | None = WorkerClient(spec, opener)
+        except BaseException:
+            self._config_dir.cleanup()
+            raise
+        self._instructions: list[str] = list(self._worker.ready_info["instructions"])
+        self._num_init_states = np.asarray(self._worker.ready_info["num_init_states"], dtype=np.int64)
+        # Each world draws (init-state index, env seed) per episode from its own generator.
+        self._rngs = [np.random.default_rng(np.random.SeedSequence([0, i])) for i in range(self.num_envs)]
+        self._obs: dict[str, np.ndarray] | None = None
+        self._length = np.zeros(self.num_envs, dtype=np.int64)
+        self._return = np.zeros(self.num_envs, dtype=np.float64)
+        self._success_once = np.zeros(self.num_envs, dtype=bool)
+
+    # ---------------------------------------------------------------- helpers
+    def _start_episodes(self, ids: Sequence[int]) -> None:
+        """Resets worlds ``ids`` in the worker with the next draws of their generators."""
+        draws = [
+            (int(self._rngs[i].integers(self._num_init_states[i])), int(self._rngs[i].integers(2**31 - 1)))
+            for i in ids
+        ]
+        obs = self._worker.request("reset", list(ids), [d[0] for d in draws], [d[1] for d in draws])
+        if self._obs is None:
+            self._obs = {
+                key: np.zeros((self.num_envs, *value.shape[1:]), value.dtype) for key, value in obs.items()
+            }
+        for key, value in obs.items():
+            self._obs[key][list(ids)] = value
+        self._length[ids] = 0
+        self._return[ids] = 0.0
+        self._success_once[ids] = False
+
+    def _torch_obs(self) -> Observation:
+        out: Observation = {
+            key: torch.from_numpy(value.copy()).to(self.device) for key, value in self._obs.items()
+        }
+        out["instruction"] = list(self._instructions)
+        return out
+
+    # ---------------------------------------------------------------- contract
+    def reset(
+        self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        if self._pending_step:
+            raise RuntimeError("reset() between step_async() and step_wait()")
+        ids = (
+            list(range(self.num_envs))
+            if env_ids is None
+            else [int(i) for i in torch.as_tensor(env_ids).flatten()]
+        )
+        if self._obs is None and len(ids) < self.num_envs:
+            raise RuntimeError("the first reset must reset every world")
+        if isinstance(seed, int):
+            seeds: list[Any] = [self.world_seed(seed, i) for i in ids]
+        elif seed is not None:
+            seeds = list(seed)
+            if len(seeds) != len(ids):
+                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} reset worlds")
+        if seed is not None:
+            for i, world_seed in zip(ids, seeds, strict=True):
+                self._rngs[i] = np.random.default_rng(np.random.SeedSequence(world_seed))
+        self._start_episodes(ids)
+        return self._torch_obs(), {}
+
+    def step_async(self, action: torch.Tensor) -> None:
+        """Sends the actions to the worker; the trainer can work while the worlds step."""
+        if self._obs is None:
+            raise RuntimeError("reset() the env before stepping it")
+        actions = action.detach().to("cpu", torch.float64).numpy()
+        if actions.shape != (self.num_envs, ACTION_DIM):
+            raise ValueError(f"action must have shape {(self.num_envs, ACTION_DIM)}, got {actions.shape}")
+        self._worker.send("step", np.clip(actions, -1.0, 1.0))
+        self._pending_step = True
+
+    def step_wait(self) -> StepResult:
+        if not self._pending_step:
+            raise RuntimeError("step_wait() without a step_async() first")
+        self._pending_step = False
+        obs, reward, success = self._worker.receive()
+        self._obs = obs
+        self._length += 1
+        self._return += reward
+        self._success_once |= success
+        terminated = success.copy()
+        truncated = (self._length >= self.max_episode_steps) & ~terminated
+        done = terminated | truncated
+        info: dict[str, Any] = {
+            "success": torch.from_numpy(success.copy()).to(self.device),
+            "final_obs": self._torch_obs(),
+        }
+        if done.any():
+            info["episode"] = {
+                "return": torch.tensor(self._return, dtype=torch.float32, device=self.device),
+                "length": torch.tensor(self._length, device=self.device),
+                "success": torch.from_numpy(success.copy()).to(self.device),
+                "success_once": torch.tensor(self._success_once, device=self.device),
+            }
+            self._start_episodes(np.flatnonzero(done).tolist())
+        return StepResult(
+            obs=self._torch_obs(),
+            reward=torch.from_numpy(reward.astype(np.float32)).to(self.device),
+            terminated=torch.from_numpy(terminated).to(self.device),
+            truncated=torch.from_numpy(truncated).to(self.device),
+            info=info,
+        )
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        self.step_async(action)
+        return self.step_wait()
+
+    def close(self) -> None:
+        worker = getattr(self, "_worker", None)
+        if worker is not None:
+            worker.close()
+            self._worker = None
+        self._config_dir.cleanup()
