@@ -1,0 +1,207 @@
+"""A GPU-parallel ManiSkill3 env (from ``gym.make(..., num_envs=N)``) behind the ``BatchedEnv`` contract.
+
+Autoreset mirrors ManiSkill's ``ManiSkillVectorEnv``: after a step, worlds whose episode ended are
+reset with ``reset(options={"env_idx": ids})`` and the last observation of the finished episode is
+kept for ``info["final_obs"]``. It is done here rather than by that wrapper so that the final
+observation is mapped (and copied) before the reset overwrites ManiSkill's buffers.
+
+Seeding. ManiSkill seeds a reset *call*, not a world: ``reset(seed=[s0, s1, ...])`` seeds the
+per-world numpy generators with ``s_i`` but torch, which most tasks (``PickCube``, ``PushCube``,
+...) sample initial states with, only with ``s0``, so in one call world ``i``'s initial state also
+depends on its position in the batch. To give each world a state that depends on its seed alone,
+a seeded reset resets the worlds one at a time, each call with ``seed=[s] * num_envs`` and
+``env_idx=[i]``. A seeded reset of k worlds therefore costs k ManiSkill resets (each renders the
+cameras of all worlds); unseeded resets and autoresets are one call, drawing from ManiSkill's own
+generators. World ``i`` of ``reset(seed=s)`` gets ``world_seed(s, i)``, a 31-bit integer from
+``numpy.random.SeedSequence([s, i])``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from vla_rl.sims.maniskill.observations import ObservationLayout, map_observation
+
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+
+
+def _int_seed(entry: int | Sequence[int]) -> int:
+    """A ManiSkill seed (< 2**31, as ManiSkill draws them) from an int or a list of ints."""
+    entropy = [int(entry)] if isinstance(entry, int | np.integer) else [int(x) for x in entry]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0] & 0x7FFFFFFF)
+
+
+class ManiSkillBatchedEnv(BatchedEnv):
+    """Wraps a ManiSkill env made with ``num_envs`` parallel worlds.
+
+    ``instruction`` is the text of every world, or ``None`` to read the task's
+    ``get_language_instruction()`` (one string per world) after every reset.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        *,
+        layout: ObservationLayout,
+        instruction: str | None,
+        max_episode_steps: int,
+        ignore_terminations: bool = False,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        if max_episode_steps < 1:
+            raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
+        self.env = env
+        self.base = env.unwrapped
+        self.num_envs = int(self.base.num_envs)
+        self.device = torch.device(device)
+        self.sim_device = torch.device(self.base.device)
+        self.layout = layout
+        self.max_episode_steps = int(max_episode_steps)
+        self.control_hz = float(self.base.control_freq)
+        self.ignore_terminations = ignore_terminations
+        self._fixed_instruction = instruction
+        self._instructions = [instruction or ""] * self.num_envs
+
+        single = self.base.single_action_space
+        if not isinstance(single, gym.spaces.Box) or len(single.shape) != 1:
+            raise TypeError(f"only flat Box action spaces are supported, got {single}")
+        if not (np.all(np.isfinite(single.low)) and np.all(np.isfinite(single.high))):
+            raise ValueError("the ManiSkill action space must be bounded to rescale from [-1, 1]")
+        self._action_low = torch.as_tensor(single.low, dtype=torch.float32, device=self.sim_device)
+        self._action_high = torch.as_tensor(single.high, dtype=torch.float32, device=self.sim_device)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, single.shape, np.float32)
+
+        self._episode_return = torch.zeros(self.num_envs, device=self.device)
+        self._episode_length = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
+        self._episode_success_once = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        obs, _ = self.reset()  # reads shapes and checks that the cameras exist
+        self.observation_space = self._space_of(obs)
+
+    # ---------------------------------------------------------------- helpers
+    def _space_of(self, obs: Observation) -> gym.spaces.Dict:
+        spaces: dict[str, gym.Space] = {}
+        for key, value in obs.items():
+            if key == "instruction":
+                spaces[key] = gym.spaces.Text(max_length=256)
+            elif value.dtype == torch.uint8:
+                spaces[key] = gym.spaces.Box(0, 255, tuple(value.shape[1:]), np.uint8)
+            else:
+                spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
+        return gym.spaces.Dict(spaces)
+
+    def _observe(self, raw: dict[str, Any]) -> Observation:
+        return map_observation(raw, self.layout, self._instructions, self.device)
+
+    def _read_instructions(self, ids: Sequence[int]) -> None:
+        if self._fixed_instruction is not None:
+            return
+        texts = self.base.get_language_instruction()
+        for i in ids:
+            self._instructions[i] = str(texts[i])
+
+    def scale_action(self, action: torch.Tensor) -> torch.Tensor:
+        """[-1, 1] -> the env's bounds: ``low + (a + 1) / 2 * (high - low)``, after clipping."""
+        if tuple(action.shape) != (self.num_envs, self.action_dim):
+            raise ValueError(
+                f"action must have shape {(self.num_envs, self.action_dim)}, got {tuple(action.shape)}"
+            )
+        unit = action.detach().to(self.sim_device, torch.float32).clamp(-1.0, 1.0)
+        return self._action_low + (unit + 1.0) * 0.5 * (self._action_high - self._action_low)
+
+    def _clear_stats(self, ids: torch.Tensor) -> None:
+        self._episode_return[ids] = 0.0
+        self._episode_length[ids] = 0
+        self._episode_success_once[ids] = False
+
+    # ---------------------------------------------------------------- contract
+    def world_seed(self, seed: int, world: int) -> int:
+        return _int_seed([seed, world])
+
+    def reset(
+        self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        ids = (
+            list(range(self.num_envs))
+            if env_ids is None
+            else [int(i) for i in torch.as_tensor(env_ids).view(-1)]
+        )
+        if isinstance(seed, int | np.integer):
+            seeds: list[int] | None = [self.world_seed(int(seed), i) for i in ids]
+        elif seed is not None:
+            if len(seed) != len(ids):
+                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
+            seeds = [_int_seed(s) if isinstance(s, list | tuple) else int(s) for s in seed]
+        else:
+            seeds = None
+
+        if not ids:  # nothing to reset: the current observation
+            raw, info = self.base.get_obs(), {}
+        elif seeds is None:
+            options = None if env_ids is None else {"env_idx": torch.tensor(ids, device=self.sim_device)}
+            raw, info = self.env.reset(options=options)
+        else:
+            for world, world_seed in zip(ids, seeds, strict=True):
+                one = {"env_idx": torch.tensor([world], device=self.sim_device)}
+                raw, info = self.env.reset(seed=[world_seed] * self.num_envs, options=one)
+        self._read_instructions(ids)
+        self._clear_stats(torch.tensor(ids, dtype=torch.long, device=self.device))
+        return self._observe(raw), info
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        raw, reward, terminated, truncated, info = self.env.step(self.scale_action(action))
+        reward = torch.as_tensor(reward, device=self.device).float().reshape(self.num_envs).clone()
+        terminated = torch.as_tensor(terminated, device=self.device).bool().reshape(self.num_envs).clone()
+        if self.ignore_terminations:
+            terminated.zero_()
+        self._episode_length += 1
+        truncated = torch.as_tensor(truncated, device=self.device).bool().reshape(self.num_envs)
+        truncated = truncated | (self._episode_length >= self.max_episode_steps)
+        done = terminated | truncated
+        success = info.get("success")
+        success = (
+            torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+            if success is None
+            else torch.as_tensor(success, device=self.device).bool().reshape(self.num_envs).clone()
+        )
+        self._episode_return += reward
+        self._episode_success_once |= success
+
+        obs = self._observe(raw)
+        out_info: dict[str, Any] = {"success": success}
+        if done.any():
+            ended = done.nonzero().view(-1)
+            out_info["episode"] = {
+                "return": self._episode_return.clone(),
+                "length": self._episode_length.clone(),
+                "success": success.clone(),
+                "success_once": self._episode_success_once.clone(),
+            }
+            final = obs
+            raw, _ = self.env.reset(options={"env_idx": ended.to(self.sim_device)})
+            self._read_instructions(ended.tolist())
+            self._clear_stats(ended)
+            obs = self._observe(raw)
+            out_info["final_obs"] = _merge_rows(obs, final, done)
+        else:
+            out_info["final_obs"] = {
+                k: (list(v) if isinstance(v, list) else v.clone()) for k, v in obs.items()
+            }
+        return StepResult(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=out_info)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _merge_rows(obs: Observation, final: Observation, done: torch.Tensor) -> Observation:
+    """``obs`` with the rows of finished worlds taken from ``final``."""
+    merged: Observation = {}
+    for key, value in obs.items():
+        if isinstance(value, list):
+            merged[key] = [final[key][i] if done[i] else text for i, text in enumerate(value)]
+        else:
+            merged[key] = torch.where(done.view(-1, *[1] * (value.dim() - 1)), final[key], value)
+    return merged
