@@ -1,16 +1,29 @@
-"""Registers the ``metaworld`` backend (being written: building it raises until then)."""
+"""Registers the ``metaworld`` backend; MetaWorld is imported only when an env is built.
+
+MetaWorld 3.1 pins ``mujoco==3.3.0`` while the main environment carries a newer MuJoCo (for MuJoCo
+Warp), so it lives in its own virtual environment: ``make .venv-metaworld`` (``make test-metaworld``
+runs its tests there).
+"""
 
 from __future__ import annotations
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
+from vla_rl.envs.extras import missing_modules_reason
 from vla_rl.envs.registry import register_backend
+
+VENV_HINT = "MetaWorld pins mujoco==3.3.0, so it installs into its own venv: make .venv-metaworld"
 
 
 def unavailable_reason() -> str | None:
-    return "the metaworld backend is not written yet"
+    """Why the backend cannot run here (MetaWorld not installed), or ``None``."""
+    reason = missing_modules_reason(["metaworld"], extra="metaworld")
+    return None if reason is None else f"{reason} ({VENV_HINT})"
 
 
 @register_backend("metaworld", unavailable_reason)
 def make_env(cfg: EnvConfig) -> BatchedEnv:
-    raise NotImplementedError("the metaworld backend is not written yet")
+    """MT1 (``task="reach-v3"``), MT10 or MT50 (``task="MT10"``) worlds; see ``batched_env``."""
+    from vla_rl.sims.metaworld.batched_env import MetaWorldBatchedEnv
+
+    return MetaWorldBatchedEnv(cfg)

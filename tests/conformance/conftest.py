@@ -1,89 +1,11 @@
-"""The backends the conformance suite runs against, and an env fixture that skips with a reason.
-
-Each case names a backend, a task of it and the few settings the suite needs. A backend that cannot
-run on this machine (missing extra, no GPU, missing assets) is skipped with the reason its
-registration gives, so the same tests run unchanged where its runtime exists.
-"""
+"""Fixtures of the conformance suite: one env per backend case, skipped with the backend's reason."""
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
 import pytest
+from backend_cases import CASES, BackendCase
 
-from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import backend_unavailable_reason, make_env
-
-if not os.environ.get("DISPLAY"):
-    os.environ.setdefault("MUJOCO_GL", "egl")
-
-NUM_ENVS = 3
-EPISODE_STEPS = 4
-"""Time limit given to every case, so that episodes end (and autoreset) within a few steps."""
-
-
-@dataclass(frozen=True)
-class BackendCase:
-    id: str
-    backend: str
-    task: str
-    cameras: tuple[str, ...] = ()
-    image_size: int = 32
-    options: dict[str, Any] = field(default_factory=dict)
-    device: str = "cpu"
-    randomized: bool = True
-    """Different reset seeds give different initial observations."""
-    instruction_varies: bool = False
-    """Different reset seeds can give different instruction strings (language-conditioned tasks)."""
-    upright: Callable[[np.ndarray], bool] | None = None
-    """Optional probe: True when one ``[H, W, 3]`` camera image is the right way up."""
-
-    def config(self, **overrides: Any) -> EnvConfig:
-        cfg = EnvConfig(
-            backend=self.backend,
-            task=self.task,
-            num_envs=NUM_ENVS,
-            max_episode_steps=EPISODE_STEPS,
-            cameras=list(self.cameras),
-            image_size=self.image_size,
-            num_threads=1,
-            device=self.device,
-            options=dict(self.options),
-        )
-        return dataclasses.replace(cfg, **overrides)
-
-
-def table_below_sky(image: np.ndarray) -> bool:
-    """The toolkit's MuJoCo scenes seen from the front camera: the lower half of the image holds
-    the (bright, textured) table and arm, the upper half the darker, plain background."""
-    height = image.shape[0]
-    top, bottom = image[: height // 4].astype(float), image[-height // 4 :].astype(float)
-    return bottom.std() + bottom.mean() > top.std() + top.mean()
-
-
-CASES = [
-    BackendCase("mujoco-push", "mujoco", "push", cameras=("front", "wrist"), upright=table_below_sky),
-    BackendCase("mujoco-pick_place", "mujoco", "pick_place", instruction_varies=True),
-    BackendCase(
-        "mujoco_warp-push", "mujoco_warp", "push", cameras=("front", "wrist"), upright=table_below_sky
-    ),
-    BackendCase("mujoco_warp-pick_place", "mujoco_warp", "pick_place", instruction_varies=True),
-    BackendCase(  # corner camera: the light floor fills the top of the image, the dark table stand the bottom
-        "metaworld-reach",
-        "metaworld",
-        "reach-v3",
-        cameras=("corner",),
-        upright=lambda image: image[: len(image) // 4].mean() > image[-len(image) // 4 :].mean(),
-    ),
-    BackendCase("maniskill-PickCube", "maniskill", "PickCube-v1", cameras=("base_camera",), device="cuda"),
-    BackendCase("isaaclab-lift", "isaaclab", "Isaac-Lift-Cube-Franka-v0", device="cuda"),
-    BackendCase("libero-spatial", "libero", "libero_spatial/0", cameras=("agentview",)),
-]
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[case.id for case in CASES])

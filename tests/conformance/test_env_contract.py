@@ -1,6 +1,6 @@
 """The ``BatchedEnv`` contract (``vla_rl.envs.base``), checked the same way for every backend.
 
-Backends come from ``conftest.CASES``; each test resets the module's env first, so they run in
+Backends come from ``backend_cases.CASES``; each test resets the module's env first, so they run in
 any order on one env per backend.
 """
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from conftest import EPISODE_STEPS, NUM_ENVS
+from backend_cases import EPISODE_STEPS, NUM_ENVS
 
 from vla_rl.rollout.chunk_collector import ChunkCollector
 

@@ -1,0 +1,222 @@
+"""MetaWorld (Sawyer arm, 50 manipulation tasks) behind the ``BatchedEnv`` contract.
+
+``EnvConfig.task`` is one v3 task (``"reach-v3"``, MetaWorld's MT1) or a benchmark (``"MT10"``,
+``"MT50"``): world ``i`` then runs task ``i mod K`` of the benchmark's ``K`` tasks. Each world is
+its own MetaWorld env, stepped in turn. The goal is observable (as in MetaWorld's MT benchmarks).
+
+* Actions are MetaWorld's own: ``[dx, dy, dz, gripper]`` in [-1, 1] (1 cm of hand motion per unit
+  per step; gripper -1 opens, +1 closes). Only ``control_mode="ee_delta_pos"`` is accepted.
+* Observations: ``proprio`` is hand xyz + gripper opening (the first 4 entries of MetaWorld's
+  39-D observation), ``privileged`` the whole 39-D observation, ``rgb_<camera>`` MetaWorld's named
+  cameras (``corner``, ``topview``, ``behindGripper`` ...), ``instruction`` the task's sentence.
+* Seeding: a world's seed picks its task variation (goal and object positions) through MetaWorld's
+  own sampler (``env.seed`` then ``reset``), so worlds of one task given one seed start alike.
+  Without a seed a world continues its generator, so autoresets stay reproducible.
+* Episodes end by the time limit (``max_episode_steps``, default MetaWorld's 500); success is
+  MetaWorld's ``info["success"]``; ``options.terminate_on_success`` also ends them on success.
+* Control rate (80 Hz: 5 physics steps of 2.5 ms) and physics are MetaWorld's; ``control_hz``,
+  ``physics_dt_s`` and ``num_threads`` do not apply.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from vla_rl.sims.metaworld.cameras import TaskCameras
+from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
+
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.config import EnvConfig
+from vla_rl.envs.extras import import_optional
+
+OBS_DIM = 39
+PROPRIO = slice(0, 4)
+"""Hand position (m) and gripper opening (0 closed .. 1 open) inside MetaWorld's observation."""
+OPTIONS = {"terminate_on_success": False}
+"""Backend options (``EnvConfig.options``) and their defaults."""
+
+
+def check_config(cfg: EnvConfig) -> dict[str, Any]:
+    """Raise ``ValueError`` for settings this backend cannot honour; return the options with defaults."""
+    world_tasks(cfg.task, 1)
+    if cfg.num_envs < 1:
+        raise ValueError(f"config key 'env.num_envs' must be >= 1, got {cfg.num_envs}")
+    if cfg.control_mode != "ee_delta_pos":
+        raise ValueError(
+            f"config key 'env.control_mode': MetaWorld acts in 'ee_delta_pos' (xyz delta + gripper), "
+            f"got {cfg.control_mode!r}"
+        )
+    if cfg.split != "train":
+        raise ValueError(f"config key 'env.split': MetaWorld has only the 'train' split, got {cfg.split!r}")
+    if cfg.cameras and cfg.image_size < 1:
+        raise ValueError(f"config key 'env.image_size' must be >= 1, got {cfg.image_size}")
+    unknown = sorted(set(cfg.options) - set(OPTIONS))
+    if unknown:
+        raise ValueError(
+            f"config key 'env.options': unknown MetaWorld option(s) {unknown}; known: {sorted(OPTIONS)}"
+        )
+    return {**OPTIONS, **cfg.options}
+
+
+class MetaWorldBatchedEnv(BatchedEnv):
+    """``cfg.num_envs`` MetaWorld worlds; see the module docstring for what each setting means."""
+
+    def __init__(self, cfg: EnvConfig) -> None:
+        options = check_config(cfg)
+        self.terminate_on_success = bool(options["terminate_on_success"])
+        self.tasks = world_tasks(cfg.task, cfg.num_envs)
+        self.instructions = [INSTRUCTIONS[task] for task in self.tasks]
+        env_dict = import_optional("metaworld.env_dict", extra="metaworld", backend="metaworld")
+        task_type = import_optional("metaworld.types", extra="metaworld", backend="metaworld").Task
+
+        self.num_envs = cfg.num_envs
+        self.device = torch.device(cfg.device)
+        self.worlds = [env_dict.ALL_V3_ENVIRONMENTS[task]() for task in self.tasks]
+        default_steps = int(self.worlds[0].max_path_length)
+        self.max_episode_steps = cfg.max_episode_steps if cfg.max_episode_steps > 0 else default_steps
+        for task, world in zip(self.tasks, self.worlds, strict=True):
+            _observe_goal_and_seed_variations(world, task, task_type)
+            world.max_path_length = self.max_episode_steps
+        self.control_hz = 1.0 / float(self.worlds[0].dt)
+        self.cameras = list(cfg.cameras)
+        self.image_size = cfg.image_size
+
+        self._obs = np.zeros((self.num_envs, OBS_DIM), dtype=np.float64)
+        self._steps = np.zeros(self.num_envs, dtype=np.int64)
+        self._return = np.zeros(self.num_envs, dtype=np.float64)
+        self._success_once = np.zeros(self.num_envs, dtype=bool)
+        self._renderers: dict[str, TaskCameras] = {}
+        self.reset(seed=0)
+        try:
+            for task, world in zip(self.tasks, self.worlds, strict=True):
+                if self.cameras and task not in self._renderers:
+                    self._renderers[task] = TaskCameras(
+                        world.model, world.data, self.cameras, cfg.image_size, cfg.shadows, cfg.multisample
+                    )
+        except Exception:
+            self.close()
+            raise
+
+        spaces: dict[str, gym.Space] = {
+            "proprio": gym.spaces.Box(-np.inf, np.inf, (PROPRIO.stop,), np.float32),
+            "privileged": gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
+            "instruction": gym.spaces.Text(max_length=256),
+        }
+        for camera in self.cameras:
+            spaces[f"rgb_{camera}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+
+    # ---------------------------------------------------------------- observations
+    def _observe(self, rows: Observation | None = None, ids: Sequence[int] = ()) -> Observation:
+        """The current observation of every world; given ``rows`` (an earlier observation), a copy of
+        it with only the worlds ``ids`` read (and rendered) anew."""
+        state = torch.as_tensor(self._obs, dtype=torch.float32, device=self.device)
+        if rows is None:
+            obs: Observation = {"proprio": state[:, PROPRIO], "privileged": state}
+            obs["instruction"] = list(self.instructions)
+            for camera in self.cameras:
+                size = (self.num_envs, self.image_size, self.image_size, 3)
+                obs[f"rgb_{camera}"] = torch.empty(size, dtype=torch.uint8, device=self.device)
+            ids = range(self.num_envs)
+        else:
+            obs = {
+                key: (list(value) if key == "instruction" else value.clone()) for key, value in rows.items()
+            }
+            obs["proprio"][ids] = state[ids, PROPRIO]
+            obs["privileged"][ids] = state[ids]
+        for i in ids if self._renderers else ():
+            world = self.worlds[i]
+            images = self._renderers[self.tasks[i]].render(world.model, world.data)
+            for camera, image in zip(self.cameras, images, strict=True):
+                obs[f"rgb_{camera}"][i] = torch.from_numpy(image.copy())
+        return obs
+
+    # ---------------------------------------------------------------- contract
+    def reset(
+        self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        ids = range(self.num_envs) if env_ids is None else torch.as_tensor(env_ids).flatten().tolist()
+        ids = [int(i) for i in ids]
+        if isinstance(seed, int | np.integer):
+            seeds: list[Any] = [self.world_seed(int(seed), i) for i in ids]
+        elif seed is None:
+            seeds = [None] * len(ids)
+        else:
+            if len(seed) != len(ids):
+                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
+            seeds = list(seed)
+        for i, world_seed in zip(ids, seeds, strict=True):
+            self._reset_world(i, world_seed)
+        return self._observe(), {}
+
+    def _reset_world(self, i: int, seed: int | list[int] | None) -> None:
+        world = self.worlds[i]
+        if seed is not None:
+            # MetaWorld seeds from one int; the entropy [seed, world] becomes one through SeedSequence.
+            world.seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self._obs[i], _ = world.reset()
+        self._steps[i] = 0
+        self._return[i] = 0.0
+        self._success_once[i] = False
+
+    def step(self, action: torch.Tensor) -> StepResult:
+        actions = action.detach().to("cpu", torch.float64).numpy()
+        if actions.shape != (self.num_envs, 4):
+            raise ValueError(f"action must have shape {(self.num_envs, 4)}, got {actions.shape}")
+        actions = np.clip(actions, -1.0, 1.0)
+        reward = np.zeros(self.num_envs, dtype=np.float64)
+        success = np.zeros(self.num_envs, dtype=bool)
+        for i, world in enumerate(self.worlds):
+            self._obs[i], reward[i], _, _, info = world.step(actions[i])
+            success[i] = bool(info["success"])
+        self._steps += 1
+        self._return += reward
+        self._success_once |= success
+        terminated = success & self.terminate_on_success
+        truncated = (self._steps >= self.max_episode_steps) & ~terminated
+        done = terminated | truncated
+
+        final = self._observe()
+        info_out: dict[str, Any] = {"success": torch.as_tensor(success, device=self.device)}
+        ended = [int(i) for i in np.flatnonzero(done)]
+        if ended:
+            info_out["episode"] = {
+                "return": torch.tensor(self._return, dtype=torch.float32, device=self.device),
+                "length": torch.tensor(self._steps, device=self.device),
+                "success": torch.as_tensor(success, device=self.device),
+                "success_once": torch.tensor(self._success_once, device=self.device),
+            }
+            for i in ended:
+                self._reset_world(i, None)
+        obs = self._observe(final, ended)
+        info_out["final_obs"] = final
+        return StepResult(
+            obs=obs,
+            reward=torch.as_tensor(reward, dtype=torch.float32, device=self.device),
+            terminated=torch.as_tensor(terminated, device=self.device),
+            truncated=torch.as_tensor(truncated, device=self.device),
+            info=info_out,
+        )
+
+    def close(self) -> None:
+        for cameras in self._renderers.values():
+            cameras.close()
+        self._renderers = {}
+        for world in self.worlds:
+            world.close()
+
+
+def _observe_goal_and_seed_variations(world: Any, task: str, task_type: type) -> None:
+    """Give ``world`` its task with the goal in the observation (MetaWorld's MT setting), then let
+    every reset draw a new variation from the world's seeded generator instead of the fixed one a
+    ``Task`` carries (what MetaWorld's benchmarks do when they sample their goals)."""
+    data = {"env_cls": type(world), "rand_vec": None, "partially_observable": False}
+    world.set_task(task_type(env_name=task, data=pickle.dumps(data)))
+    world._freeze_rand_vec = False
+    world.seeded_rand_vec = True

@@ -1,0 +1,58 @@
+"""MetaWorld backend: task lists, world-to-task assignment and config checks (no simulator needed)."""
+
+from __future__ import annotations
+
+import pytest
+from vla_rl.sims.metaworld.batched_env import check_config
+from vla_rl.sims.metaworld.experts import policy_class_name
+from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, MT10_TASKS, MT50_TASKS, benchmark_tasks, world_tasks
+
+from vla_rl.envs.config import EnvConfig
+
+
+def test_every_task_has_one_distinct_instruction_and_mt10_is_part_of_mt50():
+    assert len(MT50_TASKS) == 50 and all(task.endswith("-v3") for task in MT50_TASKS)
+    assert len(set(INSTRUCTIONS.values())) == 50
+    assert len(MT10_TASKS) == 10 and set(MT10_TASKS) <= set(MT50_TASKS)
+    assert INSTRUCTIONS["reach-v3"] == "reach the red goal position"
+
+
+def test_world_i_runs_task_i_mod_k():
+    assert world_tasks("reach-v3", 3) == ["reach-v3"] * 3
+    tasks = world_tasks("MT10", 12)
+    assert tasks[:10] == list(MT10_TASKS) and tasks[10:] == ["reach-v3", "push-v3"]
+    assert world_tasks("MT50", 51)[50] == MT50_TASKS[0] == "assembly-v3"
+    assert benchmark_tasks("MT50") == MT50_TASKS
+
+
+def test_policy_class_names_follow_the_task_names():
+    assert policy_class_name("reach-v3") == "SawyerReachV3Policy"
+    assert policy_class_name("button-press-topdown-wall-v3") == "SawyerButtonPressTopdownWallV3Policy"
+    assert policy_class_name("peg-insert-side-v3") == "SawyerPegInsertionSideV3Policy"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"task": "reach-v2"}, "neither a MetaWorld v3 task"),
+        ({"task": "MT25"}, "neither a MetaWorld v3 task"),
+        ({"num_envs": 0}, "env.num_envs"),
+        ({"control_mode": "joint_delta"}, "ee_delta_pos"),
+        ({"split": "ood_visual"}, "only the 'train' split"),
+        ({"cameras": ["corner"], "image_size": 0}, "env.image_size"),
+        ({"options": {"terminate_on_succes": True}}, "unknown MetaWorld option"),
+    ],
+)
+def test_bad_settings_fail_before_the_simulator_is_imported(overrides, message):
+    cfg = EnvConfig(backend="metaworld", task="reach-v3", num_envs=2)
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    with pytest.raises(ValueError, match=message):
+        check_config(cfg)
+
+
+def test_options_get_their_defaults():
+    cfg = EnvConfig(backend="metaworld", task="MT10")
+    assert check_config(cfg) == {"terminate_on_success": False}
+    cfg.options = {"terminate_on_success": True}
+    assert check_config(cfg) == {"terminate_on_success": True}
