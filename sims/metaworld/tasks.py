@@ -77,17 +77,20 @@ BENCHMARKS: dict[str, tuple[str, ...]] = {"MT10": MT10_TASKS, "MT50": MT50_TASKS
 
 
 def benchmark_tasks(task: str) -> tuple[str, ...]:
-    """The tasks that ``EnvConfig.task`` names: one v3 task (MT1), or the MT10/MT50 task list.
+    """The tasks that ``EnvConfig.task`` names: one v3 task (MT1), the MT10/MT50 task list, or
+    several v3 tasks joined by ``+`` (a subset, e.g. ``"reach-v3+drawer-close-v3"``).
 
     Raises ``ValueError`` for any other name.
     """
     if task in BENCHMARKS:
         return BENCHMARKS[task]
-    if task in INSTRUCTIONS:
-        return (task,)
+    names = tuple(task.split("+"))
+    unknown = [name for name in names if name not in INSTRUCTIONS]
+    if not unknown and len(set(names)) == len(names):
+        return names
     raise ValueError(
-        f"config key 'env.task': {task!r} is neither a MetaWorld v3 task (e.g. 'reach-v3') nor one of "
-        f"{sorted(BENCHMARKS)}"
+        f"config key 'env.task': {task!r} is neither a MetaWorld v3 task (e.g. 'reach-v3'), tasks "
+        f"joined by '+' (each once), nor one of {sorted(BENCHMARKS)}"
     )
 
 

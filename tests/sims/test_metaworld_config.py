@@ -23,6 +23,13 @@ def test_world_i_runs_task_i_mod_k():
     assert tasks[:10] == list(MT10_TASKS) and tasks[10:] == ["reach-v3", "push-v3"]
     assert world_tasks("MT50", 51)[50] == MT50_TASKS[0] == "assembly-v3"
     assert benchmark_tasks("MT50") == MT50_TASKS
+    assert world_tasks("reach-v3+drawer-close-v3", 3) == ["reach-v3", "drawer-close-v3", "reach-v3"]
+
+
+@pytest.mark.parametrize("task", ["reach-v2", "reach-v3+", "reach-v3+reach-v3", "MT25"])
+def test_unknown_task_names_are_rejected(task):
+    with pytest.raises(ValueError, match="env.task"):
+        benchmark_tasks(task)
 
 
 def test_policy_class_names_follow_the_task_names():

@@ -65,3 +65,38 @@ def test_state_policy_gets_a_video_env_with_the_camera(tmp_path: Path) -> None:
     assert len(frames) == 1 + 5  # the reset frame and one per step of the 5-step episode
     assert frames[0].shape == (32, 2 * 32, 3)
     assert json.loads((tmp_path / "eval_summary.json").read_text())["video_path"] == result.video_path
+
+
+def test_success_is_also_reported_per_instruction() -> None:
+    """Two worlds with their own task sentence; world 0 succeeds on its even episodes, world 1 never."""
+    from vla_rl.envs.base import StepResult
+    from vla_rl.training.evaluate import run_episodes
+
+    class TwoTasks:
+        num_envs, device = 2, torch.device("cpu")
+
+        def __init__(self) -> None:
+            self.episode = 0
+
+        def _obs(self) -> dict:
+            return {"proprio": torch.zeros(2, 1), "instruction": ["open the drawer", "press the button"]}
+
+        def reset(self, seed=None):  # noqa: ANN001, ANN202
+            return self._obs(), {}
+
+        def step(self, action: torch.Tensor) -> StepResult:
+            success = torch.tensor([self.episode % 2 == 0, False])
+            self.episode += 1
+            done = torch.ones(2, dtype=torch.bool)
+            episode = {
+                "return": success.float(),
+                "length": torch.ones(2),
+                "success": success,
+                "success_once": success,
+            }
+            info = {"success": success, "final_obs": self._obs(), "episode": episode}
+            return StepResult(self._obs(), success.float(), ~done, done, info)
+
+    result = run_episodes(lambda obs: torch.zeros(2, 1), TwoTasks(), num_episodes=8, seed=0)
+    assert result.success_by_instruction == {"open the drawer": 0.5, "press the button": 0.0}
+    assert result.success_rate == 0.25

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,9 @@ class EvalResult:
     """Randomisation split evaluated."""
     video_path: str | None = None
     """The mp4 written, if any."""
+    success_by_instruction: dict[str, float] = field(default_factory=dict)
+    """Success rate (at the last step) of the episodes of each instruction: per task on multi-task
+    benchmarks such as MetaWorld's MT10."""
 
 
 def episode_quotas(num_episodes: int, num_envs: int) -> np.ndarray:
@@ -130,6 +133,7 @@ def run_episodes(
     lengths: list[float] = []
     successes: list[bool] = []
     success_once: list[bool] = []
+    by_instruction: dict[str, list[bool]] = {}
     obs, _ = env.reset(seed=seed)
     while (counted < quotas).any():
         step = env.step(act(obs).to(env.device))
@@ -140,7 +144,10 @@ def run_episodes(
         if on_done is not None:
             on_done(done)
         episode = {k: v.cpu().numpy() for k, v in step.info["episode"].items()}
+        instructions = step.info["final_obs"].get("instruction")  # absent on plain Gymnasium envs
         for i in np.flatnonzero(done.numpy() & (counted < quotas)):
+            if instructions is not None:
+                by_instruction.setdefault(instructions[i], []).append(bool(episode["success"][i]))
             returns.append(float(episode["return"][i]))
             lengths.append(float(episode["length"][i]))
             successes.append(bool(episode["success"][i]))
@@ -154,6 +161,9 @@ def run_episodes(
         mean_length=float(np.mean(lengths)) if count else 0.0,
         num_episodes=count,
         split="",
+        success_by_instruction={
+            text: float(np.mean(flags)) for text, flags in sorted(by_instruction.items())
+        },
     )
 
 
