@@ -37,13 +37,13 @@ from vla_rl.envs.extras import import_optional
 OBS_DIM = 39
 PROPRIO = slice(0, 4)
 """Hand position (m) and gripper opening (0 closed .. 1 open) inside MetaWorld's observation."""
-OPTIONS = {"terminate_on_success": False}
+OPTIONS = {"terminate_on_success": False, "task_layout": "interleaved"}
 """Backend options (``EnvConfig.options``) and their defaults."""
 
 
 def check_config(cfg: EnvConfig) -> dict[str, Any]:
     """Raise ``ValueError`` for settings this backend cannot honour; return the options with defaults."""
-    world_tasks(cfg.task, 1)
+    world_tasks(cfg.task, 1, cfg.options.get("task_layout", OPTIONS["task_layout"]))
     if cfg.num_envs < 1:
         raise ValueError(f"config key 'env.num_envs' must be >= 1, got {cfg.num_envs}")
     if cfg.control_mode != "ee_delta_pos":
@@ -69,7 +69,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
     def __init__(self, cfg: EnvConfig) -> None:
         options = check_config(cfg)
         self.terminate_on_success = bool(options["terminate_on_success"])
-        self.tasks = world_tasks(cfg.task, cfg.num_envs)
+        self.tasks = world_tasks(cfg.task, cfg.num_envs, options["task_layout"])
         self.instructions = [INSTRUCTIONS[task] for task in self.tasks]
         env_dict = import_optional("metaworld.env_dict", extra="metaworld", backend="metaworld")
         task_type = import_optional("metaworld.types", extra="metaworld", backend="metaworld").Task

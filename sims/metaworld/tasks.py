@@ -94,7 +94,19 @@ def benchmark_tasks(task: str) -> tuple[str, ...]:
     )
 
 
-def world_tasks(task: str, num_envs: int) -> list[str]:
-    """Task of each world: world ``i`` runs task ``i mod K`` of the ``K`` tasks ``task`` names."""
+TASK_LAYOUTS = ("interleaved", "blocks")
+
+
+def world_tasks(task: str, num_envs: int, layout: str = "interleaved") -> list[str]:
+    """Task of each world among the ``K`` tasks ``task`` names.
+
+    ``interleaved``: world ``i`` runs task ``i mod K``. ``blocks``: consecutive worlds share a task,
+    world ``i`` runs task ``i * K // num_envs``, so that groups of consecutive worlds (GRPO's groups,
+    which share a reset seed) hold one task when the group size divides ``num_envs / K``.
+    """
     tasks = benchmark_tasks(task)
-    return [tasks[i % len(tasks)] for i in range(num_envs)]
+    if layout == "interleaved":
+        return [tasks[i % len(tasks)] for i in range(num_envs)]
+    if layout == "blocks":
+        return [tasks[i * len(tasks) // num_envs] for i in range(num_envs)]
+    raise ValueError(f"config key 'env.options.task_layout' must be one of {TASK_LAYOUTS}, got {layout!r}")

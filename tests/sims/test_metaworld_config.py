@@ -26,6 +26,16 @@ def test_world_i_runs_task_i_mod_k():
     assert world_tasks("reach-v3+drawer-close-v3", 3) == ["reach-v3", "drawer-close-v3", "reach-v3"]
 
 
+def test_block_layout_keeps_consecutive_worlds_on_one_task():
+    tasks = world_tasks("reach-v3+push-v3+drawer-close-v3+window-open-v3", 16, "blocks")
+    assert tasks == [
+        t for t in ("reach-v3", "push-v3", "drawer-close-v3", "window-open-v3") for _ in range(4)
+    ]
+    assert world_tasks("reach-v3+push-v3", 3, "blocks") == ["reach-v3", "reach-v3", "push-v3"]
+    with pytest.raises(ValueError, match="task_layout"):
+        world_tasks("MT10", 4, "shuffled")
+
+
 @pytest.mark.parametrize("task", ["reach-v2", "reach-v3+", "reach-v3+reach-v3", "MT25"])
 def test_unknown_task_names_are_rejected(task):
     with pytest.raises(ValueError, match="env.task"):
@@ -60,6 +70,6 @@ def test_bad_settings_fail_before_the_simulator_is_imported(overrides, message):
 
 def test_options_get_their_defaults():
     cfg = EnvConfig(backend="metaworld", task="MT10")
-    assert check_config(cfg) == {"terminate_on_success": False}
+    assert check_config(cfg) == {"terminate_on_success": False, "task_layout": "interleaved"}
     cfg.options = {"terminate_on_success": True}
-    assert check_config(cfg) == {"terminate_on_success": True}
+    assert check_config(cfg) == {"terminate_on_success": True, "task_layout": "interleaved"}
