@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+MW_VENV := .venv-metaworld
+MW_STAMP := $(MW_VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
@@ -29,7 +31,7 @@ test: venv
 	$(VENV)/bin/pytest -q $(ARGS)
 	$(MAKE) --no-print-directory test-metaworld
 
-bench: venv
+bench: venv $(MW_STAMP)
 	$(PY) -m benchmarks.run_all $(ARGS)
 
 lint: venv
@@ -45,9 +47,6 @@ clean:
 
 # MetaWorld 3.1 pins mujoco==3.3.0 while the main venv carries MuJoCo 4 (for MuJoCo Warp), so the
 # metaworld backend gets its own venv; `make test-metaworld` runs its tests there.
-MW_VENV := .venv-metaworld
-MW_STAMP := $(MW_VENV)/.installed
-
 $(MW_VENV): $(MW_STAMP)
 
 $(MW_STAMP): pyproject.toml Makefile

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "rl_pick_place": ["-m", "benchmarks.rl_pick_place"],
     "reward_scoring": ["-m", "benchmarks.reward_scoring"],
     "reward_model_ppo": ["-m", "benchmarks.reward_model_ppo"],
+    "metaworld_sft_rl": ["-m", "benchmarks.metaworld_sft_rl"],
     "sft_failure_stages": [
         "-m",
         "benchmarks.sft_failure_stages",
@@ -41,7 +42,10 @@ LONG = {
     "sft_failure_stages",
     "rl_pick_place",
     "reward_model_ppo",
+    "metaworld_sft_rl",
 }
+INTERPRETERS = {"metaworld_sft_rl": ".venv-metaworld/bin/python"}
+"""Benchmarks whose backend lives in its own venv (``make .venv-metaworld``)."""
 
 
 def main() -> None:
@@ -53,7 +57,7 @@ def main() -> None:
         if args.quick and name in LONG:
             continue
         print(f"== {name}", flush=True)
-        if subprocess.run([sys.executable, *argv]).returncode != 0:
+        if subprocess.run([INTERPRETERS.get(name, sys.executable), *argv]).returncode != 0:
             failed.append(name)
     if failed:
         sys.exit(f"benchmarks that exited with an error: {', '.join(failed)}")
