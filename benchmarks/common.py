@@ -29,3 +29,21 @@ def median_rate(run_once: Callable[[], int], repeats: int) -> tuple[float, list[
         items = run_once()
         rates.append(items / (time.perf_counter() - start))
     return statistics.median(rates), rates
+
+
+def random_action_steps_per_s(env, steps: int, repeats: int, warmup_steps: int = 1) -> float:
+    """Median env-steps/s of ``env.step`` (env already reset) over ``repeats`` runs of ``steps``
+    uniformly random actions in [-1, 1] (torch seed 0), after ``warmup_steps`` untimed steps."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    actions = torch.rand((steps, env.num_envs, env.action_dim), generator=generator) * 2 - 1
+    for action in actions[:warmup_steps]:
+        env.step(action)
+
+    def run_once() -> int:
+        for action in actions:
+            env.step(action)
+        return steps * env.num_envs
+
+    return median_rate(run_once, repeats)[0]

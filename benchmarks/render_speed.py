@@ -14,14 +14,10 @@ import argparse
 import dataclasses
 import os
 import re
-import statistics
 import subprocess
 import sys
-import time
 
-import torch
-
-from benchmarks.common import machine_line
+from benchmarks.common import machine_line, random_action_steps_per_s
 from vla_rl.envs import EnvConfig, make_env
 
 VARIANTS = {
@@ -35,17 +31,9 @@ VARIANTS = {
 def steps_per_s(cfg: EnvConfig, steps: int, repeats: int) -> float:
     env = make_env(cfg)
     env.reset(seed=0)
-    generator = torch.Generator().manual_seed(0)
-    actions = torch.rand((steps, env.num_envs, env.action_dim), generator=generator) * 2 - 1
-    env.step(actions[0])
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for action in actions:
-            env.step(action)
-        rates.append(steps * env.num_envs / (time.perf_counter() - start))
+    rate = random_action_steps_per_s(env, steps, repeats)
     env.close()
-    return statistics.median(rates)
+    return rate
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ import time
 import torch
 from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
 
-from benchmarks.common import machine_line
+from benchmarks.common import machine_line, random_action_steps_per_s
 from vla_rl.config import compose_train_config
 from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import make_env
@@ -58,18 +58,9 @@ def env_step_rate(cfg: TrainConfig, stepper: str, steps: int, repeats: int) -> f
 
     env = make_env(dataclasses.replace(cfg.env, options={**cfg.env.options, "stepper": stepper}))
     env.reset(seed=cfg.seed)
-    generator = torch.Generator().manual_seed(0)
-    actions = torch.rand((steps, env.num_envs, env.action_dim), generator=generator) * 2 - 1
-    for action in actions[:5]:
-        env.step(action)
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for action in actions:
-            env.step(action)
-        rates.append(steps * env.num_envs / (time.perf_counter() - start))
+    rate = random_action_steps_per_s(env, steps, repeats, warmup_steps=5)
     env.close()
-    return statistics.median(rates)
+    return rate
 
 
 def vla_rl_rates(cfg: TrainConfig, iterations: int, repeats: int) -> tuple[float, float, float, float]:
