@@ -17,19 +17,12 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.common import machine_line, random_action_steps_per_s
-from vla_rl.envs import EnvConfig, make_env
+from benchmarks.common import machine_line
+from benchmarks.render_speed import steps_per_s
+from vla_rl.envs import EnvConfig
 
 BACKENDS = ("mujoco", "mujoco_warp")
 RESULTS = Path("benchmarks/results/backend_speed.json")
-
-
-def steps_per_s(cfg: EnvConfig, steps: int, repeats: int) -> float:
-    env = make_env(cfg)
-    env.reset(seed=0)
-    rate = random_action_steps_per_s(env, steps, repeats)
-    env.close()
-    return rate
 
 
 def main() -> None:
