@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev,bench,vla,rewards,warp]"
+	$(PIP) install --quiet -e ".[dev,bench,vla,rewards,warp,ray]"
 	touch $(STAMP)
 
 train: venv

@@ -1,0 +1,1 @@
+"""Workers (env, inference, trainer) as plain classes, run in-process or as Ray actors."""

@@ -1,0 +1,132 @@
+"""One interface for running workers in this process or as Ray actors.
+
+A worker is a plain Python class. ``runtime.spawn(cls, *args)`` builds one and returns a handle;
+``handle.call("method", *args)`` starts a method call and returns a future whose ``result()`` is
+the method's return value. The in-process runtime runs the call at once (the default: importing it
+never imports Ray); the Ray runtime runs the class as an actor (``ray.remote``), with the resources
+asked for, so the same driver code works on one machine and on a cluster.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from vla_rl.envs.extras import import_optional
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one worker asks of the cluster (ignored in-process)."""
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    custom: dict[str, float] = field(default_factory=dict)
+    """Ray custom resources, e.g. ``{"node:10.0.0.2": 0.01}`` to pin a worker to a node."""
+
+
+class WorkerHandle(ABC):
+    @abstractmethod
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Start ``worker.method(*args, **kwargs)``; returns a future (``.result()`` waits)."""
+
+
+class Runtime(ABC):
+    name: str
+
+    @abstractmethod
+    def spawn(self, cls: type, *args: Any, resources: Resources | None = None, **kwargs: Any) -> WorkerHandle:
+        """Build ``cls(*args, **kwargs)`` as a worker."""
+
+    def gather(self, futures: Sequence[Any]) -> list[Any]:
+        """The results of ``futures``, in order."""
+        return [future.result() for future in futures]
+
+    def shutdown(self) -> None:  # noqa: B027 - optional hook
+        """Release what the runtime started."""
+
+
+class _LocalHandle(WorkerHandle):
+    def __init__(self, worker: object) -> None:
+        self.worker = worker
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(getattr(self.worker, method)(*args, **kwargs))
+        except Exception as error:  # delivered by result(), as a remote call would
+            future.set_exception(error)
+        return future
+
+
+class InProcessRuntime(Runtime):
+    """Workers are ordinary objects of this process; a call runs when it is made."""
+
+    name = "inprocess"
+
+    def spawn(self, cls: type, *args: Any, resources: Resources | None = None, **kwargs: Any) -> WorkerHandle:
+        return _LocalHandle(cls(*args, **kwargs))
+
+
+class _RayFuture:
+    def __init__(self, ray: Any, ref: Any) -> None:
+        self._ray, self.ref = ray, ref
+
+    def result(self, timeout: float | None = None) -> Any:
+        return self._ray.get(self.ref, timeout=timeout)
+
+
+class _RayHandle(WorkerHandle):
+    def __init__(self, ray: Any, actor: Any) -> None:
+        self._ray, self.actor = ray, actor
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> _RayFuture:
+        return _RayFuture(self._ray, getattr(self.actor, method).remote(*args, **kwargs))
+
+
+class RayRuntime(Runtime):
+    """Workers are Ray actors. ``address=None`` starts a local Ray on loopback (tests, one machine);
+    ``address="auto"`` joins the cluster started with ``ray start`` on each node."""
+
+    name = "ray"
+
+    def __init__(
+        self, address: str | None = None, num_cpus: int | None = None, resources: dict | None = None
+    ):
+        self.ray = import_optional("ray", extra="ray", backend="ray runtime")
+        self._started = False
+        if not self.ray.is_initialized():
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if address is None:
+                options.update(num_cpus=num_cpus, resources=resources, _node_ip_address="127.0.0.1")
+            self.ray.init(address=address, **options)
+            self._started = True
+
+    def spawn(self, cls: type, *args: Any, resources: Resources | None = None, **kwargs: Any) -> WorkerHandle:
+        resources = resources or Resources()
+        actor_cls = self.ray.remote(
+            num_cpus=resources.num_cpus, num_gpus=resources.num_gpus, resources=dict(resources.custom) or None
+        )(cls)
+        return _RayHandle(self.ray, actor_cls.remote(*args, **kwargs))
+
+    def gather(self, futures: Sequence[Any]) -> list[Any]:
+        refs = [future.ref for future in futures]
+        return self.ray.get(refs)
+
+    def shutdown(self) -> None:
+        if self._started:
+            self.ray.shutdown()
+            self._started = False
+
+
+RUNTIMES: dict[str, Callable[..., Runtime]] = {"inprocess": InProcessRuntime, "ray": RayRuntime}
+
+
+def make_runtime(name: str, **options: Any) -> Runtime:
+    """The runtime registered as ``name`` (``inprocess`` or ``ray``)."""
+    if name not in RUNTIMES:
+        raise ValueError(f"unknown runtime {name!r}; known: {sorted(RUNTIMES)}")
+    return RUNTIMES[name](**options)
