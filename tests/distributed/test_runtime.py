@@ -1,11 +1,8 @@
 """The in-process and Ray runtimes run the same worker class and give the same results.
 
-Ray runs for real (a local instance on loopback, started by the test)."""
+Ray runs for real (a local instance started by the ``ray_runtime`` fixture)."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
 
 import pytest
 import torch
@@ -13,10 +10,6 @@ import torch
 from vla_rl.distributed.env_worker import EnvWorker
 from vla_rl.distributed.runtime import InProcessRuntime, Resources, make_runtime
 from vla_rl.envs.config import EnvConfig
-
-needs_ray = pytest.mark.skipif(
-    importlib.util.find_spec("ray") is None, reason='needs pip install -e ".[ray]"'
-)
 
 
 class Counter:
@@ -29,15 +22,6 @@ class Counter:
 
     def fail(self) -> None:
         raise RuntimeError("worker error")
-
-
-@pytest.fixture(scope="module")
-def ray_runtime():
-    runtime = make_runtime("ray", num_cpus=2)
-    # This test module is not importable in Ray's worker processes: ship its classes by value.
-    runtime.ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    yield runtime
-    runtime.shutdown()
 
 
 def _trajectory(runtime) -> list[torch.Tensor]:
@@ -66,7 +50,6 @@ def test_unknown_runtime_is_a_clear_error():
         make_runtime("slurm")
 
 
-@needs_ray
 def test_ray_actor_keeps_its_state_and_raises_remote_errors(ray_runtime):
     counter = ray_runtime.spawn(Counter, 10, resources=Resources(num_cpus=0.5))
     assert ray_runtime.gather([counter.call("add", 1), counter.call("add", 2)]) == [11, 13]
@@ -74,7 +57,6 @@ def test_ray_actor_keeps_its_state_and_raises_remote_errors(ray_runtime):
         counter.call("fail").result()
 
 
-@needs_ray
 def test_env_worker_gives_the_same_trajectory_in_process_and_as_a_ray_actor(ray_runtime):
     local, remote = _trajectory(InProcessRuntime()), _trajectory(ray_runtime)
     for a, b in zip(local, remote, strict=True):

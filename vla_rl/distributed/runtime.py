@@ -26,6 +26,10 @@ class Resources:
     num_gpus: float = 0.0
     custom: dict[str, float] = field(default_factory=dict)
     """Ray custom resources, e.g. ``{"node:10.0.0.2": 0.01}`` to pin a worker to a node."""
+    placement_group: Any = None
+    """A Ray placement group (``RayRuntime.gpu_placement_group``) to schedule the worker in ..."""
+    bundle_index: int = -1
+    """... on this bundle of it (one bundle per GPU: the ``WorkerSlot.gpu`` of a placement plan)."""
 
 
 class WorkerHandle(ABC):
@@ -94,23 +98,44 @@ class RayRuntime(Runtime):
     name = "ray"
 
     def __init__(
-        self, address: str | None = None, num_cpus: int | None = None, resources: dict | None = None
-    ):
+        self,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        num_gpus: int | None = None,
+        resources: dict | None = None,
+    ) -> None:
         self.ray = import_optional("ray", extra="ray", backend="ray runtime")
         self._started = False
         if not self.ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if address is None:
-                options.update(num_cpus=num_cpus, resources=resources, _node_ip_address="127.0.0.1")
+                # num_gpus declares GPUs (also on a CPU machine, for testing placement)
+                options.update(num_cpus=num_cpus, num_gpus=num_gpus, resources=resources)
+                options["_node_ip_address"] = "127.0.0.1"
             self.ray.init(address=address, **options)
             self._started = True
 
     def spawn(self, cls: type, *args: Any, resources: Resources | None = None, **kwargs: Any) -> WorkerHandle:
         resources = resources or Resources()
-        actor_cls = self.ray.remote(
-            num_cpus=resources.num_cpus, num_gpus=resources.num_gpus, resources=dict(resources.custom) or None
-        )(cls)
+        options: dict[str, Any] = {
+            "num_cpus": resources.num_cpus,
+            "num_gpus": resources.num_gpus,
+            "resources": dict(resources.custom) or None,
+        }
+        if resources.placement_group is not None:
+            strategies = import_optional("ray.util.scheduling_strategies", extra="ray", backend="ray runtime")
+            options["scheduling_strategy"] = strategies.PlacementGroupSchedulingStrategy(
+                placement_group=resources.placement_group, placement_group_bundle_index=resources.bundle_index
+            )
+        actor_cls = self.ray.remote(**options)(cls)
         return _RayHandle(self.ray, actor_cls.remote(*args, **kwargs))
+
+    def gpu_placement_group(self, num_gpus: int, strategy: str = "PACK", timeout_s: float = 60.0) -> Any:
+        """A placement group of one ``{"GPU": 1}`` bundle per GPU, reserved (waits until it is)."""
+        placement = import_optional("ray.util.placement_group", extra="ray", backend="ray runtime")
+        group = placement.placement_group([{"GPU": 1}] * num_gpus, strategy=strategy)
+        self.ray.get(group.ready(), timeout=timeout_s)
+        return group
 
     def gather(self, futures: Sequence[Any]) -> list[Any]:
         refs = [future.ref for future in futures]
