@@ -33,6 +33,7 @@ def _trajectory(runtime) -> list[torch.Tensor]:
         action = torch.rand(3, 4, generator=generator) * 2 - 1
         states.append(worker.call("step", action).result().obs["privileged"])
     worker.call("close").result()
+    runtime.stop(worker)
     return states
 
 
@@ -55,6 +56,7 @@ def test_ray_actor_keeps_its_state_and_raises_remote_errors(ray_runtime):
     assert ray_runtime.gather([counter.call("add", 1), counter.call("add", 2)]) == [11, 13]
     with pytest.raises(RuntimeError, match="worker error"):
         counter.call("fail").result()
+    ray_runtime.stop(counter)
 
 
 def test_env_worker_gives_the_same_trajectory_in_process_and_as_a_ray_actor(ray_runtime):

@@ -49,6 +49,9 @@ class Runtime(ABC):
         """The results of ``futures``, in order."""
         return [future.result() for future in futures]
 
+    def stop(self, worker: WorkerHandle) -> None:  # noqa: B027 - in-process workers just go out of scope
+        """End ``worker`` and free what it was given (its resources, for the Ray runtime)."""
+
     def shutdown(self) -> None:  # noqa: B027 - optional hook
         """Release what the runtime started."""
 
@@ -129,6 +132,9 @@ class RayRuntime(Runtime):
             )
         actor_cls = self.ray.remote(**options)(cls)
         return _RayHandle(self.ray, actor_cls.remote(*args, **kwargs))
+
+    def stop(self, worker: WorkerHandle) -> None:
+        self.ray.kill(worker.actor)
 
     def gpu_placement_group(self, num_gpus: int, strategy: str = "PACK", timeout_s: float = 60.0) -> Any:
         """A placement group of one ``{"GPU": 1}`` bundle per GPU, reserved (waits until it is)."""

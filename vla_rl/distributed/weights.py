@@ -1,0 +1,63 @@
+"""Trainer -> inference weight sync: versioned state dicts and a checksum to compare copies."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from vla_rl.distributed.runtime import Runtime, WorkerHandle
+
+
+def state_checksum(state: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over the names, dtypes, shapes and bytes of ``state``'s tensors, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
+        tensor = tensor.reshape(-1)  # a 0-d tensor cannot be viewed as bytes
+        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def cpu_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A detached CPU copy of ``module``'s state dict (what is shipped to inference workers)."""
+    return {name: value.detach().cpu().clone() for name, value in module.state_dict().items()}
+
+
+class VersionedWeights:
+    """Mixin for inference workers: ``load_weights`` with a version; ``weights_version`` reports it."""
+
+    weights_version_loaded: int = -1
+
+    def weights_module(self) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def load_weights(self, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
+        if version <= self.weights_version_loaded:
+            raise ValueError(f"weights version {version} is not newer than {self.weights_version_loaded}")
+        self.weights_module().load_state_dict(state)
+        self.weights_version_loaded = version
+        return version, state_checksum(cpu_state(self.weights_module()))
+
+    def weights_version(self) -> tuple[int, str]:
+        return self.weights_version_loaded, state_checksum(cpu_state(self.weights_module()))
+
+
+def broadcast_weights(
+    runtime: Runtime, workers: Sequence[WorkerHandle], state: dict[str, torch.Tensor], version: int
+) -> str:
+    """Send ``state`` as ``version`` to every worker (once through Ray's object store when the runtime
+    has one) and check that each now holds exactly it; returns the checksum."""
+    expected = state_checksum(state)
+    payload: Any = runtime.ray.put(state) if hasattr(runtime, "ray") else state
+    reports = runtime.gather([worker.call("load_weights", payload, version) for worker in workers])
+    for index, (got_version, checksum) in enumerate(reports):
+        if got_version != version or checksum != expected:
+            raise RuntimeError(
+                f"inference worker {index} holds version {got_version} ({checksum[:12]}), "
+                f"expected {version} ({expected[:12]})"
+            )
+    return expected
