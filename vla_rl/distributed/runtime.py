@@ -49,6 +49,11 @@ class Runtime(ABC):
         """The results of ``futures``, in order."""
         return [future.result() for future in futures]
 
+    def share(self, value: Any) -> Any:
+        """``value`` in a form many calls can take without copying it each time (Ray: one object-store
+        entry, resolved to the value in every actor); in-process, the value itself."""
+        return value
+
     def stop(self, worker: WorkerHandle) -> None:  # noqa: B027 - in-process workers just go out of scope
         """End ``worker`` and free what it was given (its resources, for the Ray runtime)."""
 
@@ -132,6 +137,9 @@ class RayRuntime(Runtime):
             )
         actor_cls = self.ray.remote(**options)(cls)
         return _RayHandle(self.ray, actor_cls.remote(*args, **kwargs))
+
+    def share(self, value: Any) -> Any:
+        return self.ray.put(value)
 
     def stop(self, worker: WorkerHandle) -> None:
         self.ray.kill(worker.actor)

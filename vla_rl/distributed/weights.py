@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
@@ -52,7 +51,7 @@ def broadcast_weights(
     """Send ``state`` as ``version`` to every worker (once through Ray's object store when the runtime
     has one) and check that each now holds exactly it; returns the checksum."""
     expected = state_checksum(state)
-    payload: Any = runtime.ray.put(state) if hasattr(runtime, "ray") else state
+    payload = runtime.share(state)
     reports = runtime.gather([worker.call("load_weights", payload, version) for worker in workers])
     for index, (got_version, checksum) in enumerate(reports):
         if got_version != version or checksum != expected:
