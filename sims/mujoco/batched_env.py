@@ -24,6 +24,7 @@ from vla_rl.sims.tasks.registry import make_task
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
+from vla_rl.rollout.timeline import Timeline
 
 STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 
@@ -86,6 +87,9 @@ class MujocoBatchedEnv(BatchedEnv):
         self._physics_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mujoco-physics")
         """Runs the physics of ``step_async`` while the caller goes on."""
         self._pending_physics: Future[None] | None = None
+        self.timeline: Timeline | None = None
+        """Set (by ``StagedEnv.record_timeline``) to record the span of each background physics call."""
+        self.timeline_stage = 0
         self._chunks = [c for c in np.array_split(np.arange(n), cfg.num_threads) if len(c)]
         self._renderers = self._make_renderers()
         self._stepper = self._make_stepper()
@@ -232,8 +236,11 @@ class MujocoBatchedEnv(BatchedEnv):
         if self._pending_physics is not None:
             raise RuntimeError("step_async() called twice without step_wait()")
         self._apply_action(action)
+        simulate = self._stepper.simulate
+        if self.timeline is not None:
+            simulate = self.timeline.timed("sim", self.timeline_stage, simulate)
         self._pending_physics = self._physics_thread.submit(
-            self._stepper.simulate, self.datas, self._ctrl, self._run_parallel, self._refresh_worlds
+            simulate, self.datas, self._ctrl, self._run_parallel, self._refresh_worlds
         )
 
     def step_wait(self) -> StepResult:

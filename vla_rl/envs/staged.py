@@ -134,6 +134,13 @@ class StagedEnv(BatchedEnv):
             parts.append(obs)
         return concat_observations(parts), {}
 
+    def record_timeline(self, timeline: Any) -> None:
+        """Have every stage that supports it (the MuJoCo backend) record its physics spans in
+        ``timeline`` (a ``vla_rl.rollout.timeline.Timeline``), tagged with the stage index."""
+        for index, stage in enumerate(self.stages):
+            if hasattr(stage, "timeline"):
+                stage.timeline, stage.timeline_stage = timeline, index
+
     def step_stage_async(self, stage: int, action: torch.Tensor) -> None:
         """Start stepping stage ``stage`` with its rows' actions ``action`` [N_stage, A]."""
         self.stages[stage].step_async(action)

@@ -13,6 +13,7 @@ from vla_rl.envs.staged import StagedEnv, concat_observations
 from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
 from vla_rl.rewards.env_wrapper import MODEL_REWARD_KEY, resolve_model_rewards
 from vla_rl.rollout.buffer import RolloutBuffer
+from vla_rl.rollout.timeline import Timeline
 
 
 @dataclass
@@ -71,6 +72,8 @@ class RolloutCollector:
         self.policy = policy
         self.buffer = buffer
         self.gamma = gamma
+        self.timeline: Timeline | None = None
+        """Set to record the policy's span for each stage in pipelined collection."""
 
     def _to_buffer_device(self, obs: Observation) -> Observation:
         device = self.buffer.device
@@ -123,10 +126,14 @@ class RolloutCollector:
         and starts, and so on: one stage simulates while the caller works on another."""
         num_steps, stages = self.buffer.num_steps, range(env.num_stages)
         parts = [select_rows(obs, env.stage_rows(s)) for s in stages]
+        acts = [
+            self._act if self.timeline is None else self.timeline.timed("policy", s, self._act)
+            for s in stages
+        ]
         acted: list[tuple[Observation, PolicyStep]] = []
         for s in stages:
             tick = time.perf_counter()
-            stage_obs, step, action = self._act(parts[s], update_normalizer)
+            stage_obs, step, action = acts[s](parts[s], update_normalizer)
             tally.policy_time_s += time.perf_counter() - tick
             env.step_stage_async(s, action)
             acted.append((stage_obs, step))
@@ -139,7 +146,7 @@ class RolloutCollector:
                 self._record(t, env.stage_rows(s), *acted[s], result, tally)
                 parts[s] = result.obs
                 if t + 1 < num_steps:
-                    stage_obs, step, action = self._act(parts[s], update_normalizer)
+                    stage_obs, step, action = acts[s](parts[s], update_normalizer)
                     env.step_stage_async(s, action)
                     acted[s] = (stage_obs, step)
                 tally.policy_time_s += time.perf_counter() - tock
