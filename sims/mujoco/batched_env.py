@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import mujoco
@@ -24,7 +24,9 @@ from vla_rl.sims.tasks.registry import make_task
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
-from vla_rl.rollout.timeline import Timeline
+
+if TYPE_CHECKING:  # the env only calls what a rollout hands it; no import of the rollout layer
+    from vla_rl.rollout.timeline import Timeline
 
 STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 

@@ -22,7 +22,7 @@ from vla_rl.sims.mujoco_warp.physics import (
 )
 from vla_rl.sims.mujoco_warp.rendering import WarpBatchRenderer
 
-from vla_rl.envs.base import Observation
+from vla_rl.envs.base import BatchedEnv
 
 
 class MujocoWarpBatchedEnv(MujocoBatchedEnv):
@@ -78,22 +78,14 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
         if self._renderers is not None:
             self._renderers.render(self._physics.model, self._physics.data, self._images)
 
-    def step_async(self, action) -> None:
-        # Warp kernels on the CPU device hold the interpreter; there is nothing to overlap with.
-        self._pending_action = action
-
-    def step_wait(self):
-        action, self._pending_action = self._pending_action, None
-        if action is None:
-            raise RuntimeError("step_wait() without a step_async() first")
-        return self.step(action)
+    # Warp kernels on the CPU device hold the interpreter, so there is no background physics to
+    # overlap with: the contract's default (the whole step inside ``step_wait``).
+    step_async = BatchedEnv.step_async
+    step_wait = BatchedEnv.step_wait
 
     def state_dict(self) -> dict[str, Any]:
         self._physics.download(self.datas)
         return super().state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> Observation:
-        return super().load_state_dict(state)
 
     def close(self) -> None:
         self._renderers = None  # the warp renderer holds no thread-bound context

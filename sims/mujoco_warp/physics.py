@@ -93,7 +93,6 @@ class WarpPhysics(PhysicsStepper):
         self.model_view = {
             name: wp.to_torch(getattr(self.model, name)) for name in self.per_world_model_fields
         }
-        self._tcp_point_view = wp.to_torch(self._tcp_point)
         self._reset_mask_view = wp.to_torch(self._reset_mask)
         self._jac_views = (wp.to_torch(self._jacp), wp.to_torch(self._jacr))
         self._graphs: dict[str, wp.Graph] = {}

@@ -18,15 +18,6 @@ class EnvWorker:
     def __init__(self, cfg: EnvConfig) -> None:
         self.env = make_env(cfg)
 
-    def spec(self) -> dict[str, Any]:
-        env = self.env
-        return {
-            "num_envs": env.num_envs,
-            "observation_space": env.observation_space,
-            "action_space": env.action_space,
-            "max_episode_steps": env.max_episode_steps,
-        }
-
     def reset(self, seed: Any = None, env_ids: torch.Tensor | None = None) -> Observation:
         return self.env.reset(seed=seed, env_ids=env_ids)[0]
 
