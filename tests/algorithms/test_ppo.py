@@ -150,3 +150,20 @@ def test_unknown_names_raise():
         build_algorithm(PPOConfig(name="sac"), mlp_policy())
     with pytest.raises(ValueError, match="lr_schedule"):
         PPO(mlp_policy(), PPOConfig(lr_schedule="cosine"))
+
+
+def test_transitions_marked_invalid_are_left_out_of_the_losses():
+    """Lost steps (a replaced env worker's) weigh nothing: the losses equal those of the batch
+    without them, also after advantage normalisation."""
+    policy = mlp_policy()
+    buffer = rollout_buffer(policy)
+    buffer.compute_returns(buffer.last_value, 0.99, 0.95)
+    batch = next(buffer.minibatches(1, torch.Generator().manual_seed(0)))
+    batch["valid"] = torch.arange(32) % 4 != 1
+    ppo = PPO(policy, PPOConfig(num_minibatches=1))
+    kept = {name: value[batch["valid"]] for name, value in batch.items() if name != "obs"}
+    kept["obs"] = {key: value[batch["valid"]] for key, value in batch["obs"].items()}
+    masked, reference = ppo.compute_losses(batch), ppo.compute_losses(kept)
+    assert masked.ratio.shape == (24,)
+    for name in ("total", "policy_loss", "value_loss", "entropy"):
+        torch.testing.assert_close(getattr(masked, name), getattr(reference, name), rtol=0, atol=0)

@@ -85,6 +85,7 @@ class PPO:
 
     def compute_losses(self, batch: Minibatch) -> PPOLosses:
         cfg = self.cfg
+        batch = _valid_only(batch)
         log_prob, entropy, value, mean, std = self.policy.evaluate(batch["obs"], batch["actions"])
         advantages = batch["advantages"]
         if cfg.normalize_advantages and advantages.numel() > 1:
@@ -139,6 +140,8 @@ class PPO:
         self.policy.train()
         for _ in range(cfg.num_epochs):
             for batch in buffer.minibatches(cfg.num_minibatches, self.generator):
+                if not bool(batch["valid"].any()):
+                    continue
                 losses = self.compute_losses(batch)
                 # The KL is measured before this step's gradient, on the policy the previous
                 # minibatches produced, so the lr reacts to how far the rollout policy has moved.
@@ -184,6 +187,16 @@ class PPO:
         self._set_learning_rate(float(state["learning_rate"]))
         if "generator" in state:
             self.generator.set_state(state["generator"])
+
+
+def _valid_only(batch: Minibatch) -> Minibatch:
+    """``batch`` without the transitions marked invalid (steps that never ran), if there are any."""
+    valid = batch.get("valid")
+    if valid is None or bool(valid.all()):
+        return batch
+    kept = {name: value[valid] for name, value in batch.items() if name not in ("obs", "valid")}
+    kept["obs"] = {key: value[valid] for key, value in batch["obs"].items()}
+    return kept
 
 
 def _clip_grad_norm(module: nn.Module, max_norm: float) -> torch.Tensor:

@@ -138,6 +138,18 @@ TRAIN_CHECKS: list[Check[TrainConfig]] = [
     ),
     Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
     Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
+    Check("env.pipeline_stages", lambda c: c.env.pipeline_stages > 0, "must be positive"),
+    Check(
+        "distributed.runtime",
+        lambda c: c.distributed.runtime in ("inprocess", "ray"),
+        "must be 'inprocess' or 'ray'",
+    ),
+    Check("distributed.env_workers", lambda c: c.distributed.env_workers >= 0, "must be >= 0"),
+    Check(
+        "distributed.env_workers",
+        lambda c: c.env.num_envs % (max(c.distributed.env_workers, 1) * c.env.pipeline_stages) == 0,
+        "times env.pipeline_stages must divide env.num_envs",
+    ),
     Check(
         "policy.image_encoder",
         lambda c: c.policy.image_encoder in _image_encoder_names(),

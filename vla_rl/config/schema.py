@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vla_rl.algorithms.config import PPOConfig
+from vla_rl.distributed.config import DistributedConfig
 from vla_rl.envs.config import EnvConfig
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.rewards.config import RewardConfig
@@ -62,6 +63,8 @@ class TrainConfig:
     """Where metrics go."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation after training."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Where the env workers run (default: all in this process)."""
     seed: int = 0
     """Seeds Python, numpy, torch and the environment; the same seed gives the same run on CPU."""
     total_env_steps: int = 1_000_000

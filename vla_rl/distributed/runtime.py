@@ -54,6 +54,10 @@ class Runtime(ABC):
         entry, resolved to the value in every actor); in-process, the value itself."""
         return value
 
+    def worker_death_errors(self) -> tuple[type[BaseException], ...]:
+        """Errors a call raises when its worker died (in-process workers do not die alone)."""
+        return ()
+
     def stop(self, worker: WorkerHandle) -> None:  # noqa: B027 - in-process workers just go out of scope
         """End ``worker`` and free what it was given (its resources, for the Ray runtime)."""
 
@@ -143,6 +147,9 @@ class RayRuntime(Runtime):
 
     def stop(self, worker: WorkerHandle) -> None:
         self.ray.kill(worker.actor)
+
+    def worker_death_errors(self) -> tuple[type[BaseException], ...]:
+        return (self.ray.exceptions.RayActorError,)
 
     def gpu_placement_group(self, num_gpus: int, strategy: str = "PACK", timeout_s: float = 60.0) -> Any:
         """A placement group of one ``{"GPU": 1}`` bundle per GPU, reserved (waits until it is)."""

@@ -59,6 +59,10 @@ def concat_step_results(results: Sequence[StepResult]) -> StepResult:
     episode = _concat_episode_info(results)
     if episode is not None:
         info["episode"] = episode
+    if any("lost" in r.info for r in results):  # steps of replaced env workers (vla_rl.distributed)
+        info["lost"] = torch.cat(
+            [r.info.get("lost", torch.zeros(len(r.reward), dtype=torch.bool)).cpu() for r in results]
+        )
     return StepResult(
         obs=concat_observations([r.obs for r in results]),
         reward=torch.cat([r.reward for r in results]),

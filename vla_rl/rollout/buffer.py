@@ -14,7 +14,7 @@ from vla_rl.rollout.gae import compute_gae
 
 Minibatch = dict[str, Any]
 """``obs`` (dict of [B, ...]), ``actions``, ``log_probs``, ``values``, ``advantages``,
-``returns``, ``means``, ``stds`` — all flattened over (time, world)."""
+``returns``, ``means``, ``stds``, ``valid`` — all flattened over (time, world)."""
 
 
 def _tensor_keys(observation_space: gym.spaces.Dict) -> list[str]:
@@ -57,6 +57,8 @@ class RolloutBuffer:
         self.values = zeros()
         self.rewards = zeros()
         self.dones = torch.zeros((num_steps, num_envs), dtype=torch.bool, device=self.device)
+        self.valid = torch.ones((num_steps, num_envs), dtype=torch.bool, device=self.device)
+        """False for transitions whose step never ran (a replaced env worker's); losses skip them."""
         self.advantages = zeros()
         self.returns = zeros()
         self.last_value = torch.zeros(num_envs, dtype=torch.float32, device=self.device)
@@ -73,6 +75,7 @@ class RolloutBuffer:
 
     def clear(self) -> None:
         self.step = 0
+        self.valid.fill_(True)
 
     def add(self, obs: Observation, *fields: torch.Tensor, **named_fields: torch.Tensor) -> None:
         """Store the next step of all worlds; the fields are those of ``store`` after ``obs``
@@ -132,6 +135,7 @@ class RolloutBuffer:
             "returns": self.returns.flatten(0, 1),
             "means": self.means.flatten(0, 1),
             "stds": self.stds.flatten(0, 1),
+            "valid": self.valid.flatten(0, 1),
         }
         flat_obs = {key: value.flatten(0, 1) for key, value in self.obs.items()}
         for i in range(num_minibatches):

@@ -38,6 +38,8 @@ class RolloutStats:
     """Part of it spent in ``env.step``."""
     policy_time_s: float
     """Part of it spent in policy inference (acting, truncation bootstrap, last value)."""
+    lost_steps: int = 0
+    """Transitions dropped because their env worker died before stepping them."""
 
     @property
     def env_steps_per_s(self) -> float:
@@ -176,6 +178,16 @@ class RolloutCollector:
         terminated = result.terminated.to(buffer.device)
         truncated = result.truncated.to(buffer.device)
         bootstrap = truncated & ~terminated
+        lost = result.info.get("lost")
+        if lost is not None and lost.any():
+            # The step never ran (its env worker died): cut the trajectory there and keep the
+            # transition out of the losses. reward = V(s) makes its TD error, and so its share of
+            # the earlier steps' GAE, exactly zero.
+            lost = lost.to(buffer.device)
+            bootstrap = bootstrap & ~lost
+            reward = torch.where(lost, step.value.to(reward.dtype), reward)
+            buffer.valid[t, rows] = ~lost
+            tally.lost_steps += int(lost.sum())
         if bootstrap.any():
             ended = bootstrap.nonzero().squeeze(-1)
             final_obs = select_rows(self._to_buffer_device(result.info["final_obs"]), ended)
@@ -185,8 +197,9 @@ class RolloutCollector:
         if MODEL_REWARD_KEY in result.info:
             self._pending_rewards.append((t, rows, result.info[MODEL_REWARD_KEY]))
         buffer.store(t, rows, obs, step.action, step.log_prob, step.value, reward, done, step.mean, step.std)
-        if "episode" in result.info and done.any():
-            tally.add(result.info["episode"], done)
+        finished = done if lost is None else done & ~lost.to(done.device)
+        if "episode" in result.info and finished.any():
+            tally.add(result.info["episode"], finished)
 
 
 @dataclass
@@ -199,6 +212,7 @@ class _EpisodeTally:
     successes_once: list[torch.Tensor] = field(default_factory=list)
     sim_time_s: float = 0.0
     policy_time_s: float = 0.0
+    lost_steps: int = 0
 
     def add(self, episode: dict[str, torch.Tensor], done: torch.Tensor) -> None:
         ended = done.to(episode["return"].device)
@@ -222,4 +236,5 @@ class _EpisodeTally:
             rollout_time_s=rollout_time_s,
             sim_time_s=self.sim_time_s,
             policy_time_s=self.policy_time_s,
+            lost_steps=self.lost_steps,
         )

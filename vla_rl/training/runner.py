@@ -22,7 +22,8 @@ import torch
 from omegaconf import OmegaConf
 
 from vla_rl.config.schema import TrainConfig
-from vla_rl.envs import make_env
+from vla_rl.distributed.remote_env import build_training_env
+from vla_rl.envs.base import BatchedEnv
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.training.checkpoint import (
     Checkpoint,
@@ -52,17 +53,21 @@ class TrainResult:
     """The checkpoint written last."""
     history: list[dict[str, float]] = field(default_factory=list)
     """Metrics of every iteration of this call, in order."""
+    events: list[str] = field(default_factory=list)
+    """What happened to the workers during this call (e.g. a dead env worker replaced)."""
 
 
 class Trainer:
     """Builds everything from a ``TrainConfig`` (restoring a checkpoint if ``cfg.resume`` says so)."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
+    def __init__(self, cfg: TrainConfig, env: BatchedEnv | None = None) -> None:
+        """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)
         torch.set_num_threads(cfg.torch_num_threads)
         seed_everything(cfg.seed)
-        self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
+        env = env if env is not None else build_training_env(cfg.env, cfg.distributed)
+        self.env = wrap_with_reward_model(env, cfg.reward)
         parts = build_training_components(cfg, self.env)
         self.policy = parts.policy
         self.buffer = parts.buffer
@@ -89,6 +94,8 @@ class Trainer:
         start = time.perf_counter()
         start_steps = self.env_steps
         history: list[dict[str, float]] = []
+        events: list[str] = []
+        events_before = len(_worker_events(self.env))
         stop_reason = "total_env_steps"
         restore_signals = self._install_signal_handlers()
         try:
@@ -102,6 +109,9 @@ class Trainer:
                 t0 = time.perf_counter()
                 self.obs, stats = self.collector.collect(self.obs)
                 t1 = time.perf_counter()
+                for event in _worker_events(self.env)[len(events) + events_before :]:
+                    log.warning("iteration %d: %s", self.iteration + 1, event)
+                    events.append(event)
                 losses = self.algorithm.update(self.buffer)
                 t2 = time.perf_counter()
                 self.iteration += 1
@@ -132,6 +142,7 @@ class Trainer:
             stop_reason=stop_reason,
             last_checkpoint=self.last_checkpoint,
             history=history,
+            events=events,
         )
 
     def request_stop(self) -> None:
@@ -225,6 +236,15 @@ class Trainer:
     def _install_signal_handlers(self) -> Callable[[], None]:
         """SIGTERM and the first Ctrl-C stop after the current iteration (with a checkpoint)."""
         return install_stop_handlers(self.request_stop, lambda: self._stop_requested)
+
+
+def _worker_events(env: Any) -> list[str]:
+    """The env workers' event log of ``env`` (looking through wrappers); empty for a local env."""
+    while env is not None:
+        if hasattr(env, "events"):
+            return env.events
+        env = getattr(env, "env", None)
+    return []
 
 
 def _iteration_metrics(stats: Any, losses: dict[str, float]) -> dict[str, float]:

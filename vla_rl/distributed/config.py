@@ -1,0 +1,19 @@
+"""Config of where a training run's workers run (the ``distributed`` group of a training config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class DistributedConfig:
+    runtime: str = "inprocess"
+    """``inprocess`` (the default; needs no Ray) or ``ray`` (workers are Ray actors)."""
+    env_workers: int = 0
+    """Env workers the worlds are spread over; 0 builds the env in the training process. Each worker
+    holds ``env.pipeline_stages`` stages of ``env.num_envs / (env_workers * pipeline_stages)`` worlds."""
+    env_worker_cpus: float = 1.0
+    """CPUs each env worker asks of Ray."""
+    ray_address: str | None = None
+    """``null`` starts a Ray instance on loopback (one machine); ``auto`` joins the cluster started
+    with ``ray start`` on each node; or ``ray://host:10001``."""
