@@ -84,10 +84,11 @@ class EnvWorkerPool:
         return FRESH_SEED_BASE + self.replacements
 
     def close(self) -> None:
-        for worker in self.workers:
+        for worker in self.workers:  # errors: a dead worker, or a runtime already shut down
             with contextlib.suppress(Exception):
                 worker.call("close").result()
-            self.runtime.stop(worker)
+            with contextlib.suppress(Exception):
+                self.runtime.stop(worker)
 
 
 class RemoteEnv(BatchedEnv):

@@ -159,7 +159,13 @@ class RayRuntime(Runtime):
         return group
 
     def gather(self, futures: Sequence[Any]) -> list[Any]:
+        """Fails fast: the first call that fails raises at once, while the others may still run
+        (e.g. ranks waiting in a collective for a dead one), so the caller can stop them."""
         refs = [future.ref for future in futures]
+        pending = list(refs)
+        while pending:
+            ready, pending = self.ray.wait(pending, num_returns=1)
+            self.ray.get(ready[0])
         return self.ray.get(refs)
 
     def shutdown(self) -> None:

@@ -1,52 +1,131 @@
-"""Trainer ranks over torch.distributed: process-group set-up and data-parallel wrapping.
+"""A group of trainer ranks driven from one process, restarted from its checkpoint if a rank dies.
 
-Rank 0 picks a free port on its address and publishes ``(address, port)``; every rank then calls
-``init_trainer_rank`` with it (NCCL on GPUs, gloo on CPUs). ``shard_batch`` gives each rank its part
-of a global batch, so ``world_size`` ranks with DDP average the same gradient a single trainer
-computes on the whole batch.
+``TrainerGroup.train(total_steps)`` starts ``world_size`` ``TrainerRank`` workers (rank 0 publishes
+the rendezvous address, all join, all restore the latest checkpoint), runs the steps in blocks that
+end on a checkpoint, and collects each step's global loss. If any rank dies, the driver learns it
+from that rank's call (the runtime's gather fails fast), stops the others (they would wait in a
+collective for the dead one), records an event, starts a new group, which restores the last
+checkpoint, and goes on from there: at most ``checkpoint_interval`` steps are redone. Several ranks
+need a runtime whose workers run concurrently (Ray); the in-process runtime runs one rank.
 """
 
 from __future__ import annotations
 
-import socket
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
 
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
-
-
-@dataclass(frozen=True)
-class RendezvousAddress:
-    host: str
-    port: int
+from vla_rl.distributed.process_group import WRAPPERS
+from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
+from vla_rl.distributed.trainer_rank import RankSpec, TrainerRank, TrainTask
 
 
-def publish_address(host: str = "127.0.0.1") -> RendezvousAddress:
-    """Rank 0's address with a port the OS just found free (handed to the other ranks)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return RendezvousAddress(host, probe.getsockname()[1])
+@dataclass
+class TrainerGroupConfig:
+    world_size: int = 1
+    """Trainer ranks (processes); each takes 1/world_size of every global batch."""
+    strategy: str = "ddp"
+    """``none`` (one rank), ``ddp`` (gradients averaged) or ``fsdp2`` (parameters sharded)."""
+    checkpoint_interval: int = 10
+    """Steps between checkpoints: what a dead rank can cost."""
+    max_restarts: int = 3
+    """Give up after this many restarts of the group."""
+    run_dir: str = "runs/trainer_group"
+    rendezvous_host: str = "127.0.0.1"
+    """Address rank 0 publishes: loopback on one machine, the node's address on a cluster."""
+    death_check_timeout_s: float = 10.0
+    """After a failed call, how long to wait on each rank to learn whether one died."""
 
 
-def init_trainer_rank(
-    address: RendezvousAddress, rank: int, world_size: int, backend: str | None = None
-) -> None:
-    """Join the trainer group; ``backend`` defaults to NCCL with CUDA, gloo otherwise."""
-    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
-    dist.init_process_group(
-        backend, init_method=f"tcp://{address.host}:{address.port}", rank=rank, world_size=world_size
-    )
+@dataclass
+class TrainerGroupResult:
+    losses: list[float]
+    """Global mean loss of every step, in order (a redone step keeps its last value)."""
+    events: list[str] = field(default_factory=list)
+    """Deaths and restarts, in order."""
+    restarts: int = 0
 
 
-def data_parallel(module: torch.nn.Module) -> DistributedDataParallel:
-    """``module`` wrapped so that backward averages gradients over the group (DDP)."""
-    return DistributedDataParallel(module)
+class TrainerGroup:
+    def __init__(
+        self,
+        runtime: Runtime,
+        task: TrainTask,
+        cfg: TrainerGroupConfig,
+        resources: Resources | None = None,
+        rank_cls: type = TrainerRank,
+    ) -> None:
+        if cfg.strategy not in WRAPPERS:
+            raise ValueError(f"config key 'strategy': unknown {cfg.strategy!r}; known: {sorted(WRAPPERS)}")
+        if cfg.world_size < 1 or cfg.checkpoint_interval < 1:
+            raise ValueError("world_size and checkpoint_interval must be >= 1")
+        self.runtime, self.task, self.cfg = runtime, task, cfg
+        self.resources, self.rank_cls = resources, rank_cls
+        self.spec = RankSpec(cfg.world_size, cfg.strategy, cfg.run_dir)
+        self.ranks: list[WorkerHandle] = []
 
+    def _start(self) -> int:
+        """A new group of ranks, joined and restored; returns the step they continue from."""
+        self.ranks = [
+            self.runtime.spawn(self.rank_cls, self.task, rank, self.spec, resources=self.resources)
+            for rank in range(self.cfg.world_size)
+        ]
+        address = self.ranks[0].call("rendezvous", self.cfg.rendezvous_host).result()
+        self.runtime.gather([rank.call("join", address) for rank in self.ranks])
+        return self.runtime.gather([rank.call("restore") for rank in self.ranks])[0]
 
-def shard_batch(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
-    """Rank ``rank``'s contiguous share of a global batch (its size must divide evenly)."""
-    if batch.shape[0] % world_size:
-        raise ValueError(f"a batch of {batch.shape[0]} does not split into {world_size} equal shares")
-    share = batch.shape[0] // world_size
-    return batch[rank * share : (rank + 1) * share]
+    def _stop(self) -> None:
+        for rank in self.ranks:
+            with contextlib.suppress(Exception):  # dead, or stuck in a collective with a dead rank
+                self.runtime.stop(rank)
+        self.ranks = []
+
+    def _call_all(self, method: str, *args: object) -> list:
+        """Every rank's result of ``method``. If a call fails, a rank that died is the cause when
+        there is one (the survivors' collectives then fail too, often first): its death error is
+        raised; otherwise the first failure is."""
+        futures = [rank.call(method, *args) for rank in self.ranks]
+        try:
+            return self.runtime.gather(futures)
+        except Exception:
+            for future in futures:
+                try:
+                    future.result(timeout=self.cfg.death_check_timeout_s)
+                except self.runtime.worker_death_errors():
+                    raise
+                except Exception:  # noqa: S112 - failed or still waiting: not the dead rank
+                    continue
+            raise
+
+    def train(self, total_steps: int) -> TrainerGroupResult:
+        losses: list[float] = [float("nan")] * total_steps
+        result = TrainerGroupResult(losses)
+        death_errors = self.runtime.worker_death_errors()
+        step = self._start()
+        try:
+            while step < total_steps:
+                interval = self.cfg.checkpoint_interval
+                count = min(interval - step % interval, total_steps - step)
+                try:
+                    per_rank = self._call_all("train_steps", step, count)
+                    self._call_all("save", step + count)
+                except death_errors as error:
+                    result.restarts += 1
+                    self._stop()
+                    if result.restarts > self.cfg.max_restarts:
+                        raise RuntimeError(
+                            f"trainer group gave up after {self.cfg.max_restarts} restarts"
+                        ) from error
+                    failed, step = step, self._start()
+                    result.events.append(
+                        f"a trainer rank died ({type(error).__name__}) during steps "
+                        f"{failed}..{failed + count - 1}; "
+                        f"the group restarted from the checkpoint of step {step}"
+                    )
+                    continue
+                losses[step : step + count] = per_rank[0]
+                step += count
+            with contextlib.suppress(Exception):
+                self.runtime.gather([r.call("leave") for r in self.ranks])
+        finally:
+            self._stop()
+        return result
