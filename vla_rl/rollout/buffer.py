@@ -111,6 +111,23 @@ class RolloutBuffer:
         self.means[t, rows].copy_(mean)
         self.stds[t, rows].copy_(std)
 
+    STORED = ("actions", "means", "stds", "log_probs", "values", "rewards", "dones", "valid", "last_value")
+    """The fields a collection fills, besides the observations."""
+
+    def export(self) -> dict[str, Any]:
+        """A copy of the collected rollout (to ship to a learner elsewhere)."""
+        data: dict[str, Any] = {name: getattr(self, name).clone() for name in self.STORED}
+        data["obs"] = {key: value.clone() for key, value in self.obs.items()}
+        return data
+
+    def load(self, data: dict[str, Any]) -> None:
+        """Fill this buffer with an ``export``ed rollout of the same shapes, marked full."""
+        for name in self.STORED:
+            getattr(self, name).copy_(data[name])
+        for key, storage in self.obs.items():
+            storage.copy_(data["obs"][key])
+        self.step = self.num_steps
+
     def compute_returns(self, last_value: torch.Tensor, gamma: float, lam: float) -> None:
         """Fill ``advantages`` and ``returns`` with GAE."""
         self.advantages, self.returns = compute_gae(

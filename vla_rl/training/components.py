@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import torch
 
 from vla_rl.config.schema import TrainConfig
@@ -33,20 +34,35 @@ def policy_obs_keys(cfg: TrainConfig) -> list[str]:
 
 
 def build_training_components(cfg: TrainConfig, env: BatchedEnv) -> TrainingComponents:
-    from vla_rl.algorithms import build_algorithm
-
-    policy = build_policy(cfg.policy, env.observation_space, env.action_space).to(env.device)
-    buffer = RolloutBuffer(
-        cfg.algorithm.num_steps,
-        env.num_envs,
-        env.observation_space,
-        env.action_dim,
-        device=env.device,
-        obs_keys=policy_obs_keys(cfg),
+    policy, buffer, algorithm = build_learner(
+        cfg, env.observation_space, env.action_space, env.num_envs, env.device
     )
     collector = RolloutCollector(env, policy, buffer, cfg.algorithm.gamma)
+    return TrainingComponents(policy=policy, buffer=buffer, collector=collector, algorithm=algorithm)
+
+
+def build_learner(
+    cfg: TrainConfig,
+    observation_space: gym.spaces.Dict,
+    action_space: gym.spaces.Box,
+    num_envs: int,
+    device: str | torch.device = "cpu",
+) -> tuple[ActorCriticPolicy, RolloutBuffer, Any]:
+    """Policy, rollout storage and algorithm for ``num_envs`` worlds of the given spaces (no env:
+    a learner fed with rollouts collected elsewhere builds just these)."""
+    from vla_rl.algorithms import build_algorithm
+
+    policy = build_policy(cfg.policy, observation_space, action_space).to(device)
+    buffer = RolloutBuffer(
+        cfg.algorithm.num_steps,
+        num_envs,
+        observation_space,
+        int(action_space.shape[0]),
+        device=device,
+        obs_keys=policy_obs_keys(cfg),
+    )
     algorithm = build_algorithm(cfg.algorithm, policy)
     generator = getattr(algorithm, "generator", None)
     if isinstance(generator, torch.Generator):
         generator.manual_seed(cfg.seed)
-    return TrainingComponents(policy=policy, buffer=buffer, collector=collector, algorithm=algorithm)
+    return policy, buffer, algorithm
