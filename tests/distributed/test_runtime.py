@@ -63,3 +63,18 @@ def test_env_worker_gives_the_same_trajectory_in_process_and_as_a_ray_actor(ray_
     local, remote = _trajectory(InProcessRuntime()), _trajectory(ray_runtime)
     for a, b in zip(local, remote, strict=True):
         assert torch.equal(a, b)
+
+
+class NodeAddress:
+    def ip(self) -> str:
+        import ray
+
+        return ray.util.get_node_ip_address()
+
+
+def test_a_local_ray_stays_on_loopback(ray_runtime):
+    """The Ray the tests start (address=None) advertises and serves on 127.0.0.1 only."""
+    actor = ray_runtime.spawn(NodeAddress, resources=Resources(num_cpus=0))
+    assert actor.call("ip").result() == "127.0.0.1"
+    assert ray_runtime.ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
+    ray_runtime.stop(actor)

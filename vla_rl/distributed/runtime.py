@@ -9,6 +9,7 @@ asked for, so the same driver code works on one machine and on a cluster.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -116,6 +117,11 @@ class RayRuntime(Runtime):
         num_gpus: int | None = None,
         resources: dict | None = None,
     ) -> None:
+        if address is None:
+            # One machine: keep every Ray server on loopback. Ray otherwise resolves even an explicit
+            # 127.0.0.1 to the host's routable address (so that other nodes could join) and listens
+            # there; this switch, read when ray is imported, turns that off.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         self.ray = import_optional("ray", extra="ray", backend="ray runtime")
         self._started = False
         if not self.ray.is_initialized():
