@@ -17,6 +17,7 @@ BENCHMARKS = {
     "throughput": ["-m", "benchmarks.throughput"],
     "render": ["-m", "benchmarks.render_speed"],
     "backend_speed": ["-m", "benchmarks.backend_speed"],
+    "pipeline_stages": ["-m", "benchmarks.pipeline_stages"],
     "vla_inference": ["-m", "benchmarks.vla_inference"],
     "flow_inference": ["-m", "benchmarks.flow_inference"],
     "learning": ["-m", "benchmarks.learning"],

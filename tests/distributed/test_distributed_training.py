@@ -103,3 +103,14 @@ def test_env_worker_killed_mid_training_is_replaced_and_training_finishes(
     # The dead worker held 2 stages x 2 worlds; their one step in flight is dropped, never re-run.
     assert lost == [0.0, 4.0, 0.0]
     assert all(m["train/policy_loss"] == m["train/policy_loss"] for m in result.history)  # not NaN
+
+
+@pytest.mark.slow
+def test_a_run_on_env_workers_resumes_exactly(tmp_path: Path) -> None:
+    """Checkpoints hold each worker stage's simulator state, so a resumed run continues bit for bit."""
+    workers = ["distributed.env_workers=2", "env.pipeline_stages=2"]
+    straight, _ = _train(tmp_path / "straight", *workers)
+    _train(tmp_path / "split", *workers, f"total_env_steps={2 * STEPS_PER_ITERATION}")
+    resumed, _ = _train(tmp_path / "split", *workers, f"resume={tmp_path / 'split'}")
+    assert resumed.iterations == 3 and len(resumed.history) == 1
+    assert _comparable(resumed.history) == _comparable(straight.history[2:])

@@ -31,7 +31,8 @@ class TrainerGroupConfig:
     """Give up after this many restarts of the group."""
     run_dir: str = "runs/trainer_group"
     rendezvous_host: str = "127.0.0.1"
-    """Address rank 0 publishes: loopback on one machine, the node's address on a cluster."""
+    """Address rank 0 publishes: loopback on one machine; ``auto`` (rank 0's node address, from
+    Ray) on a cluster."""
     death_check_timeout_s: float = 10.0
     """After a failed call, how long to wait on each rank to learn whether one died."""
 
