@@ -83,13 +83,16 @@ class PPO:
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=self.learning_rate)
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
-    def compute_losses(self, batch: Minibatch) -> PPOLosses:
+    def compute_losses(self, batch: Minibatch, normalize_advantages: bool | None = None) -> PPOLosses:
+        """Losses of one minibatch; ``normalize_advantages`` overrides the config (data-parallel
+        ranks normalise the whole minibatch before taking their share)."""
         cfg = self.cfg
         batch = _valid_only(batch)
         log_prob, entropy, value, mean, std = self.policy.evaluate(batch["obs"], batch["actions"])
         advantages = batch["advantages"]
-        if cfg.normalize_advantages and advantages.numel() > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + ADVANTAGE_EPS)
+        normalize = cfg.normalize_advantages if normalize_advantages is None else normalize_advantages
+        if normalize:
+            advantages = normalized(advantages)
 
         log_ratio = log_prob - batch["log_probs"]
         ratio = log_ratio.exp()
@@ -126,6 +129,14 @@ class PPO:
             auxiliary_loss=None if auxiliary_loss is None else auxiliary_loss.detach(),
         )
 
+    def _minibatch_losses(self, batch: Minibatch) -> PPOLosses:
+        """The losses of one gradient step (a data-parallel rank computes them on its share)."""
+        return self.compute_losses(batch)
+
+    def _metric(self, value: torch.Tensor) -> float:
+        """A per-step scalar as every rank should see it (here: the value itself)."""
+        return float(value)
+
     def _set_learning_rate(self, learning_rate: float) -> None:
         self.learning_rate = learning_rate
         for group in self.optimizer.param_groups:
@@ -142,12 +153,12 @@ class PPO:
             for batch in buffer.minibatches(cfg.num_minibatches, self.generator):
                 if not bool(batch["valid"].any()):
                     continue
-                losses = self.compute_losses(batch)
+                losses = self._minibatch_losses(batch)
                 # The KL is measured before this step's gradient, on the policy the previous
                 # minibatches produced, so the lr reacts to how far the rollout policy has moved.
                 if cfg.lr_schedule == "adaptive":
                     self._set_learning_rate(
-                        adapt_learning_rate(self.learning_rate, float(losses.kl), cfg.desired_kl)
+                        adapt_learning_rate(self.learning_rate, self._metric(losses.kl), cfg.desired_kl)
                     )
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
@@ -165,7 +176,7 @@ class PPO:
                     ("auxiliary_loss", losses.auxiliary_loss),
                 ):
                     if value is not None:
-                        sums[name] = sums.get(name, 0.0) + float(value)
+                        sums[name] = sums.get(name, 0.0) + self._metric(value)
                 num_updates += 1
         metrics = {name: total / num_updates for name, total in sums.items()}
         metrics["learning_rate"] = self.learning_rate
@@ -187,6 +198,13 @@ class PPO:
         self._set_learning_rate(float(state["learning_rate"]))
         if "generator" in state:
             self.generator.set_state(state["generator"])
+
+
+def normalized(advantages: torch.Tensor) -> torch.Tensor:
+    """``(A - mean) / (std + eps)``; a single advantage is left as it is."""
+    if advantages.numel() <= 1:
+        return advantages
+    return (advantages - advantages.mean()) / (advantages.std() + ADVANTAGE_EPS)
 
 
 def _valid_only(batch: Minibatch) -> Minibatch:

@@ -150,6 +150,27 @@ TRAIN_CHECKS: list[Check[TrainConfig]] = [
         lambda c: c.env.num_envs % (max(c.distributed.env_workers, 1) * c.env.pipeline_stages) == 0,
         "times env.pipeline_stages must divide env.num_envs",
     ),
+    Check("distributed.trainer_ranks", lambda c: c.distributed.trainer_ranks >= 0, "must be >= 0"),
+    Check(
+        "distributed.trainer_ranks",
+        lambda c: c.distributed.trainer_ranks <= 1 or c.distributed.runtime == "ray",
+        "more than one rank needs distributed.runtime=ray",
+    ),
+    Check(
+        "distributed.trainer_ranks",
+        lambda c: c.distributed.trainer_ranks == 0 or c.algorithm.name == "ppo",
+        "runs the 'ppo' algorithm only",
+    ),
+    Check(
+        "distributed.trainer_ranks",
+        lambda c: (
+            c.distributed.trainer_ranks == 0
+            or (c.algorithm.num_steps * c.env.num_envs // max(c.algorithm.num_minibatches, 1))
+            % c.distributed.trainer_ranks
+            == 0
+        ),
+        "must divide the minibatch size (num_steps * env.num_envs / num_minibatches)",
+    ),
     Check(
         "policy.image_encoder",
         lambda c: c.policy.image_encoder in _image_encoder_names(),

@@ -14,6 +14,11 @@ class DistributedConfig:
     holds ``env.pipeline_stages`` stages of ``env.num_envs / (env_workers * pipeline_stages)`` worlds."""
     env_worker_cpus: float = 1.0
     """CPUs each env worker asks of Ray."""
+    trainer_ranks: int = 0
+    """Data-parallel trainer ranks (DDP) that run PPO's update; 0 updates in the training process.
+    More than one needs the Ray runtime (the ranks run at once)."""
+    trainer_cpus: float = 1.0
+    """CPUs each trainer rank asks of Ray."""
     ray_address: str | None = None
     """``null`` starts a Ray instance on loopback (one machine); ``auto`` joins the cluster started
     with ``ray start`` on each node; or ``ray://host:10001``."""

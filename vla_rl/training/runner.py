@@ -73,6 +73,10 @@ class Trainer:
         self.buffer = parts.buffer
         self.collector = parts.collector
         self.algorithm = parts.algorithm
+        if cfg.distributed.trainer_ranks > 0:
+            from vla_rl.distributed.ppo_ranks import build_data_parallel_ppo
+
+            self.algorithm = build_data_parallel_ppo(cfg, self.policy, self.env)
         self.iteration = 0
         self.env_steps = 0
         self.wandb_run_id: str | None = None
@@ -170,6 +174,8 @@ class Trainer:
         )
 
     def close(self) -> None:
+        if hasattr(self.algorithm, "close"):
+            self.algorithm.close()
         self.env.close()
 
     # ------------------------------------------------------------ checkpoints

@@ -1,0 +1,178 @@
+"""PPO's update on data-parallel trainer ranks (DDP over gloo on CPUs, NCCL on GPUs).
+
+The driver collects a rollout as usual; ``DataParallelPPO.update`` ships it with the driver's
+policy state (weights and observation statistics) to ``world_size`` ``PPORank`` workers. Every rank
+draws the same minibatch permutation (same seeded generator), normalises the whole minibatch's
+advantages, takes its contiguous share and computes the losses through a DDP-wrapped module, so the
+averaged gradient is the one a single trainer computes on the whole minibatch; the KL that adapts
+the learning rate and the reported metrics are averaged over ranks. Afterwards every rank reports
+the checksum of its weights (they must agree) and rank 0 returns them, as the next version, to the
+driver's policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from vla_rl.algorithms.ppo import ADVANTAGE_EPS, PPO, PPOLosses
+from vla_rl.config.schema import TrainConfig
+from vla_rl.distributed.process_group import init_trainer_rank, mean_over_ranks, publish_address, shard_batch
+from vla_rl.distributed.runtime import Resources, Runtime, make_runtime
+from vla_rl.distributed.weights import cpu_state, state_checksum
+from vla_rl.envs.base import BatchedEnv
+from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
+from vla_rl.training.components import build_learner
+
+
+class _PPOLoss(torch.nn.Module):
+    """The policy with PPO's losses as its forward, so DDP sees every use of the parameters."""
+
+    def __init__(self, ppo: PPO) -> None:
+        super().__init__()
+        self.policy = ppo.policy
+        self._ppo = ppo
+
+    def forward(self, batch: Minibatch) -> PPOLosses:
+        return self._ppo.compute_losses(batch, normalize_advantages=False)
+
+
+def _normalize_over_valid(batch: Minibatch) -> Minibatch:
+    """The minibatch with its advantages normalised by the statistics of its valid transitions
+    (what a single trainer computes before the losses)."""
+    advantages, valid = batch["advantages"], batch["valid"]
+    kept = advantages[valid]
+    if kept.numel() <= 1:
+        return batch
+    return {**batch, "advantages": (advantages - kept.mean()) / (kept.std() + ADVANTAGE_EPS)}
+
+
+def _share(batch: Minibatch, rank: int, world_size: int) -> Minibatch:
+    share = {name: shard_batch(value, rank, world_size) for name, value in batch.items() if name != "obs"}
+    share["obs"] = {key: shard_batch(value, rank, world_size) for key, value in batch["obs"].items()}
+    return share
+
+
+class ShardedPPO(PPO):
+    """PPO whose gradient steps run on this rank's share of each minibatch (DDP averages them)."""
+
+    def __init__(self, policy: ActorCriticPolicy, cfg: Any, rank: int, world_size: int) -> None:
+        super().__init__(policy, cfg)
+        self.rank, self.world_size = rank, world_size
+        self.loss_module = DistributedDataParallel(_PPOLoss(self))
+
+    def _minibatch_losses(self, batch: Minibatch) -> PPOLosses:
+        if self.cfg.normalize_advantages:
+            batch = _normalize_over_valid(batch)
+        return self.loss_module(_share(batch, self.rank, self.world_size))
+
+    def _metric(self, value: torch.Tensor) -> float:
+        return mean_over_ranks(value)
+
+
+class PPORank:
+    """One trainer rank: a policy replica, a rollout buffer and ``ShardedPPO``."""
+
+    def __init__(self, cfg: TrainConfig, spec: dict[str, Any], rank: int, world_size: int) -> None:
+        torch.set_num_threads(cfg.torch_num_threads)
+        self.cfg, self.rank, self.world_size = cfg, rank, world_size
+        self.policy, self.buffer, _ = build_learner(
+            cfg, spec["observation_space"], spec["action_space"], spec["num_envs"]
+        )
+        self.ppo: ShardedPPO | None = None
+
+    def rendezvous(self, host: str = "127.0.0.1") -> Any:
+        return publish_address(host)
+
+    def join(self, address: Any) -> None:
+        init_trainer_rank(address, self.rank, self.world_size)
+        self.ppo = ShardedPPO(self.policy, self.cfg.algorithm, self.rank, self.world_size)
+        self.ppo.generator.manual_seed(self.cfg.seed)  # the driver's PPO starts from the same seed
+
+    def update(
+        self, rollout: dict[str, Any], policy_state: dict[str, torch.Tensor]
+    ) -> tuple[dict[str, float], dict[str, torch.Tensor] | None, str]:
+        """(metrics, the new policy state on rank 0 else None, the checksum of this rank's weights)."""
+        self.policy.load_state_dict(policy_state)
+        self.buffer.load(rollout)
+        metrics = self.ppo.update(self.buffer)
+        state = cpu_state(self.policy)
+        return metrics, state if self.rank == 0 else None, state_checksum(state)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.ppo.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ppo.load_state_dict(state)
+
+    def leave(self) -> None:
+        torch.distributed.destroy_process_group()
+
+
+class DataParallelPPO:
+    """The algorithm interface of ``PPO`` (``update``, ``state_dict``, ``load_state_dict``) with the
+    update on ``world_size`` trainer ranks; the driver's ``policy`` receives each new version."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        cfg: TrainConfig,
+        policy: ActorCriticPolicy,
+        env: BatchedEnv,
+        world_size: int,
+        resources: Resources | None = None,
+    ) -> None:
+        spec = {
+            "observation_space": env.observation_space,
+            "action_space": env.action_space,
+            "num_envs": env.num_envs,
+        }
+        self.runtime, self.policy = runtime, policy
+        self.ranks = [
+            runtime.spawn(PPORank, cfg, spec, r, world_size, resources=resources) for r in range(world_size)
+        ]
+        address = self.ranks[0].call("rendezvous").result()
+        runtime.gather([rank.call("join", address) for rank in self.ranks])
+        self.version = 0
+        """Updates applied to the driver's policy."""
+
+    def update(self, buffer: RolloutBuffer) -> dict[str, float]:
+        rollout, state = self.runtime.share(buffer.export()), self.runtime.share(cpu_state(self.policy))
+        results = self.runtime.gather([rank.call("update", rollout, state) for rank in self.ranks])
+        checksums = [checksum for _, _, checksum in results]
+        if len(set(checksums)) != 1:
+            raise RuntimeError(
+                f"trainer ranks hold different weights after an update: {[c[:12] for c in checksums]}"
+            )
+        metrics, new_state, _ = results[0]
+        self.policy.load_state_dict(new_state)
+        if state_checksum(cpu_state(self.policy)) != checksums[0]:
+            raise RuntimeError("the driver's policy does not hold the trainer ranks' weights")
+        self.version += 1
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.ranks[0].call("state_dict").result()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.runtime.gather([rank.call("load_state_dict", state) for rank in self.ranks])
+
+    def close(self) -> None:
+        for rank in self.ranks:  # errors: a dead rank, or a runtime already shut down
+            with contextlib.suppress(Exception):
+                rank.call("leave").result()
+            with contextlib.suppress(Exception):
+                self.runtime.stop(rank)
+
+
+def build_data_parallel_ppo(cfg: TrainConfig, policy: ActorCriticPolicy, env: BatchedEnv) -> DataParallelPPO:
+    """PPO on ``cfg.distributed.trainer_ranks`` ranks of ``cfg.distributed.runtime``."""
+    dist_cfg = cfg.distributed
+    options = {"address": dist_cfg.ray_address} if dist_cfg.runtime == "ray" else {}
+    runtime = make_runtime(dist_cfg.runtime, **options)
+    resources = Resources(num_cpus=dist_cfg.trainer_cpus)
+    return DataParallelPPO(runtime, cfg, policy, env, dist_cfg.trainer_ranks, resources)
