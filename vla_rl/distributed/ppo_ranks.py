@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from vla_rl.algorithms.ppo import ADVANTAGE_EPS, PPO, PPOLosses
 from vla_rl.config.schema import TrainConfig
 from vla_rl.distributed.process_group import init_trainer_rank, mean_over_ranks, publish_address, shard_batch
-from vla_rl.distributed.runtime import Resources, Runtime, make_runtime
+from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle, make_runtime, raise_death_first
 from vla_rl.distributed.weights import cpu_state, state_checksum
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.base import ActorCriticPolicy
@@ -125,24 +125,45 @@ class DataParallelPPO:
         env: BatchedEnv,
         world_size: int,
         resources: Resources | None = None,
+        rank_cls: type = PPORank,
     ) -> None:
-        spec = {
+        self.spec = {
             "observation_space": env.observation_space,
             "action_space": env.action_space,
             "num_envs": env.num_envs,
         }
-        self.runtime, self.policy = runtime, policy
-        self.ranks = [
-            runtime.spawn(PPORank, cfg, spec, r, world_size, resources=resources) for r in range(world_size)
-        ]
-        address = self.ranks[0].call("rendezvous").result()
-        runtime.gather([rank.call("join", address) for rank in self.ranks])
+        self.runtime, self.cfg, self.policy = runtime, cfg, policy
+        self.world_size, self.resources, self.rank_cls = world_size, resources, rank_cls
+        self.death_errors = runtime.worker_death_errors()
+        """What ``update`` raises when a rank died; the trainer then calls ``restart``."""
+        self.ranks: list[WorkerHandle] = []
+        self._start()
         self.version = 0
         """Updates applied to the driver's policy."""
 
+    def _start(self) -> None:
+        self.ranks = [
+            self.runtime.spawn(
+                self.rank_cls, self.cfg, self.spec, r, self.world_size, resources=self.resources
+            )
+            for r in range(self.world_size)
+        ]
+        address = self.ranks[0].call("rendezvous").result()
+        self.runtime.gather([rank.call("join", address) for rank in self.ranks])
+
+    def restart(self) -> None:
+        """A new group of ranks (after one died); the caller loads the checkpoint to go on from."""
+        self.close()
+        self._start()
+
     def update(self, buffer: RolloutBuffer) -> dict[str, float]:
         rollout, state = self.runtime.share(buffer.export()), self.runtime.share(cpu_state(self.policy))
-        results = self.runtime.gather([rank.call("update", rollout, state) for rank in self.ranks])
+        futures = [rank.call("update", rollout, state) for rank in self.ranks]
+        try:
+            results = self.runtime.gather(futures)
+        except Exception:
+            raise_death_first(futures, self.death_errors)
+            raise
         checksums = [checksum for _, _, checksum in results]
         if len(set(checksums)) != 1:
             raise RuntimeError(
@@ -164,9 +185,10 @@ class DataParallelPPO:
     def close(self) -> None:
         for rank in self.ranks:  # errors: a dead rank, or a runtime already shut down
             with contextlib.suppress(Exception):
-                rank.call("leave").result()
+                rank.call("leave").result(timeout=10.0)
             with contextlib.suppress(Exception):
                 self.runtime.stop(rank)
+        self.ranks = []
 
 
 def build_data_parallel_ppo(cfg: TrainConfig, policy: ActorCriticPolicy, env: BatchedEnv) -> DataParallelPPO:

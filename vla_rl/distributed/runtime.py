@@ -180,6 +180,20 @@ class RayRuntime(Runtime):
             self._started = False
 
 
+def raise_death_first(
+    futures: Sequence[Any], death_errors: tuple[type[BaseException], ...], timeout_s: float = 10.0
+) -> None:
+    """After a group call failed: raise the death error of a worker that died, if one did (the
+    survivors' collectives with it fail too, often first). Returns when none did."""
+    for future in futures:
+        try:
+            future.result(timeout=timeout_s)
+        except death_errors:
+            raise
+        except Exception:  # noqa: S112 - failed or still waiting: not the dead worker
+            continue
+
+
 RUNTIMES: dict[str, Callable[..., Runtime]] = {"inprocess": InProcessRuntime, "ray": RayRuntime}
 
 

@@ -15,7 +15,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from vla_rl.distributed.process_group import WRAPPERS
-from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
+from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle, raise_death_first
 from vla_rl.distributed.trainer_rank import RankSpec, TrainerRank, TrainTask
 
 
@@ -88,13 +88,7 @@ class TrainerGroup:
         try:
             return self.runtime.gather(futures)
         except Exception:
-            for future in futures:
-                try:
-                    future.result(timeout=self.cfg.death_check_timeout_s)
-                except self.runtime.worker_death_errors():
-                    raise
-                except Exception:  # noqa: S112 - failed or still waiting: not the dead rank
-                    continue
+            raise_death_first(futures, self.runtime.worker_death_errors(), self.cfg.death_check_timeout_s)
             raise
 
     def train(self, total_steps: int) -> TrainerGroupResult:

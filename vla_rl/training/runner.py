@@ -28,6 +28,7 @@ from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.training.checkpoint import (
     Checkpoint,
     find_resume_checkpoint,
+    load_checkpoint,
     save_checkpoint,
 )
 from vla_rl.training.components import build_training_components
@@ -99,7 +100,8 @@ class Trainer:
         start_steps = self.env_steps
         history: list[dict[str, float]] = []
         events: list[str] = []
-        events_before = len(_worker_events(self.env))
+        worker_events_seen = len(_worker_events(self.env))
+        start_iteration = self.iteration
         stop_reason = "total_env_steps"
         restore_signals = self._install_signal_handlers()
         try:
@@ -113,10 +115,17 @@ class Trainer:
                 t0 = time.perf_counter()
                 self.obs, stats = self.collector.collect(self.obs)
                 t1 = time.perf_counter()
-                for event in _worker_events(self.env)[len(events) + events_before :]:
-                    log.warning("iteration %d: %s", self.iteration + 1, event)
-                    events.append(event)
-                losses = self.algorithm.update(self.buffer)
+                for event in _worker_events(self.env)[worker_events_seen:]:
+                    worker_events_seen += 1
+                    events.append(f"iteration {self.iteration + 1}: {event}")
+                    log.warning(events[-1])
+                try:
+                    losses = self.algorithm.update(self.buffer)
+                except getattr(self.algorithm, "death_errors", ()) as error:
+                    events.append(self._restart_trainer_ranks(error))
+                    log.warning(events[-1])
+                    del history[self.iteration - start_iteration :]
+                    continue
                 t2 = time.perf_counter()
                 self.iteration += 1
                 self.env_steps += steps_per_iteration
@@ -205,6 +214,20 @@ class Trainer:
         )
         self._last_saved_iteration = self.iteration
         return self.last_checkpoint
+
+    def _restart_trainer_ranks(self, error: BaseException) -> str:
+        """A trainer rank died during an update: start new ranks and go back to the last checkpoint
+        (policy, optimizer, env state, RNGs), so the run goes on as if the lost iterations had not
+        happened. Returns what happened, for the run's events."""
+        if self.last_checkpoint is None:
+            raise RuntimeError("a trainer rank died before the first checkpoint was written") from error
+        failed = self.iteration + 1
+        self.algorithm.restart()
+        self._restore(load_checkpoint(self.last_checkpoint))
+        return (
+            f"iteration {failed}: a trainer rank died ({type(error).__name__}); new trainer ranks "
+            f"restarted from checkpoint {self.last_checkpoint.name} (iteration {self.iteration})"
+        )
 
     def _find_resume_checkpoint(self) -> Checkpoint | None:
         return find_resume_checkpoint(self.cfg.resume, self.run_dir)
