@@ -67,17 +67,25 @@ def test_in_process_and_ray_runtimes_train_the_same_run(tmp_path: Path, ray_runt
             assert value.equal(local_trainer.policy.state_dict()[name]), name
 
 
+def _claim(marker: Path) -> bool:
+    """True for the one caller that creates ``marker`` (atomic: workers race for it)."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
 def _crashing_worker(marker: Path, at_step: int) -> type:
     class CrashingEnvWorker(EnvWorker):
-        """Dies (its process exits) at its ``at_step``-th step call unless ``marker`` exists, which
-        it creates: one worker dies, once."""
+        """Dies (its process exits) at its ``at_step``-th step call if it is the first to claim
+        ``marker``: one worker dies, once."""
 
         calls = 0
 
         def step(self, stage, action):
             self.calls += 1
-            if self.calls == at_step and not marker.exists():
-                marker.touch()
+            if self.calls == at_step and _claim(marker):
                 os._exit(1)
             return super().step(stage, action)
 

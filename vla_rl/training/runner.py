@@ -55,7 +55,8 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     """Metrics of every iteration of this call, in order."""
     events: list[str] = field(default_factory=list)
-    """What happened to the workers during this call (e.g. a dead env worker replaced)."""
+    """What happened to the workers during this call (a dead env worker replaced, trainer ranks
+    restarted from a checkpoint)."""
 
 
 class Trainer:
