@@ -34,7 +34,7 @@ OVERRIDES = [
 
 def _train(run_dir: Path, *extra: str, worker_cls: type = EnvWorker):
     cfg = compose_train_config([*OVERRIDES, f"run_dir={run_dir}", *extra])
-    trainer = Trainer(cfg, env=build_training_env(cfg.env, cfg.distributed, worker_cls))
+    trainer = Trainer(cfg, env=build_training_env(cfg.env, cfg.distributed, worker_cls=worker_cls))
     try:
         return trainer.train(), trainer
     finally:
@@ -122,3 +122,34 @@ def test_a_run_on_env_workers_resumes_exactly(tmp_path: Path) -> None:
     resumed, _ = _train(tmp_path / "split", *workers, f"resume={tmp_path / 'split'}")
     assert resumed.iterations == 3 and len(resumed.history) == 1
     assert _comparable(resumed.history) == _comparable(straight.history[2:])
+
+
+@pytest.mark.slow
+def test_placement_from_the_config_puts_env_workers_and_trainer_ranks_on_their_gpus(
+    tmp_path: Path, ray_runtime
+):
+    """Disaggregated on the 4 GPUs declared to the test's Ray: env workers share GPU 0 (half each),
+    GPU 1 is the inference role's (the driver acts here), trainer ranks get GPUs 2 and 3."""
+    cfg = compose_train_config(
+        [
+            *OVERRIDES,
+            f"run_dir={tmp_path}",
+            "distributed.runtime=ray",
+            "distributed.env_workers=2",
+            "distributed.trainer_ranks=2",
+            "distributed.trainer_cpus=0",
+            "distributed.placement.mode=disaggregated",
+            "distributed.placement.num_gpus=4",
+        ]
+    )
+    trainer = Trainer(cfg)
+    try:
+        env_gpus = [worker.call("assigned_gpus").result() for worker in trainer.env.pool.workers]
+        trainer_gpus = [rank.call("assigned_gpus").result() for rank in trainer.algorithm.ranks]
+        result = trainer.train()
+    finally:
+        trainer.close()
+    assert result.iterations == 3
+    assert len(env_gpus[0]) == 1 and env_gpus[0] == env_gpus[1]
+    assert all(len(ids) == 1 for ids in trainer_gpus) and trainer_gpus[0] != trainer_gpus[1]
+    assert not set(env_gpus[0]) & {ids[0] for ids in trainer_gpus}

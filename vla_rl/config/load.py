@@ -152,6 +152,11 @@ TRAIN_CHECKS: list[Check[TrainConfig]] = [
     ),
     Check("distributed.trainer_ranks", lambda c: c.distributed.trainer_ranks >= 0, "must be >= 0"),
     Check(
+        "distributed.placement.mode",
+        lambda c: c.distributed.placement.mode == "none" or c.distributed.runtime == "ray",
+        "a GPU placement needs distributed.runtime=ray",
+    ),
+    Check(
         "distributed.trainer_ranks",
         lambda c: c.distributed.trainer_ranks <= 1 or c.distributed.runtime == "ray",
         "more than one rank needs distributed.runtime=ray",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from vla_rl.distributed.placement import PlacementConfig
 
 
 @dataclass
@@ -19,6 +21,8 @@ class DistributedConfig:
     More than one needs the Ray runtime (the ranks run at once)."""
     trainer_cpus: float = 1.0
     """CPUs each trainer rank asks of Ray."""
+    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    """GPU layout of the env workers and trainer ranks (Ray runtime); ``mode: none`` asks for CPUs only."""
     ray_address: str | None = None
     """``null`` starts a Ray instance on loopback (one machine); ``auto`` joins the cluster started
     with ``ray start`` on each node; or ``ray://host:10001``."""

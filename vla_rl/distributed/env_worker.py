@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from vla_rl.distributed.runtime import assigned_gpu_ids
 from vla_rl.envs.base import Observation, StepResult
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env
@@ -31,6 +32,9 @@ class EnvWorker:
             "max_episode_steps": env.max_episode_steps,
             "control_hz": env.control_hz,
         }
+
+    def assigned_gpus(self) -> list[str]:
+        return assigned_gpu_ids()
 
     def world_seed(self, stage: int, seed: int, world: int) -> int | list[int]:
         return self.envs[stage].world_seed(seed, world)

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 ROLES = ("env", "inference", "trainer")
 
 
-@dataclass(frozen=True)
+@dataclass
 class PlacementConfig:
-    mode: str = "collocated"
-    """``collocated``, ``disaggregated`` or ``hybrid`` (see the module docstring)."""
+    mode: str = "none"
+    """``none`` (workers ask for CPUs only), ``collocated``, ``disaggregated`` or ``hybrid`` (see the
+    module docstring)."""
     num_gpus: int = 1
     """GPUs used in all."""
     env_gpus: int = 1

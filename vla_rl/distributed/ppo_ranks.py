@@ -13,6 +13,7 @@ driver's policy.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -20,8 +21,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from vla_rl.algorithms.ppo import ADVANTAGE_EPS, PPO, PPOLosses
 from vla_rl.config.schema import TrainConfig
+from vla_rl.distributed.layout import worker_resources
 from vla_rl.distributed.process_group import init_trainer_rank, mean_over_ranks, publish_address, shard_batch
-from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle, make_runtime, raise_death_first
+from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle, assigned_gpu_ids, raise_death_first
 from vla_rl.distributed.weights import cpu_state, state_checksum
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.base import ActorCriticPolicy
@@ -85,6 +87,9 @@ class PPORank:
         )
         self.ppo: ShardedPPO | None = None
 
+    def assigned_gpus(self) -> list[str]:
+        return assigned_gpu_ids()
+
     def rendezvous(self, host: str = "127.0.0.1") -> Any:
         return publish_address(host)
 
@@ -124,16 +129,18 @@ class DataParallelPPO:
         policy: ActorCriticPolicy,
         env: BatchedEnv,
         world_size: int,
-        resources: Resources | None = None,
+        resources: Resources | Sequence[Resources] | None = None,
         rank_cls: type = PPORank,
     ) -> None:
+        """``resources``: one for all ranks, or one per rank."""
         self.spec = {
             "observation_space": env.observation_space,
             "action_space": env.action_space,
             "num_envs": env.num_envs,
         }
         self.runtime, self.cfg, self.policy = runtime, cfg, policy
-        self.world_size, self.resources, self.rank_cls = world_size, resources, rank_cls
+        self.world_size, self.rank_cls = world_size, rank_cls
+        self.resources = list(resources) if isinstance(resources, Sequence) else [resources] * world_size
         self.death_errors = runtime.worker_death_errors()
         """What ``update`` raises when a rank died; the trainer then calls ``restart``."""
         self.ranks: list[WorkerHandle] = []
@@ -143,10 +150,8 @@ class DataParallelPPO:
 
     def _start(self) -> None:
         self.ranks = [
-            self.runtime.spawn(
-                self.rank_cls, self.cfg, self.spec, r, self.world_size, resources=self.resources
-            )
-            for r in range(self.world_size)
+            self.runtime.spawn(self.rank_cls, self.cfg, self.spec, r, self.world_size, resources=resources)
+            for r, resources in enumerate(self.resources)
         ]
         address = self.ranks[0].call("rendezvous").result()
         self.runtime.gather([rank.call("join", address) for rank in self.ranks])
@@ -191,10 +196,10 @@ class DataParallelPPO:
         self.ranks = []
 
 
-def build_data_parallel_ppo(cfg: TrainConfig, policy: ActorCriticPolicy, env: BatchedEnv) -> DataParallelPPO:
-    """PPO on ``cfg.distributed.trainer_ranks`` ranks of ``cfg.distributed.runtime``."""
+def build_data_parallel_ppo(
+    cfg: TrainConfig, policy: ActorCriticPolicy, env: BatchedEnv, runtime: Runtime
+) -> DataParallelPPO:
+    """PPO on ``cfg.distributed.trainer_ranks`` ranks of ``runtime``, placed as the config says."""
     dist_cfg = cfg.distributed
-    options = {"address": dist_cfg.ray_address} if dist_cfg.runtime == "ray" else {}
-    runtime = make_runtime(dist_cfg.runtime, **options)
-    resources = Resources(num_cpus=dist_cfg.trainer_cpus)
+    resources = worker_resources(runtime, dist_cfg, "trainer", dist_cfg.trainer_ranks, dist_cfg.trainer_cpus)
     return DataParallelPPO(runtime, cfg, policy, env, dist_cfg.trainer_ranks, resources)

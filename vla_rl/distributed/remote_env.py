@@ -23,7 +23,8 @@ import torch
 
 from vla_rl.distributed.config import DistributedConfig
 from vla_rl.distributed.env_worker import EnvWorker
-from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle, make_runtime
+from vla_rl.distributed.layout import make_training_runtime, worker_resources
+from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env
@@ -42,9 +43,10 @@ class EnvWorkerPool:
         cfg: EnvConfig,
         num_workers: int,
         stages_per_worker: int = 1,
-        resources: Resources | None = None,
+        resources: Resources | Sequence[Resources] | None = None,
         worker_cls: type = EnvWorker,
     ) -> None:
+        """``resources``: one for all workers, or one per worker."""
         stages = num_workers * stages_per_worker
         if num_workers < 1 or stages_per_worker < 1 or cfg.num_envs % stages:
             raise ValueError(
@@ -54,18 +56,18 @@ class EnvWorkerPool:
         self.runtime = runtime
         self.stage_cfg = dataclasses.replace(cfg, num_envs=cfg.num_envs // stages, pipeline_stages=1)
         self.stages_per_worker = stages_per_worker
-        self.resources = resources
+        self.resources = list(resources) if isinstance(resources, Sequence) else [resources] * num_workers
         self.worker_cls = worker_cls
         self.death_errors = runtime.worker_death_errors()
-        self.workers: list[WorkerHandle] = [self._spawn() for _ in range(num_workers)]
+        self.workers: list[WorkerHandle] = [self._spawn(index) for index in range(num_workers)]
         self.generations = [0] * num_workers
         """How often each worker was replaced; a stage compares it with the one it last used."""
         self.events: list[str] = []
         self.replacements = 0
 
-    def _spawn(self) -> WorkerHandle:
+    def _spawn(self, index: int) -> WorkerHandle:
         return self.runtime.spawn(
-            self.worker_cls, self.stage_cfg, self.stages_per_worker, resources=self.resources
+            self.worker_cls, self.stage_cfg, self.stages_per_worker, resources=self.resources[index]
         )
 
     def replace(self, index: int, generation: int, error: BaseException) -> None:
@@ -75,7 +77,7 @@ class EnvWorkerPool:
             return
         with contextlib.suppress(Exception):
             self.runtime.stop(self.workers[index])
-        self.workers[index] = self._spawn()
+        self.workers[index] = self._spawn(index)
         self.generations[index] += 1
         self.replacements += 1
         self.events.append(f"env worker {index} died ({type(error).__name__}); replaced")
@@ -205,7 +207,7 @@ def make_worker_env(
     runtime: Runtime,
     cfg: EnvConfig,
     num_workers: int,
-    resources: Resources | None = None,
+    resources: Resources | Sequence[Resources] | None = None,
     worker_cls: type = EnvWorker,
     owns_runtime: bool = False,
 ) -> WorkerEnv:
@@ -216,14 +218,18 @@ def make_worker_env(
 
 
 def build_training_env(
-    env_cfg: EnvConfig, dist_cfg: DistributedConfig, worker_cls: type = EnvWorker
+    env_cfg: EnvConfig,
+    dist_cfg: DistributedConfig,
+    runtime: Runtime | None = None,
+    worker_cls: type = EnvWorker,
 ) -> BatchedEnv:
     """The env a training run steps: built here (no env workers, in-process runtime), or spread over
-    ``dist_cfg.env_workers`` env workers (at least one with the Ray runtime) on ``dist_cfg.runtime``."""
+    ``dist_cfg.env_workers`` env workers (at least one with the Ray runtime) on ``runtime`` (made
+    from ``dist_cfg`` and shut down with the env when not given)."""
     if dist_cfg.env_workers == 0 and dist_cfg.runtime == "inprocess":
         return make_env(env_cfg)
-    options = {"address": dist_cfg.ray_address} if dist_cfg.runtime == "ray" else {}
-    runtime = make_runtime(dist_cfg.runtime, **options)
-    resources = Resources(num_cpus=dist_cfg.env_worker_cpus)
+    owns_runtime = runtime is None
+    runtime = runtime or make_training_runtime(dist_cfg)
     workers = max(dist_cfg.env_workers, 1)
-    return make_worker_env(runtime, env_cfg, workers, resources, worker_cls, owns_runtime=True)
+    resources = worker_resources(runtime, dist_cfg, "env", workers, dist_cfg.env_worker_cpus)
+    return make_worker_env(runtime, env_cfg, workers, resources, worker_cls, owns_runtime=owns_runtime)

@@ -10,6 +10,7 @@ asked for, so the same driver code works on one machine and on a cluster.
 from __future__ import annotations
 
 import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -124,6 +125,7 @@ class RayRuntime(Runtime):
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         self.ray = import_optional("ray", extra="ray", backend="ray runtime")
         self._started = False
+        self._groups: dict[int, Any] = {}
         if not self.ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if address is None:
@@ -164,6 +166,13 @@ class RayRuntime(Runtime):
         self.ray.get(group.ready(), timeout=timeout_s)
         return group
 
+    def shared_gpu_placement_group(self, num_gpus: int) -> Any:
+        """One ``gpu_placement_group`` of ``num_gpus`` for all the roles of a run (made on first use,
+        removed by ``shutdown``)."""
+        if num_gpus not in self._groups:
+            self._groups[num_gpus] = self.gpu_placement_group(num_gpus)
+        return self._groups[num_gpus]
+
     def gather(self, futures: Sequence[Any]) -> list[Any]:
         """Fails fast: the first call that fails raises at once, while the others may still run
         (e.g. ranks waiting in a collective for a dead one), so the caller can stop them."""
@@ -175,9 +184,22 @@ class RayRuntime(Runtime):
         return self.ray.get(refs)
 
     def shutdown(self) -> None:
+        """Remove this runtime's placement groups; end Ray if this runtime started it."""
+        if self.ray.is_initialized():
+            for group in self._groups.values():
+                self.ray.util.remove_placement_group(group)
+        self._groups.clear()
         if self._started:
             self.ray.shutdown()
             self._started = False
+
+
+def assigned_gpu_ids() -> list[str]:
+    """The GPUs Ray gave the calling worker (empty outside a Ray worker, or with none)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return []
+    return [str(gpu) for gpu in ray.get_gpu_ids()]
 
 
 def raise_death_first(

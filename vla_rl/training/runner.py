@@ -22,6 +22,7 @@ import torch
 from omegaconf import OmegaConf
 
 from vla_rl.config.schema import TrainConfig
+from vla_rl.distributed.layout import make_training_runtime
 from vla_rl.distributed.remote_env import build_training_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
@@ -68,7 +69,9 @@ class Trainer:
         self.run_dir = Path(cfg.run_dir)
         torch.set_num_threads(cfg.torch_num_threads)
         seed_everything(cfg.seed)
-        env = env if env is not None else build_training_env(cfg.env, cfg.distributed)
+        self.runtime = make_training_runtime(cfg.distributed)
+        """Where the env workers and trainer ranks run (``None``: all in this process)."""
+        env = env if env is not None else build_training_env(cfg.env, cfg.distributed, self.runtime)
         self.env = wrap_with_reward_model(env, cfg.reward)
         parts = build_training_components(cfg, self.env)
         self.policy = parts.policy
@@ -78,7 +81,7 @@ class Trainer:
         if cfg.distributed.trainer_ranks > 0:
             from vla_rl.distributed.ppo_ranks import build_data_parallel_ppo
 
-            self.algorithm = build_data_parallel_ppo(cfg, self.policy, self.env)
+            self.algorithm = build_data_parallel_ppo(cfg, self.policy, self.env, self.runtime)
         self.iteration = 0
         self.env_steps = 0
         self.wandb_run_id: str | None = None
@@ -187,6 +190,8 @@ class Trainer:
         if hasattr(self.algorithm, "close"):
             self.algorithm.close()
         self.env.close()
+        if self.runtime is not None:
+            self.runtime.shutdown()
 
     # ------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
