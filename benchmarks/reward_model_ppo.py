@@ -30,7 +30,7 @@ RESULTS = Path("benchmarks/results/reward_model_ppo.json")
 TARGET_RATIO = 0.8
 
 # (name, episodes, expert action noise std, seed): train and held-out sets never share a seed.
-RECORDED_CAMERAS = ("front", "wrist")
+RECORDED_CAMERAS = ("front", "top", "wrist")
 """Cameras every dataset records, whichever of them a reward model reads."""
 ROLLOUT_EPISODES = 100
 """Episodes of a first-round policy recorded for the second round's reward model."""
@@ -203,7 +203,7 @@ def main() -> None:
     parser.add_argument(
         "--cameras",
         nargs="+",
-        choices=("front", "wrist"),
+        choices=("front", "top", "wrist"),
         help="the reward model's cameras (default: the task's)",
     )
     args = parser.parse_args()

@@ -9,7 +9,7 @@ from vla_rl.sims.tasks.registry import TASKS
 
 from vla_rl.envs.config import EnvConfig
 
-CAMERAS = ("front", "wrist")
+CAMERAS = ("front", "top", "wrist")
 
 
 def _check_choice(field: str, value: object, allowed) -> None:

@@ -13,6 +13,10 @@ RENDER_SLICES = 12
 RENDER_STACKS = 6
 FRONT_CAMERA_POS = np.array([1.2, 0.0, 0.5])
 FRONT_CAMERA_TARGET = np.array([0.5, 0.0, 0.12])
+TOP_CAMERA_POS = np.array([0.75, 0.0, 0.8])
+TOP_CAMERA_TARGET = np.array([0.5, 0.0, 0.0])
+"""A steep view from above the far edge of the table: the arm reaches in from the other side, so it
+hides less of the table than the front view does."""
 
 
 def look_at_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -28,7 +32,8 @@ def look_at_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 
 def new_scene_spec(robot: RobotDescription, physics_dt_s: float, image_size: int) -> mujoco.MjSpec:
-    """Robot on a table with lights, a ``front`` camera and a ``tcp_pos`` sensor (first sensor)."""
+    """Robot on a table with lights, ``front`` and ``top`` cameras and a ``tcp_pos`` sensor (first
+    sensor)."""
     spec = mujoco.MjSpec.from_file(str(robot.xml_path))
     spec.option.timestep = physics_dt_s
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
@@ -59,6 +64,12 @@ def new_scene_spec(robot: RobotDescription, physics_dt_s: float, image_size: int
         name="front",
         pos=FRONT_CAMERA_POS,
         quat=look_at_quat(FRONT_CAMERA_POS, FRONT_CAMERA_TARGET),
+        fovy=45.0,
+    )
+    world.add_camera(
+        name="top",
+        pos=TOP_CAMERA_POS,
+        quat=look_at_quat(TOP_CAMERA_POS, TOP_CAMERA_TARGET),
         fovy=45.0,
     )
     spec.add_sensor(
