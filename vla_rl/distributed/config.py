@@ -21,6 +21,9 @@ class DistributedConfig:
     More than one needs the Ray runtime (the ranks run at once)."""
     trainer_cpus: float = 1.0
     """CPUs each trainer rank asks of Ray."""
+    rendezvous_host: str = "127.0.0.1"
+    """Address trainer rank 0 publishes to the others: loopback on one machine, ``auto`` (its node's
+    address, from Ray) on a cluster."""
     placement: PlacementConfig = field(default_factory=PlacementConfig)
     """GPU layout of the env workers and trainer ranks (Ray runtime); ``mode: none`` asks for CPUs only."""
     ray_address: str | None = None

@@ -153,7 +153,7 @@ class DataParallelPPO:
             self.runtime.spawn(self.rank_cls, self.cfg, self.spec, r, self.world_size, resources=resources)
             for r, resources in enumerate(self.resources)
         ]
-        address = self.ranks[0].call("rendezvous").result()
+        address = self.ranks[0].call("rendezvous", self.cfg.distributed.rendezvous_host).result()
         self.runtime.gather([rank.call("join", address) for rank in self.ranks])
 
     def restart(self) -> None:

@@ -33,7 +33,12 @@ class RendezvousAddress:
 
 
 def publish_address(host: str = "127.0.0.1") -> RendezvousAddress:
-    """Rank 0's address with a port the OS just found free (handed to the other ranks)."""
+    """Rank 0's address with a port the OS just found free (handed to the other ranks). ``host="auto"``
+    takes this node's address as Ray knows it (ranks on other nodes must reach it)."""
+    if host == "auto":
+        import ray
+
+        host = ray.util.get_node_ip_address()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return RendezvousAddress(host, probe.getsockname()[1])

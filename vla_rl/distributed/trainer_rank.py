@@ -65,12 +65,7 @@ class TrainerRank:
         self.optimizer: torch.optim.Optimizer | None = None
 
     def rendezvous(self, host: str = "127.0.0.1") -> RendezvousAddress:
-        """(Rank 0) an address and free port the other ranks join at; ``host="auto"`` takes this
-        node's address as Ray knows it (ranks on other nodes must reach it)."""
-        if host == "auto":
-            import ray
-
-            host = ray.util.get_node_ip_address()
+        """(Rank 0) an address and free port the other ranks join at (``publish_address``)."""
         return publish_address(host)
 
     def join(self, address: RendezvousAddress) -> None:
