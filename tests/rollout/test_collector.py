@@ -83,3 +83,38 @@ def test_pipelined_collection_of_a_staged_env_fills_each_stage_as_the_plain_coll
     assert [len(stage.actions) for stage in env.stages] == [3, 3]
     assert all(a.shape == (2, 1) and (a == 1.0).all() for stage in env.stages for a in stage.actions)
     assert policy.normalizer_updates == 6  # once per stage and step
+
+
+class LosesWorldZeroAtSecondStep(CountingEnv):
+    """World 0's second step never runs (its env worker died): a fresh episode, marked lost."""
+
+    calls = 0
+
+    def step(self, action: torch.Tensor):
+        result = super().step(action)
+        self.calls += 1
+        result.info["lost"] = torch.tensor([self.calls == 2, False])
+        if self.calls == 2:
+            self.count[0] = 0
+            result.obs["proprio"][0] = 0.0
+            result.reward[0], result.truncated[0], result.terminated[0] = 0.0, True, False
+        return result
+
+
+def test_a_lost_step_cuts_the_trajectory_with_zero_advantage_and_is_left_out():
+    env = LosesWorldZeroAtSecondStep()
+    buffer = RolloutBuffer(3, env.num_envs, env.observation_space, env.action_dim)
+    collector = RolloutCollector(env, LinearValuePolicy(), buffer, gamma=0.9)
+    _, stats = collector.collect(env.reset()[0])
+    # World 0: step 1 was lost at obs 1 (V = 10): reward := V = 10, not the truncation bootstrap
+    # 1 + 0.9 * V(2) = 19; the step ends the trajectory and is marked invalid.
+    torch.testing.assert_close(buffer.rewards[:, 0], torch.tensor([1.0, 10.0, 1.0]))
+    assert buffer.dones[:, 0].tolist() == [False, True, False]
+    assert buffer.valid.tolist() == [[True, True], [False, True], [True, True]]
+    buffer.compute_returns(buffer.last_value, gamma=0.9, lam=1.0)
+    # R2 = 1 + 0.9 * V(1) = 10, R1 = 10, R0 = 1 + 0.9 * 10 = 10: the lost step's advantage is
+    # 10 - V(1) = 0, and step 0 is bootstrapped from V(1) at the cut.
+    torch.testing.assert_close(buffer.returns[:, 0], torch.tensor([10.0, 10.0, 10.0]))
+    torch.testing.assert_close(buffer.advantages[:, 0], torch.tensor([10.0, 0.0, 10.0]))
+    # World 1's episode counts; world 0's cut one does not.
+    assert stats.lost_steps == 1 and stats.episodes == 1
