@@ -82,8 +82,9 @@ class PPORank:
     def __init__(self, cfg: TrainConfig, spec: dict[str, Any], rank: int, world_size: int) -> None:
         torch.set_num_threads(cfg.torch_num_threads)
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
+        device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU Ray gave this rank, if any
         self.policy, self.buffer, _ = build_learner(
-            cfg, spec["observation_space"], spec["action_space"], spec["num_envs"]
+            cfg, spec["observation_space"], spec["action_space"], spec["num_envs"], device
         )
         self.ppo: ShardedPPO | None = None
 
