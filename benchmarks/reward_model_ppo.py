@@ -196,9 +196,9 @@ def main() -> None:
     parser.add_argument(
         "--rounds",
         type=int,
-        choices=(1, 2),
         default=1,
-        help="2: record the first PPO policy's rollouts, refit the reward model with them, train again",
+        help="N > 1: before each further round, record the last PPO policy's rollouts, refit the reward "
+        "model with every round's rollouts so far, and train again",
     )
     parser.add_argument(
         "--cameras",
@@ -226,15 +226,17 @@ def main() -> None:
         record_result(task, {"dense": dense, "reward_model": metrics})
         name = f"{task}_learned" if args.reward_use == "mean" else f"{task}_learned_{args.reward_use}"
         name += suffix
+        first_name, rollouts = name, []
         for round_index in range(1, args.rounds + 1):
-            if round_index == 2:
-                rollouts = policy_rollouts(task, ROOT / name)
-                name = f"{name}_r2"
-                folder, metrics = reward_model(task, setting, args.retrain, (rollouts,), name)
-                print_quality(f"{task} reward model refitted with the first policy's rollouts", metrics)
+            if round_index > 1:
+                rollouts.append(policy_rollouts(task, ROOT / name))
+                name = f"{first_name}_r{round_index}"
+                folder, metrics = reward_model(task, setting, args.retrain, tuple(rollouts), name)
+                label = f"{task} reward model refitted with the rollouts of {round_index - 1} earlier policies"
+                print_quality(label, metrics)
             learned = learned_run(task, setting, folder, args.reward_use, name)
             ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
-            label = args.reward_use if round_index == 1 else f"{args.reward_use}, round 2"
+            label = args.reward_use if round_index == 1 else f"{args.reward_use}, round {round_index}"
             label += f", cameras {' + '.join(setting.cameras)}" if suffix else ""
             record_result(task, {label: {**learned, "ratio": ratio, "reward_model": metrics}}, "learned")
             print(
