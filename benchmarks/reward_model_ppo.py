@@ -232,8 +232,8 @@ def main() -> None:
                 rollouts.append(policy_rollouts(task, ROOT / name))
                 name = f"{first_name}_r{round_index}"
                 folder, metrics = reward_model(task, setting, args.retrain, tuple(rollouts), name)
-                label = f"{task} reward model refitted with the rollouts of {round_index - 1} earlier policies"
-                print_quality(label, metrics)
+                refit = f"{task} reward model refitted on the rollouts of {round_index - 1} earlier policies"
+                print_quality(refit, metrics)
             learned = learned_run(task, setting, folder, args.reward_use, name)
             ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
             label = args.reward_use if round_index == 1 else f"{args.reward_use}, round {round_index}"
