@@ -228,6 +228,21 @@ class MujocoBatchedEnv(BatchedEnv):
         )
         return self._finish_step()
 
+    def step_joint_targets(self, arm_qpos_rad: np.ndarray, gripper_opening_m: np.ndarray) -> StepResult:
+        """One control period towards absolute arm joint targets [N, 7] (rad) and finger distances
+        [N] (m), bypassing the controller: a robot driver's joint position interface, which the
+        simulated robot of deployment exposes. Targets are clipped to the joint and finger ranges."""
+        arm = np.clip(np.asarray(arm_qpos_rad, np.float64), self.robot.arm_lower, self.robot.arm_upper)
+        finger = np.clip(
+            np.asarray(gripper_opening_m, np.float64) / 2, 0.0, self.robot.gripper_max_opening_m / 2
+        )
+        self._ctrl[:, self._arm_act] = arm.reshape(self.num_envs, -1)
+        self._ctrl[:, self._gripper_act] = finger.reshape(self.num_envs)
+        self._stepper.advance(
+            self.datas, self._ctrl, self._run_parallel, self._refresh_worlds, self._refresh_in_pool
+        )
+        return self._finish_step()
+
     def step_async(self, action: torch.Tensor) -> None:
         """Apply the controller, then simulate in a background thread until ``step_wait``.
 

@@ -1,0 +1,133 @@
+"""The robot interface that deployment code talks to, whatever carries the messages.
+
+A robot declares its observation and action features up front (readable while disconnected, so
+a deployment can be checked against the policy before any hardware moves), then ``connect``,
+``get_observation``, ``send_action`` and ``disconnect``. It is a context manager, so leaving a
+``with`` block disconnects even on an exception.
+
+Commands are absolute joint-position targets (rad) and a gripper opening (m): what a Franka's
+joint position controller and most ROS arm drivers take. Turning a policy's normalised action into
+such a target is the deployment loop's job (with the same controllers the simulator uses), and
+checking it is the safety layer's; ``send_action`` returns the command actually sent.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Feature:
+    """Shape, dtype and (for vectors) the names of the entries of one observation or action."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    names: tuple[str, ...] | None = None
+
+
+@dataclass
+class JointCommand:
+    """One command to the arm: absolute joint targets and the gripper opening."""
+
+    arm_qpos_rad: np.ndarray
+    """[7] joint position targets (rad)."""
+    gripper_opening_m: float
+    """Distance between the fingers to move to (m)."""
+    stamp_s: float = 0.0
+    """When the command was made (seconds, the sender's clock)."""
+
+    def copy(self) -> JointCommand:
+        return JointCommand(self.arm_qpos_rad.copy(), float(self.gripper_opening_m), self.stamp_s)
+
+
+@dataclass
+class RobotObservation:
+    """What a robot reports: joint state, camera images and optional task state, with their stamps."""
+
+    arm_qpos_rad: np.ndarray
+    """[7] measured joint angles (rad)."""
+    arm_qvel_rad_s: np.ndarray
+    """[7] measured joint velocities (rad/s)."""
+    gripper_opening_m: float
+    """Measured distance between the fingers (m)."""
+    joint_state_stamp_s: float
+    """When the joint state was measured (seconds, the robot's clock)."""
+    images: dict[str, np.ndarray] = field(default_factory=dict)
+    """Camera name -> uint8 [H, W, 3]."""
+    image_stamps_s: dict[str, float] = field(default_factory=dict)
+    """Camera name -> when the image was taken."""
+    task_state: np.ndarray | None = None
+    """Object and goal state from a tracker (what the simulator calls ``privileged``), if any."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Transport-specific extras (e.g. the simulated robot's episode id and success flag)."""
+
+
+class RobotError(RuntimeError):
+    """A robot could not do what was asked (not connected, no data within the timeout, ...)."""
+
+
+class Robot(ABC):
+    """A robot arm with a gripper, seen through some transport (ROS 1, ROS 2, direct)."""
+
+    @property
+    @abstractmethod
+    def observation_features(self) -> dict[str, Feature]:
+        """Name -> feature of everything ``get_observation`` fills; valid while disconnected."""
+
+    @property
+    @abstractmethod
+    def action_features(self) -> dict[str, Feature]:
+        """Name -> feature of what ``send_action`` takes; valid while disconnected."""
+
+    @property
+    @abstractmethod
+    def is_connected(self) -> bool: ...
+
+    @abstractmethod
+    def connect(self) -> None:
+        """Open the transport and wait until the first joint state arrives (or raise RobotError)."""
+
+    @abstractmethod
+    def get_observation(self) -> RobotObservation:
+        """The latest joint state, images and task state (no waiting beyond the first one)."""
+
+    @abstractmethod
+    def send_action(self, command: JointCommand) -> JointCommand:
+        """Send ``command`` (already checked by the safety layer) and return what was sent."""
+
+    @abstractmethod
+    def disconnect(self) -> None:
+        """Close the transport; safe to call twice."""
+
+    def __enter__(self) -> Robot:
+        self.connect()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.disconnect()
+
+
+def arm_features(num_joints: int = 7) -> dict[str, Feature]:
+    """Observation features every arm reports: joint positions, velocities, gripper opening."""
+    joints = tuple(f"joint{i}" for i in range(1, num_joints + 1))
+    return {
+        "arm_qpos_rad": Feature((num_joints,), "float64", joints),
+        "arm_qvel_rad_s": Feature((num_joints,), "float64", joints),
+        "gripper_opening_m": Feature((1,), "float64", ("gripper",)),
+    }
+
+
+def command_features(num_joints: int = 7) -> dict[str, Feature]:
+    """Action features of ``JointCommand``."""
+    joints = tuple(f"joint{i}" for i in range(1, num_joints + 1))
+    return {
+        "arm_qpos_rad": Feature((num_joints,), "float64", joints),
+        "gripper_opening_m": Feature((1,), "float64", ("gripper",)),
+    }

@@ -1,0 +1,242 @@
+"""``Ros1Robot``: the robot interface over rospy topics (see ``vla_rl.real_world.topics``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from vla_rl.real_world.robot import (
+    Feature,
+    JointCommand,
+    Robot,
+    RobotError,
+    RobotObservation,
+    arm_features,
+    command_features,
+)
+from vla_rl.real_world.ros1 import import_rospy
+from vla_rl.real_world.ros1.messages import (
+    parse_image,
+    parse_joint_state,
+    parse_trajectory,
+    trajectory_message,
+)
+from vla_rl.real_world.topics import RobotTopics
+
+HISTORY = 16
+"""Joint states and images kept per stream for time synchronisation (a bit over half a second at 30 Hz)."""
+
+
+@dataclass
+class Ros1RobotConfig:
+    """How to reach the robot over ROS 1 and what it reports."""
+
+    topics: RobotTopics = field(default_factory=RobotTopics)
+    cameras: tuple[str, ...] = ()
+    """Cameras to subscribe to (``topics.image`` with the name filled in)."""
+    image_size: tuple[int, int] = (64, 64)
+    """Height and width the cameras publish (declared in the observation features)."""
+    task_state_dim: int = 0
+    """Length of the task-state vector on ``topics.task_state``; 0: not subscribed."""
+    control_hz: float = 20.0
+    """Commands are one control period apart (``time_from_start`` of trajectory points)."""
+    sync_slop_s: float = 0.02
+    """An image belongs to a joint state when their stamps differ by at most this."""
+    connect_timeout_s: float = 10.0
+    """``connect`` fails when no joint state arrives within this."""
+    node_name: str = "vla_rl_deploy"
+
+
+@dataclass
+class _Stamped:
+    stamp_s: float
+    value: Any
+
+
+class Ros1Robot(Robot):
+    """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
+
+    def __init__(self, config: Ros1RobotConfig) -> None:
+        self.config = config
+        self._lock = threading.Condition()
+        self._joint_states: deque[_Stamped] = deque(maxlen=HISTORY)
+        self._images: dict[str, deque[_Stamped]] = {c: deque(maxlen=HISTORY) for c in config.cameras}
+        self._task_state: _Stamped | None = None
+        self._estop = False
+        self._teleop_override = False
+        self._teleop_command: np.ndarray | None = None
+        self._handles: list[Any] = []
+        self._connected = False
+        self.rospy: Any = None
+
+    # -------------------------------------------------------------------------- features
+    @property
+    def observation_features(self) -> dict[str, Feature]:
+        features = arm_features()
+        height, width = self.config.image_size
+        for camera in self.config.cameras:
+            features[f"rgb_{camera}"] = Feature((height, width, 3), "uint8")
+        if self.config.task_state_dim:
+            features["task_state"] = Feature((self.config.task_state_dim,), "float64")
+        return features
+
+    @property
+    def action_features(self) -> dict[str, Feature]:
+        return command_features()
+
+    @property
+    def is_connected(self) -> bool:
+        return self._connected
+
+    # -------------------------------------------------------------------------- connection
+    def connect(self) -> None:
+        if self._connected:
+            return
+        rospy = self.rospy = import_rospy()
+        from sensor_msgs.msg import Image, JointState
+        from std_msgs.msg import Bool, Float64, Float64MultiArray
+        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+        self._msg = {"trajectory": JointTrajectory, "point": JointTrajectoryPoint, "float": Float64}
+        if not rospy.core.is_initialized():
+            rospy.init_node(self.config.node_name, anonymous=True, disable_signals=True)
+        topics = self.config.topics
+        subscribe = rospy.Subscriber
+        self._handles = [
+            subscribe(topics.joint_states, JointState, self._on_joint_state, queue_size=4, tcp_nodelay=True),
+            subscribe(topics.estop, Bool, self._on_estop, queue_size=4),
+            subscribe(topics.teleop_override, Bool, self._on_teleop_override, queue_size=4),
+            subscribe(topics.teleop_command, JointTrajectory, self._on_teleop_command, queue_size=4),
+        ]
+        for camera in self.config.cameras:
+            self._handles.append(
+                subscribe(
+                    topics.image_topic(camera), Image, self._on_image, camera, queue_size=2, tcp_nodelay=True
+                )
+            )
+        if self.config.task_state_dim:
+            self._handles.append(
+                subscribe(
+                    topics.task_state, Float64MultiArray, self._on_task_state, queue_size=4, tcp_nodelay=True
+                )
+            )
+        self._command_pub = rospy.Publisher(topics.command, JointTrajectory, queue_size=2, tcp_nodelay=True)
+        self._gripper_pub = rospy.Publisher(topics.gripper_command, Float64, queue_size=2, tcp_nodelay=True)
+        self._handles += [self._command_pub, self._gripper_pub]
+        if not self.wait_for_new_observation(-np.inf, self.config.connect_timeout_s):
+            self.disconnect()
+            raise RobotError(
+                f"no joint state on {topics.joint_states} within {self.config.connect_timeout_s} s: "
+                "is the robot (or the simulated robot node) running and ROS_MASTER_URI right?"
+            )
+        self._wait_for_command_subscriber(self.config.connect_timeout_s)
+        self._connected = True
+
+    def _wait_for_command_subscriber(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self._command_pub.get_num_connections() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self._command_pub.get_num_connections() == 0:
+            raise RobotError(f"nobody subscribes to {self.config.topics.command} within {timeout_s} s")
+
+    def disconnect(self) -> None:
+        for handle in self._handles:
+            handle.unregister()
+        self._handles = []
+        self._connected = False
+
+    # -------------------------------------------------------------------------- callbacks
+    def _on_joint_state(self, msg: Any) -> None:
+        qpos, qvel, opening = parse_joint_state(msg)
+        with self._lock:
+            self._joint_states.append(_Stamped(msg.header.stamp.to_sec(), (qpos, qvel, opening)))
+            self._lock.notify_all()
+
+    def _on_image(self, msg: Any, camera: str) -> None:
+        rgb = parse_image(msg)
+        with self._lock:
+            self._images[camera].append(_Stamped(msg.header.stamp.to_sec(), rgb))
+
+    def _on_task_state(self, msg: Any) -> None:
+        with self._lock:
+            self._task_state = _Stamped(time.time(), np.asarray(msg.data, dtype=np.float64))
+
+    def _on_estop(self, msg: Any) -> None:
+        self._estop = self._estop or bool(msg.data)
+
+    def _on_teleop_override(self, msg: Any) -> None:
+        self._teleop_override = bool(msg.data)
+
+    def _on_teleop_command(self, msg: Any) -> None:
+        points = parse_trajectory(msg)
+        if points:
+            self._teleop_command = points[0]
+
+    # -------------------------------------------------------------------------- observation
+    def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
+        """Block until a joint state stamped after ``after_stamp_s`` arrives; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: bool(self._joint_states) and self._joint_states[-1].stamp_s > after_stamp_s, timeout_s
+            )
+
+    def get_observation(self) -> RobotObservation:
+        with self._lock:
+            if not self._joint_states:
+                raise RobotError("no joint state received yet")
+            joint = self._joint_states[-1]
+            images, stamps, unsynced = {}, {}, []
+            for camera, history in self._images.items():
+                if not history:
+                    unsynced.append(camera)
+                    continue
+                nearest = min(history, key=lambda item: abs(item.stamp_s - joint.stamp_s))
+                images[camera], stamps[camera] = nearest.value, nearest.stamp_s
+                if abs(nearest.stamp_s - joint.stamp_s) > self.config.sync_slop_s:
+                    unsynced.append(camera)
+            task_state = None if self._task_state is None else self._task_state.value
+        qpos, qvel, opening = joint.value
+        return RobotObservation(
+            arm_qpos_rad=qpos,
+            arm_qvel_rad_s=qvel,
+            gripper_opening_m=opening,
+            joint_state_stamp_s=joint.stamp_s,
+            images=images,
+            image_stamps_s=stamps,
+            task_state=task_state,
+            extras={"unsynced_cameras": unsynced, "estop": self._estop},
+        )
+
+    @property
+    def estop_pressed(self) -> bool:
+        """The e-stop topic said True at least once (latched here too; the safety layer latches its own)."""
+        return self._estop
+
+    def teleop_command(self) -> np.ndarray | None:
+        """Arm targets [7] a person is sending while the override is on, else None."""
+        return self._teleop_command if self._teleop_override else None
+
+    # -------------------------------------------------------------------------- commands
+    def send_action(self, command: JointCommand) -> JointCommand:
+        return self.send_trajectory([command], command.stamp_s)
+
+    def send_trajectory(self, commands: list[JointCommand], stamp_s: float) -> JointCommand:
+        """Publish a whole chunk of targets, one control period apart; returns the first. The gripper
+        topic gets the first command's opening."""
+        if not self._connected:
+            raise RobotError("send_action on a disconnected robot")
+        msg = trajectory_message(
+            self._msg["trajectory"],
+            self._msg["point"],
+            self.rospy,
+            commands,
+            1.0 / self.config.control_hz,
+            stamp_s,
+        )
+        self._command_pub.publish(msg)
+        self._gripper_pub.publish(self._msg["float"](float(commands[0].gripper_opening_m)))
+        return commands[0]
