@@ -1,0 +1,343 @@
+"""Record real-robot deployment episodes as LeRobot v2.1 datasets, for later SFT or RL.
+
+Each control step becomes one frame: the policy's observation (``observation.state``,
+``observation.privileged`` when given, camera videos), the normalised action in force
+(``action``) and these per-step extras, stored as ordinary parquet columns by the dataset writer:
+
+* ``command.arm_qpos_rad`` float64 [T, 7]: arm joint targets actually sent (after the safety layer).
+* ``command.gripper_opening_m`` float64 [T, 1]: finger distance actually sent.
+* ``safety.events`` int64 [T]: bit mask of the safety events of the step; bit ``i`` is
+  ``SAFETY_EVENTS[i]`` (``decode_safety_events`` turns a mask back into names).
+* ``safety.held`` bool [T]: the safety layer held the pose instead of following the policy.
+* ``intervention`` bool [T]: a human (teleoperation override) replaced the policy's command.
+
+On intervention frames the ``action`` column is a label in the policy's own units, worked out
+from the sent command and the measured pose by ``command_to_action``. The writer has no room for
+dataset-level metadata, so the recorder keeps it in ``meta/deployment.json`` beside LeRobot's
+meta files (other tools ignore it): the control mode, the event names in bit order, the
+controller settings and the episodes whose success was not labelled (written with success False).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from vla_rl.real_world.kinematics import ArmKinematics
+from vla_rl.real_world.robot import JointCommand
+from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, gripper_command
+from vla_rl.robots.panda import PANDA, RobotDescription
+from vla_rl.robots.rotations import orientation_error
+
+from vla_rl.data.episode import Episode
+from vla_rl.data.lerobot_layout import ACTION_KEY, atomic_write_text, read_json
+from vla_rl.data.lerobot_writer import LeRobotWriter
+from vla_rl.data.video import VideoSettings
+
+SAFETY_EVENTS: tuple[str, ...] = (
+    "estop",
+    "stale_joint_state",
+    "stale_image",
+    "watchdog",
+    "non_finite",
+    "jump",
+    "joint_limit",
+    "joint_speed",
+    "ee_speed",
+    "workspace",
+    "gripper",
+)
+"""Safety-layer event names; the position is the bit of ``safety.events``. Only append to it."""
+
+COMMAND_ARM_KEY = "command.arm_qpos_rad"
+COMMAND_GRIPPER_KEY = "command.gripper_opening_m"
+SAFETY_EVENTS_KEY = "safety.events"
+SAFETY_HELD_KEY = "safety.held"
+INTERVENTION_KEY = "intervention"
+EXTRA_KEYS = (COMMAND_ARM_KEY, COMMAND_GRIPPER_KEY, SAFETY_EVENTS_KEY, SAFETY_HELD_KEY, INTERVENTION_KEY)
+DEPLOYMENT_META_PATH = "meta/deployment.json"
+
+ACTION_NAMES: dict[str, list[str]] = {
+    "joint_delta": [f"dq{i}" for i in range(1, 8)] + ["gripper"],
+    "ee_delta_pos": ["dx", "dy", "dz", "gripper"],
+    "ee_delta_pose": ["dx", "dy", "dz", "drx", "dry", "drz", "gripper"],
+}
+
+
+def encode_safety_events(events: Iterable[str]) -> int:
+    """Bit mask of event names (unknown names raise, so a renamed counter cannot vanish silently)."""
+    mask = 0
+    for event in events:
+        if event not in SAFETY_EVENTS:
+            raise ValueError(f"unknown safety event {event!r}; known: {', '.join(SAFETY_EVENTS)}")
+        mask |= 1 << SAFETY_EVENTS.index(event)
+    return mask
+
+
+def decode_safety_events(mask: int) -> list[str]:
+    """Event names of a ``safety.events`` bit mask, in ``SAFETY_EVENTS`` order."""
+    mask = int(mask)
+    if mask < 0 or mask >> len(SAFETY_EVENTS):
+        raise ValueError(f"safety event mask {mask:#x} has bits beyond the {len(SAFETY_EVENTS)} known events")
+    return [name for bit, name in enumerate(SAFETY_EVENTS) if mask >> bit & 1]
+
+
+def gripper_opening(action: float, robot: RobotDescription = PANDA) -> float:
+    """Finger distance (m) a gripper action in [-1, 1] commands: ``gripper_command`` gives the
+    opening of one finger (the simulator's actuator), a ``JointCommand`` the distance between two."""
+    return 2.0 * float(gripper_command(np.asarray(action, np.float64), robot))
+
+
+def gripper_action(opening_m: float, robot: RobotDescription = PANDA) -> float:
+    """Inverse of ``gripper_opening`` (so of ``gripper_command``), clipped to [-1, 1]."""
+    return float(np.clip(2.0 * opening_m / robot.gripper_max_opening_m - 1.0, -1.0, 1.0))
+
+
+ArmLabel = Callable[[np.ndarray, np.ndarray, ArmKinematics, ControllerSettings], np.ndarray]
+"""(commanded joints [7], measured joints [7], kinematics, settings) -> unclipped arm action."""
+
+
+def _joint_delta_label(
+    q_cmd: np.ndarray, q: np.ndarray, _: ArmKinematics, s: ControllerSettings
+) -> np.ndarray:
+    return (q_cmd - q) / s.max_joint_step_rad
+
+
+def _ee_delta_pos_label(
+    q_cmd: np.ndarray, q: np.ndarray, kin: ArmKinematics, s: ControllerSettings
+) -> np.ndarray:
+    return (kin.tcp_pose(q_cmd)[0] - kin.tcp_pose(q)[0]) / s.max_ee_step_m
+
+
+def _ee_delta_pose_label(
+    q_cmd: np.ndarray, q: np.ndarray, kin: ArmKinematics, s: ControllerSettings
+) -> np.ndarray:
+    pos_cmd, rot_cmd = kin.tcp_pose(q_cmd)
+    pos, rot = kin.tcp_pose(q)
+    # World-frame rotation vector of R_cmd R^T: the controller's target is axis_angle(a) @ R.
+    rotvec = orientation_error(rot_cmd[None], rot[None])[0]
+    return np.concatenate([(pos_cmd - pos) / s.max_ee_step_m, rotvec / s.max_ee_rot_rad])
+
+
+ARM_LABELS: dict[str, ArmLabel] = {
+    "joint_delta": _joint_delta_label,
+    "ee_delta_pos": _ee_delta_pos_label,
+    "ee_delta_pose": _ee_delta_pose_label,
+}
+
+
+def command_to_action(
+    command: JointCommand,
+    arm_qpos_rad: np.ndarray,
+    control_mode: str,
+    kinematics: ArmKinematics,
+    settings: ControllerSettings,
+    robot: RobotDescription = PANDA,
+) -> np.ndarray:
+    """The normalised action (float32, clipped to [-1, 1]) that best explains ``command`` sent
+    from the measured joints ``arm_qpos_rad``, so intervention frames get a label in the policy's
+    units. Exact for ``joint_delta`` and the gripper; the end-effector modes read the TCP motion of
+    the command, which damped IK only approximately produces from the action (see the tests)."""
+    if control_mode not in ARM_LABELS:
+        raise ValueError(f"unknown control_mode {control_mode!r}; allowed: {', '.join(sorted(ARM_LABELS))}")
+    q_cmd = np.asarray(command.arm_qpos_rad, np.float64)
+    q = np.asarray(arm_qpos_rad, np.float64)
+    arm = ARM_LABELS[control_mode](q_cmd, q, kinematics, settings)
+    action = np.append(arm, gripper_action(command.gripper_opening_m, robot))
+    return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+
+class InterventionInput(ABC):
+    """A human override source polled once per control step (teleoperation, spacemouse, ...)."""
+
+    @abstractmethod
+    def poll(self) -> JointCommand | None:
+        """The command that replaces the policy's this step, or None when nobody intervenes."""
+
+
+class NoIntervention(InterventionInput):
+    def poll(self) -> JointCommand | None:
+        return None
+
+
+class ScriptedIntervention(InterventionInput):
+    """Returns ``commands[step]`` on the given steps (counted by ``poll`` calls from 0 after
+    ``reset``), None on the others: for tests and rehearsals of the intervention path."""
+
+    def __init__(self, commands: Mapping[int, JointCommand]) -> None:
+        self.commands = dict(commands)
+        self.step = 0
+
+    def poll(self) -> JointCommand | None:
+        command = self.commands.get(self.step)
+        self.step += 1
+        return command.copy() if command is not None else None
+
+    def reset(self) -> None:
+        self.step = 0
+
+
+class DeploymentRecorder:
+    """Buffers one deployment episode's frames and writes it through ``LeRobotWriter`` at its end.
+
+    A written episode stays readable whatever happens later (the writer finishes each episode's
+    files and meta lines at once). An episode still open at ``close`` (or when a ``with`` block is
+    left by an exception, e.g. an e-stop) is written with success unlabelled rather than lost.
+    ``video`` is the collect code's ``VideoSettings`` (``LOSSLESS_VIDEO`` for exact images),
+    ``feature_names`` adds per-dimension names (e.g. of ``observation.state``) to the action and
+    command names set here, and ``append=True`` continues an existing dataset at ``root``.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        fps: float,
+        control_mode: str,
+        cameras: Sequence[str],
+        robot_type: str = "panda",
+        video: VideoSettings | None = None,
+        *,
+        robot: RobotDescription = PANDA,
+        settings: ControllerSettings | None = None,
+        kinematics: ArmKinematics | None = None,
+        feature_names: dict[str, list[str]] | None = None,
+        append: bool = False,
+    ) -> None:
+        if control_mode not in ARM_LABELS:
+            raise ValueError(f"unknown control_mode {control_mode!r}; allowed: {', '.join(ARM_LABELS)}")
+        self.root = Path(root)
+        self.control_mode = control_mode
+        self.action_dim = CONTROLLERS[control_mode].action_dim
+        self.cameras = sorted(cameras)
+        self.robot = robot
+        self.settings = settings or ControllerSettings()
+        self.kinematics = kinematics or ArmKinematics(robot)
+        names = {ACTION_KEY: ACTION_NAMES[control_mode], COMMAND_ARM_KEY: list(robot.arm_joint_names)}
+        names = {**names, COMMAND_GRIPPER_KEY: ["gripper"], **(feature_names or {})}
+        self.writer = LeRobotWriter(self.root, fps, robot_type, video, names, append=append)
+        meta_path = self.root / DEPLOYMENT_META_PATH
+        meta = read_json(meta_path) if append and meta_path.is_file() else {}
+        unlabelled = meta.get("unlabelled_success_episodes", [])
+        self.unlabelled: list[int] = [i for i in unlabelled if i < self.writer.num_episodes]
+        self._write_meta()
+        self.instruction: str | None = None
+        self.frames: list[dict[str, Any]] = []
+
+    def start_episode(self, instruction: str) -> None:
+        if self.instruction is not None:
+            raise RuntimeError("an episode is already open: end it first")
+        self.instruction = instruction
+        self.frames = []
+
+    def add_frame(
+        self,
+        proprio: np.ndarray,
+        images: dict[str, np.ndarray],
+        policy_action: np.ndarray | None,
+        sent: JointCommand,
+        measured_arm_qpos_rad: np.ndarray,
+        safety_events: Sequence[str],
+        held: bool,
+        intervention: bool,
+        privileged: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Record one control step (every array is copied); returns the action written for it.
+
+        ``policy_action`` is recorded clipped to [-1, 1], as the controllers clip it. Pass None on
+        intervention frames: the step is then labelled by ``command_to_action`` from ``sent`` (as
+        it is when the policy's action is not finite). A policy action given on an intervention
+        frame is recorded as given, so the ``action`` column would hold the overridden proposal.
+        """
+        if self.instruction is None:
+            raise RuntimeError("add_frame before start_episode")
+        if sorted(images) != self.cameras:
+            raise ValueError(f"images for cameras {sorted(images)}, the recorder records {self.cameras}")
+        for camera, image in images.items():
+            if image.dtype != np.uint8 or image.ndim != 3 or image.shape[-1] != 3:
+                raise ValueError(f"image {camera!r} must be uint8 [H, W, 3], got {image.dtype} {image.shape}")
+        if self.frames and (privileged is None) != (self.frames[0]["privileged"] is None):
+            raise ValueError("privileged state must be given on every frame of an episode or on none")
+        if policy_action is None or not np.all(np.isfinite(policy_action)):
+            action = command_to_action(
+                sent, measured_arm_qpos_rad, self.control_mode, self.kinematics, self.settings, self.robot
+            )
+        else:
+            action = np.clip(np.asarray(policy_action, np.float32).reshape(-1), -1.0, 1.0)
+        if action.shape != (self.action_dim,):
+            raise ValueError(
+                f"{self.control_mode} actions have {self.action_dim} entries, got {action.shape}"
+            )
+        self.frames.append(
+            {
+                "proprio": np.array(proprio, np.float32).reshape(-1),
+                "privileged": None if privileged is None else np.array(privileged, np.float32).reshape(-1),
+                "action": action,
+                "images": {camera: image.copy() for camera, image in images.items()},
+                COMMAND_ARM_KEY: np.array(sent.arm_qpos_rad, np.float64),
+                COMMAND_GRIPPER_KEY: np.array([sent.gripper_opening_m], np.float64),
+                SAFETY_EVENTS_KEY: encode_safety_events(safety_events),
+                SAFETY_HELD_KEY: bool(held),
+                INTERVENTION_KEY: bool(intervention),
+            }
+        )
+        return action
+
+    def end_episode(self, success: bool | None) -> int:
+        """Write the open episode; returns its episode index. ``success=None`` (not labelled) is
+        stored as False and listed in ``meta/deployment.json``."""
+        if self.instruction is None:
+            raise RuntimeError("end_episode without an open episode")
+        frames, instruction = self.frames, self.instruction
+        self.instruction, self.frames = None, []
+        if not frames:
+            raise ValueError("the episode has no frames; nothing was written")
+        dtypes = {SAFETY_EVENTS_KEY: np.int64, SAFETY_HELD_KEY: bool, INTERVENTION_KEY: bool}
+        extras = {key: np.asarray([frame[key] for frame in frames], dtypes.get(key)) for key in EXTRA_KEYS}
+        episode = Episode(
+            images={
+                camera: np.stack([frame["images"][camera] for frame in frames]) for camera in self.cameras
+            },
+            proprio=np.stack([frame["proprio"] for frame in frames]),
+            actions=np.stack([frame["action"] for frame in frames]),
+            instruction=instruction,
+            success=bool(success),
+            privileged=None
+            if frames[0]["privileged"] is None
+            else np.stack([f["privileged"] for f in frames]),
+            extras=extras,
+        )
+        index = self.writer.add_episode(episode)
+        if success is None:
+            self.unlabelled.append(index)
+            self._write_meta()
+        return index
+
+    def _write_meta(self) -> None:
+        meta = {
+            "control_mode": self.control_mode,
+            "safety_events": list(SAFETY_EVENTS),
+            "safety_events_key": SAFETY_EVENTS_KEY,
+            "controller_settings": dataclasses.asdict(self.settings),
+            "unlabelled_success_episodes": self.unlabelled,
+        }
+        atomic_write_text(self.root / DEPLOYMENT_META_PATH, json.dumps(meta, indent=4) + "\n")
+
+    def close(self) -> None:
+        """Write an open episode that has frames (success unlabelled), then finish the dataset."""
+        try:
+            if self.instruction is not None and self.frames:
+                self.end_episode(None)
+        finally:
+            self.instruction = None
+            self.writer.close()
+
+    def __enter__(self) -> DeploymentRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
