@@ -51,8 +51,11 @@ SAFETY_EVENTS: tuple[str, ...] = (
     "ee_speed",
     "workspace",
     "gripper",
+    "invalid_joint_state",
+    "malformed",
 )
-"""Safety-layer event names; the position is the bit of ``safety.events``. Only append to it."""
+"""Safety-layer event names; the position is the bit of ``safety.events``. Only append to it.
+The last two joined after the first eleven, which the safety layer's counters were specified as."""
 
 COMMAND_ARM_KEY = "command.arm_qpos_rad"
 COMMAND_GRIPPER_KEY = "command.gripper_opening_m"

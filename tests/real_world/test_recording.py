@@ -75,6 +75,11 @@ def test_safety_event_mask_round_trip():
         decode_safety_events(1 << len(SAFETY_EVENTS))
 
 
+def test_every_safety_layer_event_has_a_bit():
+    safety = pytest.importorskip("vla_rl.real_world.safety")
+    assert set(safety.EVENTS) <= set(SAFETY_EVENTS)
+
+
 def test_gripper_label_inverts_gripper_command_exactly():
     actions = np.linspace(-1.0, 1.0, 9)
     openings = [gripper_opening(a) for a in actions]
