@@ -94,7 +94,7 @@ class SimulatedRobot:
             gripper_opening_m=float(proprio["gripper_opening_m"][0]),
             images={c: obs[f"rgb_{c}"][0].numpy() for c in self.cameras},
             task_state=obs["privileged"][0].numpy().astype(np.float64),
-            episode=max(self.episode, 0),
+            episode=self.episode,
             step=self.step_index,
             success=success,
             done=self.done,

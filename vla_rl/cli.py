@@ -6,6 +6,9 @@
     vla-rl collect [overrides...]
     vla-rl sft [overrides...] [--resume PATH]
     vla-rl reward-train [overrides...]
+    vla-rl deploy checkpoint=RUN [overrides...]       (a trained policy on a robot over ROS)
+    vla-rl sim-robot checkpoint=RUN [overrides...]    (the simulated robot as a ROS node)
+    vla-rl policy-server checkpoint=RUN [overrides...]
 
 Overrides use Hydra syntax (``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are
 validated against the typed schema before anything is built.
@@ -30,6 +33,7 @@ from pathlib import Path  # noqa: E402
 from vla_rl.config import ConfigError, TrainConfig, compose_train_config, load_train_config_file  # noqa: E402
 from vla_rl.config.load import compose_config_module  # noqa: E402
 from vla_rl.data.collect_cli import add_collect_parser, collect_command  # noqa: E402
+from vla_rl.real_world.cli import DEPLOY_COMMANDS, add_deploy_parsers  # noqa: E402
 from vla_rl.rewards.cli import add_reward_train_parser, reward_train_command  # noqa: E402
 from vla_rl.training.sft.cli import add_sft_parser, sft_command  # noqa: E402
 
@@ -72,6 +76,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_collect_parser(sub)
     add_sft_parser(sub)
     add_reward_train_parser(sub)
+    add_deploy_parsers(sub)
     return parser
 
 
@@ -203,6 +208,7 @@ COMMANDS = {
     "collect": collect_command,
     "sft": sft_command,
     "reward-train": reward_train_command,
+    **DEPLOY_COMMANDS,
 }
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from vla_rl.real_world.recording import InterventionInput
 from vla_rl.real_world.robot import (
     Feature,
     JointCommand,
@@ -220,6 +221,10 @@ class Ros1Robot(Robot):
         """Arm targets [7] a person is sending while the override is on, else None."""
         return self._teleop_command if self._teleop_override else None
 
+    def teleop_input(self) -> InterventionInput:
+        """The teleoperation override topics as the deployment loop's intervention input."""
+        return _TopicIntervention(self)
+
     # -------------------------------------------------------------------------- commands
     def send_action(self, command: JointCommand) -> JointCommand:
         return self.send_trajectory([command], command.stamp_s)
@@ -240,3 +245,17 @@ class Ros1Robot(Robot):
         self._command_pub.publish(msg)
         self._gripper_pub.publish(self._msg["float"](float(commands[0].gripper_opening_m)))
         return commands[0]
+
+
+class _TopicIntervention(InterventionInput):
+    """A person's joint targets from ``topics.teleop_command`` while ``topics.teleop_override`` is
+    True; the gripper keeps its measured opening."""
+
+    def __init__(self, robot: Ros1Robot) -> None:
+        self.robot = robot
+
+    def poll(self) -> JointCommand | None:
+        arm = self.robot.teleop_command()
+        if arm is None:
+            return None
+        return JointCommand(arm.copy(), self.robot.get_observation().gripper_opening_m)

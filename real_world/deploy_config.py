@@ -1,0 +1,122 @@
+"""``configs/deploy.yaml`` as typed dataclasses: what ``vla-rl deploy``, ``vla-rl sim-robot`` and
+``vla-rl policy-server`` read. Validated (unknown keys, wrong types, bad values) before anything
+connects or moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vla_rl.real_world.safety_config import SafetyConfig
+from vla_rl.real_world.topics import RobotTopics
+
+from vla_rl.config.load import Check, ConfigError, compose_config_module, validate_structured
+
+TRANSPORTS = ("ros1", "ros2")
+MERGE_MODES = ("latest", "ensemble")
+
+
+@dataclass
+class RobotSection:
+    """How the robot is reached."""
+
+    transport: str = "ros1"
+    """``ros1`` (rospy) or ``ros2`` (rclpy where installed, else DDS from Python)."""
+    topics: RobotTopics = field(default_factory=RobotTopics)
+    simulated: bool = True
+    """The robot is ``vla-rl sim-robot``: episodes start from seeds and the simulator reports success.
+    False on a real robot: each episode runs ``max_steps`` periods from wherever the arm is."""
+    sync_slop_s: float = 0.02
+    """Images belong to a joint state when their stamps differ by at most this (s)."""
+    connect_timeout_s: float = 10.0
+    """Give up when no joint state arrives within this (s)."""
+
+
+@dataclass
+class PolicySource:
+    """Where the policy runs."""
+
+    mode: str = "local"
+    """``local``: in this process; ``remote``: a ``vla-rl policy-server`` at ``host:port``."""
+    host: str = "127.0.0.1"
+    port: int = 5555
+    """Port of the policy server (``vla-rl policy-server`` binds it)."""
+    token: str | None = None
+    """Shared secret; required by the server when it binds anything but loopback."""
+    timeout_s: float = 0.5
+    """A request that takes longer fails (the robot holds)."""
+
+
+@dataclass
+class ActionQueueSection:
+    """Asynchronous chunked inference: keep a queue of actions and refill it in the background."""
+
+    enabled: bool = False
+    """False: one (blocking) inference per control period from that period's observation."""
+    merge: str = "latest"
+    """Overlapping chunks: ``latest`` (newest chunk wins) or ``ensemble`` (temporal ensembling)."""
+    refill_threshold: int = 1
+    """Ask for a new chunk when fewer actions than this are left."""
+    ensemble_decay: float = 0.01
+    """Weight exp(-decay * i) of the i-th oldest prediction of a step (``ensemble`` only)."""
+
+
+@dataclass
+class RecordingSection:
+    enabled: bool = False
+    """Record every episode (observations, sent commands, safety events, interventions) as LeRobot data."""
+    root: str | None = None
+    """Dataset folder; null: ``<output_dir>/dataset``."""
+
+
+@dataclass
+class DeployConfig:
+    checkpoint: str | None = None
+    """A ``vla-rl train`` run or checkpoint folder (the policy, and its task and controller settings)."""
+    robot: RobotSection = field(default_factory=RobotSection)
+    safety: SafetyConfig = field(default_factory=SafetyConfig)
+    policy: PolicySource = field(default_factory=PolicySource)
+    action_queue: ActionQueueSection = field(default_factory=ActionQueueSection)
+    recording: RecordingSection = field(default_factory=RecordingSection)
+    episodes: int = 10
+    """Episodes to run."""
+    seed: int = 1000
+    """Episode ``i`` of a simulated robot starts from seed ``seed + i`` (as ``vla-rl eval`` would)."""
+    max_steps: int = 0
+    """Control periods per episode; 0: the task's episode length."""
+    instruction: str | None = None
+    """Language instruction for language-conditioned policies; null: the task's default."""
+    output_dir: str = "runs/deploy"
+    """Summary (``deploy_summary.json``) and recordings."""
+    sim_seconds: float = 0.0
+    """``vla-rl sim-robot`` only: stop after this long (s); <= 0 runs until interrupted."""
+    sim_stats_path: str | None = None
+    """``vla-rl sim-robot`` only: write command latencies here (JSON) after each episode."""
+
+
+DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
+    Check("robot.transport", lambda c: c.robot.transport in TRANSPORTS, f"must be one of {TRANSPORTS}"),
+    Check("policy.mode", lambda c: c.policy.mode in ("local", "remote"), "must be local or remote"),
+    Check("policy.timeout_s", lambda c: c.policy.timeout_s > 0, "must be > 0"),
+    Check(
+        "action_queue.merge", lambda c: c.action_queue.merge in MERGE_MODES, f"must be one of {MERGE_MODES}"
+    ),
+    Check("action_queue.refill_threshold", lambda c: c.action_queue.refill_threshold >= 1, "must be >= 1"),
+    Check("episodes", lambda c: c.episodes >= 1, "must be >= 1"),
+    Check("max_steps", lambda c: c.max_steps >= 0, "must be >= 0"),
+    Check("robot.sync_slop_s", lambda c: c.robot.sync_slop_s >= 0, "must be >= 0"),
+    Check(
+        "max_steps",
+        lambda c: c.robot.simulated or c.max_steps > 0,
+        "must be > 0 on a real robot (robot.simulated=false): nothing else ends an episode",
+    ),
+)
+
+
+def compose_deploy_config(overrides: list[str]) -> DeployConfig:
+    """``configs/deploy.yaml`` with Hydra-syntax ``overrides``, validated."""
+    config = validate_structured(DeployConfig, compose_config_module("deploy", overrides), DEPLOY_CHECKS)
+    try:
+        config.safety.validate()
+    except ValueError as error:
+        raise ConfigError(f"config key 'safety': {error}") from None
+    return config

@@ -1,0 +1,124 @@
+"""The policy side of deployment: load a trained policy, build its observation from what the robot
+reports, and turn its normalised actions into joint targets.
+
+The policy was trained on the simulator's observation dict (``proprio``, ``privileged``,
+``rgb_<camera>``, ``instruction``). On a robot, ``proprio`` is rebuilt from the measured joint
+state with the arm's kinematics (same layout, ``PROPRIO_FIELDS``), ``privileged`` is the task state
+from a tracker (the simulated robot publishes its own), and images come from the cameras. Actions
+become joint targets through the same controllers the simulator uses (``vla_rl.robots.controllers``),
+from the measured pose of the period they are executed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from vla_rl.real_world.kinematics import ArmKinematics
+from vla_rl.real_world.robot import JointCommand, RobotObservation
+from vla_rl.robots.controllers import Controller, ControllerSettings, make_controller
+from vla_rl.robots.panda import PANDA
+
+from vla_rl.config import ConfigError, TrainConfig, load_train_config_file
+from vla_rl.envs.config import EnvConfig
+
+PolicyObservation = dict[str, Any]
+"""One observation as the policy reads it: float32 vectors, uint8 images, the instruction string."""
+
+
+@dataclass
+class LoadedPolicy:
+    """A trained policy with what deployment needs to know about it."""
+
+    env: EnvConfig
+    """The training run's environment config (task, control mode and rate, cameras)."""
+    obs_keys: list[str]
+    """Observation keys the actor reads."""
+    policy: torch.nn.Module
+
+    @torch.no_grad()
+    def infer(self, observation: PolicyObservation) -> np.ndarray:
+        """float32 [1, action_dim]: the deterministic action for one observation (a chunk of one)."""
+        batch = {
+            key: torch.as_tensor(np.asarray(value))[None] if key != "instruction" else [value]
+            for key, value in observation.items()
+        }
+        step = self.policy.act(batch, deterministic=True)
+        return step.action.clamp(-1.0, 1.0).numpy().astype(np.float32)
+
+
+def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
+    """The policy of a ``vla-rl train`` run or checkpoint folder, on the CPU, in eval mode."""
+    from vla_rl.envs import make_env
+    from vla_rl.policies import build_policy
+    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_checkpoint, resolve_checkpoint_dir
+
+    try:
+        directory = resolve_checkpoint_dir(checkpoint).resolve()
+    except FileNotFoundError as error:
+        raise ConfigError(f"config key 'checkpoint': {error}") from None
+    cfg: TrainConfig = load_train_config_file(directory / CONFIG_FILENAME)
+    env_cfg = dataclasses.replace(cfg.env, num_envs=1, pipeline_stages=1, device="cpu")
+    probe = make_env(env_cfg)
+    try:
+        policy = build_policy(cfg.policy, probe.observation_space, probe.action_space)
+    finally:
+        probe.close()
+    policy.load_state_dict(load_checkpoint(directory).policy_state)
+    policy.eval()
+    return LoadedPolicy(env=env_cfg, obs_keys=list(cfg.policy.actor_obs_keys), policy=policy)
+
+
+class ObservationBuilder:
+    """``RobotObservation`` -> the policy's observation dict."""
+
+    def __init__(self, kinematics: ArmKinematics, instruction: str = "") -> None:
+        self.kinematics = kinematics
+        self.instruction = instruction
+
+    def __call__(self, obs: RobotObservation) -> PolicyObservation:
+        tcp_pos, tcp_mat = self.kinematics.tcp_pose(obs.arm_qpos_rad)
+        # PROPRIO_FIELDS order: arm_qpos, arm_qvel, gripper_opening_m, tcp_pos, tcp_rot6.
+        proprio = np.concatenate(
+            [
+                obs.arm_qpos_rad,
+                obs.arm_qvel_rad_s,
+                [obs.gripper_opening_m],
+                tcp_pos,
+                tcp_mat[:, :2].T.reshape(-1),
+            ]
+        )
+        policy_obs: PolicyObservation = {
+            "proprio": proprio.astype(np.float32),
+            "instruction": self.instruction,
+        }
+        if obs.task_state is not None:
+            policy_obs["privileged"] = obs.task_state.astype(np.float32)
+        for camera, image in obs.images.items():
+            policy_obs[f"rgb_{camera}"] = image
+        return policy_obs
+
+
+def missing_keys(obs_keys: list[str], observation: PolicyObservation) -> list[str]:
+    """Keys the policy reads that the robot's observation does not provide."""
+    return [key for key in obs_keys if key not in observation]
+
+
+class CommandMapper:
+    """Normalised action [A] + measured pose -> ``JointCommand`` (the simulator's controller)."""
+
+    def __init__(self, env: EnvConfig, kinematics: ArmKinematics) -> None:
+        self.controller: Controller = make_controller(
+            env.control_mode, PANDA, ControllerSettings(**env.options.get("controller", {}))
+        )
+        self.kinematics = kinematics
+
+    def __call__(self, action: np.ndarray, obs: RobotObservation, stamp_s: float) -> JointCommand:
+        state = self.kinematics.robot_state(obs.arm_qpos_rad)
+        arm, finger = self.controller(np.asarray(action, dtype=np.float64)[None], state)
+        # The controller's gripper target is one finger's opening; commands carry the finger distance.
+        return JointCommand(arm_qpos_rad=arm[0], gripper_opening_m=float(2 * finger[0]), stamp_s=stamp_s)

@@ -1,0 +1,75 @@
+"""Robots, simulated-robot handles and sim nodes by transport name (``robot.transport``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vla_rl.real_world.deploy_config import DeployConfig
+from vla_rl.real_world.robot import Robot
+from vla_rl.real_world.sim_control import SimControl
+
+from vla_rl.envs.config import EnvConfig
+
+
+def _ros1_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
+    from vla_rl.real_world.ros1.robot import Ros1Robot, Ros1RobotConfig
+
+    return Ros1Robot(
+        Ros1RobotConfig(
+            topics=cfg.robot.topics,
+            cameras=tuple(env.cameras),
+            image_size=(env.image_size, env.image_size),
+            task_state_dim=_task_state_dim(env),
+            control_hz=env.control_hz,
+            sync_slop_s=cfg.robot.sync_slop_s,
+            connect_timeout_s=cfg.robot.connect_timeout_s,
+        )
+    )
+
+
+def _ros1_sim_control(cfg: DeployConfig) -> SimControl:
+    from vla_rl.real_world.ros1.sim_control import Ros1SimControl
+
+    return Ros1SimControl(cfg.robot.topics)
+
+
+def _ros1_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
+    from pathlib import Path
+
+    from vla_rl.real_world.ros1.sim_node import Ros1SimNode
+
+    stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
+    node = Ros1SimNode(env, cfg.robot.topics, stats_path=stats)
+    try:
+        node.spin(seconds)
+    finally:
+        node.close()
+
+
+def _task_state_dim(env: EnvConfig) -> int:
+    from vla_rl.sims.tasks.registry import make_task
+
+    return make_task(env.task).privileged_dim
+
+
+ROBOTS: dict[str, Callable[[DeployConfig, EnvConfig], Robot]] = {"ros1": _ros1_robot}
+SIM_CONTROLS: dict[str, Callable[[DeployConfig], SimControl]] = {"ros1": _ros1_sim_control}
+SIM_NODES: dict[str, Callable[[DeployConfig, EnvConfig, float], None]] = {"ros1": _ros1_sim_node}
+
+
+def _lookup(table: dict, transport: str, what: str):  # noqa: ANN001, ANN202
+    if transport not in table:
+        raise ValueError(f"no {what} for transport {transport!r}; available: {sorted(table)}")
+    return table[transport]
+
+
+def build_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
+    return _lookup(ROBOTS, cfg.robot.transport, "robot")(cfg, env)
+
+
+def build_sim_control(cfg: DeployConfig) -> SimControl:
+    return _lookup(SIM_CONTROLS, cfg.robot.transport, "simulated-robot control")(cfg)
+
+
+def run_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
+    _lookup(SIM_NODES, cfg.robot.transport, "simulated robot node")(cfg, env, seconds)
