@@ -1,0 +1,305 @@
+"""``Ros2Robot``: the robot interface over ROS 2 topics, through cyclonedds (no ROS 2 needed) or rclpy.
+
+Subscribed (best-effort by default, which matches reliable and best-effort publishers alike):
+
+* ``joint_states`` (sensor_msgs/JointState): arm joints by name, and the finger joints, whose
+  positions add up to the gripper opening (Franka-style: each finger moves half the opening).
+  Messages without the arm joints (e.g. a separate gripper driver on the same topic) only update
+  the fingers. Missing velocities read as zero.
+* one sensor_msgs/Image per camera (rgb8, bgr8, rgba8, bgra8 or mono8; returned as RGB).
+* optionally a task-state topic (std_msgs/Float64MultiArray), stamped on arrival.
+
+Published (reliable):
+
+* the arm command, either trajectory_msgs/JointTrajectory (for joint_trajectory_controller: one
+  point ``point_time_from_start_s`` ahead, or a whole chunk with ``send_trajectory``; header stamp
+  zero, i.e. "start on arrival", unless ``stamp_trajectories``) or std_msgs/Float64MultiArray (for a
+  forward_command_controller: ``data`` = the joint targets in ``arm_joint_names`` order).
+* the gripper command, std_msgs/Float64MultiArray with ``data = [opening_m * gripper_command_scale]``
+  (one value, as a forward_command_controller of one joint takes; scale 0.5 for a controller of a
+  single finger). For a chunk it carries the first command's opening.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from vla_rl.real_world.robot import (
+    Feature,
+    JointCommand,
+    Robot,
+    RobotError,
+    RobotObservation,
+    arm_features,
+    command_features,
+)
+from vla_rl.real_world.ros2 import messages as m
+from vla_rl.real_world.ros2.dds import Node, make_node
+
+HISTORY = 16
+"""Joint states and images kept per stream to pair images with the latest joint state by stamp."""
+
+
+@dataclass
+class Ros2Topics:
+    """ROS topic names (the DDS topics are these with ``rt`` in front of the leading slash)."""
+
+    joint_states: str = "/joint_states"
+    image: str = "/camera/{camera}/image_raw"
+    """``{camera}`` is replaced by the camera name."""
+    task_state: str = "/task_state"
+    command: str = "/joint_command"
+    gripper_command: str = "/gripper_command"
+
+    def image_topic(self, camera: str) -> str:
+        return self.image.format(camera=camera)
+
+
+@dataclass
+class Ros2RobotConfig:
+    """How to reach the robot over ROS 2 and what it reports."""
+
+    topics: Ros2Topics = field(default_factory=Ros2Topics)
+    arm_joint_names: tuple[str, ...] = tuple(f"joint{i}" for i in range(1, 8))
+    gripper_joint_names: tuple[str, ...] = ("finger_joint1", "finger_joint2")
+    """Summed to the gripper opening; empty: no gripper feedback (the opening reads NaN)."""
+    cameras: tuple[str, ...] = ()
+    image_size: tuple[int, int] = (64, 64)
+    """Height and width the cameras publish (declared in the observation features)."""
+    task_state_dim: int = 0
+    """Length of the task-state vector; 0: not subscribed."""
+    command_type: Literal["joint_trajectory", "float64_multi_array"] = "joint_trajectory"
+    point_time_from_start_s: float = 0.05
+    """``time_from_start`` of a single command's point; chunks space their points by ``dt_s``."""
+    stamp_trajectories: bool = False
+    """Put the command's ``stamp_s`` in the trajectory header (the controller must share the clock)."""
+    gripper_command_scale: float = 1.0
+    sensor_qos: str = "sensor_data"
+    command_qos: str = "reliable"
+    sync_slop_s: float = 0.02
+    """An image belongs to a joint state when their stamps differ by at most this."""
+    connect_timeout_s: float = 10.0
+    require_command_subscriber: bool = True
+    """``connect`` fails unless the arm and gripper command topics have subscribers within the timeout."""
+    backend: Literal["dds", "rclpy"] = "dds"
+    domain_id: int = 0
+    dds_config: str | None = None
+    """cyclonedds XML configuration (e.g. ``dds.loopback_config()``); None: ``CYCLONEDDS_URI``."""
+
+
+@dataclass
+class _Stamped:
+    stamp_s: float
+    value: Any
+
+
+class Ros2Robot(Robot):
+    """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
+
+    def __init__(self, config: Ros2RobotConfig, node_factory: Callable[[], Node] | None = None) -> None:
+        self.config = config
+        self._node_factory = node_factory or (
+            lambda: make_node(config.backend, config.domain_id, config.dds_config)
+        )
+        self._node: Node | None = None
+        self._lock = threading.Condition()
+        self._joint_states: deque[_Stamped] = deque(maxlen=HISTORY)
+        self._fingers: dict[str, float] = {}
+        self._images: dict[str, deque[_Stamped]] = {}
+        self._task_state: _Stamped | None = None
+        self.dropped: dict[str, int] = {"joint_states": 0, "images": 0}
+        """Messages that could not be used (wrong joints, unsupported image encoding)."""
+
+    @property
+    def observation_features(self) -> dict[str, Feature]:
+        features = arm_features(len(self.config.arm_joint_names))
+        height, width = self.config.image_size
+        for camera in self.config.cameras:
+            features[f"rgb_{camera}"] = Feature((height, width, 3), "uint8")
+        if self.config.task_state_dim:
+            features["task_state"] = Feature((self.config.task_state_dim,), "float64")
+        return features
+
+    @property
+    def action_features(self) -> dict[str, Feature]:
+        return command_features(len(self.config.arm_joint_names))
+
+    @property
+    def is_connected(self) -> bool:
+        return self._node is not None
+
+    def connect(self) -> None:
+        if self._node is not None:
+            return
+        config, topics = self.config, self.config.topics
+        with self._lock:  # nothing from an earlier connection
+            self._joint_states.clear()
+            self._fingers.clear()
+            self._images.clear()
+            self._task_state = None
+        node = self._node_factory()
+        try:
+            node.subscription(topics.joint_states, m.JOINT_STATE, self._on_joint_state, config.sensor_qos)
+            for camera in config.cameras:
+                self._images[camera] = deque(maxlen=HISTORY)
+                node.subscription(
+                    topics.image_topic(camera), m.IMAGE, self._image_callback(camera), config.sensor_qos
+                )
+            if config.task_state_dim:
+                node.subscription(
+                    topics.task_state, m.FLOAT64_MULTI_ARRAY, self._on_task_state, config.sensor_qos
+                )
+            command_type = (
+                m.JOINT_TRAJECTORY if config.command_type == "joint_trajectory" else m.FLOAT64_MULTI_ARRAY
+            )
+            self._command_pub = node.publisher(topics.command, command_type, config.command_qos)
+            self._gripper_pub = node.publisher(
+                topics.gripper_command, m.FLOAT64_MULTI_ARRAY, config.command_qos
+            )
+            deadline = time.monotonic() + config.connect_timeout_s
+            if not self.wait_for_new_observation(-np.inf, config.connect_timeout_s):
+                raise RobotError(
+                    f"no joint state with joints {config.arm_joint_names} on {topics.joint_states} within "
+                    f"{config.connect_timeout_s} s: is the robot driver running, on ROS_DOMAIN_ID "
+                    f"{config.domain_id}, reachable by DDS discovery?"
+                )
+            if config.require_command_subscriber:
+                # Commands published before the controller's subscription matches are lost.
+                for topic, pub in (
+                    (topics.command, self._command_pub),
+                    (topics.gripper_command, self._gripper_pub),
+                ):
+                    while pub.subscription_count() == 0 and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                    if pub.subscription_count() == 0:
+                        raise RobotError(f"nobody subscribes to {topic} within {config.connect_timeout_s} s")
+        except BaseException:
+            node.close()
+            raise
+        self._node = node
+
+    def disconnect(self) -> None:
+        node, self._node = self._node, None
+        if node is not None:
+            node.close()
+
+    # -------------------------------------------------------------------------- callbacks
+    def _on_joint_state(self, msg: Any) -> None:
+        position = dict(zip(msg.name, np.asarray(msg.position, dtype=np.float64), strict=False))
+        velocity = dict(zip(msg.name, np.asarray(msg.velocity, dtype=np.float64), strict=False))
+        with self._lock:
+            for finger in self.config.gripper_joint_names:
+                if finger in position:
+                    self._fingers[finger] = float(position[finger])
+            arm = self.config.arm_joint_names
+            if not all(name in position for name in arm):
+                if not any(finger in position for finger in self.config.gripper_joint_names):
+                    self.dropped["joint_states"] += 1
+                return
+            qpos = np.array([position[name] for name in arm])
+            qvel = np.array([velocity.get(name, 0.0) for name in arm])
+            self._joint_states.append(_Stamped(m.stamp_seconds(msg.header.stamp), (qpos, qvel)))
+            self._lock.notify_all()
+
+    def _image_callback(self, camera: str) -> Callable[[Any], None]:
+        def on_image(msg: Any) -> None:
+            try:
+                rgb = m.parse_image(msg)
+            except ValueError:
+                with self._lock:
+                    self.dropped["images"] += 1
+                return
+            with self._lock:
+                self._images[camera].append(_Stamped(m.stamp_seconds(msg.header.stamp), rgb))
+
+        return on_image
+
+    def _on_task_state(self, msg: Any) -> None:
+        with self._lock:
+            self._task_state = _Stamped(time.time(), np.asarray(msg.data, dtype=np.float64).copy())
+
+    # -------------------------------------------------------------------------- observation
+    def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
+        """Block until a joint state stamped after ``after_stamp_s`` arrives; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: bool(self._joint_states) and self._joint_states[-1].stamp_s > after_stamp_s, timeout_s
+            )
+
+    def get_observation(self) -> RobotObservation:
+        if self._node is None:
+            raise RobotError("get_observation on a disconnected robot")
+        with self._lock:
+            if not self._joint_states:
+                raise RobotError("no joint state received yet")
+            joint = self._joint_states[-1]
+            fingers = [self._fingers.get(name) for name in self.config.gripper_joint_names]
+            images, stamps, unsynced = {}, {}, []
+            for camera, history in self._images.items():
+                if not history:
+                    unsynced.append(camera)
+                    continue
+                nearest = min(history, key=lambda item: abs(item.stamp_s - joint.stamp_s))
+                images[camera], stamps[camera] = nearest.value, nearest.stamp_s
+                if abs(nearest.stamp_s - joint.stamp_s) > self.config.sync_slop_s:
+                    unsynced.append(camera)
+            task_state = None if self._task_state is None else self._task_state.value
+        opening = float(sum(fingers)) if fingers and None not in fingers else float("nan")
+        qpos, qvel = joint.value
+        return RobotObservation(
+            arm_qpos_rad=qpos.copy(),
+            arm_qvel_rad_s=qvel.copy(),
+            gripper_opening_m=opening,
+            joint_state_stamp_s=joint.stamp_s,
+            images=images,
+            image_stamps_s=stamps,
+            task_state=task_state,
+            extras={"unsynced_cameras": unsynced},
+        )
+
+    # -------------------------------------------------------------------------- commands
+    def send_action(self, command: JointCommand) -> JointCommand:
+        self._publish_arm(
+            np.asarray(command.arm_qpos_rad)[None], self.config.point_time_from_start_s, command
+        )
+        self._publish_gripper(command.gripper_opening_m)
+        return command.copy()
+
+    def send_trajectory(self, commands: Sequence[JointCommand], dt_s: float) -> list[JointCommand]:
+        """Publish a chunk as one JointTrajectory, points ``dt_s`` apart (the first ``dt_s`` ahead).
+
+        Needs ``command_type='joint_trajectory'``. The gripper gets the first command's opening.
+        """
+        if not commands:
+            raise ValueError("send_trajectory needs at least one command")
+        if self.config.command_type != "joint_trajectory":
+            raise RobotError("send_trajectory needs command_type='joint_trajectory'")
+        positions = np.stack([np.asarray(c.arm_qpos_rad, dtype=np.float64) for c in commands])
+        self._publish_arm(positions, dt_s, commands[0], spacing_s=dt_s)
+        self._publish_gripper(commands[0].gripper_opening_m)
+        return [c.copy() for c in commands]
+
+    def _publish_arm(
+        self, positions: np.ndarray, first_s: float, command: JointCommand, spacing_s: float = 0.0
+    ) -> None:
+        if self._node is None:
+            raise RobotError("send_action on a disconnected robot")
+        joints = self.config.arm_joint_names
+        if positions.shape[1] != len(joints):
+            raise ValueError(f"expected {len(joints)} joint targets, got {positions.shape[1]}")
+        if self.config.command_type == "float64_multi_array":
+            msg = m.float64_array_message(positions[0], label="joints")
+        else:
+            stamp_s = command.stamp_s if self.config.stamp_trajectories else 0.0
+            msg = m.trajectory_message(joints, positions, spacing_s, stamp_s, first_point_s=first_s)
+        self._command_pub.publish(msg)
+
+    def _publish_gripper(self, opening_m: float) -> None:
+        scaled = float(opening_m) * self.config.gripper_command_scale
+        self._gripper_pub.publish(m.float64_array_message([scaled], label="gripper"))
