@@ -12,7 +12,7 @@ MW_STAMP := $(MW_VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: venv train test bench lint format clean
+.PHONY: venv train test bench lint format clean ros
 
 venv: $(STAMP)
 
@@ -20,19 +20,27 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev,bench,vla,rewards,warp,ray]"
+	$(PIP) install --quiet -e ".[dev,bench,vla,rewards,warp,ray,deploy]"
 	touch $(STAMP)
 
 train: venv
 	$(VENV)/bin/vla-rl train $(ARGS)
 
 # The main suite, then the backends that need their own environment (see the README's backend table).
-test: venv
+test: venv ros
 	$(VENV)/bin/pytest -q $(ARGS)
 	$(MAKE) --no-print-directory test-metaworld
 
 bench: venv $(MW_STAMP)
 	$(PY) -m benchmarks.run_all $(ARGS)
+
+# ROS 1 from the system's packages (rospy is not on PyPI): roscore and the messages the deployment
+# tests use. Needs root (or sudo); skipped when roscore is already there.
+ROS_PACKAGES := ros-core python3-rospy python3-sensor-msgs python3-std-msgs python3-geometry-msgs python3-trajectory-msgs
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+ros:
+	@command -v roscore >/dev/null || $(SUDO) apt-get install -y -qq $(ROS_PACKAGES) >/dev/null \
+		|| ($(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $(ROS_PACKAGES) >/dev/null)
 
 lint: venv
 	$(VENV)/bin/ruff check .

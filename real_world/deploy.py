@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -137,6 +136,7 @@ class Deployment:
         if self.sim is not None:
             last_stamp = self.sim.reset(seed).stamp_s - 1e-9
         self.safety.reset()
+        self.intervention.reset()
         if self.queue is not None:
             self.queue.clear()
         max_steps = self.cfg.max_steps or None
@@ -184,10 +184,10 @@ class Deployment:
             command = None if action is None else self.to_command(action, obs, obs.joint_state_stamp_s)
         if command is not None:
             command.stamp_s = obs.joint_state_stamp_s
-        decision: SafetyDecision = self.safety.check(command, obs, time.time())
+        decision: SafetyDecision = self.safety.check(command, obs, self.robot.now_s())
         decision.command.stamp_s = obs.joint_state_stamp_s
         sent = self.robot.send_action(decision.command)
-        self.result.obs_to_command_s.append(time.time() - obs.joint_state_stamp_s)
+        self.result.obs_to_command_s.append(self.robot.now_s() - obs.joint_state_stamp_s)
         report.held_steps += int(decision.held)
         report.steps += 1
         if self.recorder is not None:

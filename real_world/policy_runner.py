@@ -37,30 +37,49 @@ class LoadedPolicy:
     env: EnvConfig
     """The training run's environment config (task, control mode and rate, cameras)."""
     obs_keys: list[str]
-    """Observation keys the actor reads."""
+    """Observation keys the policy reads."""
     policy: torch.nn.Module
+    chunked: bool = False
+    """An action-chunk policy (VLA, flow, chunk Gaussian): ``infer`` returns its whole chunk."""
 
     @torch.no_grad()
     def infer(self, observation: PolicyObservation) -> np.ndarray:
-        """float32 [1, action_dim]: the deterministic action for one observation (a chunk of one)."""
+        """float32 [chunk_len, action_dim]: the deterministic actions for one observation (a chunk of
+        one for PPO's actor-critics)."""
         batch = {
             key: torch.as_tensor(np.asarray(value))[None] if key != "instruction" else [value]
             for key, value in observation.items()
         }
-        step = self.policy.act(batch, deterministic=True)
-        return step.action.clamp(-1.0, 1.0).numpy().astype(np.float32)
+        if self.chunked:
+            actions = self.policy.sample(batch, deterministic=True).actions[0]
+        else:
+            actions = self.policy.act(batch, deterministic=True).action
+        return actions.clamp(-1.0, 1.0).numpy().astype(np.float32)
 
 
 def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
-    """The policy of a ``vla-rl train`` run or checkpoint folder, on the CPU, in eval mode."""
-    from vla_rl.envs import make_env
-    from vla_rl.policies import build_policy
-    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_checkpoint, resolve_checkpoint_dir
+    """The policy of a ``vla-rl train``, ``vla-rl sft`` or VLA RL run (or checkpoint) folder, on the
+    CPU, in eval mode."""
+    from omegaconf import OmegaConf
+
+    from vla_rl.policies.registry import registered_policies
+    from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_checkpoint_dir
 
     try:
         directory = resolve_checkpoint_dir(checkpoint).resolve()
     except FileNotFoundError as error:
         raise ConfigError(f"config key 'checkpoint': {error}") from None
+    name = OmegaConf.select(OmegaConf.load(directory / CONFIG_FILENAME), "policy.name")
+    if name in registered_policies():
+        return _load_actor_critic(directory)
+    return _load_chunk_policy(directory, str(name))
+
+
+def _load_actor_critic(directory: Path) -> LoadedPolicy:
+    from vla_rl.envs import make_env
+    from vla_rl.policies import build_policy
+    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_checkpoint
+
     cfg: TrainConfig = load_train_config_file(directory / CONFIG_FILENAME)
     env_cfg = dataclasses.replace(cfg.env, num_envs=1, pipeline_stages=1, device="cpu")
     probe = make_env(env_cfg)
@@ -71,6 +90,23 @@ def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
     policy.load_state_dict(load_checkpoint(directory).policy_state)
     policy.eval()
     return LoadedPolicy(env=env_cfg, obs_keys=list(cfg.policy.actor_obs_keys), policy=policy)
+
+
+def _load_chunk_policy(directory: Path, name: str) -> LoadedPolicy:
+    from omegaconf import OmegaConf
+
+    from vla_rl.policies.chunk_registry import load_chunk_policy
+    from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_policy_dir
+
+    raw_env = OmegaConf.select(OmegaConf.load(directory / CONFIG_FILENAME), "env")
+    env_cfg: EnvConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EnvConfig), raw_env))
+    env_cfg = dataclasses.replace(env_cfg, num_envs=1, pipeline_stages=1, device="cpu")
+    try:
+        policy = load_chunk_policy(name, resolve_policy_dir(directory))
+    except ValueError as error:
+        raise ConfigError(f"config key 'checkpoint': {error}") from None
+    obs_keys = ["proprio", *(f"rgb_{camera}" for camera in env_cfg.cameras)]
+    return LoadedPolicy(env=env_cfg, obs_keys=obs_keys, policy=policy.eval(), chunked=True)
 
 
 class ObservationBuilder:

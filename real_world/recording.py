@@ -162,6 +162,9 @@ class InterventionInput(ABC):
     def poll(self) -> JointCommand | None:
         """The command that replaces the policy's this step, or None when nobody intervenes."""
 
+    def reset(self) -> None:  # noqa: B027 - optional hook
+        """A new episode starts (the deployment loop calls this before its first step)."""
+
 
 class NoIntervention(InterventionInput):
     def poll(self) -> JointCommand | None:

@@ -13,6 +13,7 @@ checking it is the safety layer's; ``send_action`` returns the command actually 
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -95,6 +96,21 @@ class Robot(ABC):
     @abstractmethod
     def get_observation(self) -> RobotObservation:
         """The latest joint state, images and task state (no waiting beyond the first one)."""
+
+    def now_s(self) -> float:
+        """The clock of this robot's stamps (wall time unless a robot keeps its own, e.g. simulated)."""
+        return time.time()
+
+    def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
+        """Block until a joint state stamped after ``after_stamp_s`` is there; False on timeout.
+        The deployment loop paces itself by this. Transports override it with a real wait; this
+        default polls ``get_observation``."""
+        deadline = time.monotonic() + timeout_s
+        while self.get_observation().joint_state_stamp_s <= after_stamp_s:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+        return True
 
     @abstractmethod
     def send_action(self, command: JointCommand) -> JointCommand:

@@ -1,0 +1,54 @@
+"""A reach policy trained by ``vla-rl train`` (about 30 s), shared by the deployment tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REACH_TRAIN_STEPS = 200_000
+"""Enough for the default PPO recipe to succeed on nearly every reach episode."""
+
+
+@pytest.fixture(scope="session")
+def reach_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("deploy") / "reach"
+    command = [sys.executable, "-m", "vla_rl.cli", "train", f"total_env_steps={REACH_TRAIN_STEPS}"]
+    command += [f"run_dir={run_dir}", "eval.video=false", "eval.num_episodes=16", "logger.tensorboard=false"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir
+
+
+def save_chunk_policy_run(run_dir: Path, family: str, env_overrides: dict, **policy_kwargs: object) -> Path:
+    """A chunk policy with random weights, saved through the checkpoint code ``vla-rl sft`` uses
+    (a checkpoint folder with its config and the policy's ``save_pretrained`` output)."""
+    import dataclasses
+
+    import torch
+
+    from vla_rl.envs.config import EnvConfig
+    from vla_rl.policies.chunk_registry import build_chunk_policy
+    from vla_rl.training.checkpoint import POLICY_DIRNAME, save_checkpoint
+    from vla_rl.training.sft.config import SFTConfig, SFTPolicyConfig
+
+    torch.manual_seed(0)
+    policy = build_chunk_policy(family, **policy_kwargs)
+    env = dataclasses.replace(EnvConfig(), **env_overrides)
+    config = SFTConfig(env=env, policy=SFTPolicyConfig(name=family, kwargs=dict(policy_kwargs)))
+    save_checkpoint(
+        run_dir, 0, None, {}, config, write_extra=lambda d: policy.save_pretrained(d / POLICY_DIRNAME)
+    )
+    return run_dir
+
+
+@pytest.fixture(scope="session")
+def flow_chunk_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small flow policy on reach's proprioception emitting chunks of 8 actions (untrained: it moves
+    the arm, which is what the server-failure tests need)."""
+    run_dir = tmp_path_factory.mktemp("deploy") / "flow_chunk"
+    return save_chunk_policy_run(
+        run_dir, "flow_mlp", {"task": "reach"}, chunk_len=8, action_dim=4, proprio_dim=24, hidden_sizes=[32]
+    )

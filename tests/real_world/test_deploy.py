@@ -1,0 +1,167 @@
+"""The deployment loop without a transport (``LocalSimRobot``): observation building, command
+mapping, safety, a policy server that dies, recording and interventions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from vla_rl.real_world.deploy import Deployment
+from vla_rl.real_world.deploy_config import DeployConfig, compose_deploy_config
+from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
+from vla_rl.real_world.policy_client import PolicyClient
+from vla_rl.real_world.policy_runner import load_trained_policy
+from vla_rl.real_world.recording import ScriptedIntervention
+from vla_rl.real_world.robot import JointCommand
+from vla_rl.real_world.safety_config import SafetyConfig
+from vla_rl.real_world.sim_eval import evaluate_on_seeds
+
+from vla_rl.config import ConfigError
+
+EPISODES = 8
+
+
+def _deploy(cfg: DeployConfig, loaded, infer=None, robot=None, **kwargs):  # noqa: ANN001, ANN202
+    robot = robot or LocalSimRobot(loaded.env)
+    with robot:
+        deployment = Deployment(
+            cfg,
+            loaded.env,
+            loaded.obs_keys,
+            robot,
+            infer or loaded.infer,
+            sim=LocalSimControl(robot),
+            **kwargs,
+        )
+        return deployment.run(), robot
+
+
+def test_deploy_config_is_validated_before_anything_runs() -> None:
+    with pytest.raises(ConfigError, match="unknown config key 'safety.max_speed'"):
+        compose_deploy_config(["safety.max_speed=1"])
+    with pytest.raises(ConfigError, match="'action_queue.merge'"):
+        compose_deploy_config(["action_queue.merge=median"])
+    with pytest.raises(ConfigError, match="max_ee_speed_m_s"):
+        compose_deploy_config(["safety.max_ee_speed_m_s=-1"])
+    with pytest.raises(ConfigError, match="'max_steps'.*real robot"):
+        compose_deploy_config(["robot.simulated=false"])
+
+
+def test_without_safety_the_deployment_takes_the_steps_of_direct_evaluation(reach_run: Path) -> None:
+    """Same seeds, lockstep robot, safety off: the joint state the policy sees is rebuilt from
+    FK, commands come from the controllers, so the result must equal direct evaluation."""
+    loaded = load_trained_policy(reach_run)
+    cfg = DeployConfig(episodes=EPISODES, safety=SafetyConfig(enabled=False))
+    result, _ = _deploy(cfg, loaded)
+    direct = evaluate_on_seeds(loaded, [cfg.seed + i for i in range(EPISODES)])
+    assert [e.success for e in result.episodes] == direct
+    assert np.mean(direct) >= 0.75, "the fixture's policy should solve reach"
+    assert all(e.steps == 50 for e in result.episodes)  # reach episodes are 50 periods
+
+
+def test_default_safety_slows_the_arm_but_the_task_still_succeeds(reach_run: Path) -> None:
+    loaded = load_trained_policy(reach_run)
+    cfg = DeployConfig(episodes=EPISODES)
+    result, robot = _deploy(cfg, loaded)
+    direct = evaluate_on_seeds(loaded, [cfg.seed + i for i in range(EPISODES)])
+    assert abs(result.success_rate - np.mean(direct)) <= 0.25
+    assert result.safety_counts["ee_speed"] + result.safety_counts["joint_speed"] > 0
+    period = 1.0 / loaded.env.control_hz
+    steps = np.stack([c.arm_qpos_rad for c in robot.sent]) - np.stack(robot.measured_at_send)
+    assert np.abs(steps).max() <= cfg.safety.max_joint_speed_rad_s * period + 1e-9
+
+
+def _serve_in_subprocess(reach_run: Path, port: int) -> subprocess.Popen:
+    command = [
+        sys.executable,
+        "-m",
+        "vla_rl.cli",
+        "policy-server",
+        f"checkpoint={reach_run}",
+        f"policy.port={port}",
+    ]
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = server.stdout.readline()
+    assert "serving" in line, line
+    return server
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["blocking", "action_queue"])
+def test_a_killed_policy_server_makes_the_robot_hold_and_report(
+    reach_run: Path, flow_chunk_run: Path, queued: bool
+) -> None:
+    """Blocking: the reach PPO policy, one request per period. Queued: a flow policy's chunks of 8
+    fetched in the background while the robot runs in real time."""
+    run = flow_chunk_run if queued else reach_run
+    loaded = load_trained_policy(run)
+    port = _free_port()
+    server = _serve_in_subprocess(run, port)
+    client = PolicyClient("127.0.0.1", port, timeout_s=2.0)
+    robot = LocalSimRobot(loaded.env, realtime=queued)
+    kill_at_step = 10
+    killed_at: list[int] = []
+
+    def infer(observation):  # noqa: ANN001, ANN202
+        if len(robot.sent) >= kill_at_step and server.poll() is None:
+            killed_at.append(len(robot.sent))
+            os.kill(server.pid, signal.SIGKILL)
+            server.wait()
+        return client.infer(observation).actions
+
+    cfg = compose_deploy_config(["episodes=1", f"action_queue.enabled={str(queued).lower()}"])
+    try:
+        result, robot = _deploy(cfg, loaded, infer=infer, robot=robot)
+    finally:
+        server.kill()
+        client.close()
+    episode = result.episodes[0]
+    queued_actions = 8 if queued else 0  # what a chunk fetched before the kill still covers
+    assert episode.policy_failures >= 50 - killed_at[0] - queued_actions - 2, "periods without policy"
+    assert episode.held_steps >= episode.policy_failures - cfg.safety.watchdog_periods
+    moving = np.stack(robot.measured_at_send[:kill_at_step])
+    assert np.abs(np.diff(moving, axis=0)).max() > 1e-2, "the arm was moving before the kill"
+    # After the watchdog the targets are the measured pose: the arm comes to rest and stays.
+    settle = killed_at[0] + queued_actions + cfg.safety.watchdog_periods + 5
+    targets = np.stack([c.arm_qpos_rad for c in robot.sent[settle:]])
+    assert np.abs(np.diff(targets, axis=0)).max() < 1e-3
+    measured = np.stack(robot.measured_at_send[settle:])
+    assert np.abs(np.diff(measured, axis=0)).max() < 1e-3
+
+
+def test_recording_keeps_sent_commands_safety_events_and_interventions(
+    reach_run: Path, tmp_path: Path
+) -> None:
+    from vla_rl.real_world.recording import DeploymentRecorder, decode_safety_events
+
+    from vla_rl.data.lerobot_reader import LeRobotDataset
+
+    loaded = load_trained_policy(reach_run)
+    home = np.array([0.0, 0.0, 0.0, -2.4, 0.0, 2.4, 0.785398])
+    takeover = {step: JointCommand(home + 0.01 * step, 0.08) for step in (5, 6, 7)}
+    recorder = DeploymentRecorder(tmp_path / "data", loaded.env.control_hz, loaded.env.control_mode, [])
+    cfg = DeployConfig(episodes=2)
+    with recorder:
+        result, robot = _deploy(cfg, loaded, recorder=recorder, intervention=ScriptedIntervention(takeover))
+    dataset = LeRobotDataset(tmp_path / "data")
+    assert dataset.num_episodes == 2
+    episode = dataset.episode(0)
+    assert len(episode) == result.episodes[0].steps == 50
+    assert episode.extras["intervention"].nonzero()[0].tolist() == [5, 6, 7]
+    sent = np.stack([c.arm_qpos_rad for c in robot.sent[:50]])
+    np.testing.assert_allclose(episode.extras["command.arm_qpos_rad"], sent)
+    masks = episode.extras["safety.events"]
+    assert any("ee_speed" in decode_safety_events(int(m)) for m in masks)
+    assert episode.success == result.episodes[0].success
