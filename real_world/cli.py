@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from vla_rl.real_world.deploy_config import deployment_env
+
 from vla_rl.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ def deploy_command(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     loaded = load_trained_policy(cfg.checkpoint)
+    loaded.env = deployment_env(cfg, loaded.env)
     if cfg.policy.mode == "remote":
         client = PolicyClient(cfg.policy.host, cfg.policy.port, cfg.policy.token, cfg.policy.timeout_s)
         infer = lambda observation: client.infer(observation).actions  # noqa: E731
@@ -97,7 +100,7 @@ def sim_robot_command(args: argparse.Namespace) -> int:
     from vla_rl.real_world.transports import run_sim_node
 
     cfg = _config(args)
-    env = load_trained_policy(cfg.checkpoint).env
+    env = deployment_env(cfg, load_trained_policy(cfg.checkpoint).env)
     seconds = cfg.sim_seconds if cfg.sim_seconds > 0 else math.inf
     run_sim_node(cfg, env, seconds)
     return 0

@@ -4,12 +4,14 @@ connects or moves."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from vla_rl.real_world.safety_config import SafetyConfig
 from vla_rl.real_world.topics import RobotTopics
 
 from vla_rl.config.load import Check, ConfigError, compose_config_module, validate_structured
+from vla_rl.envs.config import EnvConfig
 
 TRANSPORTS = ("ros1", "ros2")
 MERGE_MODES = ("latest", "ensemble")
@@ -83,6 +85,8 @@ class DeployConfig:
     """Episode ``i`` of a simulated robot starts from seed ``seed + i`` (as ``vla-rl eval`` would)."""
     max_steps: int = 0
     """Control periods per episode; 0: the task's episode length."""
+    control_hz: float = 0.0
+    """Control rate of the robot and the policy (Hz); <= 0: the rate the policy was trained at."""
     instruction: str | None = None
     """Language instruction for language-conditioned policies; null: the task's default."""
     output_dir: str = "runs/deploy"
@@ -110,6 +114,11 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
         "must be > 0 on a real robot (robot.simulated=false): nothing else ends an episode",
     ),
 )
+
+
+def deployment_env(cfg: DeployConfig, env: EnvConfig) -> EnvConfig:
+    """The policy's training environment with this deployment's overrides (control rate)."""
+    return dataclasses.replace(env, control_hz=cfg.control_hz) if cfg.control_hz > 0 else env
 
 
 def compose_deploy_config(overrides: list[str]) -> DeployConfig:

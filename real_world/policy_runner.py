@@ -109,6 +109,25 @@ def _load_chunk_policy(directory: Path, name: str) -> LoadedPolicy:
     return LoadedPolicy(env=env_cfg, obs_keys=obs_keys, policy=policy.eval(), chunked=True)
 
 
+def save_chunk_policy_checkpoint(
+    policy: torch.nn.Module, family: str, env: EnvConfig, run_dir: str | Path
+) -> Path:
+    """Package a chunk policy built or loaded elsewhere (e.g. a VLA from a local pretrained folder)
+    as a deployable checkpoint: the layout and config ``vla-rl sft`` writes, through the same code."""
+    from vla_rl.training.checkpoint import POLICY_DIRNAME, save_checkpoint
+    from vla_rl.training.sft.config import SFTConfig, SFTPolicyConfig
+
+    config = SFTConfig(env=env, policy=SFTPolicyConfig(name=family))
+    return save_checkpoint(
+        run_dir,
+        0,
+        None,
+        {},
+        config,
+        write_extra=lambda directory: policy.save_pretrained(directory / POLICY_DIRNAME),
+    )
+
+
 class ObservationBuilder:
     """``RobotObservation`` -> the policy's observation dict."""
 

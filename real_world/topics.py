@@ -18,7 +18,8 @@ class RobotTopics:
     command: str = "/joint_command"
     """trajectory_msgs/JointTrajectory: joint position targets, one point per control period (or a chunk)."""
     gripper_command: str = "/gripper_command"
-    """std_msgs/Float64: distance between the fingers to move to (m)."""
+    """Distance between the fingers to move to (m): std_msgs/Float64 over ROS 1, a one-entry
+    std_msgs/Float64MultiArray over ROS 2."""
     estop: str = "/estop"
     """std_msgs/Bool: True latches the e-stop of the safety layer."""
     teleop_override: str = "/teleop/override"

@@ -27,6 +27,22 @@ def _ros1_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
     )
 
 
+def _ros2_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
+    from vla_rl.real_world.ros2.robot import Ros2Robot, Ros2RobotConfig
+
+    return Ros2Robot(
+        Ros2RobotConfig(
+            topics=cfg.robot.topics,
+            cameras=tuple(env.cameras),
+            image_size=(env.image_size, env.image_size),
+            task_state_dim=_task_state_dim(env),
+            point_time_from_start_s=1.0 / env.control_hz,
+            sync_slop_s=cfg.robot.sync_slop_s,
+            connect_timeout_s=cfg.robot.connect_timeout_s,
+        )
+    )
+
+
 def _ros1_sim_control(cfg: DeployConfig) -> SimControl:
     from vla_rl.real_world.ros1.sim_control import Ros1SimControl
 
@@ -52,7 +68,7 @@ def _task_state_dim(env: EnvConfig) -> int:
     return make_task(env.task).privileged_dim
 
 
-ROBOTS: dict[str, Callable[[DeployConfig, EnvConfig], Robot]] = {"ros1": _ros1_robot}
+ROBOTS: dict[str, Callable[[DeployConfig, EnvConfig], Robot]] = {"ros1": _ros1_robot, "ros2": _ros2_robot}
 SIM_CONTROLS: dict[str, Callable[[DeployConfig], SimControl]] = {"ros1": _ros1_sim_control}
 SIM_NODES: dict[str, Callable[[DeployConfig, EnvConfig, float], None]] = {"ros1": _ros1_sim_node}
 

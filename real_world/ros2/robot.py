@@ -41,31 +41,18 @@ from vla_rl.real_world.robot import (
 )
 from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node, make_node
+from vla_rl.real_world.topics import RobotTopics
 
 HISTORY = 16
 """Joint states and images kept per stream to pair images with the latest joint state by stamp."""
 
 
 @dataclass
-class Ros2Topics:
-    """ROS topic names (the DDS topics are these with ``rt`` in front of the leading slash)."""
-
-    joint_states: str = "/joint_states"
-    image: str = "/camera/{camera}/image_raw"
-    """``{camera}`` is replaced by the camera name."""
-    task_state: str = "/task_state"
-    command: str = "/joint_command"
-    gripper_command: str = "/gripper_command"
-
-    def image_topic(self, camera: str) -> str:
-        return self.image.format(camera=camera)
-
-
-@dataclass
 class Ros2RobotConfig:
     """How to reach the robot over ROS 2 and what it reports."""
 
-    topics: Ros2Topics = field(default_factory=Ros2Topics)
+    topics: RobotTopics = field(default_factory=RobotTopics)
+    """The same names as ROS 1 (DDS topics are these with ``rt`` in front of the leading slash)."""
     arm_joint_names: tuple[str, ...] = tuple(f"joint{i}" for i in range(1, 8))
     gripper_joint_names: tuple[str, ...] = ("finger_joint1", "finger_joint2")
     """Summed to the gripper opening; empty: no gripper feedback (the opening reads NaN)."""

@@ -22,33 +22,18 @@ def reach_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-def save_chunk_policy_run(run_dir: Path, family: str, env_overrides: dict, **policy_kwargs: object) -> Path:
-    """A chunk policy with random weights, saved through the checkpoint code ``vla-rl sft`` uses
-    (a checkpoint folder with its config and the policy's ``save_pretrained`` output)."""
-    import dataclasses
-
-    import torch
-
-    from vla_rl.envs.config import EnvConfig
-    from vla_rl.policies.chunk_registry import build_chunk_policy
-    from vla_rl.training.checkpoint import POLICY_DIRNAME, save_checkpoint
-    from vla_rl.training.sft.config import SFTConfig, SFTPolicyConfig
-
-    torch.manual_seed(0)
-    policy = build_chunk_policy(family, **policy_kwargs)
-    env = dataclasses.replace(EnvConfig(), **env_overrides)
-    config = SFTConfig(env=env, policy=SFTPolicyConfig(name=family, kwargs=dict(policy_kwargs)))
-    save_checkpoint(
-        run_dir, 0, None, {}, config, write_extra=lambda d: policy.save_pretrained(d / POLICY_DIRNAME)
-    )
-    return run_dir
-
-
 @pytest.fixture(scope="session")
 def flow_chunk_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small flow policy on reach's proprioception emitting chunks of 8 actions (untrained: it moves
     the arm, which is what the server-failure tests need)."""
+    import torch
+    from vla_rl.real_world.policy_runner import save_chunk_policy_checkpoint
+
+    from vla_rl.envs.config import EnvConfig
+    from vla_rl.policies.chunk_registry import build_chunk_policy
+
+    torch.manual_seed(0)
+    policy = build_chunk_policy("flow_mlp", chunk_len=8, action_dim=4, proprio_dim=24, hidden_sizes=[32])
     run_dir = tmp_path_factory.mktemp("deploy") / "flow_chunk"
-    return save_chunk_policy_run(
-        run_dir, "flow_mlp", {"task": "reach"}, chunk_len=8, action_dim=4, proprio_dim=24, hidden_sizes=[32]
-    )
+    save_chunk_policy_checkpoint(policy, "flow_mlp", EnvConfig(task="reach"), run_dir)
+    return run_dir

@@ -197,11 +197,12 @@ def role_robot(out: Path) -> int:
     require_private_namespace()
     from vla_rl.real_world.robot import JointCommand, RobotError
     from vla_rl.real_world.ros2.dds import loopback_config
-    from vla_rl.real_world.ros2.robot import Ros2Robot, Ros2RobotConfig, Ros2Topics
+    from vla_rl.real_world.ros2.robot import Ros2Robot, Ros2RobotConfig
+    from vla_rl.real_world.topics import RobotTopics
 
     base = {"dds_config": loopback_config(), "gripper_joint_names": FINGERS}
     lonely = Ros2Robot(
-        Ros2RobotConfig(topics=Ros2Topics(joint_states="/nobody"), connect_timeout_s=0.5, **base)
+        Ros2RobotConfig(topics=RobotTopics(joint_states="/nobody"), connect_timeout_s=0.5, **base)
     )
     try:
         lonely.connect()
