@@ -16,8 +16,8 @@ from vla_rl.real_world.robot import (
     Robot,
     RobotError,
     RobotObservation,
-    arm_features,
     command_features,
+    robot_features,
 )
 from vla_rl.real_world.sim_control import SimStatus
 from vla_rl.real_world.sim_robot import SimSnapshot, SimulatedRobot
@@ -44,12 +44,8 @@ class LocalSimRobot(Robot):
 
     @property
     def observation_features(self) -> dict[str, Feature]:
-        features = arm_features()
-        for camera in self.env_cfg.cameras:
-            features[f"rgb_{camera}"] = Feature(
-                (self.env_cfg.image_size, self.env_cfg.image_size, 3), "uint8"
-            )
-        return features
+        size = self.env_cfg.image_size
+        return robot_features(self.env_cfg.cameras, (size, size))
 
     @property
     def action_features(self) -> dict[str, Feature]:

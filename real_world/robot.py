@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -138,6 +139,20 @@ def arm_features(num_joints: int = 7) -> dict[str, Feature]:
         "arm_qvel_rad_s": Feature((num_joints,), "float64", joints),
         "gripper_opening_m": Feature((1,), "float64", ("gripper",)),
     }
+
+
+def robot_features(
+    cameras: Iterable[str], image_size: tuple[int, int], task_state_dim: int = 0, num_joints: int = 7
+) -> dict[str, Feature]:
+    """Observation features of an arm with these cameras (``rgb_<camera>``, uint8 [H, W, 3]) and,
+    when ``task_state_dim`` > 0, a task-state vector."""
+    features = arm_features(num_joints)
+    height, width = image_size
+    for camera in cameras:
+        features[f"rgb_{camera}"] = Feature((height, width, 3), "uint8")
+    if task_state_dim:
+        features["task_state"] = Feature((task_state_dim,), "float64")
+    return features
 
 
 def command_features(num_joints: int = 7) -> dict[str, Feature]:

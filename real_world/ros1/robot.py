@@ -16,8 +16,8 @@ from vla_rl.real_world.robot import (
     Robot,
     RobotError,
     RobotObservation,
-    arm_features,
     command_features,
+    robot_features,
 )
 from vla_rl.real_world.ros1 import import_rospy
 from vla_rl.real_world.ros1.messages import (
@@ -26,6 +26,7 @@ from vla_rl.real_world.ros1.messages import (
     parse_trajectory,
     trajectory_message,
 )
+from vla_rl.real_world.stamped import Stamped, match_images
 from vla_rl.real_world.topics import RobotTopics
 
 HISTORY = 16
@@ -52,21 +53,15 @@ class Ros1RobotConfig:
     node_name: str = "vla_rl_deploy"
 
 
-@dataclass
-class _Stamped:
-    stamp_s: float
-    value: Any
-
-
 class Ros1Robot(Robot):
     """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
 
     def __init__(self, config: Ros1RobotConfig) -> None:
         self.config = config
         self._lock = threading.Condition()
-        self._joint_states: deque[_Stamped] = deque(maxlen=HISTORY)
-        self._images: dict[str, deque[_Stamped]] = {c: deque(maxlen=HISTORY) for c in config.cameras}
-        self._task_state: _Stamped | None = None
+        self._joint_states: deque[Stamped] = deque(maxlen=HISTORY)
+        self._images: dict[str, deque[Stamped]] = {c: deque(maxlen=HISTORY) for c in config.cameras}
+        self._task_state: Stamped | None = None
         self._estop = False
         self._teleop_override = False
         self._teleop_command: np.ndarray | None = None
@@ -77,13 +72,7 @@ class Ros1Robot(Robot):
     # -------------------------------------------------------------------------- features
     @property
     def observation_features(self) -> dict[str, Feature]:
-        features = arm_features()
-        height, width = self.config.image_size
-        for camera in self.config.cameras:
-            features[f"rgb_{camera}"] = Feature((height, width, 3), "uint8")
-        if self.config.task_state_dim:
-            features["task_state"] = Feature((self.config.task_state_dim,), "float64")
-        return features
+        return robot_features(self.config.cameras, self.config.image_size, self.config.task_state_dim)
 
     @property
     def action_features(self) -> dict[str, Feature]:
@@ -154,17 +143,17 @@ class Ros1Robot(Robot):
     def _on_joint_state(self, msg: Any) -> None:
         qpos, qvel, opening = parse_joint_state(msg)
         with self._lock:
-            self._joint_states.append(_Stamped(msg.header.stamp.to_sec(), (qpos, qvel, opening)))
+            self._joint_states.append(Stamped(msg.header.stamp.to_sec(), (qpos, qvel, opening)))
             self._lock.notify_all()
 
     def _on_image(self, msg: Any, camera: str) -> None:
         rgb = parse_image(msg)
         with self._lock:
-            self._images[camera].append(_Stamped(msg.header.stamp.to_sec(), rgb))
+            self._images[camera].append(Stamped(msg.header.stamp.to_sec(), rgb))
 
     def _on_task_state(self, msg: Any) -> None:
         with self._lock:
-            self._task_state = _Stamped(time.time(), np.asarray(msg.data, dtype=np.float64))
+            self._task_state = Stamped(time.time(), np.asarray(msg.data, dtype=np.float64))
 
     def _on_estop(self, msg: Any) -> None:
         self._estop = self._estop or bool(msg.data)
@@ -190,15 +179,7 @@ class Ros1Robot(Robot):
             if not self._joint_states:
                 raise RobotError("no joint state received yet")
             joint = self._joint_states[-1]
-            images, stamps, unsynced = {}, {}, []
-            for camera, history in self._images.items():
-                if not history:
-                    unsynced.append(camera)
-                    continue
-                nearest = min(history, key=lambda item: abs(item.stamp_s - joint.stamp_s))
-                images[camera], stamps[camera] = nearest.value, nearest.stamp_s
-                if abs(nearest.stamp_s - joint.stamp_s) > self.config.sync_slop_s:
-                    unsynced.append(camera)
+            images, stamps, unsynced = match_images(self._images, joint.stamp_s, self.config.sync_slop_s)
             task_state = None if self._task_state is None else self._task_state.value
         qpos, qvel, opening = joint.value
         return RobotObservation(

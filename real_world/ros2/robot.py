@@ -36,11 +36,12 @@ from vla_rl.real_world.robot import (
     Robot,
     RobotError,
     RobotObservation,
-    arm_features,
     command_features,
+    robot_features,
 )
 from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node, make_node
+from vla_rl.real_world.stamped import Stamped, match_images
 from vla_rl.real_world.topics import RobotTopics
 
 HISTORY = 16
@@ -80,12 +81,6 @@ class Ros2RobotConfig:
     """cyclonedds XML configuration (e.g. ``dds.loopback_config()``); None: ``CYCLONEDDS_URI``."""
 
 
-@dataclass
-class _Stamped:
-    stamp_s: float
-    value: Any
-
-
 class Ros2Robot(Robot):
     """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
 
@@ -96,22 +91,19 @@ class Ros2Robot(Robot):
         )
         self._node: Node | None = None
         self._lock = threading.Condition()
-        self._joint_states: deque[_Stamped] = deque(maxlen=HISTORY)
+        self._joint_states: deque[Stamped] = deque(maxlen=HISTORY)
         self._fingers: dict[str, float] = {}
-        self._images: dict[str, deque[_Stamped]] = {}
-        self._task_state: _Stamped | None = None
+        self._images: dict[str, deque[Stamped]] = {}
+        self._task_state: Stamped | None = None
         self.dropped: dict[str, int] = {"joint_states": 0, "images": 0}
         """Messages that could not be used (wrong joints, unsupported image encoding)."""
 
     @property
     def observation_features(self) -> dict[str, Feature]:
-        features = arm_features(len(self.config.arm_joint_names))
-        height, width = self.config.image_size
-        for camera in self.config.cameras:
-            features[f"rgb_{camera}"] = Feature((height, width, 3), "uint8")
-        if self.config.task_state_dim:
-            features["task_state"] = Feature((self.config.task_state_dim,), "float64")
-        return features
+        config = self.config
+        return robot_features(
+            config.cameras, config.image_size, config.task_state_dim, len(config.arm_joint_names)
+        )
 
     @property
     def action_features(self) -> dict[str, Feature]:
@@ -191,7 +183,7 @@ class Ros2Robot(Robot):
                 return
             qpos = np.array([position[name] for name in arm])
             qvel = np.array([velocity.get(name, 0.0) for name in arm])
-            self._joint_states.append(_Stamped(m.stamp_seconds(msg.header.stamp), (qpos, qvel)))
+            self._joint_states.append(Stamped(m.stamp_seconds(msg.header.stamp), (qpos, qvel)))
             self._lock.notify_all()
 
     def _image_callback(self, camera: str) -> Callable[[Any], None]:
@@ -203,13 +195,13 @@ class Ros2Robot(Robot):
                     self.dropped["images"] += 1
                 return
             with self._lock:
-                self._images[camera].append(_Stamped(m.stamp_seconds(msg.header.stamp), rgb))
+                self._images[camera].append(Stamped(m.stamp_seconds(msg.header.stamp), rgb))
 
         return on_image
 
     def _on_task_state(self, msg: Any) -> None:
         with self._lock:
-            self._task_state = _Stamped(time.time(), np.asarray(msg.data, dtype=np.float64).copy())
+            self._task_state = Stamped(time.time(), np.asarray(msg.data, dtype=np.float64).copy())
 
     # -------------------------------------------------------------------------- observation
     def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
@@ -227,15 +219,7 @@ class Ros2Robot(Robot):
                 raise RobotError("no joint state received yet")
             joint = self._joint_states[-1]
             fingers = [self._fingers.get(name) for name in self.config.gripper_joint_names]
-            images, stamps, unsynced = {}, {}, []
-            for camera, history in self._images.items():
-                if not history:
-                    unsynced.append(camera)
-                    continue
-                nearest = min(history, key=lambda item: abs(item.stamp_s - joint.stamp_s))
-                images[camera], stamps[camera] = nearest.value, nearest.stamp_s
-                if abs(nearest.stamp_s - joint.stamp_s) > self.config.sync_slop_s:
-                    unsynced.append(camera)
+            images, stamps, unsynced = match_images(self._images, joint.stamp_s, self.config.sync_slop_s)
             task_state = None if self._task_state is None else self._task_state.value
         opening = float(sum(fingers)) if fingers and None not in fingers else float("nan")
         qpos, qvel = joint.value
