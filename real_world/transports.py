@@ -37,6 +37,11 @@ def _ros2_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
             image_size=(env.image_size, env.image_size),
             task_state_dim=_task_state_dim(env),
             point_time_from_start_s=1.0 / env.control_hz,
+            # Header stamp = the observation's, as over ROS 1: the simulated robot tells a command's
+            # age by it (latency, commands of an earlier episode). A joint_trajectory_controller
+            # times the point from that stamp (one period after the observation), so a real robot's
+            # controller must share this host's clock.
+            stamp_trajectories=True,
             sync_slop_s=cfg.robot.sync_slop_s,
             connect_timeout_s=cfg.robot.connect_timeout_s,
         )
@@ -62,6 +67,26 @@ def _ros1_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
         node.close()
 
 
+def _ros2_sim_control(cfg: DeployConfig) -> SimControl:
+    from vla_rl.real_world.ros2.sim_control import Ros2SimControl
+
+    # DDS configuration from CYCLONEDDS_URI, as the robot's (``Ros2RobotConfig.dds_config``).
+    return Ros2SimControl(cfg.robot.topics)
+
+
+def _ros2_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
+    from pathlib import Path
+
+    from vla_rl.real_world.ros2.sim_node import Ros2SimNode
+
+    stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
+    node = Ros2SimNode(env, cfg.robot.topics, stats_path=stats)
+    try:
+        node.spin(seconds)
+    finally:
+        node.close()
+
+
 def _task_state_dim(env: EnvConfig) -> int:
     from vla_rl.sims.tasks.registry import make_task
 
@@ -69,8 +94,14 @@ def _task_state_dim(env: EnvConfig) -> int:
 
 
 ROBOTS: dict[str, Callable[[DeployConfig, EnvConfig], Robot]] = {"ros1": _ros1_robot, "ros2": _ros2_robot}
-SIM_CONTROLS: dict[str, Callable[[DeployConfig], SimControl]] = {"ros1": _ros1_sim_control}
-SIM_NODES: dict[str, Callable[[DeployConfig, EnvConfig, float], None]] = {"ros1": _ros1_sim_node}
+SIM_CONTROLS: dict[str, Callable[[DeployConfig], SimControl]] = {
+    "ros1": _ros1_sim_control,
+    "ros2": _ros2_sim_control,
+}
+SIM_NODES: dict[str, Callable[[DeployConfig, EnvConfig, float], None]] = {
+    "ros1": _ros1_sim_node,
+    "ros2": _ros2_sim_node,
+}
 
 
 def _lookup(table: dict, transport: str, what: str):  # noqa: ANN001, ANN202

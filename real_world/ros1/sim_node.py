@@ -4,15 +4,14 @@ Runs one world of a MuJoCo task at a fixed control rate, like a robot driver's j
 mode: each period it steps towards the latest targets (holding the last ones when no new command
 came) and publishes what it measured, stamped with the time of publication. Episodes start on a
 seed sent to ``/sim/reset``; ``/sim/status`` reports the episode, step, success and the latency of
-the commands it applies. ``vla-rl sim-robot`` starts it.
+the commands it applies. ``vla-rl sim-robot`` starts it. The transport-independent part (stepping,
+stale commands, latencies, statistics) is ``vla_rl.real_world.sim_node_core.SimNodeCore``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 from vla_rl.real_world.ros1 import import_rospy
 from vla_rl.real_world.ros1.messages import image_message, joint_state_message, parse_trajectory
+from vla_rl.real_world.sim_node_core import SimNodeCore, status_values
 from vla_rl.real_world.sim_robot import SimSnapshot, SimulatedRobot
 from vla_rl.real_world.topics import SIM_STATUS_FIELDS, RobotTopics
 
@@ -46,15 +46,7 @@ class Ros1SimNode:
             "dim": MultiArrayDimension,
         }
         self.topics = topics or RobotTopics()
-        self.sim = SimulatedRobot(env_cfg)
-        self.stats_path = stats_path
-        self._lock = threading.Lock()
-        self._pending_seed: int | None = None
-        self._episode_start_s = math.inf
-        self.latencies_s: list[float] = []
-        """Observation stamp to command arrival of every command applied."""
-        self.dropped_commands = 0
-        """Commands computed from an observation of an earlier episode (ignored)."""
+        self.core = SimNodeCore(env_cfg, stats_path)
         if not rospy.core.is_initialized():
             rospy.init_node("vla_rl_sim_robot", disable_signals=True)
         t = self.topics
@@ -70,47 +62,40 @@ class Ros1SimNode:
             rospy.Subscriber(t.gripper_command, Float64, self._on_gripper, queue_size=4, tcp_nodelay=True),
             rospy.Subscriber(t.sim_reset, Int64, self._on_reset, queue_size=4),
         ]
-        self._last_latency_s = math.nan
+
+    @property
+    def sim(self) -> SimulatedRobot:
+        return self.core.sim
+
+    @property
+    def stats_path(self) -> Path | None:
+        return self.core.stats_path
+
+    @property
+    def latencies_s(self) -> list[float]:
+        """Observation stamp to command arrival of every command applied."""
+        return self.core.latencies_s
+
+    @property
+    def dropped_commands(self) -> int:
+        """Commands computed from an observation of an earlier episode (ignored)."""
+        return self.core.dropped_commands
 
     # ------------------------------------------------------------------------ callbacks
     def _on_command(self, msg: Any) -> None:
         arrival_s = time.time()
-        points = parse_trajectory(msg)
-        stamp_s = msg.header.stamp.to_sec()
-        with self._lock:
-            if not points or stamp_s < self._episode_start_s:
-                self.dropped_commands += 1
-                return
-            self.sim.set_targets(arm_qpos_rad=points[0])
-            self._last_latency_s = arrival_s - stamp_s
-            self.latencies_s.append(self._last_latency_s)
+        self.core.on_command(parse_trajectory(msg), msg.header.stamp.to_sec(), arrival_s)
 
     def _on_gripper(self, msg: Any) -> None:
-        with self._lock:
-            self.sim.set_targets(gripper_opening_m=float(msg.data))
+        self.core.on_gripper(float(msg.data))
 
     def _on_reset(self, msg: Any) -> None:
-        with self._lock:
-            self._pending_seed = int(msg.data)
+        self.core.on_reset(int(msg.data))
 
     # ------------------------------------------------------------------------ loop
     def tick(self) -> SimSnapshot:
         """One control period: a pending reset, else a physics step; then publish."""
-        with self._lock:
-            seed, self._pending_seed = self._pending_seed, None
-            if seed is not None:
-                snapshot = self.sim.reset(seed)
-                self._last_latency_s = math.nan
-            else:
-                snapshot = self.sim.step()
-            stamp_s = time.time()
-            if seed is not None:
-                self._episode_start_s = stamp_s
-            latency = self._last_latency_s
-        self._publish(snapshot, stamp_s, latency)
-        if snapshot.done and seed is None and snapshot.step and self.stats_path is not None:
-            self.write_stats()
-        return snapshot
+        return self.core.tick(self._publish)
 
     def spin(self, max_seconds: float = math.inf) -> None:
         """Tick at the task's control rate until ROS shuts down (or ``max_seconds`` pass)."""
@@ -135,15 +120,8 @@ class Ros1SimNode:
             publisher.publish(image_message(types["image"], rospy, stamp_s, snapshot.images[camera]))
         if snapshot.task_state is not None:
             self._task_pub.publish(self._array(snapshot.task_state, "task_state"))
-        status = [
-            snapshot.episode,
-            snapshot.step,
-            float(snapshot.success),
-            float(snapshot.done),
-            latency_s,
-            stamp_s,
-        ]
-        self._status_pub.publish(self._array(np.asarray(status), ",".join(SIM_STATUS_FIELDS)))
+        status = status_values(snapshot, stamp_s, latency_s)
+        self._status_pub.publish(self._array(status, ",".join(SIM_STATUS_FIELDS)))
         # The joint state goes last: a subscriber woken by it finds the images and task state of the
         # same period already delivered (each topic has its own connection, so this is likely, not certain).
         self._joint_pub.publish(joint)
@@ -156,16 +134,9 @@ class Ros1SimNode:
 
     def write_stats(self) -> None:
         """Command latencies and dropped commands as JSON (atomically: write, then rename)."""
-        assert self.stats_path is not None
-        with self._lock:
-            stats = {"latencies_s": list(self.latencies_s), "dropped_commands": self.dropped_commands}
-        tmp = self.stats_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(stats))
-        tmp.replace(self.stats_path)
+        self.core.write_stats()
 
     def close(self) -> None:
         for sub in self._subs:
             sub.unregister()
-        if self.stats_path is not None:
-            self.write_stats()
-        self.sim.close()
+        self.core.close()
