@@ -31,6 +31,9 @@ from vla_rl.envs.config import EnvConfig
 
 log = logging.getLogger(__name__)
 
+STAMP_MARGIN_S = 1e-5
+"""Less than any control period, more than the rounding of stamps that crossed a transport."""
+
 PolicyInfer = Callable[[dict[str, Any]], np.ndarray]
 """Policy observation -> float32 [chunk_len, action_dim] normalised actions (may raise)."""
 
@@ -134,7 +137,9 @@ class Deployment:
         seed = self.cfg.seed + index if self.sim is not None else None
         last_stamp = -np.inf
         if self.sim is not None:
-            last_stamp = self.sim.reset(seed).stamp_s - 1e-9
+            # The reset's own observation counts as new: stamps are float seconds near 1.8e9, whose
+            # resolution is about 2.4e-7 s, and stamps of consecutive periods are milliseconds apart.
+            last_stamp = self.sim.reset(seed).stamp_s - STAMP_MARGIN_S
         self.safety.reset()
         self.intervention.reset()
         if self.queue is not None:

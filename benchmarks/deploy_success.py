@@ -1,0 +1,88 @@
+"""Success over ROS against direct evaluation on the same seeds: the default ``reach`` recipe trained by
+``vla-rl train``, then rehearsed over ROS 1 (``roscore``, ``vla-rl sim-robot``, ``vla-rl deploy``) with
+the default (conservative) safety layer and with it off, side by side with direct evaluation in the
+simulator (no transport, no safety layer). Runs inside a private network namespace when it can.
+
+    python -m benchmarks.deploy_success [--episodes 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import machine_line
+
+OUT_DIR = Path("runs/bench/deploy_success")
+RESULTS = Path("benchmarks/results/deploy_success.json")
+SEED = 1000
+TRAIN = ["env=reach", "total_env_steps=500000", "eval.video=false", "logger.tensorboard=false"]
+"""The default training job (`make train`)."""
+
+
+def train(run_dir: Path) -> Path:
+    if not (run_dir / "checkpoints").is_dir():
+        command = [sys.executable, "-m", "vla_rl.cli", "train", *TRAIN, f"run_dir={run_dir}"]
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"training failed:\n{proc.stderr[-3000:]}")
+    return run_dir
+
+
+def run_all(episodes: int) -> dict:
+    from vla_rl.real_world.policy_runner import load_trained_policy
+    from vla_rl.real_world.ros1.rehearsal import run_rehearsal
+    from vla_rl.real_world.sim_eval import evaluate_on_seeds
+
+    run = train(OUT_DIR / "reach")
+    seeds = [SEED + i for i in range(episodes)]
+    direct = evaluate_on_seeds(load_trained_policy(run), seeds)
+    results = {"direct (simulator, no safety layer)": {"success_rate": float(np.mean(direct))}}
+    for name, extra in {"ROS 1, default safety": [], "ROS 1, safety off": ["safety.enabled=false"]}.items():
+        work_dir = OUT_DIR / name.replace(" ", "_").replace(",", "")
+        shutil.rmtree(work_dir, ignore_errors=True)
+        overrides = [f"checkpoint={run}", f"episodes={episodes}", f"seed={SEED}", *extra]
+        rehearsal = run_rehearsal(overrides, work_dir)
+        per_episode = rehearsal["deploy"]["per_episode"]
+        over_ros = [bool(e["success"]) for e in per_episode]
+        latency_ms = np.asarray(rehearsal["sim"]["latencies_s"]) * 1e3
+        counts = {k: v for k, v in rehearsal["deploy"]["safety_counts"].items() if v}
+        results[name] = {
+            "success_rate": float(np.mean(over_ros)),
+            "same_outcome_as_direct": int(sum(a == b for a, b in zip(over_ros, direct, strict=True))),
+            "latency_p50_ms": float(np.percentile(latency_ms, 50)),
+            "latency_p99_ms": float(np.percentile(latency_ms, 99)),
+            "safety_counts": counts,
+        }
+        print(name, json.dumps(results[name]), flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--in-namespace", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if not args.in_namespace and shutil.which("unshare"):
+        command = f"ip link set lo up && exec {sys.executable} -m benchmarks.deploy_success --in-namespace"
+        sys.exit(subprocess.call(["unshare", "-n", "sh", "-c", f"{command} --episodes {args.episodes}"]))
+    results = run_all(args.episodes)
+    last_seed = SEED + args.episodes - 1
+    print(f"\nmachine: {machine_line()}; {args.episodes} reach episodes, seeds {SEED}..{last_seed}")
+    direct = results["direct (simulator, no safety layer)"]["success_rate"]
+    for name, row in results.items():
+        gap = 100 * (row["success_rate"] - direct)
+        print(f"{name:<38} success {100 * row['success_rate']:5.1f} %  ({gap:+.1f} points vs direct)")
+    RESULTS.write_text(
+        json.dumps({"machine": machine_line(), "episodes": args.episodes, "results": results}, indent=2)
+    )
+
+
+if __name__ == "__main__":
+    main()
