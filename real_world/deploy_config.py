@@ -14,6 +14,8 @@ from vla_rl.config.load import Check, ConfigError, compose_config_module, valida
 from vla_rl.envs.config import EnvConfig
 
 TRANSPORTS = ("ros1", "ros2")
+IMAGE_TRANSPORTS = ("raw", "compressed")
+COMMAND_TYPES = ("joint_trajectory", "float64_multi_array", "pose_stamped")
 MERGE_MODES = ("latest", "ensemble")
 
 
@@ -31,6 +33,19 @@ class RobotSection:
     """Images belong to a joint state when their stamps differ by at most this (s)."""
     connect_timeout_s: float = 10.0
     """Give up when no joint state arrives within this (s)."""
+    image_transport: str = "raw"
+    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: jpeg or png
+    sensor_msgs/CompressedImage on that topic + ``/compressed`` (image_transport's republisher),
+    decoded on the robot side. (The simulated robot publishes raw images only.)"""
+    command_type: str = "joint_trajectory"
+    """What ``topics.command`` carries: ``joint_trajectory`` (trajectory_msgs/JointTrajectory),
+    ``float64_multi_array`` (std_msgs/Float64MultiArray of the 7 joint targets, for a
+    forward_command_controller) or ``pose_stamped`` (geometry_msgs/PoseStamped: the TCP pose of the
+    checked joint target by forward kinematics, for a Cartesian impedance controller such as
+    franka_ros's ``equilibrium_pose``). The simulated robot takes joint_trajectory only."""
+    pose_frame_id: str = "panda_link0"
+    """``header.frame_id`` of ``pose_stamped`` commands: the arm's base frame (the model's ``link0``,
+    franka_ros's ``panda_link0``)."""
 
 
 @dataclass
@@ -108,6 +123,26 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     Check("episodes", lambda c: c.episodes >= 1, "must be >= 1"),
     Check("max_steps", lambda c: c.max_steps >= 0, "must be >= 0"),
     Check("robot.sync_slop_s", lambda c: c.robot.sync_slop_s >= 0, "must be >= 0"),
+    Check(
+        "robot.image_transport",
+        lambda c: c.robot.image_transport in IMAGE_TRANSPORTS,
+        f"must be one of {IMAGE_TRANSPORTS}",
+    ),
+    Check(
+        "robot.command_type",
+        lambda c: c.robot.command_type in COMMAND_TYPES,
+        f"must be one of {COMMAND_TYPES}",
+    ),
+    Check(
+        "robot.command_type",
+        lambda c: not c.robot.simulated or c.robot.command_type == "joint_trajectory",
+        "must be joint_trajectory with robot.simulated=true (vla-rl sim-robot takes JointTrajectory only)",
+    ),
+    Check(
+        "robot.pose_frame_id",
+        lambda c: c.robot.command_type != "pose_stamped" or bool(c.robot.pose_frame_id),
+        "must name the arm's base frame when robot.command_type is pose_stamped",
+    ),
     Check(
         "max_steps",
         lambda c: c.robot.simulated or c.max_steps > 0,

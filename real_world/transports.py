@@ -23,6 +23,9 @@ def _ros1_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
             control_hz=env.control_hz,
             sync_slop_s=cfg.robot.sync_slop_s,
             connect_timeout_s=cfg.robot.connect_timeout_s,
+            image_transport=cfg.robot.image_transport,  # both validated by DEPLOY_CHECKS
+            command_type=cfg.robot.command_type,
+            pose_frame_id=cfg.robot.pose_frame_id,
         )
     )
 
@@ -44,6 +47,9 @@ def _ros2_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
             stamp_trajectories=True,
             sync_slop_s=cfg.robot.sync_slop_s,
             connect_timeout_s=cfg.robot.connect_timeout_s,
+            image_transport=cfg.robot.image_transport,  # both validated by DEPLOY_CHECKS
+            command_type=cfg.robot.command_type,
+            pose_frame_id=cfg.robot.pose_frame_id,
         )
     )
 

@@ -1,14 +1,27 @@
-"""Conversions between ROS 1 messages and the robot interface's numpy types."""
+"""Conversions between ROS 1 messages and the robot interface's numpy types.
+
+Message classes are passed in (rospy comes from the system and is imported on first use), so this
+module imports no ROS. The ROS-free parts, the image codec and the TCP pose as a quaternion, are
+also what ``vla_rl.real_world.ros2.messages`` uses for its CompressedImage and PoseStamped.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import imageio.v3 as iio
+import mujoco
 import numpy as np
 from vla_rl.real_world.robot import JointCommand
 
+if TYPE_CHECKING:
+    from vla_rl.real_world.kinematics import ArmKinematics
+
 ARM_JOINT_NAMES = tuple(f"joint{i}" for i in range(1, 8))
 FINGER_JOINT_NAMES = ("finger_joint1", "finger_joint2")
+COMPRESSED_SUFFIX = "/compressed"
+"""image_transport's convention: a camera's CompressedImage lives on its image topic + this."""
+IMAGE_FORMATS = ("jpeg", "png")
 
 
 def stamp_seconds(header: Any) -> float:
@@ -88,3 +101,84 @@ def parse_trajectory(msg: Any) -> list[np.ndarray]:
         raise ValueError(f"JointTrajectory lacks joints {missing}")
     order = [index[n] for n in ARM_JOINT_NAMES]
     return [np.asarray(point.positions, dtype=np.float64)[order] for point in msg.points]
+
+
+# ------------------------------------------------------------------------------ compressed images
+def encode_image(rgb: np.ndarray, fmt: str = "jpeg", quality: int = 90) -> bytes:
+    """uint8 [H, W, 3] RGB as a jpeg or png file (imageio's Pillow plugin)."""
+    if fmt not in IMAGE_FORMATS:
+        raise ValueError(f"unsupported image format {fmt!r}; expected one of {IMAGE_FORMATS}")
+    pixels = np.ascontiguousarray(rgb, dtype=np.uint8)
+    if fmt == "jpeg":
+        return iio.imwrite("<bytes>", pixels, extension=".jpg", quality=quality)
+    return iio.imwrite("<bytes>", pixels, extension=".png")
+
+
+def compressed_format(fmt: str) -> str:
+    """The ``format`` string compressed_image_transport writes for an rgb8 source (informational:
+    decoders read the file's own header; the file itself holds true RGB whatever it says)."""
+    return f"rgb8; {fmt} compressed bgr8"
+
+
+def decode_image(data: bytes | bytearray | np.ndarray, fmt: str = "") -> np.ndarray:
+    """uint8 [H, W, 3] RGB of a jpeg or png file (grey or RGBA files are converted); ``fmt`` is the
+    message's ``format`` string. Raises ValueError for anything that does not decode, including
+    compressed_depth_image_transport's ``compressedDepth`` (16-bit depth, not a camera image)."""
+    if "compressedDepth" in fmt:
+        raise ValueError(f"compressed depth images are not camera images (format {fmt!r})")
+    raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    try:
+        rgb = iio.imread(raw, plugin="pillow", mode="RGB")
+    except Exception as error:  # Pillow and imageio raise OSError, ValueError, SyntaxError, ...
+        reason = f"cannot decode compressed image (format {fmt!r}, {len(raw)} bytes): {error}"
+        raise ValueError(reason) from error
+    return np.ascontiguousarray(rgb, dtype=np.uint8)
+
+
+def compressed_image_message(
+    msg_type: type, rospy: Any, stamp_s: float, rgb: np.ndarray, fmt: str = "jpeg", quality: int = 90
+) -> Any:
+    """sensor_msgs/CompressedImage (jpeg or png) of uint8 [H, W, 3] RGB."""
+    msg = msg_type()
+    msg.header.stamp = rospy.Time.from_sec(stamp_s)
+    msg.format = compressed_format(fmt)
+    msg.data = encode_image(rgb, fmt, quality)
+    return msg
+
+
+def parse_compressed_image(msg: Any) -> np.ndarray:
+    """uint8 [H, W, 3] RGB of a sensor_msgs/CompressedImage; ValueError when it does not decode."""
+    return decode_image(msg.data, msg.format)
+
+
+# ------------------------------------------------------------------------------ other command types
+def float64_array_message(array_type: type, dim_type: type, values: np.ndarray, label: str = "") -> Any:
+    """std_msgs/Float64MultiArray of a vector (one layout dimension, ``label``), as a
+    forward_command_controller takes."""
+    data = [float(v) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+    msg = array_type()
+    msg.layout.dim = [dim_type(label=label, size=len(data), stride=len(data))]
+    msg.data = data
+    return msg
+
+
+def tcp_pose_xyzw(kinematics: ArmKinematics, arm_qpos_rad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """TCP position [3] (m) and orientation quaternion [4] (x, y, z, w: ROS order, unit norm) in the
+    arm's base frame at joint angles [7], by forward kinematics of the training model."""
+    position, rotation = kinematics.tcp_pose(arm_qpos_rad)
+    wxyz = np.empty(4)
+    mujoco.mju_mat2Quat(wxyz, rotation.reshape(-1))  # MuJoCo's order is w first
+    return position, wxyz[[1, 2, 3, 0]]
+
+
+def pose_stamped_message(
+    msg_type: type, rospy: Any, stamp_s: float, position: np.ndarray, quat_xyzw: np.ndarray, frame_id: str
+) -> Any:
+    """geometry_msgs/PoseStamped of a position (m) and an (x, y, z, w) quaternion in ``frame_id``."""
+    msg = msg_type()
+    msg.header.stamp = rospy.Time.from_sec(stamp_s)
+    msg.header.frame_id = frame_id
+    p, q = msg.pose.position, msg.pose.orientation
+    p.x, p.y, p.z = (float(v) for v in position)
+    q.x, q.y, q.z, q.w = (float(v) for v in quat_xyzw)
+    return msg

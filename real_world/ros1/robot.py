@@ -1,4 +1,11 @@
-"""``Ros1Robot``: the robot interface over rospy topics (see ``vla_rl.real_world.topics``)."""
+"""``Ros1Robot``: the robot interface over rospy topics (see ``vla_rl.real_world.topics``).
+
+Cameras arrive as sensor_msgs/Image (``image_transport='raw'``, the default) or as jpeg/png
+sensor_msgs/CompressedImage on the image topic + ``/compressed`` (``'compressed'``). The arm command
+is a trajectory_msgs/JointTrajectory (default), a std_msgs/Float64MultiArray of the 7 joint targets,
+or a geometry_msgs/PoseStamped of the target's TCP pose (``command_type``); the gripper topic is
+std_msgs/Float64 whatever the arm takes.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from vla_rl.real_world.recording import InterventionInput
@@ -21,9 +28,14 @@ from vla_rl.real_world.robot import (
 )
 from vla_rl.real_world.ros1 import import_rospy
 from vla_rl.real_world.ros1.messages import (
+    COMPRESSED_SUFFIX,
+    float64_array_message,
+    parse_compressed_image,
     parse_image,
     parse_joint_state,
     parse_trajectory,
+    pose_stamped_message,
+    tcp_pose_xyzw,
     trajectory_message,
 )
 from vla_rl.real_world.stamped import Stamped, match_images
@@ -51,6 +63,18 @@ class Ros1RobotConfig:
     connect_timeout_s: float = 10.0
     """``connect`` fails when no joint state arrives within this."""
     node_name: str = "vla_rl_deploy"
+    image_transport: Literal["raw", "compressed"] = "raw"
+    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: sensor_msgs/CompressedImage (jpeg
+    or png, decoded here) on that topic + ``/compressed``, where image_transport republishes it."""
+    command_type: Literal["joint_trajectory", "float64_multi_array", "pose_stamped"] = "joint_trajectory"
+    """What ``topics.command`` carries: ``joint_trajectory`` (one point per command, or a chunk);
+    ``float64_multi_array`` (the 7 joint targets, for a forward_command_controller);
+    ``pose_stamped`` (the TCP pose of the joint target by forward kinematics of the training model,
+    for a Cartesian impedance controller such as franka_ros's ``equilibrium_pose``; the controller's
+    end-effector frame must be the model's TCP site: the hand frame moved 0.1034 m along its z axis,
+    franka's default end effector)."""
+    pose_frame_id: str = "panda_link0"
+    """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
 
 
 class Ros1Robot(Robot):
@@ -67,7 +91,10 @@ class Ros1Robot(Robot):
         self._teleop_command: np.ndarray | None = None
         self._handles: list[Any] = []
         self._connected = False
+        self._kinematics: Any = None
         self.rospy: Any = None
+        self.dropped: dict[str, int] = {"images": 0}
+        """Compressed images that did not decode (dropped, not raised)."""
 
     # -------------------------------------------------------------------------- features
     @property
@@ -87,11 +114,26 @@ class Ros1Robot(Robot):
         if self._connected:
             return
         rospy = self.rospy = import_rospy()
-        from sensor_msgs.msg import Image, JointState
-        from std_msgs.msg import Bool, Float64, Float64MultiArray
+        from sensor_msgs.msg import CompressedImage, Image, JointState
+        from std_msgs.msg import Bool, Float64, Float64MultiArray, MultiArrayDimension
         from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-        self._msg = {"trajectory": JointTrajectory, "point": JointTrajectoryPoint, "float": Float64}
+        self._msg = {
+            "trajectory": JointTrajectory,
+            "point": JointTrajectoryPoint,
+            "float": Float64,
+            "array": Float64MultiArray,
+            "dim": MultiArrayDimension,
+        }
+        command_type: type = JointTrajectory
+        if self.config.command_type == "float64_multi_array":
+            command_type = Float64MultiArray
+        elif self.config.command_type == "pose_stamped":
+            from geometry_msgs.msg import PoseStamped  # python3-geometry-msgs; only this needs it
+            from vla_rl.real_world.kinematics import ArmKinematics
+
+            command_type = self._msg["pose"] = PoseStamped
+            self._kinematics = ArmKinematics()
         if not rospy.core.is_initialized():
             rospy.init_node(self.config.node_name, anonymous=True, disable_signals=True)
         topics = self.config.topics
@@ -102,11 +144,14 @@ class Ros1Robot(Robot):
             subscribe(topics.teleop_override, Bool, self._on_teleop_override, queue_size=4),
             subscribe(topics.teleop_command, JointTrajectory, self._on_teleop_command, queue_size=4),
         ]
+        compressed = self.config.image_transport == "compressed"
+        image_type, on_image = (
+            (CompressedImage, self._on_compressed_image) if compressed else (Image, self._on_image)
+        )
         for camera in self.config.cameras:
+            topic = topics.image_topic(camera) + (COMPRESSED_SUFFIX if compressed else "")
             self._handles.append(
-                subscribe(
-                    topics.image_topic(camera), Image, self._on_image, camera, queue_size=2, tcp_nodelay=True
-                )
+                subscribe(topic, image_type, on_image, camera, queue_size=2, tcp_nodelay=True)
             )
         if self.config.task_state_dim:
             self._handles.append(
@@ -114,7 +159,7 @@ class Ros1Robot(Robot):
                     topics.task_state, Float64MultiArray, self._on_task_state, queue_size=4, tcp_nodelay=True
                 )
             )
-        self._command_pub = rospy.Publisher(topics.command, JointTrajectory, queue_size=2, tcp_nodelay=True)
+        self._command_pub = rospy.Publisher(topics.command, command_type, queue_size=2, tcp_nodelay=True)
         self._gripper_pub = rospy.Publisher(topics.gripper_command, Float64, queue_size=2, tcp_nodelay=True)
         self._handles += [self._command_pub, self._gripper_pub]
         if not self.wait_for_new_observation(-np.inf, self.config.connect_timeout_s):
@@ -148,6 +193,16 @@ class Ros1Robot(Robot):
 
     def _on_image(self, msg: Any, camera: str) -> None:
         rgb = parse_image(msg)
+        with self._lock:
+            self._images[camera].append(Stamped(msg.header.stamp.to_sec(), rgb))
+
+    def _on_compressed_image(self, msg: Any, camera: str) -> None:
+        try:
+            rgb = parse_compressed_image(msg)
+        except ValueError:
+            with self._lock:
+                self.dropped["images"] += 1
+            return
         with self._lock:
             self._images[camera].append(Stamped(msg.header.stamp.to_sec(), rgb))
 
@@ -212,20 +267,36 @@ class Ros1Robot(Robot):
 
     def send_trajectory(self, commands: list[JointCommand], stamp_s: float) -> JointCommand:
         """Publish a whole chunk of targets, one control period apart; returns the first. The gripper
-        topic gets the first command's opening."""
+        topic gets the first command's opening. A chunk of more than one command needs
+        ``command_type='joint_trajectory'``."""
         if not self._connected:
             raise RobotError("send_action on a disconnected robot")
-        msg = trajectory_message(
-            self._msg["trajectory"],
-            self._msg["point"],
-            self.rospy,
-            commands,
-            1.0 / self.config.control_hz,
-            stamp_s,
-        )
-        self._command_pub.publish(msg)
+        self._command_pub.publish(self._command_message(commands, stamp_s))
         self._gripper_pub.publish(self._msg["float"](float(commands[0].gripper_opening_m)))
         return commands[0]
+
+    def _command_message(self, commands: list[JointCommand], stamp_s: float) -> Any:
+        """The arm command of ``config.command_type``; ``stamp_s`` is the header stamp (the
+        observation the commands were computed from)."""
+        kind = self.config.command_type
+        if kind == "joint_trajectory":
+            return trajectory_message(
+                self._msg["trajectory"],
+                self._msg["point"],
+                self.rospy,
+                commands,
+                1.0 / self.config.control_hz,
+                stamp_s,
+            )
+        if len(commands) != 1:
+            raise RobotError(f"a chunk of {len(commands)} commands needs command_type='joint_trajectory'")
+        target = np.asarray(commands[0].arm_qpos_rad, dtype=np.float64)
+        if kind == "float64_multi_array":
+            return float64_array_message(self._msg["array"], self._msg["dim"], target, label="joints")
+        position, quat_xyzw = tcp_pose_xyzw(self._kinematics, target)
+        return pose_stamped_message(
+            self._msg["pose"], self.rospy, stamp_s, position, quat_xyzw, self.config.pose_frame_id
+        )
 
 
 class _TopicIntervention(InterventionInput):

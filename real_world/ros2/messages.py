@@ -1,4 +1,8 @@
-"""Building and reading the few ROS 2 messages the robot uses (as rosbags message objects)."""
+"""Building and reading the few ROS 2 messages the robot uses (as rosbags message objects).
+
+The image codec (imageio's Pillow plugin) and the TCP pose as a quaternion are the ROS-free helpers
+of ``vla_rl.real_world.ros1.messages``, shared so both transports decode and compute alike.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from vla_rl.real_world.ros1.messages import compressed_format, decode_image, encode_image
 from vla_rl.real_world.ros2.types import message
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
 IMAGE = "sensor_msgs/msg/Image"
 JOINT_TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
 FLOAT64_MULTI_ARRAY = "std_msgs/msg/Float64MultiArray"
+COMPRESSED_IMAGE = "sensor_msgs/msg/CompressedImage"
+POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
 
 # encoding -> (channels, channel order to take RGB from)
 _ENCODINGS: dict[str, tuple[int, tuple[int, int, int]]] = {
@@ -75,6 +82,34 @@ def parse_image(msg: Any) -> np.ndarray:
     rows = np.asarray(msg.data, dtype=np.uint8).reshape(msg.height, msg.step)
     pixels = rows[:, : msg.width * channels].reshape(msg.height, msg.width, channels)
     return np.ascontiguousarray(pixels[..., list(order)])
+
+
+def compressed_image_message(
+    stamp_s: float, rgb: np.ndarray, fmt: str = "jpeg", quality: int = 90, frame_id: str = ""
+) -> Any:
+    """sensor_msgs/CompressedImage (jpeg or png) of uint8 [H, W, 3] RGB."""
+    data = np.frombuffer(encode_image(rgb, fmt, quality), dtype=np.uint8).copy()
+    return message(
+        COMPRESSED_IMAGE, header=header(stamp_s, frame_id), format=compressed_format(fmt), data=data
+    )
+
+
+def parse_compressed_image(msg: Any) -> np.ndarray:
+    """uint8 [H, W, 3] RGB of a jpeg or png sensor_msgs/CompressedImage; ValueError when it does not
+    decode."""
+    return decode_image(np.asarray(msg.data, dtype=np.uint8), msg.format)
+
+
+def pose_stamped_message(stamp_s: float, position: np.ndarray, quat_xyzw: np.ndarray, frame_id: str) -> Any:
+    """geometry_msgs/PoseStamped of a position (m) and an (x, y, z, w) quaternion in ``frame_id``."""
+    x, y, z = (float(v) for v in position)
+    qx, qy, qz, qw = (float(v) for v in quat_xyzw)
+    pose = message(
+        "geometry_msgs/msg/Pose",
+        position=message("geometry_msgs/msg/Point", x=x, y=y, z=z),
+        orientation=message("geometry_msgs/msg/Quaternion", x=qx, y=qy, z=qz, w=qw),
+    )
+    return message(POSE_STAMPED, header=header(stamp_s, frame_id), pose=pose)
 
 
 def float64_array_message(values: Sequence[float] | np.ndarray, label: str = "") -> Any:

@@ -6,15 +6,21 @@ Subscribed (best-effort by default, which matches reliable and best-effort publi
   positions add up to the gripper opening (Franka-style: each finger moves half the opening).
   Messages without the arm joints (e.g. a separate gripper driver on the same topic) only update
   the fingers. Missing velocities read as zero.
-* one sensor_msgs/Image per camera (rgb8, bgr8, rgba8, bgra8 or mono8; returned as RGB).
+* one sensor_msgs/Image per camera (rgb8, bgr8, rgba8, bgra8 or mono8; returned as RGB), or with
+  ``image_transport='compressed'`` one jpeg/png sensor_msgs/CompressedImage per camera on the image
+  topic + ``/compressed`` (image_transport's name for it). Images that do not decode are dropped
+  and counted in ``dropped['images']``.
 * optionally a task-state topic (std_msgs/Float64MultiArray), stamped on arrival.
 
 Published (reliable):
 
 * the arm command, either trajectory_msgs/JointTrajectory (for joint_trajectory_controller: one
   point ``point_time_from_start_s`` ahead, or a whole chunk with ``send_trajectory``; header stamp
-  zero, i.e. "start on arrival", unless ``stamp_trajectories``) or std_msgs/Float64MultiArray (for a
-  forward_command_controller: ``data`` = the joint targets in ``arm_joint_names`` order).
+  zero, i.e. "start on arrival", unless ``stamp_trajectories``), std_msgs/Float64MultiArray (for a
+  forward_command_controller: ``data`` = the joint targets in ``arm_joint_names`` order), or
+  geometry_msgs/PoseStamped (for a Cartesian impedance controller: the TCP pose of the joint target
+  by forward kinematics of the training model, in ``pose_frame_id``, stamped with the command's
+  ``stamp_s``), as ``command_type`` says.
 * the gripper command, std_msgs/Float64MultiArray with ``data = [opening_m * gripper_command_scale]``
   (one value, as a forward_command_controller of one joint takes; scale 0.5 for a controller of a
   single finger). For a chunk it carries the first command's opening.
@@ -39,6 +45,7 @@ from vla_rl.real_world.robot import (
     command_features,
     robot_features,
 )
+from vla_rl.real_world.ros1.messages import COMPRESSED_SUFFIX, tcp_pose_xyzw
 from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node, make_node
 from vla_rl.real_world.stamped import Stamped, match_images
@@ -46,6 +53,12 @@ from vla_rl.real_world.topics import RobotTopics
 
 HISTORY = 16
 """Joint states and images kept per stream to pair images with the latest joint state by stamp."""
+COMMAND_MSGTYPES = {
+    "joint_trajectory": m.JOINT_TRAJECTORY,
+    "float64_multi_array": m.FLOAT64_MULTI_ARRAY,
+    "pose_stamped": m.POSE_STAMPED,
+}
+"""``command_type`` -> the message type of ``topics.command``."""
 
 
 @dataclass
@@ -62,7 +75,16 @@ class Ros2RobotConfig:
     """Height and width the cameras publish (declared in the observation features)."""
     task_state_dim: int = 0
     """Length of the task-state vector; 0: not subscribed."""
-    command_type: Literal["joint_trajectory", "float64_multi_array"] = "joint_trajectory"
+    image_transport: Literal["raw", "compressed"] = "raw"
+    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: sensor_msgs/CompressedImage (jpeg
+    or png, decoded here) on that topic + ``/compressed``."""
+    command_type: Literal["joint_trajectory", "float64_multi_array", "pose_stamped"] = "joint_trajectory"
+    """``pose_stamped``: the TCP pose of the target (the model's TCP site: the hand frame moved
+    0.1034 m along its z axis, franka's default end effector; the controller's must be the same) for
+    e.g. a Cartesian impedance controller's ``equilibrium_pose``; ``send_trajectory`` needs
+    ``joint_trajectory``."""
+    pose_frame_id: str = "panda_link0"
+    """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
     point_time_from_start_s: float = 0.05
     """``time_from_start`` of a single command's point; chunks space their points by ``dt_s``."""
     stamp_trajectories: bool = False
@@ -96,7 +118,8 @@ class Ros2Robot(Robot):
         self._images: dict[str, deque[Stamped]] = {}
         self._task_state: Stamped | None = None
         self.dropped: dict[str, int] = {"joint_states": 0, "images": 0}
-        """Messages that could not be used (wrong joints, unsupported image encoding)."""
+        """Messages that could not be used (wrong joints, unsupported image encoding, undecodable)."""
+        self._kinematics: Any = None
 
     @property
     def observation_features(self) -> dict[str, Feature]:
@@ -122,21 +145,28 @@ class Ros2Robot(Robot):
             self._fingers.clear()
             self._images.clear()
             self._task_state = None
+        if config.command_type == "pose_stamped" and self._kinematics is None:
+            from vla_rl.real_world.kinematics import ArmKinematics
+
+            self._kinematics = ArmKinematics()
+        compressed = config.image_transport == "compressed"
+        image_type, suffix = (m.COMPRESSED_IMAGE, COMPRESSED_SUFFIX) if compressed else (m.IMAGE, "")
         node = self._node_factory()
         try:
             node.subscription(topics.joint_states, m.JOINT_STATE, self._on_joint_state, config.sensor_qos)
             for camera in config.cameras:
                 self._images[camera] = deque(maxlen=HISTORY)
                 node.subscription(
-                    topics.image_topic(camera), m.IMAGE, self._image_callback(camera), config.sensor_qos
+                    topics.image_topic(camera) + suffix,
+                    image_type,
+                    self._image_callback(camera),
+                    config.sensor_qos,
                 )
             if config.task_state_dim:
                 node.subscription(
                     topics.task_state, m.FLOAT64_MULTI_ARRAY, self._on_task_state, config.sensor_qos
                 )
-            command_type = (
-                m.JOINT_TRAJECTORY if config.command_type == "joint_trajectory" else m.FLOAT64_MULTI_ARRAY
-            )
+            command_type = COMMAND_MSGTYPES[config.command_type]
             self._command_pub = node.publisher(topics.command, command_type, config.command_qos)
             self._gripper_pub = node.publisher(
                 topics.gripper_command, m.FLOAT64_MULTI_ARRAY, config.command_qos
@@ -187,9 +217,11 @@ class Ros2Robot(Robot):
             self._lock.notify_all()
 
     def _image_callback(self, camera: str) -> Callable[[Any], None]:
+        parse = m.parse_compressed_image if self.config.image_transport == "compressed" else m.parse_image
+
         def on_image(msg: Any) -> None:
             try:
-                rgb = m.parse_image(msg)
+                rgb = parse(msg)
             except ValueError:
                 with self._lock:
                     self.dropped["images"] += 1
@@ -266,6 +298,9 @@ class Ros2Robot(Robot):
             raise ValueError(f"expected {len(joints)} joint targets, got {positions.shape[1]}")
         if self.config.command_type == "float64_multi_array":
             msg = m.float64_array_message(positions[0], label="joints")
+        elif self.config.command_type == "pose_stamped":
+            position, quat_xyzw = tcp_pose_xyzw(self._kinematics, positions[0])
+            msg = m.pose_stamped_message(command.stamp_s, position, quat_xyzw, self.config.pose_frame_id)
         else:
             stamp_s = command.stamp_s if self.config.stamp_trajectories else 0.0
             msg = m.trajectory_message(joints, positions, spacing_s, stamp_s, first_point_s=first_s)
