@@ -27,6 +27,7 @@ BENCHMARKS = {
     "reward_scoring": ["-m", "benchmarks.reward_scoring"],
     "reward_model_ppo": ["-m", "benchmarks.reward_model_ppo"],
     "metaworld_sft_rl": ["-m", "benchmarks.metaworld_sft_rl"],
+    "deploy_success": ["-m", "benchmarks.deploy_success"],
     "deploy_latency": ["-m", "benchmarks.deploy_latency"],
     "sft_failure_stages": [
         "-m",
