@@ -82,7 +82,7 @@ def summarise(rehearsal: dict) -> dict:
 
 
 def run_all(episodes: int) -> dict:
-    from vla_rl.real_world.ros1.rehearsal import run_rehearsal
+    from vla_rl.real_world.rehearsal import run_rehearsal
 
     checkpoint = build_vla_checkpoint(OUT_DIR / "token_vla")
     results = {}

@@ -37,7 +37,7 @@ def train(run_dir: Path) -> Path:
 
 def run_all(episodes: int) -> dict:
     from vla_rl.real_world.policy_runner import load_trained_policy
-    from vla_rl.real_world.ros1.rehearsal import run_rehearsal
+    from vla_rl.real_world.rehearsal import run_rehearsal
     from vla_rl.real_world.sim_eval import evaluate_on_seeds
 
     run = train(OUT_DIR / "reach")

@@ -61,7 +61,7 @@ def deploy_command(args: argparse.Namespace) -> int:
             infer,
             sim=sim,
             recorder=recorder,
-            intervention=robot.teleop_input() if hasattr(robot, "teleop_input") else None,
+            intervention=robot.teleop_input(),
             instruction=cfg.instruction or "",
         )
         try:
@@ -71,12 +71,16 @@ def deploy_command(args: argparse.Namespace) -> int:
                 recorder.close()
     result.write(output_dir / "deploy_summary.json")
     summary = result.summary()
-    rate = summary["success_rate"]
+    rate, latency = summary["success_rate"], summary["obs_to_command_ms"]
     print(
         f"deployment ({summary['episodes']} episodes over {cfg.robot.transport}): "
         + (f"success rate {100 * rate:.1f} %, " if rate is not None else "")
-        + f"obs-to-command p50 {summary['obs_to_command_ms']['p50']:.2f} ms, "
-        f"p99 {summary['obs_to_command_ms']['p99']:.2f} ms; safety events {_nonzero(result.safety_counts)}"
+        + (
+            f"obs-to-command p50 {latency['p50']:.2f} ms, p99 {latency['p99']:.2f} ms; "
+            if latency["p50"]
+            else ""
+        )
+        + f"safety events {_nonzero(result.safety_counts)}"
     )
     print(f"summary: {output_dir / 'deploy_summary.json'}")
     return 0

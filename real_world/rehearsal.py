@@ -5,8 +5,7 @@ What the README's terminals do, as one command that cleans up after itself:
     python -m vla_rl.real_world.rehearsal --work-dir runs/rehearsal checkpoint=RUN episodes=20
     python -m vla_rl.real_world.rehearsal --work-dir runs/rehearsal robot.transport=ros2 checkpoint=RUN
 
-(``python -m vla_rl.real_world.ros1.rehearsal`` is the same command.) The transport is the
-overrides' ``robot.transport``:
+The transport is the overrides' ``robot.transport``:
 
 * ``ros1``: starts ``roscore``, then ``vla-rl sim-robot``, then runs ``vla-rl deploy``. Every ROS
   process advertises and binds 127.0.0.1 (``ROS_IP``); ``roscore``'s own ``rosout`` binds all

@@ -18,9 +18,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from vla_rl.real_world.recording import InterventionInput
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,10 @@ class Robot(ABC):
     @abstractmethod
     def send_action(self, command: JointCommand) -> JointCommand:
         """Send ``command`` (already checked by the safety layer) and return what was sent."""
+
+    def teleop_input(self) -> InterventionInput | None:
+        """The robot's teleoperation override as an intervention input, if it has one."""
+        return None
 
     @abstractmethod
     def disconnect(self) -> None:

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(_namespace_available() is not None, reason=str(_
 
 def _rehearse(work_dir: Path, overrides: list[str]) -> dict:
     script = (
-        f"ip link set lo up && exec {sys.executable} -m vla_rl.real_world.ros1.rehearsal "
+        f"ip link set lo up && exec {sys.executable} -m vla_rl.real_world.rehearsal "
         f"--work-dir {work_dir} " + " ".join(overrides)
     )
     proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=600)
