@@ -54,8 +54,8 @@ SAFETY_EVENTS: tuple[str, ...] = (
     "invalid_joint_state",
     "malformed",
 )
-"""Safety-layer event names; the position is the bit of ``safety.events``. Only append to it.
-The last two joined after the first eleven, which the safety layer's counters were specified as."""
+"""Safety-layer event names (``vla_rl.real_world.safety.EVENTS``, in another order); the position is
+the bit of ``safety.events``. Recorded datasets depend on the order: only append to it."""
 
 COMMAND_ARM_KEY = "command.arm_qpos_rad"
 COMMAND_GRIPPER_KEY = "command.gripper_opening_m"
