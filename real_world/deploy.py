@@ -24,7 +24,8 @@ from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.policy_runner import CommandMapper, ObservationBuilder, missing_keys
 from vla_rl.real_world.recording import DeploymentRecorder, InterventionInput, NoIntervention
 from vla_rl.real_world.robot import JointCommand, Robot, RobotError, RobotObservation
-from vla_rl.real_world.safety import SafetyDecision, SafetyLayer
+from vla_rl.real_world.safe_robot import SafeRobot
+from vla_rl.real_world.safety import SafetyLayer
 from vla_rl.real_world.sim_control import SimControl
 
 from vla_rl.envs.config import EnvConfig
@@ -101,7 +102,7 @@ class Deployment:
         instruction: str = "",
     ) -> None:
         self.cfg, self.env, self.obs_keys = cfg, env, obs_keys
-        self.robot, self.infer, self.sim = robot, infer, sim
+        self.infer, self.sim = infer, sim
         self.recorder = recorder
         self.intervention = intervention or NoIntervention()
         self.instruction = instruction
@@ -109,7 +110,10 @@ class Deployment:
         kinematics = ArmKinematics()
         self.build_obs = ObservationBuilder(kinematics, instruction)
         self.to_command = CommandMapper(env, kinematics)
-        self.safety = SafetyLayer(cfg.safety, self.control_hz, kinematics=kinematics)
+        if not isinstance(robot, SafeRobot):
+            robot = SafeRobot(robot, SafetyLayer(cfg.safety, self.control_hz, kinematics=kinematics))
+        self.robot: SafeRobot = robot
+        self.safety = robot.safety
         self.queue: ActionQueue | None = None
         self.chunker: AsyncChunker | None = None
         if cfg.action_queue.enabled:
@@ -189,9 +193,8 @@ class Deployment:
             command = None if action is None else self.to_command(action, obs, obs.joint_state_stamp_s)
         if command is not None:
             command.stamp_s = obs.joint_state_stamp_s
-        decision: SafetyDecision = self.safety.check(command, obs, self.robot.now_s())
-        decision.command.stamp_s = obs.joint_state_stamp_s
-        sent = self.robot.send_action(decision.command)
+        decision = self.robot.apply(command, obs)
+        sent = decision.command
         self.result.obs_to_command_s.append(self.robot.now_s() - obs.joint_state_stamp_s)
         report.held_steps += int(decision.held)
         report.steps += 1

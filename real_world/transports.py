@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from vla_rl.real_world.deploy_config import DeployConfig
 from vla_rl.real_world.robot import Robot
+from vla_rl.real_world.safe_robot import SafeRobot
 from vla_rl.real_world.sim_control import SimControl
 
 from vla_rl.envs.config import EnvConfig
@@ -116,8 +117,12 @@ def _lookup(table: dict, transport: str, what: str):  # noqa: ANN001, ANN202
     return table[transport]
 
 
-def build_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
-    return _lookup(ROBOTS, cfg.robot.transport, "robot")(cfg, env)
+def build_robot(cfg: DeployConfig, env: EnvConfig) -> SafeRobot:
+    """The configured transport's robot behind the safety layer (``cfg.safety``, on by default)."""
+    from vla_rl.real_world.safety import SafetyLayer
+
+    robot = _lookup(ROBOTS, cfg.robot.transport, "robot")(cfg, env)
+    return SafeRobot(robot, SafetyLayer(cfg.safety, env.control_hz))
 
 
 def build_sim_control(cfg: DeployConfig) -> SimControl:

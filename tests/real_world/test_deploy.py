@@ -52,6 +52,27 @@ def test_deploy_config_is_validated_before_anything_runs() -> None:
         compose_deploy_config(["robot.simulated=false"])
 
 
+def test_a_safe_robot_sends_only_what_the_safety_layer_passes(reach_run: Path) -> None:
+    """What a lab calling ``send_action`` by hand gets from ``build_robot``: no unchecked command."""
+    from vla_rl.real_world.safe_robot import SafeRobot
+    from vla_rl.real_world.safety import SafetyLayer
+
+    loaded = load_trained_policy(reach_run)
+    raw = LocalSimRobot(loaded.env)
+    robot = SafeRobot(raw, SafetyLayer(SafetyConfig(), loaded.env.control_hz))
+    with robot:
+        measured = robot.get_observation().arm_qpos_rad
+        nan = robot.send_action(JointCommand(np.full(7, np.nan), 0.04))
+        jump = robot.send_action(JointCommand(measured + 1.0, 0.04))
+        far = robot.send_action(JointCommand(measured + 0.3, 0.04))
+    np.testing.assert_array_equal(nan.arm_qpos_rad, measured)  # held
+    np.testing.assert_allclose(jump.arm_qpos_rad, raw.measured_at_send[1])  # held
+    step = np.abs(far.arm_qpos_rad - raw.measured_at_send[2]).max()
+    assert step <= 1.0 / loaded.env.control_hz + 1e-9  # clamped to 1 rad/s
+    assert [c.arm_qpos_rad.tolist() for c in raw.sent] == [c.arm_qpos_rad.tolist() for c in (nan, jump, far)]
+    assert robot.safety.counts["non_finite"] == 1 and robot.safety.counts["jump"] == 1
+
+
 def test_without_safety_the_deployment_takes_the_steps_of_direct_evaluation(reach_run: Path) -> None:
     """Same seeds, lockstep robot, safety off: the joint state the policy sees is rebuilt from
     FK, commands come from the controllers, so the result must equal direct evaluation."""
