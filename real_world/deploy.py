@@ -214,7 +214,13 @@ class Deployment:
     def _policy_action(self, policy_obs: dict[str, Any], report: EpisodeReport) -> np.ndarray | None:
         step = report.steps
         if self.queue is not None and self.chunker is not None:
-            self.chunker.observe(policy_obs, step)
+            if step == 0:
+                # An episode's first chunk is waited for (up to the policy timeout): nothing is
+                # queued yet, and starting a period late beats holding one for nothing.
+                self.chunker.request(policy_obs, step)
+                self.chunker.wait_idle(self.cfg.policy.timeout_s)
+            else:
+                self.chunker.observe(policy_obs, step)
             action = self.queue.pop(step)
         else:
             try:
