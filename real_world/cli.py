@@ -116,7 +116,11 @@ def policy_server_command(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     loaded = load_trained_policy(cfg.checkpoint)
-    server = PolicyServer(loaded.infer, host=cfg.policy.host, port=cfg.policy.port, token=cfg.policy.token)
+    try:
+        policy = cfg.policy
+        server = PolicyServer(loaded.infer, host=policy.host, port=policy.port, token=policy.token)
+    except ValueError as error:  # a non-loopback host without a token
+        raise ConfigError(f"config key 'policy.token': {error}") from None
     print(f"serving {cfg.checkpoint} on {cfg.policy.host}:{cfg.policy.port}", flush=True)
     server.serve_forever()
     return 0

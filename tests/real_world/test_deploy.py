@@ -52,6 +52,13 @@ def test_deploy_config_is_validated_before_anything_runs() -> None:
         compose_deploy_config(["robot.simulated=false"])
 
 
+def test_the_policy_server_refuses_a_public_address_without_a_token(reach_run: Path, capsys) -> None:  # noqa: ANN001
+    from vla_rl.cli import EXIT_CONFIG_ERROR, main
+
+    assert main(["policy-server", f"checkpoint={reach_run}", "policy.host=0.0.0.0"]) == EXIT_CONFIG_ERROR
+    assert "policy.token" in capsys.readouterr().err
+
+
 def test_a_safe_robot_sends_only_what_the_safety_layer_passes(reach_run: Path) -> None:
     """What a lab calling ``send_action`` by hand gets from ``build_robot``: no unchecked command."""
     from vla_rl.real_world.safe_robot import SafeRobot
