@@ -223,7 +223,7 @@ def main() -> None:
             f"{100 * dense['success']:.1f} % ({dense['wall_min']:.1f} min)",
             flush=True,
         )
-        record_result(task, {"dense": dense, "reward_model": metrics})
+        record_result(task, {"dense": dense, f"reward_model{suffix}": metrics})
         name = f"{task}_learned" if args.reward_use == "mean" else f"{task}_learned_{args.reward_use}"
         name += suffix
         first_name, rollouts = name, []

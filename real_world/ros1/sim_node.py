@@ -20,7 +20,7 @@ import numpy as np
 from vla_rl.real_world.ros1 import import_rospy
 from vla_rl.real_world.ros1.messages import image_message, joint_state_message, parse_trajectory
 from vla_rl.real_world.sim_node_core import SimNodeCore, status_values
-from vla_rl.real_world.sim_robot import SimSnapshot, SimulatedRobot
+from vla_rl.real_world.sim_robot import SimSnapshot
 from vla_rl.real_world.topics import SIM_STATUS_FIELDS, RobotTopics
 
 from vla_rl.envs.config import EnvConfig
@@ -53,7 +53,7 @@ class Ros1SimNode:
         self._joint_pub = rospy.Publisher(t.joint_states, JointState, queue_size=2, tcp_nodelay=True)
         self._image_pubs = {
             c: rospy.Publisher(t.image_topic(c), Image, queue_size=2, tcp_nodelay=True)
-            for c in self.sim.cameras
+            for c in self.core.sim.cameras
         }
         self._task_pub = rospy.Publisher(t.task_state, Float64MultiArray, queue_size=2, tcp_nodelay=True)
         self._status_pub = rospy.Publisher(t.sim_status, Float64MultiArray, queue_size=8, tcp_nodelay=True)
@@ -62,24 +62,6 @@ class Ros1SimNode:
             rospy.Subscriber(t.gripper_command, Float64, self._on_gripper, queue_size=4, tcp_nodelay=True),
             rospy.Subscriber(t.sim_reset, Int64, self._on_reset, queue_size=4),
         ]
-
-    @property
-    def sim(self) -> SimulatedRobot:
-        return self.core.sim
-
-    @property
-    def stats_path(self) -> Path | None:
-        return self.core.stats_path
-
-    @property
-    def latencies_s(self) -> list[float]:
-        """Observation stamp to command arrival of every command applied."""
-        return self.core.latencies_s
-
-    @property
-    def dropped_commands(self) -> int:
-        """Commands computed from an observation of an earlier episode (ignored)."""
-        return self.core.dropped_commands
 
     # ------------------------------------------------------------------------ callbacks
     def _on_command(self, msg: Any) -> None:
@@ -99,9 +81,9 @@ class Ros1SimNode:
 
     def spin(self, max_seconds: float = math.inf) -> None:
         """Tick at the task's control rate until ROS shuts down (or ``max_seconds`` pass)."""
-        rate = self.rospy.Rate(self.sim.control_hz)
+        rate = self.rospy.Rate(self.core.sim.control_hz)
         deadline = time.monotonic() + max_seconds
-        log.info("simulated robot running at %.1f Hz", self.sim.control_hz)
+        log.info("simulated robot running at %.1f Hz", self.core.sim.control_hz)
         while not self.rospy.is_shutdown() and time.monotonic() < deadline:
             self.tick()
             rate.sleep()

@@ -84,7 +84,9 @@ class Ros2SimNode:
         try:
             t = self.topics
             self._joint_pub = self.node.publisher(t.joint_states, m.JOINT_STATE)
-            self._image_pubs = {c: self.node.publisher(t.image_topic(c), m.IMAGE) for c in self.sim.cameras}
+            self._image_pubs = {
+                c: self.node.publisher(t.image_topic(c), m.IMAGE) for c in self.core.sim.cameras
+            }
             self._task_pub = self.node.publisher(t.task_state, m.FLOAT64_MULTI_ARRAY)
             self._status_pub = self.node.publisher(t.sim_status, m.FLOAT64_MULTI_ARRAY)
             self.node.subscription(t.command, m.JOINT_TRAJECTORY, self._on_command, "reliable")
@@ -94,24 +96,6 @@ class Ros2SimNode:
             self.node.close()
             self.core.close()
             raise
-
-    @property
-    def sim(self) -> SimulatedRobot:
-        return self.core.sim
-
-    @property
-    def stats_path(self) -> Path | None:
-        return self.core.stats_path
-
-    @property
-    def latencies_s(self) -> list[float]:
-        """Observation stamp to command arrival of every command applied."""
-        return self.core.latencies_s
-
-    @property
-    def dropped_commands(self) -> int:
-        """Commands computed from an observation of an earlier episode (ignored)."""
-        return self.core.dropped_commands
 
     # ------------------------------------------------------------------------ callbacks
     def _on_command(self, msg: Any) -> None:

@@ -414,7 +414,8 @@ def test_deploy_config_defaults_and_pass_through() -> None:
     for transport in ("ros1", "ros2"):
         cfg = compose_deploy_config([*overrides, f"robot.transport={transport}"])
         robot = build_robot(cfg, EnvConfig(task="reach"))
-        config: Any = robot.config  # type: ignore[attr-defined]
+        assert robot.safety.config == cfg.safety  # behind the safety layer
+        config: Any = robot.robot.config  # type: ignore[attr-defined]
         passed = (config.image_transport, config.command_type, config.pose_frame_id)
         assert passed == ("compressed", "pose_stamped", "fr3_link0")
 

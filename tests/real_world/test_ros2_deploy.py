@@ -174,14 +174,14 @@ def test_sim_node_publishes_ros2_messages_and_applies_commands(tmp_path: Path) -
     assert world.opening == pytest.approx(0.02)  # 0.01 / scale 0.5
     status = dict(zip(SIM_STATUS_FIELDS, node.publishers[topics.sim_status].sent[-1].data, strict=True))
     assert status["step"] == 1 and 0 <= status["command_latency_s"] < 5.0
-    assert sim_node.dropped_commands == 2 and len(sim_node.latencies_s) == 1
+    assert sim_node.core.dropped_commands == 2 and len(sim_node.core.latencies_s) == 1
     with pytest.raises(ValueError, match="lacks joints"):
         sim_node._on_command(_trajectory(np.zeros((1, 6)), stamp_s, JOINTS[:6]))
 
     sim_node.tick()
     sim_node.tick()  # the last step: statistics written
     stats = json.loads((tmp_path / "stats.json").read_text())
-    assert stats == {"latencies_s": sim_node.latencies_s, "dropped_commands": 2}
+    assert stats == {"latencies_s": sim_node.core.latencies_s, "dropped_commands": 2}
     sim_node.close()
     assert node.closed and world.closed
 
