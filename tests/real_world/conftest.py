@@ -37,3 +37,11 @@ def flow_chunk_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("deploy") / "flow_chunk"
     save_chunk_policy_checkpoint(policy, "flow_mlp", EnvConfig(task="reach"), run_dir)
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def kinematics():  # noqa: ANN201 - ArmKinematics; imported lazily
+    """Forward kinematics of the arm from its MJCF."""
+    from vla_rl.real_world.kinematics import ArmKinematics
+
+    return ArmKinematics()

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,8 +21,10 @@ from vla_rl.real_world.recording import ScriptedIntervention
 from vla_rl.real_world.robot import JointCommand
 from vla_rl.real_world.safety_config import SafetyConfig
 from vla_rl.real_world.sim_eval import evaluate_on_seeds
+from vla_rl.real_world.transports import build_robot
 
 from vla_rl.config import ConfigError
+from vla_rl.envs.config import EnvConfig
 
 EPISODES = 8
 
@@ -193,3 +196,39 @@ def test_recording_keeps_sent_commands_safety_events_and_interventions(
     masks = episode.extras["safety.events"]
     assert any("ee_speed" in decode_safety_events(int(m)) for m in masks)
     assert episode.success == result.episodes[0].success
+
+
+def test_deploy_config_defaults_and_pass_through() -> None:
+    default = compose_deploy_config([])
+    assert (default.robot.image_transport, default.robot.command_type) == ("raw", "joint_trajectory")
+    assert default.robot.pose_frame_id == "panda_link0"
+    overrides = ["robot.simulated=false", "max_steps=10", "robot.image_transport=compressed"]
+    overrides += ["robot.command_type=pose_stamped", "robot.pose_frame_id=fr3_link0"]
+    for transport in ("ros1", "ros2"):
+        cfg = compose_deploy_config([*overrides, f"robot.transport={transport}"])
+        robot = build_robot(cfg, EnvConfig(task="reach"))
+        assert robot.safety.config == cfg.safety  # behind the safety layer
+        config: Any = robot.robot.config  # type: ignore[attr-defined]
+        passed = (config.image_transport, config.command_type, config.pose_frame_id)
+        assert passed == ("compressed", "pose_stamped", "fr3_link0")
+
+
+REAL_ARM = ["robot.simulated=false", "max_steps=5"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "reason"),
+    [
+        (["robot.image_transport=theora"], "robot.image_transport", "must be one of"),
+        ([*REAL_ARM, "robot.command_type=joint_velocity"], "robot.command_type", "must be one of"),
+        (["robot.command_type=pose_stamped"], "robot.command_type", "sim-robot takes JointTrajectory only"),
+        (
+            [*REAL_ARM, "robot.command_type=pose_stamped", "robot.pose_frame_id="],
+            "robot.pose_frame_id",
+            "base",
+        ),
+    ],
+)
+def test_deploy_config_rejects_bad_variants(overrides: list[str], key: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=f"'{key}'.*{reason}"):
+        compose_deploy_config(overrides)

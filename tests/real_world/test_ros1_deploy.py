@@ -6,14 +6,12 @@ binds all interfaces whatever ``ROS_IP`` says)."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from namespaces import private_namespace_unavailable, rehearse
 from vla_rl.real_world.policy_runner import load_trained_policy
 from vla_rl.real_world.sim_eval import evaluate_on_seeds
 
@@ -21,33 +19,17 @@ EPISODES = 16
 SEED = 1000
 
 
-def _namespace_available() -> str | None:
+def _unavailable() -> str | None:
     if shutil.which("roscore") is None:
         return "roscore is not installed (make ros installs ROS 1 from the system's packages)"
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "unshare/ip not available to make a private network namespace"
-    probe = subprocess.run(["unshare", "-n", "true"], capture_output=True)
-    if probe.returncode != 0:
-        return f"unshare -n is not permitted here: {probe.stderr.decode().strip()}"
-    return None
+    return private_namespace_unavailable()
 
 
-pytestmark = pytest.mark.skipif(_namespace_available() is not None, reason=str(_namespace_available()))
-
-
-def _rehearse(work_dir: Path, overrides: list[str]) -> dict:
-    script = (
-        f"ip link set lo up && exec {sys.executable} -m vla_rl.real_world.rehearsal "
-        f"--work-dir {work_dir} " + " ".join(overrides)
-    )
-    proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=600)
-    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(work_dir.glob("*.log")))
-    assert proc.returncode == 0, proc.stderr[-3000:] + logs
-    return json.loads((work_dir / "rehearsal.json").read_text())
+pytestmark = pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable()))
 
 
 def test_deploy_over_ros1_succeeds_as_often_as_direct_evaluation(reach_run: Path, tmp_path: Path) -> None:
-    result = _rehearse(tmp_path, [f"checkpoint={reach_run}", f"episodes={EPISODES}", f"seed={SEED}"])
+    result = rehearse(tmp_path, [f"checkpoint={reach_run}", f"episodes={EPISODES}", f"seed={SEED}"])
     deploy = result["deploy"]
     direct = evaluate_on_seeds(load_trained_policy(reach_run), [SEED + i for i in range(EPISODES)])
     over_ros = [episode["success"] for episode in deploy["per_episode"]]

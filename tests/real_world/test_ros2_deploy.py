@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +20,10 @@ import pytest
 pytest.importorskip("cyclonedds", reason="cyclonedds (Python binding) is not installed")
 pytest.importorskip("rosbags", reason="rosbags is not installed")
 
+from namespaces import private_namespace_unavailable, rehearse  # noqa: E402
+from ros2_fakes import FakeNode  # noqa: E402
 from vla_rl.real_world.policy_runner import load_trained_policy  # noqa: E402
 from vla_rl.real_world.ros2 import messages as m  # noqa: E402
-from vla_rl.real_world.ros2.dds import LatestCache  # noqa: E402
 from vla_rl.real_world.ros2.sim_control import INT64, Ros2SimControl  # noqa: E402
 from vla_rl.real_world.ros2.sim_node import Ros2SimNode  # noqa: E402
 from vla_rl.real_world.ros2.types import message  # noqa: E402
@@ -41,43 +39,6 @@ JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 
 
 # ------------------------------------------------------------------------------ in process: fakes
-class FakePublisher:
-    def __init__(self) -> None:
-        self.sent: list[Any] = []
-        self.on_publish: Any = None
-
-    def publish(self, msg: Any) -> None:
-        self.sent.append(msg)
-        if self.on_publish is not None:
-            self.on_publish(msg)
-
-    def subscription_count(self) -> int:
-        return 1
-
-
-class FakeNode:
-    """The node interface without DDS: publishers keep what they sent; tests feed subscriptions."""
-
-    def __init__(self) -> None:
-        self.publishers: dict[str, FakePublisher] = {}
-        self.subscriptions: dict[str, LatestCache] = {}
-        self.types: dict[str, str] = {}
-        self.closed = False
-
-    def publisher(self, topic: str, msgtype: str, qos: str = "reliable") -> FakePublisher:
-        self.types[topic] = msgtype
-        self.publishers[topic] = FakePublisher()
-        return self.publishers[topic]
-
-    def subscription(self, topic: str, msgtype: str, callback: Any = None, qos: str = "sensor_data") -> Any:
-        self.types[topic] = msgtype
-        self.subscriptions[topic] = LatestCache(callback)
-        return self.subscriptions[topic]
-
-    def close(self) -> None:
-        self.closed = True
-
-
 class FakeWorld:
     """What the node needs of ``SimulatedRobot``: episodes of three steps; the arm goes to its targets."""
 
@@ -225,34 +186,12 @@ def test_sim_control_resets_and_matches_status_by_stamp() -> None:
 
 
 # ------------------------------------------------------------------------------ end to end in a namespace
-def _namespace_unavailable() -> str | None:
-    if shutil.which("unshare") is None or shutil.which("ip") is None:
-        return "unshare/ip not available to make a private network namespace (util-linux, iproute2)"
-    probe = subprocess.run(
-        ["unshare", "-n", "sh", "-c", "ip link set lo up"], capture_output=True, text=True, timeout=10
-    )
-    if probe.returncode != 0:
-        return f"unshare -n is not permitted here: {probe.stderr.strip()}"
-    return None
-
-
-def _rehearse(work_dir: Path, overrides: list[str]) -> dict:
-    script = (
-        f"ip link set lo up && exec {sys.executable} -m vla_rl.real_world.rehearsal "
-        f"--work-dir {work_dir} " + " ".join(overrides)
-    )
-    proc = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=600)
-    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(work_dir.glob("*.log")))
-    assert proc.returncode == 0, proc.stderr[-3000:] + logs
-    return json.loads((work_dir / "rehearsal.json").read_text())
-
-
 def test_deploy_over_ros2_succeeds_as_often_as_direct_evaluation(reach_run: Path, tmp_path: Path) -> None:
-    reason = _namespace_unavailable()
+    reason = private_namespace_unavailable()
     if reason:
         pytest.skip(reason)
     overrides = ["robot.transport=ros2", f"checkpoint={reach_run}", f"episodes={EPISODES}", f"seed={SEED}"]
-    result = _rehearse(tmp_path, overrides)
+    result = rehearse(tmp_path, overrides)
     assert result["transport"] == "ros2"
     deploy = result["deploy"]
     direct = evaluate_on_seeds(load_trained_policy(reach_run), [SEED + i for i in range(EPISODES)])
