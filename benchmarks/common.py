@@ -47,3 +47,23 @@ def random_action_steps_per_s(env, steps: int, repeats: int, warmup_steps: int =
         return steps * env.num_envs
 
     return median_rate(run_once, repeats)[0]
+
+
+NAMESPACE_FLAG = "--in-namespace"
+"""Set on the re-run inside the private network namespace (see ``rerun_in_private_namespace``)."""
+
+
+def rerun_in_private_namespace(module: str) -> None:
+    """Run ``python -m module`` with this process's arguments again inside a private network
+    namespace (``unshare -n``, ``lo`` up) and exit with its status, so ROS and DDS traffic stays
+    there; returns at once inside it, or where no namespace can be made."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    if NAMESPACE_FLAG in sys.argv or shutil.which("unshare") is None:
+        return
+    args = " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = f"ip link set lo up && exec {shlex.quote(sys.executable)} -m {module} {NAMESPACE_FLAG} {args}"
+    sys.exit(subprocess.call(["unshare", "-n", "sh", "-c", command]))

@@ -17,13 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import machine_line
+from benchmarks.common import NAMESPACE_FLAG, machine_line, rerun_in_private_namespace
 
 OUT_DIR = Path("runs/bench/deploy_latency")
 RESULTS = Path("benchmarks/results/deploy_latency.json")
@@ -97,11 +95,9 @@ def run_all(episodes: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=4)
-    parser.add_argument("--in-namespace", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not args.in_namespace and shutil.which("unshare"):
-        command = f"ip link set lo up && exec {sys.executable} -m benchmarks.deploy_latency --in-namespace"
-        sys.exit(subprocess.call(["unshare", "-n", "sh", "-c", f"{command} --episodes {args.episodes}"]))
+    rerun_in_private_namespace("benchmarks.deploy_latency")
     results = run_all(args.episodes)
     print(f"\nmachine: {machine_line()}; reach episodes of 50 periods, {args.episodes} per configuration")
     print(f"{'configuration':<20} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'no action':>10} {'held':>6}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import machine_line
+from benchmarks.common import NAMESPACE_FLAG, machine_line, rerun_in_private_namespace
 
 OUT_DIR = Path("runs/bench/deploy_success")
 RESULTS = Path("benchmarks/results/deploy_success.json")
@@ -67,11 +67,9 @@ def run_all(episodes: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=50)
-    parser.add_argument("--in-namespace", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not args.in_namespace and shutil.which("unshare"):
-        command = f"ip link set lo up && exec {sys.executable} -m benchmarks.deploy_success --in-namespace"
-        sys.exit(subprocess.call(["unshare", "-n", "sh", "-c", f"{command} --episodes {args.episodes}"]))
+    rerun_in_private_namespace("benchmarks.deploy_success")
     results = run_all(args.episodes)
     last_seed = SEED + args.episodes - 1
     print(f"\nmachine: {machine_line()}; {args.episodes} reach episodes, seeds {SEED}..{last_seed}")

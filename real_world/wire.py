@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -81,7 +82,7 @@ def encode(message: dict[str, Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) 
     """Serialize a message dict; raises :class:`WireError` for disallowed values or an oversize result."""
     if not isinstance(message, dict):
         raise WireError(f"a message must be a dict, got {type(message).__name__}")
-    _check_encodable(message, depth=0, max_depth=DEFAULT_MAX_DEPTH)
+    _check_tree(message, 0, DEFAULT_MAX_DEPTH, _encodable_leaf)
     try:
         payload = msgpack.packb(message, default=_encode_default, use_bin_type=True, strict_types=False)
     except WireError:
@@ -93,20 +94,32 @@ def encode(message: dict[str, Any], max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) 
     return payload
 
 
-def _check_encodable(value: Any, depth: int, max_depth: int) -> None:
-    """Refuse what msgpack would silently accept but the decoder rejects (bytes, non-str keys)."""
+def _check_tree(value: Any, depth: int, max_depth: int, check_leaf: Callable[[Any], None]) -> None:
+    """Walk a message: nesting depth, str keys, and ``check_leaf`` on everything that is not a
+    dict or a list."""
     if depth > max_depth:
         raise WireError(f"message nesting exceeds {max_depth} levels")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise WireError(f"dict keys must be str, got {type(key).__name__}")
-            _check_encodable(item, depth + 1, max_depth)
+            _check_tree(item, depth + 1, max_depth, check_leaf)
     elif isinstance(value, list | tuple):
         for item in value:
-            _check_encodable(item, depth + 1, max_depth)
-    elif isinstance(value, bytes | bytearray | memoryview):
+            _check_tree(item, depth + 1, max_depth, check_leaf)
+    else:
+        check_leaf(value)
+
+
+def _encodable_leaf(value: Any) -> None:
+    """Refuse what msgpack would silently accept but the decoder rejects."""
+    if isinstance(value, bytes | bytearray | memoryview):
         raise WireError("raw bytes are not allowed in a message; send a uint8 array")
+
+
+def _decoded_leaf(value: Any) -> None:
+    if not isinstance(value, str | int | float | bool | np.ndarray) and value is not None:
+        raise WireError(f"value of type {type(value).__name__} is not allowed in a message")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,21 +158,6 @@ def _ext_hook(code: int, data: bytes) -> np.ndarray:
     return _decode_array(data)
 
 
-def _check_decoded(value: Any, depth: int, max_depth: int) -> None:
-    if depth > max_depth:
-        raise WireError(f"message nesting exceeds {max_depth} levels")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise WireError(f"dict keys must be str, got {type(key).__name__}")
-            _check_decoded(item, depth + 1, max_depth)
-    elif isinstance(value, list):
-        for item in value:
-            _check_decoded(item, depth + 1, max_depth)
-    elif not isinstance(value, str | int | float | bool | np.ndarray) and value is not None:
-        raise WireError(f"value of type {type(value).__name__} is not allowed in a message")
-
-
 def decode(
     payload: bytes, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, max_depth: int = DEFAULT_MAX_DEPTH
 ) -> dict[str, Any]:
@@ -176,7 +174,7 @@ def decode(
         raise WireError(f"malformed message: {type(exc).__name__}: {exc}") from exc
     if not isinstance(message, dict):
         raise WireError(f"a message must be a map, got {type(message).__name__}")
-    _check_decoded(message, depth=0, max_depth=max_depth)
+    _check_tree(message, 0, max_depth, _decoded_leaf)
     return message
 
 
