@@ -223,10 +223,7 @@ class MujocoBatchedEnv(BatchedEnv):
 
     def step(self, action: torch.Tensor) -> StepResult:
         self._apply_action(action)
-        self._stepper.advance(
-            self.datas, self._ctrl, self._run_parallel, self._refresh_worlds, self._refresh_in_pool
-        )
-        return self._finish_step()
+        return self._advance()
 
     def step_joint_targets(self, arm_qpos_rad: np.ndarray, gripper_opening_m: np.ndarray) -> StepResult:
         """One control period towards absolute arm joint targets [N, 7] (rad) and finger distances
@@ -238,6 +235,10 @@ class MujocoBatchedEnv(BatchedEnv):
         )
         self._ctrl[:, self._arm_act] = arm.reshape(self.num_envs, -1)
         self._ctrl[:, self._gripper_act] = finger.reshape(self.num_envs)
+        return self._advance()
+
+    def _advance(self) -> StepResult:
+        """One control period with the actuator targets in ``self._ctrl``."""
         self._stepper.advance(
             self.datas, self._ctrl, self._run_parallel, self._refresh_worlds, self._refresh_in_pool
         )
