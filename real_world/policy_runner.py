@@ -76,19 +76,11 @@ def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
 
 
 def _load_actor_critic(directory: Path) -> LoadedPolicy:
-    from vla_rl.envs import make_env
-    from vla_rl.policies import build_policy
-    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_checkpoint
+    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_trained_actor_critic
 
     cfg: TrainConfig = load_train_config_file(directory / CONFIG_FILENAME)
     env_cfg = dataclasses.replace(cfg.env, num_envs=1, pipeline_stages=1, device="cpu")
-    probe = make_env(env_cfg)
-    try:
-        policy = build_policy(cfg.policy, probe.observation_space, probe.action_space)
-    finally:
-        probe.close()
-    policy.load_state_dict(load_checkpoint(directory).policy_state)
-    policy.eval()
+    policy = load_trained_actor_critic(dataclasses.replace(cfg, env=env_cfg), directory).eval()
     return LoadedPolicy(env=env_cfg, obs_keys=list(cfg.policy.actor_obs_keys), policy=policy)
 
 

@@ -126,7 +126,7 @@ def eval_command(args: argparse.Namespace) -> int:
     checkpoint_arg = args.checkpoint or job.checkpoint
     if not checkpoint_arg:
         raise ConfigError("config key 'checkpoint': give --checkpoint PATH (a run or checkpoint folder)")
-    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_checkpoint, resolve_checkpoint_dir
+    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_trained_actor_critic, resolve_checkpoint_dir
 
     directory = _resolve(checkpoint_arg, resolve_checkpoint_dir)
     cfg = load_train_config_file(directory / CONFIG_FILENAME, train_overrides)
@@ -134,17 +134,10 @@ def eval_command(args: argparse.Namespace) -> int:
 
     import torch
 
-    from vla_rl.envs import make_env
-    from vla_rl.policies import build_policy
     from vla_rl.training.evaluate import evaluate
 
     torch.set_num_threads(cfg.torch_num_threads)
-    probe = make_env(_one_world(cfg))
-    try:
-        policy = build_policy(cfg.policy, probe.observation_space, probe.action_space)
-    finally:
-        probe.close()
-    policy.load_state_dict(load_checkpoint(directory).policy_state)
+    policy = load_trained_actor_critic(cfg, directory)
     result = evaluate(
         policy,
         cfg.env,
@@ -162,12 +155,6 @@ def eval_command(args: argparse.Namespace) -> int:
     _print_eval(result)
     print(f"outputs: {output_dir}")
     return _check_target(result.success_rate, cfg.success_target)
-
-
-def _one_world(cfg: TrainConfig):  # noqa: ANN202 - EnvConfig; imported lazily
-    import dataclasses
-
-    return dataclasses.replace(cfg.env, num_envs=1, pipeline_stages=1)
 
 
 def _resolve(path: str, resolver) -> Path:  # noqa: ANN001 - resolve_checkpoint_dir

@@ -254,3 +254,20 @@ def resolve_policy_dir(path: str | Path) -> Path:
     if path.is_dir():
         return path
     raise ConfigError(f"config key 'policy.init_from': {path} is not a folder")
+
+
+def load_trained_actor_critic(cfg: Any, directory: str | Path) -> torch.nn.Module:
+    """The actor-critic of a ``vla-rl train`` checkpoint: built for one world of ``cfg.env`` (a
+    ``TrainConfig``; the spaces come from a probe env) and loaded with the checkpoint's weights."""
+    import dataclasses
+
+    from vla_rl.envs import make_env
+    from vla_rl.policies import build_policy
+
+    probe = make_env(dataclasses.replace(cfg.env, num_envs=1, pipeline_stages=1))
+    try:
+        policy = build_policy(cfg.policy, probe.observation_space, probe.action_space)
+    finally:
+        probe.close()
+    policy.load_state_dict(load_checkpoint(directory).policy_state)
+    return policy
