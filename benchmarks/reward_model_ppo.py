@@ -110,7 +110,12 @@ def policy_rollouts(task: str, run_dir: Path) -> str:
 
 
 def reward_model(
-    task: str, setting: TaskSetting, retrain: bool, extra: tuple[str, ...] = (), name: str = ""
+    task: str,
+    setting: TaskSetting,
+    retrain: bool,
+    extra: tuple[str, ...] = (),
+    name: str = "",
+    progress_labels: str = "time",
 ) -> tuple[Path, dict]:
     """The fitted reward model's folder and its ``metrics.json`` (fitted when missing), trained on
     the task's recorded sets plus the ``extra`` dataset folders."""
@@ -124,6 +129,7 @@ def reward_model(
             f"eval_datasets=[{held_out}]",
             f"model.cameras=[{','.join(setting.cameras)}]",
             f"steps={setting.reward_train_steps}",
+            f"progress_labels={progress_labels}",
             f"output_dir={folder}",
         ]
         run(["reward-train", *overrides], ROOT / f"{folder.name}_reward_train.log")
@@ -206,16 +212,28 @@ def main() -> None:
         choices=("front", "top", "wrist"),
         help="the reward model's cameras (default: the task's)",
     )
+    parser.add_argument(
+        "--progress-labels",
+        choices=("time", "task_state"),
+        default="time",
+        help="progress labels of reward-train: time on successful episodes, or every frame from the "
+        "recorded simulator state (the path still to travel)",
+    )
     args = parser.parse_args()
     ROOT.mkdir(parents=True, exist_ok=True)
     print(f"machine: {machine_line()}")
     for task in args.tasks:
         setting = TASKS[task]
-        suffix = ""
+        suffix, cameras_chosen = "", False
         if args.cameras and tuple(args.cameras) != setting.cameras:
             setting = dataclasses.replace(setting, cameras=tuple(args.cameras))
-            suffix = "_" + "_".join(args.cameras)
-        folder, metrics = reward_model(task, setting, args.retrain, name=f"{task}{suffix}")
+            suffix, cameras_chosen = "_" + "_".join(args.cameras), True
+        if args.progress_labels != "time":
+            suffix += f"_{args.progress_labels}_progress"
+        labels = args.progress_labels
+        folder, metrics = reward_model(
+            task, setting, args.retrain, name=f"{task}{suffix}", progress_labels=labels
+        )
         print_quality(f"{task} reward model", metrics)
         dense = train_ppo(task, setting, [], f"{task}_dense")
         print(
@@ -231,13 +249,14 @@ def main() -> None:
             if round_index > 1:
                 rollouts.append(policy_rollouts(task, ROOT / name))
                 name = f"{first_name}_r{round_index}"
-                folder, metrics = reward_model(task, setting, args.retrain, tuple(rollouts), name)
+                folder, metrics = reward_model(task, setting, args.retrain, tuple(rollouts), name, labels)
                 refit = f"{task} reward model refitted on the rollouts of {round_index - 1} earlier policies"
                 print_quality(refit, metrics)
             learned = learned_run(task, setting, folder, args.reward_use, name)
             ratio = learned["success"] / dense["success"] if dense["success"] > 0 else float("nan")
             label = args.reward_use if round_index == 1 else f"{args.reward_use}, round {round_index}"
-            label += f", cameras {' + '.join(setting.cameras)}" if suffix else ""
+            label += f", cameras {' + '.join(setting.cameras)}" if cameras_chosen else ""
+            label += f", progress from the {labels.replace('_', ' ')}" if labels != "time" else ""
             record_result(task, {label: {**learned, "ratio": ratio, "reward_model": metrics}}, "learned")
             print(
                 f"{task}: reward model only ({label}) {100 * learned['success']:.1f} % "

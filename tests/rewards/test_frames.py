@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from vla_rl.data.episode import Episode
-from vla_rl.rewards.frames import frame_labels, labelled_frames
+from vla_rl.rewards.frames import frame_labels, labelled_frames, with_state_progress
 
 
 def episode(success_per_step: list[bool], cameras: tuple[str, ...] = ("front",)) -> Episode:
@@ -62,3 +62,23 @@ def test_missing_camera_and_missing_flags_are_errors() -> None:
     bare.success_per_step = None
     with pytest.raises(ValueError, match="per-step success"):
         frame_labels(bare)
+
+
+def test_state_progress_labels_every_frame_failures_included() -> None:
+    # reach's privileged state: target_pos (3), tcp_to_target (3); the gripper starts 0.4 m away.
+    def reach_episode(distances_m: list[float], success_per_step: list[bool]) -> Episode:
+        ep = episode(success_per_step)
+        ep.privileged = np.array([[0, 0, 0, d, 0, 0] for d in distances_m], np.float32)
+        return ep
+
+    frames = labelled_frames(
+        [reach_episode([0.4, 0.2, 0.0], [False, True, True]), reach_episode([0.4, 0.3], [False, False])],
+        ["front"],
+    )
+    relabelled = with_state_progress(frames, "reach")
+    torch.testing.assert_close(relabelled.progress, torch.tensor([0.0, 0.5, 1.0, 0.0, 0.25]))
+    assert bool(relabelled.progress_mask.all())  # the failed episode is labelled too
+    torch.testing.assert_close(relabelled.success, frames.success)  # success labels unchanged
+    frames.privileged = None
+    with pytest.raises(ValueError, match="privileged state"):
+        with_state_progress(frames, "reach")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vla_rl.rewards.metrics import auroc, spearman, true_progress
+from vla_rl.rewards.metrics import auroc, remaining_path_progress, spearman, true_progress
 
 
 def test_auroc_counts_correctly_ordered_pairs() -> None:
@@ -30,3 +30,19 @@ def test_true_progress_of_reach_from_the_privileged_state() -> None:
     np.testing.assert_allclose(progress, [0, 0.5, 1, 0, 0, 2 / 3])
     with pytest.raises(ValueError, match="no goal distance"):
         true_progress("lift", privileged, np.zeros(6))
+
+
+def test_remaining_path_of_push_adds_the_gripper_to_cube_and_cube_to_target_legs() -> None:
+    # push's privileged state: cube_pos (3), target_xy (2), tcp_to_cube (3), cube_to_target_xy (2).
+    # Frames: gripper 0.3 m from the cube, cube 0.1 m from the target (path 0.4 m); gripper at the
+    # cube (path 0.1 m); cube pushed to the target (path 0); the gripper moved off 0.1 m with the
+    # cube still 0.1 m from the target (path 0.2 m).
+    tcp_to_cube = np.array([[0.3, 0, 0], [0, 0, 0], [0, 0, 0], [0.1, 0, 0]])
+    cube_to_target = np.array([[0.1, 0], [0.1, 0], [0, 0], [0.1, 0]])
+    privileged = np.concatenate([np.zeros((4, 5)), tcp_to_cube, cube_to_target], axis=1)
+    progress = remaining_path_progress("push", privileged, np.zeros(4))
+    np.testing.assert_allclose(progress, [0, 0.75, 1, 0.5])
+    # The evaluation's true progress counts the cube's leg only: 0, 0, 1, 0.
+    np.testing.assert_allclose(true_progress("push", privileged, np.zeros(4)), [0, 0, 1, 0])
+    with pytest.raises(ValueError, match="no remaining path"):
+        remaining_path_progress("lift", privileged, np.zeros(4))

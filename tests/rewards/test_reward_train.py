@@ -91,6 +91,8 @@ def test_reward_train_config_errors(tmp_path) -> None:
     assert main(["reward-train", f"output_dir={tmp_path}"]) == 2  # no datasets
     assert main(["reward-train", "datasets=[x]", "steps=0"]) == 2
     assert main(["reward-train", "datasets=[x]", "learning_rat=1"]) == 2
+    assert main(["reward-train", "datasets=[x]", "task=push", "progress_labels=steps"]) == 2
+    assert main(["reward-train", "datasets=[x]", "task=lift", "progress_labels=task_state"]) == 2
 
 
 def test_collect_records_a_trained_policys_rollouts(tmp_path) -> None:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from vla_rl.data.lerobot_reader import LeRobotDataset
-from vla_rl.rewards.frames import LabelledFrames, labelled_frames
+from vla_rl.rewards.frames import LabelledFrames, labelled_frames, with_state_progress
 from vla_rl.rewards.learned import LearnedRewardModel
 from vla_rl.rewards.metrics import GOAL_DISTANCE_FIELDS, auroc, spearman, true_progress
 from vla_rl.rewards.train_config import RewardTrainConfig
@@ -56,10 +56,14 @@ class FitResult:
     quality: RewardModelQuality | None
 
 
-def load_frames(directories: list[str], cameras: list[str]) -> LabelledFrames:
-    """Labelled frames of every episode of the datasets ``directories``."""
+def load_frames(
+    directories: list[str], cameras: list[str], progress_labels: str = "time", task: str = ""
+) -> LabelledFrames:
+    """Labelled frames of every episode of the datasets ``directories`` (progress labelled as
+    ``RewardTrainConfig.progress_labels`` says)."""
     episodes = [episode for d in directories for episode in LeRobotDataset(d).episodes()]
-    return labelled_frames(episodes, cameras)
+    frames = labelled_frames(episodes, cameras)
+    return with_state_progress(frames, task) if progress_labels == "task_state" else frames
 
 
 def random_shift(images: torch.Tensor, max_shift_px: int, generator: torch.Generator) -> torch.Tensor:
@@ -143,7 +147,7 @@ def train_reward_model(cfg: RewardTrainConfig) -> FitResult:
     """Load the datasets, fit, save the model into ``cfg.output_dir`` and measure it on
     ``cfg.eval_datasets``; ``metrics.json`` records the measurements and the settings."""
     torch.set_num_threads(cfg.torch_num_threads)
-    frames = load_frames(cfg.datasets, cfg.model.cameras)
+    frames = load_frames(cfg.datasets, cfg.model.cameras, cfg.progress_labels, cfg.task)
     log.info(
         "reward-train: %d frames, %.1f %% labelled done", len(frames), 100 * float(frames.success.mean())
     )
@@ -154,7 +158,8 @@ def train_reward_model(cfg: RewardTrainConfig) -> FitResult:
     model.save_pretrained(output)
     quality = None
     if cfg.eval_datasets:
-        quality = measure_quality(model, load_frames(cfg.eval_datasets, cfg.model.cameras), cfg.task)
+        held_out = load_frames(cfg.eval_datasets, cfg.model.cameras, cfg.progress_labels, cfg.task)
+        quality = measure_quality(model, held_out, cfg.task)
     record = {
         "train_frames": len(frames),
         "train_time_s": train_time_s,

@@ -5,12 +5,14 @@ A dataset stores the observation *before* each action and the success flag *afte
 (the first frame is labelled not done). Progress is labelled on episodes that succeed: frame ``t``
 of an episode first successful at frame ``t_s`` has progress ``min(t / t_s, 1)``; failed episodes
 give success labels only (how far they got is not known without the simulator's state).
+Where the episodes recorded the simulator's state, ``with_state_progress`` labels the progress of
+every frame, failed episodes included, by the path still to travel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -94,4 +96,22 @@ def labelled_frames(episodes: Iterable[Episode], cameras: Sequence[str]) -> Labe
         episode=torch.from_numpy(np.concatenate(episode_ids)).long(),
         step=torch.from_numpy(np.concatenate(steps)).long(),
         privileged=np.concatenate(privileged).astype(np.float32) if has_privileged else None,
+    )
+
+
+def with_state_progress(frames: LabelledFrames, task: str) -> LabelledFrames:
+    """``frames`` with every frame's progress labelled from the recorded privileged state:
+    ``1 - d_t / d_0``, ``d`` the path still to travel (``REMAINING_PATH_FIELDS``). Failed episodes
+    are labelled too, so the model learns how far they got rather than only that they failed."""
+    from vla_rl.rewards.metrics import remaining_path_progress
+
+    if frames.privileged is None:
+        raise ValueError(
+            "progress labels from the task state need episodes recorded with their privileged state"
+        )
+    progress = remaining_path_progress(task, frames.privileged, frames.episode.numpy())
+    return replace(
+        frames,
+        progress=torch.from_numpy(progress.astype(np.float32)),
+        progress_mask=torch.ones(len(frames), dtype=torch.bool),
     )

@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from vla_rl.config.load import Check, compose_config_module, validate_structured
 from vla_rl.rewards.learned import LearnedRewardConfig
+from vla_rl.rewards.metrics import REMAINING_PATH_FIELDS
 
 REWARD_TRAIN_CONFIG_NAME = "reward_train"
 
@@ -38,6 +39,11 @@ class RewardTrainConfig:
     """AdamW weight decay."""
     progress_weight: float = 1.0
     """Weight of the progress loss against the success loss."""
+    progress_labels: str = "time"
+    """Where progress labels come from. ``time``: frames of successful episodes, ``t / t_success``
+    (all a demonstration gives). ``task_state``: every frame, failures included, from the recorded
+    simulator state, ``1 - d_t / d_0`` of the path still to travel (tasks of
+    ``vla_rl.rewards.metrics.REMAINING_PATH_FIELDS``; for simulated data)."""
     random_shift_px: int = 4
     """Training frames are shifted by up to this many pixels (edge padding), so the model does not
     key on exact pixel positions; 0 disables."""
@@ -66,6 +72,16 @@ REWARD_TRAIN_CHECKS: tuple[Check[RewardTrainConfig], ...] = (
     Check("batch_size", lambda c: c.batch_size > 0, "must be positive"),
     Check("learning_rate", lambda c: c.learning_rate > 0, "must be positive"),
     Check("progress_weight", lambda c: c.progress_weight >= 0, "must not be negative"),
+    Check(
+        "progress_labels",
+        lambda c: c.progress_labels in ("time", "task_state"),
+        "must be 'time' or 'task_state'",
+    ),
+    Check(
+        "progress_labels",
+        lambda c: c.progress_labels != "task_state" or c.task in REMAINING_PATH_FIELDS,
+        f"'task_state' needs task to be one of {sorted(REMAINING_PATH_FIELDS)}",
+    ),
     Check("random_shift_px", lambda c: c.random_shift_px >= 0, "must not be negative"),
     Check("output_dir", lambda c: bool(c.output_dir), "must name a directory"),
     Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
