@@ -50,6 +50,7 @@ class TaskSetting:
 
 REWARD_USES = {
     "mean": ["reward.options.score=mean"],
+    "progress": ["reward.options.score=progress"],
     "potential_bonus": [
         "reward.options.score=progress",
         "reward.shaping=potential",
@@ -58,10 +59,11 @@ REWARD_USES = {
     ],
 }
 """How the model's outputs become the reward. ``mean``: each step pays the mean of the success
-probability and the progress. ``potential_bonus``: the progress is a potential (each step pays its
-change, ``gamma * phi(s') - phi(s)``) and a step pays 1 where the success probability is at least
-0.5, so a state the model rates as far along but not done pays nothing while the policy stays
-in it."""
+probability and the progress. ``progress``: each step pays the progress alone (the shape of a dense
+reward: being further along pays more on every step). ``potential_bonus``: the progress is a
+potential (each step pays its change, ``gamma * phi(s') - phi(s)``) and a step pays 1 where the
+success probability is at least 0.5, so a state the model rates as far along but not done pays
+nothing while the policy stays in it."""
 
 TASKS = {
     "reach": TaskSetting(("front", "wrist"), 500_000),
