@@ -78,9 +78,9 @@ REWARD_TRAIN_CHECKS: tuple[Check[RewardTrainConfig], ...] = (
         "must be 'time' or 'task_state'",
     ),
     Check(
-        "progress_labels",
+        "task",
         lambda c: c.progress_labels != "task_state" or c.task in REMAINING_PATH_FIELDS,
-        f"'task_state' needs task to be one of {sorted(REMAINING_PATH_FIELDS)}",
+        f"progress_labels=task_state needs one of {sorted(REMAINING_PATH_FIELDS)}",
     ),
     Check("random_shift_px", lambda c: c.random_shift_px >= 0, "must not be negative"),
     Check("output_dir", lambda c: bool(c.output_dir), "must name a directory"),
