@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from vla_rl.cli import main
 from vla_rl.rewards import build_reward_model
@@ -85,6 +86,40 @@ def test_reward_train_writes_a_loadable_model_and_held_out_metrics(datasets, tmp
         ]
     )
     assert code == 0
+
+
+def test_reward_train_labels_progress_from_the_recorded_state(datasets, tmp_path) -> None:
+    """``progress_labels=task_state`` reads the privileged state the datasets recorded: every
+    training frame gets a progress label, including the noisy episodes that failed."""
+    from vla_rl.rewards.fit import load_frames
+
+    frames = load_frames([datasets["failures"]], ["front"], "task_state", "reach")
+    episodes = frames.episode.unique().tolist()
+    failed = [e for e in episodes if float(frames.success[frames.episode == e].max()) == 0]
+    assert failed, "the noisy set should hold failed episodes"
+    in_failed = torch.isin(frames.episode, torch.tensor(failed))
+    assert bool(frames.progress_mask[in_failed].all())  # time-based labels would leave these out
+    assert float(frames.progress.min()) >= 0.0 and float(frames.progress.max()) <= 1.0
+    assert float(frames.progress[in_failed].max()) > 0.0  # a failed episode got somewhere first
+    output = tmp_path / "model"
+    code = main(
+        [
+            "reward-train",
+            "task=reach",
+            "progress_labels=task_state",
+            f"datasets=[{datasets['demos']},{datasets['failures']}]",
+            f"eval_datasets=[{datasets['held_out_demos']},{datasets['held_out']}]",
+            f"model.image_size={IMAGE_PX}",
+            "steps=5",
+            "batch_size=16",
+            "torch_num_threads=1",
+            f"output_dir={output}",
+        ]
+    )
+    assert code == 0
+    record = json.loads((output / "metrics.json").read_text())
+    assert record["config"]["progress_labels"] == "task_state"
+    assert -1.0 <= record["quality"]["progress_spearman_labels"] <= 1.0
 
 
 def test_reward_train_config_errors(tmp_path) -> None:
