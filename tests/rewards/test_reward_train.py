@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -43,9 +44,9 @@ def datasets(tmp_path_factory) -> dict[str, str]:
     return {name: str(root / name) for name in sets}
 
 
-def test_reward_train_writes_a_loadable_model_and_held_out_metrics(datasets, tmp_path, capsys) -> None:
-    output = tmp_path / "model"
-    code = main(
+def reward_train(datasets: dict[str, str], output: Path, *overrides: str) -> int:
+    """``vla-rl reward-train`` of a few steps on the reach demonstrations and failures."""
+    return main(
         [
             "reward-train",
             "task=reach",
@@ -56,9 +57,14 @@ def test_reward_train_writes_a_loadable_model_and_held_out_metrics(datasets, tmp
             "batch_size=16",
             "torch_num_threads=1",
             f"output_dir={output}",
+            *overrides,
         ]
     )
-    assert code == 0
+
+
+def test_reward_train_writes_a_loadable_model_and_held_out_metrics(datasets, tmp_path, capsys) -> None:
+    output = tmp_path / "model"
+    assert reward_train(datasets, output) == 0
     assert "success AUROC" in capsys.readouterr().out
     quality = json.loads((output / "metrics.json").read_text())["quality"]
     assert quality["episodes"] == 4 and quality["frames"] == 4 * 50
@@ -102,21 +108,7 @@ def test_reward_train_labels_progress_from_the_recorded_state(datasets, tmp_path
     assert float(frames.progress.min()) >= 0.0 and float(frames.progress.max()) <= 1.0
     assert float(frames.progress[in_failed].max()) > 0.0  # a failed episode got somewhere first
     output = tmp_path / "model"
-    code = main(
-        [
-            "reward-train",
-            "task=reach",
-            "progress_labels=task_state",
-            f"datasets=[{datasets['demos']},{datasets['failures']}]",
-            f"eval_datasets=[{datasets['held_out_demos']},{datasets['held_out']}]",
-            f"model.image_size={IMAGE_PX}",
-            "steps=5",
-            "batch_size=16",
-            "torch_num_threads=1",
-            f"output_dir={output}",
-        ]
-    )
-    assert code == 0
+    assert reward_train(datasets, output, "progress_labels=task_state") == 0
     record = json.loads((output / "metrics.json").read_text())
     assert record["config"]["progress_labels"] == "task_state"
     assert -1.0 <= record["quality"]["progress_spearman_labels"] <= 1.0
