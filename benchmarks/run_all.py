@@ -15,6 +15,7 @@ import sys
 SFT_FULL_RUNS = [f"runs/bench/sft_pick_place/{family}_full" for family in ("token_vla", "chunk_vla", "pi0")]
 BENCHMARKS = {
     "throughput": ["-m", "benchmarks.throughput"],
+    "rollout_ratio": ["-m", "benchmarks.rollout_ratio"],
     "render": ["-m", "benchmarks.render_speed"],
     "backend_speed": ["-m", "benchmarks.backend_speed"],
     "pipeline_stages": ["-m", "benchmarks.pipeline_stages"],

@@ -1,0 +1,92 @@
+"""Rollout / raw physics throughput on every MuJoCo task, each with its own default env config.
+
+The rollout (simulation, controller, observations, rewards, resets and inference of the default
+MLP actor-critic) is timed by the PPO collector, and each timed run is paired with a raw-physics
+run (``mujoco.rollout`` over the same worlds, same substeps, both cores) measured right after it,
+so each ratio compares neighbours on a machine whose speed drifts between minutes. Printed per
+task: worlds, milliseconds per control step of all worlds for raw physics and for the rollout, and
+the median ratios over the pairs with the arm held and moving.
+
+    python -m benchmarks.rollout_ratio [--tasks reach push lift pick_place] [--num-envs N] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+from benchmarks.common import machine_line
+from benchmarks.throughput import raw_physics_steps_per_s
+from vla_rl.config import compose_train_config
+from vla_rl.config.schema import TrainConfig
+from vla_rl.envs import make_env
+from vla_rl.training.components import build_training_components
+
+TARGET_RATIO = 0.60
+
+
+def task_config(task: str, threads: int, num_envs: int | None) -> TrainConfig:
+    """The default training config with the task's own env group (its world count unless given)."""
+    overrides = [f"env={task}", f"env.num_threads={threads}", "seed=0"]
+    if num_envs is not None:
+        overrides.append(f"env.num_envs={num_envs}")
+    return compose_train_config(overrides)
+
+
+def paired_rollout_rates(cfg: TrainConfig, collections: int, repeats: int) -> dict[str, list[float]]:
+    """Per pair: rollout env-steps/s over ``collections`` collections, then raw physics held and
+    moving, measured right after it."""
+    env = make_env(cfg.env)
+    collector = build_training_components(cfg, env).collector
+    obs, _ = env.reset(seed=cfg.seed)
+    obs, _ = collector.collect(obs)  # warm-up
+    rates: dict[str, list[float]] = {"rollout": [], "held": [], "moving": []}
+    for _ in range(repeats):
+        steps, seconds = 0, 0.0
+        for _ in range(collections):
+            obs, stats = collector.collect(obs)
+            steps += stats.env_steps
+            seconds += stats.rollout_time_s
+        rates["rollout"].append(steps / seconds)
+        rates["held"].append(raw_physics_steps_per_s(cfg, 1))
+        rates["moving"].append(raw_physics_steps_per_s(cfg, 1, moving=True))
+    env.close()
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["reach", "push", "lift", "pick_place"])
+    parser.add_argument("--num-envs", type=int, default=None, help="worlds for every task (default: each task's own)")
+    parser.add_argument("--threads", type=int, default=2, help="simulation threads (cores)")
+    parser.add_argument("--collections", type=int, default=3, help="rollouts per timed run")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs, each paired with raw physics")
+    args = parser.parse_args()
+
+    print(f"machine: {machine_line()}")
+    print(
+        f"{'task':<11} {'worlds':>6} {'raw ms/step':>11} {'rollout ms/step':>15} "
+        f"{'rollout / raw held':>18} {'rollout / raw moving':>20}"
+    )
+    for task in args.tasks:
+        cfg = task_config(task, args.threads, args.num_envs)
+        torch.set_num_threads(cfg.torch_num_threads)
+        rates = paired_rollout_rates(cfg, args.collections, args.repeats)
+        held = [r / h for r, h in zip(rates["rollout"], rates["held"], strict=True)]
+        moving = [r / m for r, m in zip(rates["rollout"], rates["moving"], strict=True)]
+        worlds = cfg.env.num_envs
+        raw_ms = 1000 * worlds / statistics.median(rates["moving"])
+        rollout_ms = 1000 * worlds / statistics.median(rates["rollout"])
+        print(
+            f"{task:<11} {worlds:>6} {raw_ms:>11.2f} {rollout_ms:>15.2f} "
+            f"{statistics.median(held):>8.2f} ({min(held):.2f}-{max(held):.2f}) "
+            f"{statistics.median(moving):>10.2f} ({min(moving):.2f}-{max(moving):.2f})",
+            flush=True,
+        )
+    print(f"target: rollout / raw physics >= {TARGET_RATIO:.2f}; medians over the pairs (range in brackets)")
+
+
+if __name__ == "__main__":
+    main()
