@@ -59,7 +59,9 @@ def paired_rollout_rates(cfg: TrainConfig, collections: int, repeats: int) -> di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["reach", "push", "lift", "pick_place"])
-    parser.add_argument("--num-envs", type=int, default=None, help="worlds for every task (default: each task's own)")
+    parser.add_argument(
+        "--num-envs", type=int, default=None, help="worlds for every task (default: each task's own)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="simulation threads (cores)")
     parser.add_argument("--collections", type=int, default=3, help="rollouts per timed run")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs, each paired with raw physics")
