@@ -95,6 +95,8 @@ class MujocoBatchedEnv(BatchedEnv):
         self._chunks = [c for c in np.array_split(np.arange(n), cfg.num_threads) if len(c)]
         self._renderers = self._make_renderers()
         self._stepper = self._make_stepper()
+        if self._renderers is None:
+            self._stepper.bind_readout(self.readout)
 
         act_dim = CONTROLLERS[cfg.control_mode].action_dim
         self.action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
@@ -341,6 +343,7 @@ class MujocoBatchedEnv(BatchedEnv):
     def state_dict(self) -> dict[str, Any]:
         size = mujoco.mj_stateSize(self.base_model, STATE_SPEC)
         physics = np.zeros((self.num_envs, size))
+        self._stepper.sync_datas(self.datas)
         for i, (m, d) in enumerate(zip(self.models, self.datas, strict=True)):
             d.ctrl[:] = self._ctrl[i]  # the rollout stepper passes controls without storing them
             mujoco.mj_getState(m, d, physics[i], STATE_SPEC)

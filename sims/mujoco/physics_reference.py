@@ -1,4 +1,5 @@
-"""Raw physics throughput of a task (``mujoco.rollout``), the yardstick for ``env.step`` speed."""
+"""Raw physics throughput of a task (``mujoco.rollout`` or ``mujoco.batch``), the yardstick for
+``env.step`` speed."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ def physics_env_steps_per_s(
     nthread: int | None = None,
     moving: bool = False,
     seed: int = 0,
+    engine: str = "rollout",
 ) -> float:
     """Env-steps per second of pure physics for ``cfg``'s task: the same per-world models, the same
-    substeps per control step, ``cfg.num_envs`` worlds from their reset states, stepped by one
-    ``mujoco.rollout`` call on ``nthread`` (default ``cfg.num_threads``) threads. No controller,
-    observations, rewards or rendering.
+    substeps per control step, ``cfg.num_envs`` worlds from their reset states, stepped by one call
+    on ``nthread`` (default ``cfg.num_threads``) threads: ``mujoco.rollout`` (``engine="rollout"``)
+    or ``mujoco.batch.Batch.rollout`` (``engine="batch"``, MuJoCo >= 4.0, which recomputes nothing
+    else either). No controller, observations, rewards or rendering.
 
     The controls hold the home posture, or with ``moving`` replay the actuator targets the env's
     own controller produced for uniformly random actions (recorded first, untimed): the arm then
@@ -49,6 +52,10 @@ def physics_env_steps_per_s(
         else:
             control = np.repeat(home[:, None], num_control_steps * env.substeps, axis=1)
         threads = nthread or cfg.num_threads
+        if engine == "batch":
+            return env.num_envs * num_control_steps / _batch_seconds(env, control, threads)
+        if engine != "rollout":
+            raise ValueError(f"unknown engine {engine!r}; allowed: batch, rollout")
         datas = [mujoco.MjData(env.base_model) for _ in range(threads)]
         nstep = num_control_steps * env.substeps
         with rollout.Rollout(nthread=threads) as runner:
@@ -59,3 +66,20 @@ def physics_env_steps_per_s(
         return env.num_envs * num_control_steps / elapsed
     finally:
         env.close()
+
+
+def _batch_seconds(env, control: np.ndarray, threads: int) -> float:  # noqa: ANN001 - a MujocoBatchedEnv
+    """Seconds of one ``Batch.rollout`` call over ``control`` [N, substeps, nu] from the reset states."""
+    from vla_rl.sims.mujoco.batch_stepper import STATE_SPEC, load_batch_module
+
+    batch = load_batch_module().Batch(env.base_model, nsim=env.num_envs, nthread=threads, persistent=True)
+    batch.set_models(env.models)
+    initial = np.zeros_like(batch.state)
+    for i, (m, d) in enumerate(zip(env.models, env.datas, strict=True)):
+        mujoco.mj_getState(m, d, initial[i], STATE_SPEC)
+    batch.state[:] = initial
+    batch.rollout(env.substeps, control[:, : env.substeps], record=())  # warm-up
+    batch.state[:] = initial
+    start = time.perf_counter()
+    batch.rollout(control.shape[1], control, record=())
+    return time.perf_counter() - start

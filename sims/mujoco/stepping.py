@@ -4,8 +4,9 @@
 interpreter in the loop; ``threads`` calls ``mj_step`` per world from a Python thread pool. Both are
 deterministic. They differ only in the constraint solver's warm start at the first substep of a
 control step (``mujoco.rollout`` does not hand back the final warm start, so ``rollout`` starts each
-control step cold), which changes contact forces within the solver tolerance (tested). Chosen with
-``EnvConfig.options["stepper"]``.
+control step cold), which changes contact forces within the solver tolerance (tested). ``batch``
+(``batch_stepper.py``, MuJoCo >= 4.0) steps all worlds in one ``mujoco.batch`` call that also
+computes what the env reads. Chosen with ``EnvConfig.options["stepper"]``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 import mujoco
 import numpy as np
 from mujoco import rollout
+from vla_rl.sims.mujoco.readout import WorldReadout
 
 FULL_PHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
 DEFAULT_STEPPER = "rollout"
@@ -72,6 +74,14 @@ class PhysicsStepper(ABC):
 
     def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:  # noqa: B027
         """Worlds ``ids`` were changed outside ``advance`` (reset, restored): re-read their state."""
+
+    def bind_readout(self, readout: WorldReadout) -> None:  # noqa: B027
+        """Offered the env's readout when nothing is rendered. A stepper that keeps every world's
+        state in arrays of its own fills it in ``finish`` and leaves ``datas`` behind; the others
+        ignore it (the env's ``refresh`` reads ``datas`` per world)."""
+
+    def sync_datas(self, datas: Sequence[mujoco.MjData]) -> None:  # noqa: B027
+        """Bring ``datas`` to the current states where ``finish`` leaves them behind (snapshots)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads."""
@@ -142,4 +152,14 @@ class RolloutStepper(PhysicsStepper):
         self._runner.close()
 
 
-STEPPERS: dict[str, type[PhysicsStepper]] = {"rollout": RolloutStepper, "threads": ThreadedStepper}
+def _batch_stepper(models: Sequence[mujoco.MjModel], substeps: int, num_threads: int) -> PhysicsStepper:
+    from vla_rl.sims.mujoco.batch_stepper import BatchStepper  # needs mujoco >= 4.0
+
+    return BatchStepper(models, substeps, num_threads)
+
+
+STEPPERS: dict[str, Callable[[Sequence[mujoco.MjModel], int, int], PhysicsStepper]] = {
+    "rollout": RolloutStepper,
+    "threads": ThreadedStepper,
+    "batch": _batch_stepper,
+}

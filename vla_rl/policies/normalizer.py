@@ -32,16 +32,16 @@ class RunningMeanStd(nn.Module):
         n_b = batch.shape[0]
         if n_b == 0:
             return
-        mean_b = batch.mean(dim=0)
-        var_b = batch.var(dim=0, unbiased=False)
-        n_a = self.count
+        var_b, mean_b = torch.var_mean(batch, dim=0, correction=0)
+        # The counts are plain numbers: the merge is then a few in-place tensor operations, which
+        # matters because it runs at every control step.
+        n_a = float(self.count)
         n = n_a + n_b
         delta = mean_b - self.mean
-        new_mean = self.mean + delta * (n_b / n)
-        m2 = self.var * n_a + var_b * n_b + delta.square() * (n_a * n_b / n)
-        self.mean.copy_(new_mean)
-        self.var.copy_(m2 / n)
-        self.count.copy_(n)
+        self.mean.add_(delta, alpha=n_b / n)
+        # var = (var_a * n_a + var_b * n_b + delta^2 * n_a * n_b / n) / n
+        self.var.mul_(n_a / n).add_(var_b, alpha=n_b / n).add_(delta.square_(), alpha=n_a * n_b / (n * n))
+        self.count.fill_(n)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Normalise ``x`` with the current statistics (no update)."""
