@@ -2,10 +2,11 @@
 
 The rollout (simulation, controller, observations, rewards, resets and inference of the default
 MLP actor-critic) is timed by the PPO collector, and each timed run is paired with a raw-physics
-run (``mujoco.rollout`` over the same worlds, same substeps, both cores) measured right after it,
-so each ratio compares neighbours on a machine whose speed drifts between minutes. Printed per
-task: worlds, milliseconds per control step of all worlds for raw physics and for the rollout, and
-the median ratios over the pairs with the arm held and moving.
+run (the faster of ``mujoco.rollout`` and ``mujoco.batch`` over the same worlds, same substeps,
+both cores) measured right after it, so each ratio compares neighbours on a machine whose speed
+drifts between minutes. Printed per task: worlds, milliseconds per control step of all worlds for
+raw physics (arm moving) and for the rollout, and the median ratios over the pairs with the arm
+held and moving.
 
     python -m benchmarks.rollout_ratio [--tasks reach push lift pick_place] [--num-envs N] [--repeats 5]
 """
@@ -69,7 +70,7 @@ def main() -> None:
 
     print(f"machine: {machine_line()}")
     print(
-        f"{'task':<11} {'worlds':>6} {'raw ms/step':>11} {'rollout ms/step':>15} "
+        f"{'task':<11} {'worlds':>6} {'raw ms/step (moving)':>20} {'rollout ms/step':>15} "
         f"{'rollout / raw held':>18} {'rollout / raw moving':>20}"
     )
     for task in args.tasks:
@@ -82,7 +83,7 @@ def main() -> None:
         raw_ms = 1000 * worlds / statistics.median(rates["moving"])
         rollout_ms = 1000 * worlds / statistics.median(rates["rollout"])
         print(
-            f"{task:<11} {worlds:>6} {raw_ms:>11.2f} {rollout_ms:>15.2f} "
+            f"{task:<11} {worlds:>6} {raw_ms:>20.2f} {rollout_ms:>15.2f} "
             f"{statistics.median(held):>8.2f} ({min(held):.2f}-{max(held):.2f}) "
             f"{statistics.median(moving):>10.2f} ({min(moving):.2f}-{max(moving):.2f})",
             flush=True,

@@ -1,8 +1,9 @@
 """Throughput side by side in one run, on the same task, network sizes and batch.
 
-1. raw MuJoCo physics (``mujoco.rollout`` over the task's own models, same substeps per control
-   step, both cores) -- the ceiling for any rollout on this machine -- with the arm held at home
-   and with the arm moving as the controller drives it (what a rollout actually simulates);
+1. raw MuJoCo physics (the faster of ``mujoco.rollout`` and ``mujoco.batch`` over the task's own
+   models, same substeps per control step, both cores) -- the ceiling for any rollout on this
+   machine -- with the arm held at home and with the arm moving as the controller drives it (what a
+   rollout actually simulates);
 2. vla-rl rollout only (simulation + controller + observation + policy inference), with all worlds
    stepped at once and pipelined in two stages (``env.pipeline_stages=2``: one half's physics runs
    while the policy acts for the other half);
@@ -14,7 +15,7 @@
 
 Each figure is the median of ``--repeats`` timed runs after a warm-up.
 
-    python -m benchmarks.throughput [--task reach] [--num-envs 64] [--iterations 5] [--repeats 3]
+    python -m benchmarks.throughput [--task reach] [--num-envs N] [--iterations 5] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -33,22 +34,19 @@ from vla_rl.envs import make_env
 from vla_rl.training.components import build_training_components
 
 
-def _config(task: str, num_envs: int, threads: int, stages: int = 1) -> TrainConfig:
-    return compose_train_config(
-        [
-            f"env.task={task}",
-            f"env.num_envs={num_envs}",
-            f"env.num_threads={threads}",
-            f"env.pipeline_stages={stages}",
-            "seed=0",
-        ]
-    )
+def _config(task: str, num_envs: int | None, threads: int, stages: int = 1) -> TrainConfig:
+    """The default training config on ``task`` (its world count unless ``num_envs`` is given)."""
+    overrides = [f"env.task={task}", f"env.num_threads={threads}", f"env.pipeline_stages={stages}", "seed=0"]
+    if num_envs is not None:
+        overrides.append(f"env.num_envs={num_envs}")
+    return compose_train_config(overrides)
 
 
 def raw_physics_steps_per_s(cfg: TrainConfig, repeats: int, moving: bool = False) -> float:
-    from vla_rl.sims.mujoco.physics_reference import physics_env_steps_per_s
+    """Median over ``repeats`` of the faster raw-physics engine (``mujoco.rollout``, ``mujoco.batch``)."""
+    from vla_rl.sims.mujoco.physics_reference import fastest_physics_env_steps_per_s
 
-    rates = [physics_env_steps_per_s(cfg.env, moving=moving) for _ in range(repeats)]
+    rates = [fastest_physics_env_steps_per_s(cfg.env, moving=moving) for _ in range(repeats)]
     return statistics.median(rates)
 
 
@@ -152,7 +150,7 @@ def sb3_ppo_rate(cfg: TrainConfig, venv, iterations: int, repeats: int) -> float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--task", default="reach")
-    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--num-envs", type=int, default=None, help="worlds (default: the task's own)")
     parser.add_argument("--threads", type=int, default=2, help="simulation threads (cores)")
     parser.add_argument("--iterations", type=int, default=5, help="PPO iterations per timed run")
     parser.add_argument("--repeats", type=int, default=3)
@@ -162,7 +160,7 @@ def main() -> None:
     torch.set_num_threads(cfg.torch_num_threads)
     print(f"machine: {machine_line()}")
     print(
-        f"task {args.task}, {args.num_envs} worlds, {cfg.env.control_hz:g} Hz control, "
+        f"task {args.task}, {cfg.env.num_envs} worlds, {cfg.env.control_hz:g} Hz control, "
         f"rollout {cfg.algorithm.num_steps} steps, MLP {list(cfg.policy.hidden_sizes)}, "
         f"{cfg.algorithm.num_epochs} epochs x {cfg.algorithm.num_minibatches} minibatches, "
         f"torch threads {cfg.torch_num_threads}, sim threads {args.threads}"
@@ -175,7 +173,7 @@ def main() -> None:
     rollout2, ppo2, held_ratio2, moving_ratio2 = vla_rl_rates(staged_cfg, args.iterations, args.repeats)
     sb3_default = sb3_ppo_rate(cfg, sb3_dummy_vecenv(cfg), args.iterations, args.repeats)
     sb3_batched = sb3_ppo_rate(cfg, sb3_batched_vecenv(cfg), args.iterations, args.repeats)
-    print(f"{'raw MuJoCo physics, arm held (mujoco.rollout)':<46} {physics:>10,.0f} env-steps/s")
+    print(f"{'raw MuJoCo physics, arm held (fastest engine)':<46} {physics:>10,.0f} env-steps/s")
     print(f"{'raw MuJoCo physics, arm moving':<46} {physics_moving:>10,.0f} env-steps/s")
     for name, rate in env_rates.items():
         default = " (default)" if name == DEFAULT_STEPPER else ""

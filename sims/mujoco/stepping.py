@@ -1,12 +1,15 @@
-"""How the batched env advances physics: ``mujoco.rollout`` (C threads) or ``mj_step`` per world.
+"""How the batched env advances physics: ``mujoco.batch`` or ``mujoco.rollout`` (C threads), or
+``mj_step`` per world.
 
-``rollout`` runs all substeps of all worlds in MuJoCo's own thread pool without the Python
-interpreter in the loop; ``threads`` calls ``mj_step`` per world from a Python thread pool. Both are
-deterministic. They differ only in the constraint solver's warm start at the first substep of a
+``batch`` (``batch_stepper.py``, MuJoCo >= 4.0, the default where it is installed) steps all worlds
+in one ``mujoco.batch`` call that also computes what the env reads, so no per-world Python runs
+around the physics when nothing is rendered. ``rollout`` (the default with an older MuJoCo) runs
+all substeps of all worlds in MuJoCo's own thread pool without the Python interpreter in the loop;
+``threads`` calls ``mj_step`` per world from a Python thread pool. All are deterministic.
+``rollout`` and ``threads`` differ only in the constraint solver's warm start at the first substep of a
 control step (``mujoco.rollout`` does not hand back the final warm start, so ``rollout`` starts each
 control step cold), which changes contact forces within the solver tolerance (tested). ``batch``
-(``batch_stepper.py``, MuJoCo >= 4.0) steps all worlds in one ``mujoco.batch`` call that also
-computes what the env reads. Chosen with ``EnvConfig.options["stepper"]``.
+carries the warm start over, as ``threads`` does. Chosen with ``EnvConfig.options["stepper"]``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,18 @@ from mujoco import rollout
 from vla_rl.sims.mujoco.readout import WorldReadout
 
 FULL_PHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
-DEFAULT_STEPPER = "rollout"
+
+
+def _has_batch() -> bool:
+    try:
+        from mujoco import batch  # noqa: F401 - MuJoCo >= 4.0
+    except ImportError:
+        return False
+    return True
+
+
+DEFAULT_STEPPER = "batch" if _has_batch() else "rollout"
+"""The fastest stepper this MuJoCo offers (measured in the README's throughput tables)."""
 
 
 class PhysicsStepper(ABC):

@@ -9,7 +9,7 @@ def test_each_task_keeps_its_own_world_count_unless_one_is_given() -> None:
     push = rollout_ratio.task_config("push", threads=1, num_envs=None)
     reach = rollout_ratio.task_config("reach", threads=1, num_envs=None)
     assert (push.env.task, push.env.num_envs) == ("push", 128)
-    assert (reach.env.task, reach.env.num_envs) == ("reach", 64)
+    assert (reach.env.task, reach.env.num_envs) == ("reach", 256)
     assert rollout_ratio.task_config("lift", threads=1, num_envs=8).env.num_envs == 8
 
 

@@ -120,3 +120,12 @@ def test_old_mujoco_gets_an_error_naming_the_version_it_needs(monkeypatch):
     monkeypatch.delattr(mujoco, "batch", raising=False)
     with pytest.raises(ImportError, match=r"mujoco>=4.0"):
         load_batch_module()
+
+
+def test_batch_is_the_default_stepper_where_mujoco_has_it_and_rollout_otherwise(monkeypatch):
+    from vla_rl.sims.mujoco import stepping
+
+    assert stepping.DEFAULT_STEPPER == "batch"
+    monkeypatch.setitem(sys.modules, "mujoco.batch", None)  # as if mujoco < 4.0 were installed
+    monkeypatch.delattr(mujoco, "batch", raising=False)
+    assert not stepping._has_batch()
