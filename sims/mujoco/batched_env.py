@@ -20,6 +20,7 @@ from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
 from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS, PhysicsStepper
+from vla_rl.sims.tasks.base import TaskState
 from vla_rl.sims.tasks.registry import make_task
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
@@ -213,9 +214,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self._ctrl[:, self._arm_act] = arm_targets
         self._ctrl[:, self._gripper_act] = gripper
 
-    def _task_state(self):
-        from vla_rl.sims.tasks.base import TaskState
-
+    def _task_state(self) -> TaskState:
         return TaskState(
             tcp_pos=self.readout.sensordata[:, 0:3],
             gripper_opening_m=self.readout.qpos[:, self._finger_qadr].sum(axis=1),
