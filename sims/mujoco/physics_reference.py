@@ -10,11 +10,11 @@ import mujoco
 import numpy as np
 import torch
 from mujoco import rollout
-from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER
+from vla_rl.sims.mujoco.stepping import HAS_MUJOCO_BATCH
 
 from vla_rl.envs.config import EnvConfig
 
-ENGINES = ("rollout", "batch") if DEFAULT_STEPPER == "batch" else ("rollout",)
+ENGINES = ("rollout", "batch") if HAS_MUJOCO_BATCH else ("rollout",)
 """The raw-physics engines this MuJoCo has (``mujoco.batch`` from 4.0 on)."""
 
 

@@ -33,7 +33,8 @@ def _has_batch() -> bool:
     return True
 
 
-DEFAULT_STEPPER = "batch" if _has_batch() else "rollout"
+HAS_MUJOCO_BATCH = _has_batch()
+DEFAULT_STEPPER = "batch" if HAS_MUJOCO_BATCH else "rollout"
 """The fastest stepper this MuJoCo offers (measured in the README's throughput tables)."""
 
 
