@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from vla_rl.algorithms import PPO, PPOConfig, build_algorithm, registered_algorithms
-from vla_rl.algorithms.ppo import adapt_learning_rate, gaussian_kl
+from vla_rl.algorithms.ppo import adapt_learning_rate, gaussian_kl, linear_learning_rate
 from vla_rl.policies import ActorCriticPolicy, PolicyConfig, build_policy
 from vla_rl.rollout import RolloutBuffer
 
@@ -119,6 +119,27 @@ def test_update_lowers_lr_when_steps_overshoot_the_kl_target():
     assert ppo.optimizer.param_groups[0]["lr"] == metrics["learning_rate"]
     fixed = PPO(mlp_policy(), PPOConfig(learning_rate=1e-2, desired_kl=1e-6, lr_schedule="fixed"))
     assert fixed.update(rollout_buffer(fixed.policy))["learning_rate"] == 1e-2
+
+
+def test_linear_learning_rate_by_hand():
+    # 3e-4 * (1 - k / 4) for k = 0..3, then 0.
+    expected = [3e-4, 2.25e-4, 1.5e-4, 0.75e-4, 0.0, 0.0]
+    assert [linear_learning_rate(3e-4, k, 4) for k in range(6)] == pytest.approx(expected)
+
+
+def test_linear_schedule_trains_each_update_at_its_rate_and_resumes_the_count():
+    policy = mlp_policy()
+    cfg = PPOConfig(learning_rate=3e-4, lr_schedule="linear", lr_decay_iterations=4, num_epochs=1)
+    ppo = PPO(policy, cfg)
+    rates = [ppo.update(rollout_buffer(policy))["learning_rate"] for _ in range(2)]
+    assert rates == pytest.approx([3e-4, 2.25e-4])
+    resumed = PPO(policy, cfg)
+    resumed.load_state_dict(ppo.state_dict())
+    rates = [resumed.update(rollout_buffer(policy))["learning_rate"] for _ in range(3)]
+    assert rates == pytest.approx([1.5e-4, 0.75e-4, 0.0])
+    assert resumed.optimizer.param_groups[0]["lr"] == 0.0
+    with pytest.raises(ValueError, match="lr_decay_iterations > 0"):
+        PPO(policy, PPOConfig(lr_schedule="linear"))
 
 
 def test_update_reports_all_metrics_and_changes_the_policy():

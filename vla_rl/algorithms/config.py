@@ -31,7 +31,10 @@ class PPOConfig:
     """Initial Adam learning rate."""
     lr_schedule: str = "adaptive"
     """``adaptive`` (divide by 1.5 when KL > 2 * desired_kl, multiply by 1.5 when KL <
-    desired_kl / 2, within [1e-5, 1e-2]) or ``fixed``."""
+    desired_kl / 2, within [1e-5, 1e-2]), ``fixed``, or ``linear`` (from ``learning_rate`` down
+    to 0 over ``lr_decay_iterations`` updates: iteration k trains at ``learning_rate * (1 - k / N)``)."""
+    lr_decay_iterations: int = 0
+    """Updates over which ``linear`` decays the learning rate to 0 (required > 0 for ``linear``)."""
     desired_kl: float = 0.01
     """Target KL for the adaptive schedule."""
     max_grad_norm: float = 1.0

@@ -1,4 +1,5 @@
-"""Proximal Policy Optimisation with clipped surrogate, clipped value loss and KL-adaptive lr."""
+"""Proximal Policy Optimisation with clipped surrogate, clipped value loss and a KL-adaptive, fixed
+or linearly decaying learning rate."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
 MIN_LEARNING_RATE = 1e-5
 MAX_LEARNING_RATE = 1e-2
 LR_ADAPT_FACTOR = 1.5
-LR_SCHEDULES = ("adaptive", "fixed")
+LR_SCHEDULES = ("adaptive", "fixed", "linear")
 ADVANTAGE_EPS = 1e-8
 
 
@@ -33,6 +34,11 @@ def gaussian_kl(
         - 0.5
     )
     return per_dim.sum(dim=-1)
+
+
+def linear_learning_rate(initial: float, iteration: int, decay_iterations: int) -> float:
+    """``initial * (1 - iteration / decay_iterations)``, and 0 from ``decay_iterations`` on."""
+    return initial * max(0.0, 1.0 - iteration / decay_iterations)
 
 
 def adapt_learning_rate(learning_rate: float, kl: float, desired_kl: float) -> float:
@@ -77,9 +83,15 @@ class PPO:
     ) -> None:
         if cfg.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"unknown lr_schedule {cfg.lr_schedule!r}; allowed: {list(LR_SCHEDULES)}")
+        if cfg.lr_schedule == "linear" and cfg.lr_decay_iterations <= 0:
+            raise ValueError(
+                f"lr_schedule 'linear' needs lr_decay_iterations > 0, got {cfg.lr_decay_iterations}"
+            )
         self.policy = policy
         self.cfg = cfg
         self.learning_rate = float(cfg.learning_rate)
+        self.iterations_done = 0
+        """Updates (rollouts trained on) so far; the linear schedule reads it."""
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=self.learning_rate)
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
@@ -145,6 +157,10 @@ class PPO:
     def update(self, buffer: RolloutBuffer) -> dict[str, float]:
         """Train on a full rollout; returns metrics averaged over all minibatch steps."""
         cfg = self.cfg
+        if cfg.lr_schedule == "linear":
+            self._set_learning_rate(
+                linear_learning_rate(cfg.learning_rate, self.iterations_done, cfg.lr_decay_iterations)
+            )
         buffer.compute_returns(buffer.last_value, cfg.gamma, cfg.gae_lambda)
         sums: dict[str, float] = {}
         num_updates = 0
@@ -178,6 +194,7 @@ class PPO:
                     if value is not None:
                         sums[name] = sums.get(name, 0.0) + self._metric(value)
                 num_updates += 1
+        self.iterations_done += 1
         metrics = {name: total / num_updates for name, total in sums.items()}
         metrics["learning_rate"] = self.learning_rate
         metrics["explained_variance"] = explained_variance(buffer.values, buffer.returns)
@@ -190,12 +207,14 @@ class PPO:
         return {
             "optimizer": self.optimizer.state_dict(),
             "learning_rate": self.learning_rate,
+            "iterations_done": self.iterations_done,
             "generator": self.generator.get_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self._set_learning_rate(float(state["learning_rate"]))
+        self.iterations_done = int(state.get("iterations_done", 0))  # absent in older checkpoints
         if "generator" in state:
             self.generator.set_state(state["generator"])
 
