@@ -92,6 +92,8 @@ def test_overrides_apply_with_types() -> None:
         ("algorithm.num_minibatches=3", ["algorithm.num_minibatches", "divide"]),
         ("logger.wandb_mode=sometimes", ["logger.wandb_mode", "offline"]),
         ("success_target=1.5", ["success_target"]),
+        ("algorithm.lr_schedule=cosine", ["algorithm.lr_schedule", "'linear'"]),
+        ("algorithm.lr_schedule=linear", ["algorithm.lr_decay_iterations", "positive"]),
     ],
 )
 def test_bad_config_names_the_key(override: str, fragments: list[str]) -> None:

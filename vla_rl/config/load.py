@@ -197,8 +197,13 @@ TRAIN_CHECKS: list[Check[TrainConfig]] = [
     Check("algorithm.learning_rate", lambda c: c.algorithm.learning_rate > 0, "must be positive"),
     Check(
         "algorithm.lr_schedule",
-        lambda c: c.algorithm.lr_schedule in ("adaptive", "fixed"),
-        "must be 'adaptive' or 'fixed'",
+        lambda c: c.algorithm.lr_schedule in ("adaptive", "fixed", "linear"),
+        "must be 'adaptive', 'fixed' or 'linear'",
+    ),
+    Check(
+        "algorithm.lr_decay_iterations",
+        lambda c: c.algorithm.lr_schedule != "linear" or c.algorithm.lr_decay_iterations > 0,
+        "must be positive with lr_schedule 'linear'",
     ),
     Check(
         "logger.wandb_mode",
