@@ -33,10 +33,10 @@ def test_groups_have_the_expected_options() -> None:
     assert _group_options("logger") == ["default"]
 
 
-def test_pixel_ppo_inherits_ppo_with_a_fixed_learning_rate() -> None:
+def test_pixel_ppo_inherits_ppo_with_a_linearly_decaying_learning_rate() -> None:
     pixels = compose_train_config(["algorithm=ppo_pixels"]).algorithm
     plain = compose_train_config([]).algorithm
-    assert (pixels.lr_schedule, pixels.learning_rate) == ("fixed", 3e-4)
+    assert (pixels.lr_schedule, pixels.learning_rate) == ("linear", 3e-4)
     same = ("num_steps", "num_epochs", "clip_ratio", "gamma", "desired_kl")
     assert [getattr(pixels, k) for k in same] == [getattr(plain, k) for k in same]
 
