@@ -56,7 +56,7 @@ JOBS: dict[str, LearningJob] = {
         30.0,
         0.90,
         # 614,400 steps (the 600 updates over which ppo_pixels decays its learning rate) take about
-        # 14 minutes here; the 25-minute cap leaves the final evaluation inside the 30-minute budget.
+        # 12-15 minutes here; the 25-minute cap leaves the final evaluation inside the 30-minute budget.
         train_min=25.0,
     ),
 }
