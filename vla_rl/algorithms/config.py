@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+LR_SCHEDULES = ("adaptive", "fixed", "linear")
+"""The values of ``PPOConfig.lr_schedule``."""
+
 
 @dataclass
 class PPOConfig:

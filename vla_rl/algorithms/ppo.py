@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from vla_rl.algorithms.config import PPOConfig
+from vla_rl.algorithms.config import LR_SCHEDULES, PPOConfig
 from vla_rl.algorithms.registry import register_algorithm
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
@@ -17,7 +17,6 @@ from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
 MIN_LEARNING_RATE = 1e-5
 MAX_LEARNING_RATE = 1e-2
 LR_ADAPT_FACTOR = 1.5
-LR_SCHEDULES = ("adaptive", "fixed", "linear")
 ADVANTAGE_EPS = 1e-8
 
 

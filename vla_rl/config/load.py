@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from vla_rl.algorithms.config import LR_SCHEDULES
 from vla_rl.config.schema import TrainConfig
 from vla_rl.rewards.config import RewardConfig, reward_config_errors
 
@@ -197,8 +198,8 @@ TRAIN_CHECKS: list[Check[TrainConfig]] = [
     Check("algorithm.learning_rate", lambda c: c.algorithm.learning_rate > 0, "must be positive"),
     Check(
         "algorithm.lr_schedule",
-        lambda c: c.algorithm.lr_schedule in ("adaptive", "fixed", "linear"),
-        "must be 'adaptive', 'fixed' or 'linear'",
+        lambda c: c.algorithm.lr_schedule in LR_SCHEDULES,
+        "must be one of " + ", ".join(repr(name) for name in LR_SCHEDULES),
     ),
     Check(
         "algorithm.lr_decay_iterations",
