@@ -65,6 +65,31 @@ def test_value_head_has_its_own_learning_rate():
     assert rates == {"actor": 1e-5, "value": 3e-3}
 
 
+def test_actor_learning_rate_warms_up_linearly_and_resumes():
+    policy = flow_policy()
+    cfg = config(actor_lr=1e-3, value_lr=3e-3, actor_lr_warmup_steps=4, num_epochs=1, num_minibatches=2)
+    algorithm = ChunkPPO(policy, cfg)
+    assert [algorithm.actor_lr(step) for step in (1, 2, 4, 9)] == pytest.approx([2.5e-4, 5e-4, 1e-3, 1e-3])
+    algorithm.update(rollout(policy), iteration=0)  # two actor steps: the second ran at 2/4 of 1e-3
+    rates = {group["name"]: group["lr"] for group in algorithm.optimizer.param_groups}
+    assert rates == pytest.approx({"actor": 5e-4, "value": 3e-3})
+    resumed = ChunkPPO(flow_policy(), cfg)
+    resumed.load_state_dict(algorithm.state_dict())
+    assert resumed.actor_steps == 2
+
+
+def test_negative_actor_warmup_is_rejected():
+    with pytest.raises(ValueError, match="actor_lr_warmup_steps"):
+        ChunkPPO(flow_policy(), config(actor_lr_warmup_steps=-1))
+
+
+def test_critic_warmup_does_not_count_as_actor_warmup():
+    policy = flow_policy()
+    algorithm = ChunkPPO(policy, config(critic_warmup_iterations=1, actor_lr_warmup_steps=10))
+    algorithm.update(rollout(policy), iteration=0)
+    assert algorithm.actor_steps == 0
+
+
 def test_executed_entry_mask_keeps_executed_actions_of_valid_rows():
     valid = torch.tensor([True, False])
     mask = executed_entry_mask(torch.Size([2, 4, 3]), "token", 2, valid)

@@ -63,6 +63,10 @@ class ChunkRLConfig:
     """Adam learning rate of everything but the value head."""
     value_lr: float = 1e-3
     """Adam learning rate of the value head."""
+    actor_lr_warmup_steps: int = 0
+    """Actor gradient steps over which its learning rate rises linearly to ``actor_lr`` (step k of
+    n uses ``actor_lr * k / n``); 0 starts at ``actor_lr``. Adam's first steps move every weight by
+    about the learning rate whatever its gradient, which from a fine-tuned start can be a large jump."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip; <= 0 disables."""
     critic_warmup_iterations: int = 0
@@ -122,6 +126,8 @@ class ChunkRLConfig:
             "value_lr": self.value_lr,
             "max_sampling_rounds": self.max_sampling_rounds,
         }
+        if self.actor_lr_warmup_steps < 0:
+            raise ValueError(f"actor_lr_warmup_steps must be >= 0, got {self.actor_lr_warmup_steps}")
         if self.curriculum_pool < 0:
             raise ValueError(f"curriculum_pool must be >= 0, got {self.curriculum_pool}")
         bad = {name: value for name, value in positive.items() if value <= 0}

@@ -103,6 +103,8 @@ class ChunkPolicyUpdate:
         if value_params:
             groups.append({"params": value_params, "lr": cfg.value_lr, "name": "value"})
         self.optimizer = torch.optim.Adam(groups)
+        self.actor_steps = 0
+        """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps``)."""
 
     # ----- before the update ------------------------------------------------------------------------------
 
@@ -207,6 +209,9 @@ class ChunkPolicyUpdate:
                     for parameter in self.optimizer.param_groups[0]["params"]:
                         parameter.grad = None
                 grad_norm = clip_gradients(self.policy, self.cfg.max_grad_norm)
+                if actor_active:
+                    self.actor_steps += 1
+                    self.optimizer.param_groups[0]["lr"] = self.actor_lr(self.actor_steps)
                 self.optimizer.step()
                 for name, value in (
                     ("policy_loss", losses.policy_loss),
@@ -226,12 +231,22 @@ class ChunkPolicyUpdate:
         metrics["gradient_steps"] = float(steps)
         return metrics
 
+    def actor_lr(self, step: int) -> float:
+        """The actor's learning rate at its ``step``-th gradient step (counting from 1)."""
+        warmup = self.cfg.actor_lr_warmup_steps
+        return self.cfg.actor_lr * (min(1.0, step / warmup) if warmup > 0 else 1.0)
+
     def state_dict(self) -> dict[str, object]:
-        return {"optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state()}
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.generator.get_state(),
+            "actor_steps": self.actor_steps,
+        }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
         self.generator.set_state(state["generator"])  # type: ignore[arg-type]
+        self.actor_steps = int(state.get("actor_steps", 0))  # type: ignore[call-overload]
 
 
 def clip_gradients(module: nn.Module, max_norm: float) -> float:
