@@ -89,6 +89,10 @@ class ChunkRLConfig:
     on the successes (positive-sample reinforcement), 0 reinforces the successes only."""
     max_sampling_rounds: int = 4
     """GRPO: rollouts collected per iteration at most to fill the batch with informative groups."""
+    groups_per_update: int = 0
+    """GRPO: informative groups an update waits for (collecting up to ``max_sampling_rounds``
+    rollouts); 0: as many as one rollout holds (``num_envs / group_size``). More groups per update
+    spread each gradient step over more initial states, at the price of fewer updates per hour."""
     curriculum_pool: int = 0
     """GRPO: draw the groups' initial states (task variant and layout) from a pool of this many
     seeds, more often those the policy fails (``vla_rl.rollout.seed_curriculum``); 0: fresh seeds."""
@@ -128,6 +132,8 @@ class ChunkRLConfig:
         }
         if self.actor_lr_warmup_steps < 0:
             raise ValueError(f"actor_lr_warmup_steps must be >= 0, got {self.actor_lr_warmup_steps}")
+        if self.groups_per_update < 0:
+            raise ValueError(f"groups_per_update must be >= 0, got {self.groups_per_update}")
         if self.curriculum_pool < 0:
             raise ValueError(f"curriculum_pool must be >= 0, got {self.curriculum_pool}")
         bad = {name: value for name, value in positive.items() if value <= 0}

@@ -112,6 +112,26 @@ def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curricul
     assert "perf/rollout_time_s" in metrics and "perf/policy_time_s" in metrics
 
 
+@pytest.mark.parametrize(("groups_per_update", "rounds"), [(0, 1), (5, 3)])
+def test_grpo_collects_rounds_until_the_update_has_its_groups(tmp_path, groups_per_update, rounds):
+    cfg = compose_rl_config(
+        [
+            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
+            "algorithm.group_size=2",  # 4 worlds: 2 groups per rollout
+            "algorithm.keep_success_range=[0.0,1.0]",  # every group counts, whatever its success
+            f"algorithm.groups_per_update={groups_per_update}",
+            "algorithm.max_sampling_rounds=4",
+        ]
+    )
+    trainer = ChunkRLTrainer(cfg)
+    try:
+        metrics = trainer.run_iteration()
+    finally:
+        trainer.close()
+    assert metrics["train/sampling_rounds"] == rounds
+    assert metrics["train/kept_groups"] == 2 * rounds
+
+
 def test_bad_rl_configs_fail_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="policy.init_from"):
         compose_rl_config(["recipe=token_vla_ppo"])

@@ -184,6 +184,7 @@ class ChunkRLTrainer:
     def _grpo_iteration(self) -> tuple[dict[str, float], ChunkRolloutStats]:
         acfg = self.cfg.algorithm
         groups_per_rollout = self.env.num_envs // acfg.group_size
+        wanted = acfg.groups_per_update or groups_per_rollout
         max_decisions = math.ceil(self.env.max_episode_steps / acfg.execute_steps) + 1
         rollouts, all_stats, kept = [], [], 0
         for _ in range(acfg.max_sampling_rounds):
@@ -197,7 +198,7 @@ class ChunkRLTrainer:
             rollouts.append(grouped)
             all_stats.append(stats)
             kept += grouped.kept_groups
-            if kept >= groups_per_rollout:
+            if kept >= wanted:
                 break
         metrics = self.algorithm.update(rollouts)
         metrics["sampling_rounds"] = float(len(rollouts))
