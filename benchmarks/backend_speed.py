@@ -32,12 +32,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2, help="CPU backend worker threads")
+    parser.add_argument("--no-camera", action="store_true", help="only the rows without a camera")
+    parser.add_argument("--warp-device", default="cpu", help="warp device: cpu, or cuda on a GPU")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where the JSON summary goes")
     args = parser.parse_args()
     print(machine_line())
+    print(f"warp device {args.warp_device}, CPU backend on {args.threads} threads")
     print(f"task {args.task}, env-steps/s (median of {args.repeats} x {args.steps} control steps)")
     print(f"{'worlds':>7} {'camera':>12} {'mujoco':>10} {'mujoco_warp':>12} {'warp/cpu':>9}")
     rows = []
-    for cameras in ([], ["front"]):
+    for cameras in ([],) if args.no_camera else ([], ["front"]):
         for num_envs in args.num_envs:
             rates = {}
             for backend in BACKENDS:
@@ -48,6 +52,7 @@ def main() -> None:
                     cameras=cameras,
                     image_size=64,
                     num_threads=args.threads,
+                    device=args.warp_device if backend == "mujoco_warp" else "cpu",
                 )
                 rates[backend] = steps_per_s(cfg, args.steps, args.repeats)
             ratio = rates["mujoco_warp"] / rates["mujoco"]
@@ -55,8 +60,9 @@ def main() -> None:
             cpu_rate, warp_rate = rates["mujoco"], rates["mujoco_warp"]
             print(f"{num_envs:>7} {label:>12} {cpu_rate:>10.0f} {warp_rate:>12.0f} {ratio:>9.2f}")
             rows.append({"num_envs": num_envs, "camera": label, **rates, "warp_over_cpu": ratio})
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"machine": machine_line(), "task": args.task, "rows": rows}, indent=2))
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    summary = {"machine": machine_line(), "task": args.task, "warp_device": args.warp_device, "rows": rows}
+    args.results.write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ def machine_line() -> str:
     return (
         f"{date.today().isoformat()}, {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
         f"torch {torch.__version__}"
+        + (f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "")
     )
 
 

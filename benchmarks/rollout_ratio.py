@@ -28,12 +28,24 @@ from vla_rl.training.components import build_training_components
 TARGET_RATIO = 0.60
 
 
-def task_config(task: str, threads: int, num_envs: int | None) -> TrainConfig:
+def task_config(
+    task: str, threads: int, num_envs: int | None, backend: str = "mujoco", device: str = "cpu"
+) -> TrainConfig:
     """The default training config with the task's own env group (its world count unless given)."""
-    overrides = [f"env={task}", f"env.num_threads={threads}", "seed=0"]
+    overrides = [f"env={task}", f"env.num_threads={threads}", f"env.backend={backend}"]
+    overrides += [f"env.device={device}", "seed=0"]
     if num_envs is not None:
         overrides.append(f"env.num_envs={num_envs}")
     return compose_train_config(overrides)
+
+
+def raw_rate(cfg: TrainConfig, moving: bool) -> float:
+    """Raw physics env-steps/s of the config's backend (one measurement)."""
+    if cfg.env.backend == "mujoco_warp":
+        from vla_rl.sims.mujoco_warp.physics_reference import warp_physics_env_steps_per_s
+
+        return warp_physics_env_steps_per_s(cfg.env, moving=moving)
+    return raw_physics_steps_per_s(cfg, 1, moving=moving)
 
 
 def paired_rollout_rates(cfg: TrainConfig, collections: int, repeats: int) -> dict[str, list[float]]:
@@ -51,8 +63,8 @@ def paired_rollout_rates(cfg: TrainConfig, collections: int, repeats: int) -> di
             steps += stats.env_steps
             seconds += stats.rollout_time_s
         rates["rollout"].append(steps / seconds)
-        rates["held"].append(raw_physics_steps_per_s(cfg, 1))
-        rates["moving"].append(raw_physics_steps_per_s(cfg, 1, moving=True))
+        rates["held"].append(raw_rate(cfg, moving=False))
+        rates["moving"].append(raw_rate(cfg, moving=True))
     env.close()
     return rates
 
@@ -64,17 +76,20 @@ def main() -> None:
         "--num-envs", type=int, default=None, help="worlds for every task (default: each task's own)"
     )
     parser.add_argument("--threads", type=int, default=2, help="simulation threads (cores)")
+    parser.add_argument("--backend", default="mujoco", choices=["mujoco", "mujoco_warp"])
+    parser.add_argument("--device", default="cpu", help="env and policy device (cuda for warp on a GPU)")
     parser.add_argument("--collections", type=int, default=3, help="rollouts per timed run")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs, each paired with raw physics")
     args = parser.parse_args()
 
     print(f"machine: {machine_line()}")
+    print(f"backend {args.backend}, device {args.device}")
     print(
         f"{'task':<11} {'worlds':>6} {'raw ms/step (moving)':>20} {'rollout ms/step':>15} "
         f"{'rollout / raw held':>18} {'rollout / raw moving':>20}"
     )
     for task in args.tasks:
-        cfg = task_config(task, args.threads, args.num_envs)
+        cfg = task_config(task, args.threads, args.num_envs, args.backend, args.device)
         torch.set_num_threads(cfg.torch_num_threads)
         rates = paired_rollout_rates(cfg, args.collections, args.repeats)
         held = [r / h for r, h in zip(rates["rollout"], rates["held"], strict=True)]

@@ -1,4 +1,7 @@
-"""MuJoCo Warp backend on the CPU device: parity with CPU MuJoCo, snapshots, rendering.
+"""MuJoCo Warp backend: parity with CPU MuJoCo, snapshots, partial resets, rendering.
+
+Every check runs on warp's CPU device; the parity, snapshot and partial-reset checks also run on
+``cuda`` (CUDA-graph replay) where an NVIDIA GPU is present and skip elsewhere.
 
 Parity: both backends sample the same initial state from a seed (resets are sampled on the CPU by
 the same code), then get the same actions (the scripted expert's, computed from the CPU backend's
@@ -28,11 +31,21 @@ pytestmark = pytest.mark.skipif(reason is not None, reason=f"mujoco_warp: {reaso
 
 TCP_TOLERANCE_M = 2e-3
 OBJECT_TOLERANCE_M = 1e-3
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+    ),
+]
 TCP = slice(15, 18)
 """TCP position inside ``obs["proprio"]`` (after 7 joint positions, 7 velocities, the gripper)."""
 
 
-def _pair(task: str, num_envs: int = 4, **kwargs):
+def _host(obs: dict) -> dict:
+    return {k: v.cpu() if torch.is_tensor(v) else v for k, v in obs.items()}
+
+
+def _pair(task: str, num_envs: int = 4, device: str = "cpu", **kwargs):
     cpu = make_env(
         EnvConfig(
             backend="mujoco",
@@ -43,39 +56,44 @@ def _pair(task: str, num_envs: int = 4, **kwargs):
             **kwargs,
         )
     )
-    warp = make_env(EnvConfig(backend="mujoco_warp", task=task, num_envs=num_envs, **kwargs))
+    warp = make_env(EnvConfig(backend="mujoco_warp", task=task, num_envs=num_envs, device=device, **kwargs))
     return cpu, warp
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
     ("task", "object_horizon"), [("reach", None), ("push", 10), ("lift", None), ("pick_place", None)]
 )
-def test_trajectories_match_cpu_mujoco(task, object_horizon):
-    cpu, warp = _pair(task)
+def test_trajectories_match_cpu_mujoco(task, object_horizon, device):
+    cpu, warp = _pair(task, device=device)
     obs_cpu, _ = cpu.reset(seed=0)
     obs_warp, _ = warp.reset(seed=0)
+    assert obs_warp["proprio"].device.type == device
+    obs_warp = _host(obs_warp)
     assert torch.allclose(obs_cpu["privileged"], obs_warp["privileged"], atol=1e-6)
     assert obs_cpu["instruction"] == obs_warp["instruction"]
     horizon = cpu.max_episode_steps
     for t in range(horizon):
         action = scripted_action(task, obs_cpu)
-        step_cpu, step_warp = cpu.step(action), warp.step(action)
-        differ = step_cpu.info["success"] != step_warp.info["success"]
+        step_cpu, step_warp = cpu.step(action), warp.step(action.to(device))
+        warp_success, warp_done = step_warp.info["success"].cpu(), step_warp.done.cpu()
+        differ = step_cpu.info["success"] != warp_success
         if task == "push" and differ.any():
-            _assert_on_the_target_radius(step_cpu.info["final_obs"], step_warp.info["final_obs"], differ)
+            warp_final = _host(step_warp.info["final_obs"])
+            _assert_on_the_target_radius(step_cpu.info["final_obs"], warp_final, differ)
         else:
             assert not differ.any(), f"success differs at step {t}"
-        assert torch.equal(step_cpu.done, step_warp.done)
+        assert torch.equal(step_cpu.done, warp_done)
         if step_cpu.done.any():
             break
-        obs_cpu, obs_warp = step_cpu.obs, step_warp.obs
+        obs_cpu, obs_warp = step_cpu.obs, _host(step_warp.obs)
         tcp_error = (obs_cpu["proprio"][:, TCP] - obs_warp["proprio"][:, TCP]).abs().max()
         assert tcp_error < TCP_TOLERANCE_M, f"TCP {tcp_error * 1e3:.2f} mm apart at step {t}"
         if object_horizon is None or t < object_horizon:
             error = (obs_cpu["privileged"] - obs_warp["privileged"]).abs().max()
             assert error < OBJECT_TOLERANCE_M, f"objects {error * 1e3:.2f} mm apart at step {t}"
     assert t == horizon - 1, "the episode must run to its time limit"
-    assert torch.equal(step_cpu.info["episode"]["success"], step_warp.info["episode"]["success"])
+    assert torch.equal(step_cpu.info["episode"]["success"], step_warp.info["episode"]["success"].cpu())
     assert step_cpu.info["episode"]["success"].any(), "the scripted expert should succeed somewhere"
     cpu.close()
     warp.close()
@@ -104,13 +122,14 @@ def test_rendered_images_match_the_cpu_renderer():
     warp.close()
 
 
-def test_snapshot_restores_the_batched_state():
-    _, warp = _pair("push", num_envs=3)
+@pytest.mark.parametrize("device", DEVICES)
+def test_snapshot_restores_the_batched_state(device):
+    _, warp = _pair("push", num_envs=3, device=device)
     obs, _ = warp.reset(seed=1)
     for _ in range(5):
-        obs = warp.step(scripted_action("push", obs)).obs
+        obs = warp.step(scripted_action("push", _host(obs))).obs
     state = warp.state_dict()
-    actions = [scripted_action("push", obs) for _ in range(4)]
+    actions = [scripted_action("push", _host(obs)) for _ in range(4)]
     first = [warp.step(a).obs["privileged"] for a in actions]
     warp.reset(seed=9)
     warp.load_state_dict(state)
@@ -120,13 +139,14 @@ def test_snapshot_restores_the_batched_state():
     warp.close()
 
 
-def test_partial_reset_leaves_other_worlds_running():
-    _, warp = _pair("lift", num_envs=3)
+@pytest.mark.parametrize("device", DEVICES)
+def test_partial_reset_leaves_other_worlds_running(device):
+    _, warp = _pair("lift", num_envs=3, device=device)
     obs, _ = warp.reset(seed=2)
     for _ in range(3):
-        obs = warp.step(scripted_action("lift", obs)).obs
+        obs = warp.step(scripted_action("lift", _host(obs))).obs
     moved = obs["proprio"].clone()
-    after, _ = warp.reset(seed=[warp.world_seed(2, 1)], env_ids=torch.tensor([1]))
+    after, _ = warp.reset(seed=[warp.world_seed(2, 1)], env_ids=torch.tensor([1], device=device))
     assert torch.equal(after["proprio"][[0, 2]], moved[[0, 2]])
     start, _ = warp.reset(seed=2)
     assert torch.allclose(after["proprio"][1], start["proprio"][1], atol=1e-6)
@@ -142,9 +162,17 @@ def test_cuda_graph_replay_matches_direct_launches():
     envs[1]._physics.use_graphs = False
     obs = [env.reset(seed=4)[0] for env in envs]
     for _ in range(10):
-        action = scripted_action("push", {k: v.cpu() if torch.is_tensor(v) else v for k, v in obs[0].items()})
+        action = scripted_action("push", _host(obs[0]))
         obs = [env.step(action.cuda()).obs for env in envs]
     assert obs[0]["privileged"].is_cuda and obs[0]["rgb_front"].is_cuda
     torch.testing.assert_close(obs[0]["privileged"], obs[1]["privileged"])
     assert torch.equal(obs[0]["rgb_front"], obs[1]["rgb_front"])
     assert set(envs[0]._physics._graphs) == {"substeps", "refresh_True"}
+
+
+def test_raw_physics_yardstick_runs_on_the_cpu_device():
+    """The warp raw-physics benchmark's measurement (smoke check: it builds, steps and times)."""
+    from vla_rl.sims.mujoco_warp.physics_reference import warp_physics_env_steps_per_s
+
+    cfg = EnvConfig(backend="mujoco_warp", task="reach", num_envs=2)
+    assert warp_physics_env_steps_per_s(cfg, num_control_steps=3, moving=True) > 0
