@@ -2,9 +2,19 @@
 
 import os
 
+
+def headless_mujoco_gl() -> str:
+    """MuJoCo's OpenGL backend without a display: EGL where its library is installed, else
+    ``disable`` (``import mujoco`` with ``MUJOCO_GL=egl`` and no libEGL fails inside PyOpenGL, which
+    would stop state-only training on machines without it, such as bare GPU containers)."""
+    import ctypes.util
+
+    return "egl" if ctypes.util.find_library("EGL") else "disable"
+
+
 if not os.environ.get("DISPLAY"):
-    # Headless: MuJoCo picks its OpenGL backend when first imported; EGL needs no display.
-    os.environ.setdefault("MUJOCO_GL", "egl")
+    # MuJoCo picks its OpenGL backend when first imported.
+    os.environ.setdefault("MUJOCO_GL", headless_mujoco_gl())
 # Mesa's software rasteriser (llvmpipe) splits each frame across its own threads by default. Our
 # frames are tiny and every env thread renders its own worlds, so that split costs more in
 # hand-offs than it gains: rasterising in the calling thread renders ~1.4x more frames per second

@@ -20,8 +20,12 @@ import os
 
 # Headless rendering and offline W&B unless the caller chose otherwise; set before the simulator
 # and wandb are imported.
-os.environ.setdefault("MUJOCO_GL", "egl")
-os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+if not os.environ.get("DISPLAY"):
+    from vla_rl.sims import headless_mujoco_gl  # noqa: E402 - registers backends, imports no simulator
+
+    os.environ.setdefault("MUJOCO_GL", headless_mujoco_gl())
+if os.environ.get("MUJOCO_GL") in ("egl", "osmesa", "glx"):
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 os.environ.setdefault("WANDB_MODE", "offline")
 
 import argparse  # noqa: E402

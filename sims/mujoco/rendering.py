@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import mujoco
@@ -20,6 +21,12 @@ class WorldRenderer:
 
     def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
         self.size = image_size
+        if not hasattr(mujoco, "GLContext"):
+            raise RuntimeError(
+                f"MuJoCo rendering is off (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}), so cameras cannot "
+                "be rendered: install EGL (Debian: apt-get install libegl1) for headless rendering, or "
+                "set MUJOCO_GL to a backend this machine has before starting"
+            )
         self._context = mujoco.GLContext(image_size, image_size)
         self._context.make_current()
         self._scene = mujoco.MjvScene(model, maxgeom=1000)

@@ -82,3 +82,12 @@ def test_per_step_gae_of_a_chunk_batch_matches_hand_computation():
     assert advantages[1, 0, 0].item() == pytest.approx(1.0)
     # Value targets: the discounted returns 1 + 0.5 * 2 + 0.25 * 3 = 2.75 and 3.
     torch.testing.assert_close(returns, torch.tensor([[2.75], [3.0]]))
+
+
+def test_gae_keeps_every_tensor_on_the_rollout_device():
+    """A float ``gamma`` becomes a tensor on the rewards' device (PPO on CUDA once failed here).
+    The ``meta`` device stands in for a GPU: mixing it with CPU tensors raises as CUDA does."""
+    rewards = torch.zeros(3, 2, device="meta")
+    zeros = torch.zeros_like(rewards)
+    advantages, returns = compute_gae(rewards, zeros, zeros, torch.zeros(2, device="meta"), 0.9, 0.95)
+    assert advantages.device.type == "meta" and returns.device.type == "meta"

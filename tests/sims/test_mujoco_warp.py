@@ -165,8 +165,13 @@ def test_cuda_graph_replay_matches_direct_launches():
         action = scripted_action("push", _host(obs[0]))
         obs = [env.step(action.cuda()).obs for env in envs]
     assert obs[0]["privileged"].is_cuda and obs[0]["rgb_front"].is_cuda
-    torch.testing.assert_close(obs[0]["privileged"], obs[1]["privileged"])
-    assert torch.equal(obs[0]["rgb_front"], obs[1]["rgb_front"])
+    # GPU physics is not bitwise repeatable (atomic accumulation): measured on an H100, two runs of
+    # direct launches differ as much as graph vs direct, up to 3e-7 in the state and by one colour
+    # level on at most 0.021 % of the pixels after 10 steps.
+    torch.testing.assert_close(obs[0]["privileged"], obs[1]["privileged"], atol=1e-5, rtol=0)
+    level_gap = (obs[0]["rgb_front"].int() - obs[1]["rgb_front"].int()).abs()
+    assert level_gap.max() <= 2, f"images differ by {int(level_gap.max())} levels"
+    assert (level_gap.amax(-1) > 0).float().mean() < 1e-3, "more than 0.1 % of the pixels differ"
     assert set(envs[0]._physics._graphs) == {"substeps", "refresh_True"}
 
 

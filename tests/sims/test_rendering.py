@@ -59,3 +59,24 @@ def test_an_env_renders_the_same_after_another_env_on_its_thread_is_built_and_cl
     evaluation.close()
     assert torch.equal(training.reset(seed=0)[0]["rgb_front"], before)
     training.close()
+
+
+def test_without_opengl_state_only_envs_run_and_cameras_say_what_is_missing():
+    """``MUJOCO_GL=disable`` is the headless default where libEGL is missing (a bare GPU container):
+    state-only envs must still run and a camera must fail with an error that names the fix. MuJoCo
+    reads the variable on import, hence a fresh interpreter."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from vla_rl.envs import EnvConfig, make_env\n"
+        "env = make_env(EnvConfig(task='reach', num_envs=2)); env.reset(seed=0); env.close()\n"
+        "make_env(EnvConfig(task='reach', num_envs=2, cameras=['front']))\n"
+    )
+    env = {**os.environ, "MUJOCO_GL": "disable"}
+    env.pop("PYOPENGL_PLATFORM", None)
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "RuntimeError: MuJoCo rendering is off" in result.stderr
+    assert "libegl1" in result.stderr

@@ -26,7 +26,7 @@ def compute_gae(
     the reward and marking the step done. Returns are ``A_t + V_t`` (the critic's targets).
     """
     num_steps = rewards.shape[0]
-    discounts = torch.as_tensor(gamma, dtype=rewards.dtype).expand_as(rewards)
+    discounts = torch.as_tensor(gamma, dtype=rewards.dtype, device=rewards.device).expand_as(rewards)
     not_done = 1.0 - dones.to(rewards.dtype)
     advantages = torch.zeros_like(rewards)
     next_advantage = torch.zeros_like(last_value, dtype=rewards.dtype)
