@@ -141,7 +141,7 @@ def eval_command(args: argparse.Namespace) -> int:
     from vla_rl.training.evaluate import evaluate
 
     torch.set_num_threads(cfg.torch_num_threads)
-    policy = load_trained_actor_critic(cfg, directory)
+    policy = load_trained_actor_critic(cfg, directory).to(cfg.env.device)
     result = evaluate(
         policy,
         cfg.env,

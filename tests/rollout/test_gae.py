@@ -91,3 +91,10 @@ def test_gae_keeps_every_tensor_on_the_rollout_device():
     zeros = torch.zeros_like(rewards)
     advantages, returns = compute_gae(rewards, zeros, zeros, torch.zeros(2, device="meta"), 0.9, 0.95)
     assert advantages.device.type == "meta" and returns.device.type == "meta"
+
+
+def test_chunk_rewards_keep_every_tensor_on_the_step_rewards_device():
+    """The discount powers [H] are made on the step rewards' device (``meta`` stands in for a GPU)."""
+    step_rewards = torch.zeros(3, 2, 4, device="meta")
+    reward, discount = chunk_rewards(step_rewards, torch.ones_like(step_rewards, dtype=torch.bool), 0.9)
+    assert reward.device.type == "meta" and discount.device.type == "meta"

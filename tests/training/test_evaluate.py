@@ -100,3 +100,35 @@ def test_success_is_also_reported_per_instruction() -> None:
     result = run_episodes(lambda obs: torch.zeros(2, 1), TwoTasks(), num_episodes=8, seed=0)
     assert result.success_by_instruction == {"open the drawer": 0.5, "press the button": 0.0}
     assert result.success_rate == 0.25
+
+
+def test_observations_reach_the_policy_on_its_device() -> None:
+    """``vla-rl eval`` loads the policy on the CPU while a GPU simulator returns CUDA tensors (and a
+    run may do the reverse): evaluation moves each observation to the policy's device. The ``meta``
+    device stands in for the other device: mixing it with CPU tensors raises as CUDA does."""
+    from torch import nn
+
+    from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
+
+    class PolicyOnAnotherDevice(ActorCriticPolicy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(2, device="meta"))
+            self.seen: list[str] = []
+
+        def act(self, obs, deterministic: bool = False) -> PolicyStep:  # noqa: ANN001
+            obs["proprio"] * self.scale  # what a network does first; raises on a device mismatch
+            self.seen.append(obs["proprio"].device.type)
+            zeros = torch.zeros(len(obs["proprio"]), 2)  # meta tensors cannot be copied back
+            return PolicyStep(zeros, zeros[:, 0], zeros[:, 0], zeros, zeros)
+
+        def evaluate(self, obs, action):  # noqa: ANN001, ANN202
+            raise NotImplementedError
+
+        def get_value(self, obs):  # noqa: ANN001, ANN202
+            raise NotImplementedError
+
+    policy = PolicyOnAnotherDevice()
+    result = evaluate(policy, _env_cfg(), num_episodes=4)
+    assert result.num_episodes == 4
+    assert set(policy.seen) == {"meta"}

@@ -50,7 +50,7 @@ def chunk_rewards(
     ``gamma ** (number executed)``, so one chunk is one step of a semi-MDP.
     """
     horizon = step_rewards.shape[-1]
-    powers = gamma ** torch.arange(horizon, dtype=step_rewards.dtype)
+    powers = gamma ** torch.arange(horizon, dtype=step_rewards.dtype, device=step_rewards.device)
     mask = executed.to(step_rewards.dtype)
     reward = (step_rewards * mask * powers).sum(dim=-1)
     discount = gamma ** mask.sum(dim=-1)

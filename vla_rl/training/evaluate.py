@@ -91,7 +91,14 @@ def evaluate(
     was_training = policy.training
     policy.eval()
 
+    # The env may return its observations on another device than the policy's (``vla-rl eval``
+    # loads the policy on the CPU; a GPU simulator returns CUDA tensors).
+    device = next(policy.parameters()).device
+
     def act(obs: Observation) -> torch.Tensor:
+        obs = {
+            key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in obs.items()
+        }
         return policy.act(obs, deterministic=deterministic).action.clamp(-1.0, 1.0)
 
     try:
