@@ -15,7 +15,11 @@ from vla_rl.sims.mujoco.stepping import HAS_MUJOCO_BATCH
 from vla_rl.envs.config import EnvConfig
 
 ENGINES = ("rollout", "batch") if HAS_MUJOCO_BATCH else ("rollout",)
-"""The raw-physics engines this MuJoCo has (``mujoco.batch`` from 4.0 on)."""
+"""The raw-physics engines this MuJoCo has (``mujoco.batch`` from 4.0 on), each stepping all control
+steps in one call."""
+STEPWISE_ENGINE = "batch_per_control_step"
+"""``mujoco.batch`` called once per control step, as a closed loop must (not the target's yardstick:
+one call over all steps runs each world's substeps back to back with its data in the cache)."""
 
 
 def physics_env_steps_per_s(
@@ -30,7 +34,8 @@ def physics_env_steps_per_s(
     substeps per control step, ``cfg.num_envs`` worlds from their reset states, stepped by one call
     on ``nthread`` (default ``cfg.num_threads``) threads: ``mujoco.rollout`` (``engine="rollout"``)
     or ``mujoco.batch.Batch.rollout`` (``engine="batch"``, MuJoCo >= 4.0, which recomputes nothing
-    else either). No controller, observations, rewards or rendering.
+    else either), or the batch called once per control step (``STEPWISE_ENGINE``). No controller,
+    observations, rewards or rendering.
 
     The controls hold the home posture, or with ``moving`` replay the actuator targets the env's
     own controller produced for uniformly random actions (recorded first, untimed): the arm then
@@ -56,10 +61,12 @@ def physics_env_steps_per_s(
         else:
             control = np.repeat(home[:, None], num_control_steps * env.substeps, axis=1)
         threads = nthread or cfg.num_threads
-        if engine == "batch":
-            return env.num_envs * num_control_steps / _batch_seconds(env, control, threads)
+        if engine in ("batch", STEPWISE_ENGINE):
+            seconds = _batch_seconds(env, control, threads, per_control_step=engine == STEPWISE_ENGINE)
+            return env.num_envs * num_control_steps / seconds
         if engine != "rollout":
-            raise ValueError(f"unknown engine {engine!r}; allowed: {', '.join(sorted(ENGINES))}")
+            allowed = ", ".join(sorted({*ENGINES, STEPWISE_ENGINE}))
+            raise ValueError(f"unknown engine {engine!r}; allowed: {allowed}")
         datas = [mujoco.MjData(env.base_model) for _ in range(threads)]
         nstep = num_control_steps * env.substeps
         with rollout.Rollout(nthread=threads) as runner:
@@ -78,8 +85,9 @@ def fastest_physics_env_steps_per_s(cfg: EnvConfig, moving: bool = False) -> flo
     return max(physics_env_steps_per_s(cfg, moving=moving, engine=engine) for engine in ENGINES)
 
 
-def _batch_seconds(env, control: np.ndarray, threads: int) -> float:  # noqa: ANN001 - a MujocoBatchedEnv
-    """Seconds of one ``Batch.rollout`` call over ``control`` [N, substeps, nu] from the reset states."""
+def _batch_seconds(env, control: np.ndarray, threads: int, per_control_step: bool = False) -> float:  # noqa: ANN001
+    """Seconds of one ``Batch.rollout`` call over ``control`` [N, steps, nu] from the reset states, or
+    with ``per_control_step`` of one call per control step (``env.substeps`` substeps each)."""
     from vla_rl.sims.mujoco.batch_stepper import STATE_SPEC, load_batch_module
 
     batch = load_batch_module().Batch(env.base_model, nsim=env.num_envs, nthread=threads, persistent=True)
@@ -91,5 +99,9 @@ def _batch_seconds(env, control: np.ndarray, threads: int) -> float:  # noqa: AN
     batch.rollout(env.substeps, control[:, : env.substeps], record=())  # warm-up
     batch.state[:] = initial
     start = time.perf_counter()
-    batch.rollout(control.shape[1], control, record=())
+    if per_control_step:
+        for first in range(0, control.shape[1], env.substeps):
+            batch.rollout(env.substeps, control[:, first : first + env.substeps], record=())
+    else:
+        batch.rollout(control.shape[1], control, record=())
     return time.perf_counter() - start

@@ -49,6 +49,11 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
         )
         return self._physics
 
+    @property
+    def physics(self) -> WarpPhysics:
+        """The batched warp model and data of all worlds."""
+        return self._physics
+
     def _make_renderers(self) -> WarpBatchRenderer | None:
         if not self.cfg.cameras:
             return None

@@ -139,7 +139,12 @@ class WarpPhysics(PhysicsStepper):
 
     # --------------------------------------------------------------- PhysicsStepper interface
     def simulate(self, datas, ctrl: np.ndarray, run_parallel, refresh) -> None:
-        self.view["ctrl"].copy_(torch.from_numpy(ctrl))
+        self.step_controls(torch.from_numpy(ctrl))
+
+    def step_controls(self, ctrl: torch.Tensor) -> None:
+        """Write the controls [N, nu] (any device) and launch one control step's substeps; nothing
+        is refreshed or read back (the raw-physics benchmark times this alone)."""
+        self.view["ctrl"].copy_(ctrl)
         self._sync_torch()
         self._launch("substeps", self._substeps)
 

@@ -28,7 +28,7 @@ def warp_physics_env_steps_per_s(
     env = MujocoWarpBatchedEnv(dataclasses.replace(cfg, cameras=[], max_episode_steps=10**9))
     try:
         env.reset(seed=seed)
-        physics = env._physics
+        physics = env.physics
         ctrl = physics.view["ctrl"]
         if moving:
             generator = torch.Generator().manual_seed(seed)
@@ -38,13 +38,11 @@ def warp_physics_env_steps_per_s(
                 targets.append(torch.from_numpy(env.actuator_targets.copy()).to(ctrl))
         else:
             targets = [ctrl.clone()] * num_control_steps
-        physics._launch("substeps", physics._substeps)  # warm-up (records the graph on CUDA)
+        physics.step_controls(targets[0])  # warm-up (records the graph on CUDA)
         wp.synchronize_device(physics.device)
         start = time.perf_counter()
         for target in targets:
-            ctrl.copy_(target)
-            physics._sync_torch()
-            physics._launch("substeps", physics._substeps)
+            physics.step_controls(target)
         wp.synchronize_device(physics.device)
         return env.num_envs * num_control_steps / (time.perf_counter() - start)
     finally:

@@ -16,5 +16,6 @@ def test_each_task_keeps_its_own_world_count_unless_one_is_given() -> None:
 def test_every_timed_rollout_is_paired_with_raw_physics() -> None:
     cfg = rollout_ratio.task_config("reach", threads=1, num_envs=4)
     rates = rollout_ratio.paired_rollout_rates(cfg, collections=1, repeats=2)
-    assert {name: len(values) for name, values in rates.items()} == {"rollout": 2, "held": 2, "moving": 2}
+    counts = {name: len(values) for name, values in rates.items()}
+    assert counts == {"rollout": 2, "held": 2, "moving": 2, "stepwise": 2}
     assert all(rate > 0 for values in rates.values() for rate in values)

@@ -111,7 +111,8 @@ def test_batch_raw_physics_reference_runs_and_unknown_engines_are_named():
     cfg = EnvConfig(task="reach", num_envs=4)
     assert physics_env_steps_per_s(cfg, num_control_steps=3, engine="batch") > 0
     assert physics_env_steps_per_s(cfg, num_control_steps=3, engine="batch", moving=True) > 0
-    with pytest.raises(ValueError, match="batch, rollout"):
+    assert physics_env_steps_per_s(cfg, num_control_steps=3, engine="batch_per_control_step") > 0
+    with pytest.raises(ValueError, match="batch, batch_per_control_step, rollout"):
         physics_env_steps_per_s(cfg, num_control_steps=3, engine="euler")
 
 
