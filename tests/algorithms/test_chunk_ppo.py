@@ -78,6 +78,21 @@ def test_actor_learning_rate_warms_up_linearly_and_resumes():
     assert resumed.actor_steps == 2
 
 
+def test_actor_learning_rate_decays_linearly_to_zero_after_the_warm_up():
+    cfg = config(actor_lr=1e-3, actor_lr_warmup_steps=2, actor_lr_decay_steps=6)
+    algorithm = ChunkPPO(flow_policy(), cfg)
+    # warm-up 1/2, then from step 2 (full rate) down by 1/4 per step to 0 at step 6 and after
+    rates = [algorithm.actor_lr(step) for step in range(1, 9)]
+    assert rates == pytest.approx([5e-4, 1e-3, 7.5e-4, 5e-4, 2.5e-4, 0.0, 0.0, 0.0])
+    without_warmup = ChunkPPO(flow_policy(), config(actor_lr=1e-3, actor_lr_decay_steps=4))
+    assert [without_warmup.actor_lr(step) for step in (1, 2, 4)] == pytest.approx([7.5e-4, 5e-4, 0.0])
+
+
+def test_decay_must_end_after_the_warm_up():
+    with pytest.raises(ValueError, match="actor_lr_decay_steps"):
+        ChunkPPO(flow_policy(), config(actor_lr_warmup_steps=8, actor_lr_decay_steps=8))
+
+
 def test_negative_actor_warmup_is_rejected():
     with pytest.raises(ValueError, match="actor_lr_warmup_steps"):
         ChunkPPO(flow_policy(), config(actor_lr_warmup_steps=-1))

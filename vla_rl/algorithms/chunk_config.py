@@ -67,6 +67,10 @@ class ChunkRLConfig:
     """Actor gradient steps over which its learning rate rises linearly to ``actor_lr`` (step k of
     n uses ``actor_lr * k / n``); 0 starts at ``actor_lr``. Adam's first steps move every weight by
     about the learning rate whatever its gradient, which from a fine-tuned start can be a large jump."""
+    actor_lr_decay_steps: int = 0
+    """Actor gradient step at which its learning rate reaches 0, falling linearly from ``actor_lr``
+    after the warm-up (step k uses ``actor_lr * (n - k) / (n - warmup)``, 0 from step n on); 0 keeps
+    it constant. Lets a run keep what it gained instead of drifting at full rate to the end."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip; <= 0 disables."""
     critic_warmup_iterations: int = 0
@@ -132,6 +136,11 @@ class ChunkRLConfig:
         }
         if self.actor_lr_warmup_steps < 0:
             raise ValueError(f"actor_lr_warmup_steps must be >= 0, got {self.actor_lr_warmup_steps}")
+        if self.actor_lr_decay_steps and self.actor_lr_decay_steps <= self.actor_lr_warmup_steps:
+            raise ValueError(
+                f"actor_lr_decay_steps must be 0 or above actor_lr_warmup_steps "
+                f"({self.actor_lr_warmup_steps}), got {self.actor_lr_decay_steps}"
+            )
         if self.groups_per_update < 0:
             raise ValueError(f"groups_per_update must be >= 0, got {self.groups_per_update}")
         if self.curriculum_pool < 0:

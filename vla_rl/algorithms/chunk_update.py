@@ -232,9 +232,14 @@ class ChunkPolicyUpdate:
         return metrics
 
     def actor_lr(self, step: int) -> float:
-        """The actor's learning rate at its ``step``-th gradient step (counting from 1)."""
-        warmup = self.cfg.actor_lr_warmup_steps
-        return self.cfg.actor_lr * (min(1.0, step / warmup) if warmup > 0 else 1.0)
+        """The actor's learning rate at its ``step``-th gradient step (counting from 1): linear
+        warm-up, then constant or a linear decay to 0."""
+        warmup, decay_end = self.cfg.actor_lr_warmup_steps, self.cfg.actor_lr_decay_steps
+        if warmup > 0 and step < warmup:
+            return self.cfg.actor_lr * step / warmup
+        if decay_end > 0:
+            return self.cfg.actor_lr * max(0.0, (decay_end - step) / (decay_end - warmup))
+        return self.cfg.actor_lr
 
     def state_dict(self) -> dict[str, object]:
         return {
