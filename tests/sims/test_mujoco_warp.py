@@ -159,7 +159,7 @@ def test_cuda_graph_replay_matches_direct_launches():
         make_env(EnvConfig(backend="mujoco_warp", task="push", num_envs=8, device="cuda", cameras=["front"]))
         for _ in range(2)
     ]
-    envs[1]._physics.use_graphs = False
+    envs[1].physics.use_graphs = False
     obs = [env.reset(seed=4)[0] for env in envs]
     for _ in range(10):
         action = scripted_action("push", _host(obs[0]))
@@ -172,7 +172,7 @@ def test_cuda_graph_replay_matches_direct_launches():
     level_gap = (obs[0]["rgb_front"].int() - obs[1]["rgb_front"].int()).abs()
     assert level_gap.max() <= 2, f"images differ by {int(level_gap.max())} levels"
     assert (level_gap.amax(-1) > 0).float().mean() < 1e-3, "more than 0.1 % of the pixels differ"
-    assert set(envs[0]._physics._graphs) == {"substeps", "refresh_True"}
+    assert set(envs[0].physics._graphs) == {"substeps", "refresh_True"}
 
 
 def test_raw_physics_yardstick_runs_on_the_cpu_device():
