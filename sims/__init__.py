@@ -12,9 +12,9 @@ def headless_mujoco_gl() -> str:
     return "egl" if ctypes.util.find_library("EGL") else "disable"
 
 
-if not os.environ.get("DISPLAY"):
+if not os.environ.get("DISPLAY") and "MUJOCO_GL" not in os.environ:
     # MuJoCo picks its OpenGL backend when first imported.
-    os.environ.setdefault("MUJOCO_GL", headless_mujoco_gl())
+    os.environ["MUJOCO_GL"] = headless_mujoco_gl()
 # Mesa's software rasteriser (llvmpipe) splits each frame across its own threads by default. Our
 # frames are tiny and every env thread renders its own worlds, so that split costs more in
 # hand-offs than it gains: rasterising in the calling thread renders ~1.4x more frames per second

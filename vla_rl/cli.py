@@ -20,10 +20,8 @@ import os
 
 # Headless rendering and offline W&B unless the caller chose otherwise; set before the simulator
 # and wandb are imported.
-if not os.environ.get("DISPLAY"):
-    from vla_rl.sims import headless_mujoco_gl  # noqa: E402 - registers backends, imports no simulator
+import vla_rl.sims  # noqa: E402, F401 - sets MUJOCO_GL when headless; imports no simulator
 
-    os.environ.setdefault("MUJOCO_GL", headless_mujoco_gl())
 if os.environ.get("MUJOCO_GL") in ("egl", "osmesa", "glx"):
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 os.environ.setdefault("WANDB_MODE", "offline")
