@@ -91,8 +91,8 @@ def evaluate(
     was_training = policy.training
     policy.eval()
 
-    # The env may return its observations on another device than the policy's (``vla-rl eval``
-    # loads the policy on the CPU; a GPU simulator returns CUDA tensors).
+    # The env may return its observations on another device than the policy's (a policy kept on
+    # the CPU beside a GPU simulator that returns CUDA tensors, or the reverse).
     device = next(policy.parameters()).device
 
     def act(obs: Observation) -> torch.Tensor:
