@@ -26,23 +26,10 @@ def greedy_error(policy) -> float:
 @pytest.mark.parametrize(
     "exploration", [{"exploration": "flow_sde", "noise_level": 0.3}, {"exploration": "flow_noise"}]
 )
-def test_policy_gradient_moves_greedy_actions_towards_the_rewarded_target(exploration):
+def test_policy_gradient_moves_greedy_actions_towards_the_rewarded_target(exploration, train_on_bandit):
     policy = make_pi0(seed=0, **exploration)
-    obs = make_obs(32, seed=1)
-    trained = [p for name, p in policy.named_parameters() if not name.startswith("model.model.vlm.")]
-    optimizer = torch.optim.Adam(trained, lr=1e-3)
     before = greedy_error(policy)
-    torch.manual_seed(0)
-    for _ in range(STEPS):
-        with torch.no_grad():
-            step = policy.sample(obs, deterministic=False)
-            reward = -((step.actions - TARGET) ** 2).mean(dim=(1, 2))
-            advantages = (reward - reward.mean()) / (reward.std() + 1e-8)
-        log_prob = policy.evaluate(obs, step.sample_info, log_prob_level="chunk").log_prob
-        loss = -(advantages * log_prob).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(trained, 1.0)
-        optimizer.step()
+    trained = [p for name, p in policy.named_parameters() if not name.startswith("model.model.vlm.")]
+    train_on_bandit(policy, make_obs(32, seed=1), TARGET, STEPS, trained, deterministic=False)
     # Measured (60 steps): 0.641 -> 0.402 (flow_sde), 0.641 -> 0.407 (flow_noise).
     assert greedy_error(policy) < 0.8 * before
