@@ -98,6 +98,11 @@ def test_negative_actor_warmup_is_rejected():
         ChunkPPO(flow_policy(), config(actor_lr_warmup_steps=-1))
 
 
+def test_negative_progress_shaping_is_rejected():
+    with pytest.raises(ValueError, match="progress_shaping"):
+        ChunkPPO(flow_policy(), config(progress_shaping=-1.0))
+
+
 def test_critic_warmup_does_not_count_as_actor_warmup():
     policy = flow_policy()
     algorithm = ChunkPPO(policy, config(critic_warmup_iterations=1, actor_lr_warmup_steps=10))

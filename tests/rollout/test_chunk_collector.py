@@ -75,3 +75,45 @@ def test_success_reward_pays_the_success_flag_only():
 def test_unknown_reward_is_refused():
     with pytest.raises(ValueError, match="reward must be one of"):
         ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(), execute_steps=2, gamma=0.9, reward="shaped")
+
+
+class SquaredCountRewardEnv(TwoWorldEnv):
+    """TwoWorldEnv paying count^2 (the episode's step count after the step): phi(s_t) = t^2."""
+
+    def step(self, action):
+        result = super().step(action)
+        result.reward = result.info["final_obs"]["proprio"][:, 0] ** 2
+        return result
+
+
+def test_progress_shaping_adds_the_potential_difference_by_hand():
+    # reward="success" plus 2 * (0.5 * phi(s') - phi(s)), phi = t^2, no term on an episode's first step.
+    # Decision 0: world 0 steps t=1 (0), t=2 (2 * (0.5 * 4 - 1) = 2): chunk 0 + 0.5 * 2 = 1.0;
+    #   world 1 the same plus success 1 at t=2: 0 + 0.5 * 3 = 1.5.
+    # Decision 1: world 0 t=3 hits its time limit: 2 * (0.5 * 9 - 4) = 1, plus 0.5 * V(final) = 15:
+    #   16 (its hold step is not counted); world 1's new episode: t=1 (0), t=2 (1 + 2): 1.5.
+    env, policy = SquaredCountRewardEnv(), ConstantChunkPolicy()
+    collector = ChunkCollector(
+        env, policy, execute_steps=2, gamma=0.5, reward="success", progress_shaping=2.0
+    )
+    obs, _ = env.reset()
+    batch, _, _ = collector.collect(obs, num_decisions=2)
+    torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[1.0, 1.5], [16.0, 1.5]]))
+    # World 0's hold step already began its next episode (t=1, phi 1); world 1 ended (phi unknown).
+    assert collector.potential[0].item() == 1.0 and torch.isnan(collector.potential[1])
+
+
+def test_progress_shaping_sums_to_the_potential_change_over_an_episode():
+    # gamma 1: the terms of world 0's 3-step episode telescope to phi(s_3) - phi(s_1) = 9 - 1 = 8.
+    env = SquaredCountRewardEnv()
+    collector = ChunkCollector(
+        env,
+        ConstantChunkPolicy(),
+        execute_steps=1,
+        gamma=1.0,
+        with_value=False,
+        reward="success",
+        progress_shaping=1.0,
+    )
+    _, _, returns, _ = collector.collect_episodes([0, 0], max_decisions=3)
+    torch.testing.assert_close(returns, torch.tensor([8.0, 1.0 + 3.0]))

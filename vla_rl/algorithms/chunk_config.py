@@ -38,6 +38,11 @@ class ChunkRLConfig:
     """PPO: what each control step pays, ``dense`` (the task's shaped reward) or ``success`` (1 in
     a success state, else 0, as SimpleVLA-RL's binary outcome reward; no partial credit for states
     short of success, such as holding the object over the goal)."""
+    progress_shaping: float = 0.0
+    """Weight ``c`` of potential-based shaping added to each step's reward: ``c * (gamma * phi(s')
+    - phi(s))`` with ``phi`` the task's dense reward (its progress towards success). It telescopes
+    over an episode, so unlike the dense reward itself it cannot pay a policy for holding a state
+    of high progress (Ng et al. 1999: the optimal policy is unchanged); 0 disables."""
     gae_lambda: float = 0.95
     """GAE lambda, per decision (``chunk``) or per control step (``step``)."""
     advantage_granularity: str = "chunk"
@@ -134,6 +139,8 @@ class ChunkRLConfig:
             "value_lr": self.value_lr,
             "max_sampling_rounds": self.max_sampling_rounds,
         }
+        if self.progress_shaping < 0:
+            raise ValueError(f"progress_shaping must be >= 0, got {self.progress_shaping}")
         if self.actor_lr_warmup_steps < 0:
             raise ValueError(f"actor_lr_warmup_steps must be >= 0, got {self.actor_lr_warmup_steps}")
         if self.actor_lr_decay_steps and self.actor_lr_decay_steps <= self.actor_lr_warmup_steps:

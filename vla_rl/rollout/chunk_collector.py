@@ -8,6 +8,11 @@ sum over the steps it executed (``chunk_rewards``). Stored rewards are the envir
 ``reward_scale`` (so a critic fits returns of order one); episode returns in the statistics are not.
 ``reward="success"`` stores the task's per-step success flag (1 in a success state, else 0) in
 place of its shaped reward (the binary outcome reward of SimpleVLA-RL, paid per step).
+``progress_shaping=c`` adds ``c * (gamma * phi(s') - phi(s))`` to every step, with ``phi`` the task's
+dense reward read as a potential (``vla_rl.rewards.shaping.potential_shaping``): credit for progress
+that sums to ``c * (gamma^T phi_T - phi_0)`` over an episode, so holding a state of high progress
+earns nothing. The first step of an episode gets no shaping term (the reset state's potential is
+not observed).
 
 Two ways to collect:
 
@@ -27,6 +32,7 @@ import torch
 from vla_rl.envs.base import BatchedEnv, Observation
 from vla_rl.envs.staged import concat_observations
 from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
+from vla_rl.rewards.shaping import potential_shaping
 from vla_rl.rollout.chunk_batch import ChunkBatch
 from vla_rl.rollout.gae import chunk_rewards
 from vla_rl.training.sft.batching import module_device, obs_to_device, select_worlds
@@ -87,6 +93,7 @@ class ChunkCollector:
         with_value: bool = True,
         reward_scale: float = 1.0,
         reward: str = "dense",
+        progress_shaping: float = 0.0,
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
@@ -103,6 +110,9 @@ class ChunkCollector:
         self.with_value = with_value
         self.reward_scale = reward_scale
         self.reward_of = REWARDS[reward]
+        self.progress_shaping = progress_shaping
+        self.potential = torch.full((env.num_envs,), float("nan"))
+        """phi of each world's current state (the dense reward it was reached with); NaN after a reset."""
         self.policy_time_s = 0.0
         self.sim_time_s = 0.0
 
@@ -141,7 +151,7 @@ class ChunkCollector:
             result = self.env.step(action.to(self.env.device))
             self.sim_time_s += time.perf_counter() - start
             done = result.done.cpu()
-            reward = self.reward_scale * self.reward_of(result).cpu().float()
+            reward = self.reward_scale * (self.reward_of(result).cpu().float() + self._shaping(result, done))
             step_rewards[:, j] = torch.where(running, reward, 0.0)
             executed[:, j] = running
             finished = running & done
@@ -155,6 +165,16 @@ class ChunkCollector:
             running &= ~done
             obs = result.obs
         return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs)
+
+    def _shaping(self, result, done: torch.Tensor) -> torch.Tensor:
+        """``progress_shaping * (gamma * phi(s') - phi(s))`` per world (0 where phi(s) is unknown)."""
+        if not self.progress_shaping:
+            return torch.zeros(self.env.num_envs)
+        phi_next = result.reward.cpu().float()
+        known = ~torch.isnan(self.potential)
+        term = potential_shaping(torch.where(known, self.potential, 0.0), phi_next, self.gamma)
+        self.potential = torch.where(done, float("nan"), phi_next)
+        return self.progress_shaping * torch.where(known, term, 0.0)
 
     def bootstrap_truncations(self, outcome: ChunkOutcome) -> None:
         """Add ``gamma * V(final obs)`` to the reward of each step that hit the time limit."""
@@ -215,6 +235,7 @@ class ChunkCollector:
         start = time.perf_counter()
         self.policy_time_s = self.sim_time_s = 0.0
         obs, _ = self.env.reset(seed=world_seeds)
+        self.potential.fill_(float("nan"))
         num_envs = self.env.num_envs
         batch = ChunkBatch()
         active = torch.ones(num_envs, dtype=torch.bool)

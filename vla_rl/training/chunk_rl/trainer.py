@@ -138,6 +138,7 @@ class ChunkRLTrainer:
             with_value=self.algorithm.uses_critic,
             reward_scale=acfg.reward_scale,
             reward=acfg.reward,
+            progress_shaping=acfg.progress_shaping,
         )
         self.obs, _ = self.env.reset(seed=cfg.seed)
         self.curriculum = SeedCurriculum(acfg.curriculum_pool, cfg.seed) if acfg.curriculum_pool > 0 else None
