@@ -17,6 +17,9 @@ STEM_LENGTH_M = 0.3
 class ReachTask(Task):
     name = "reach"
     default_max_episode_steps = 50
+    # Isaac Lab's reach agents (RSL-RL) use two 64-unit ELU layers for actor and critic: a 3-D target
+    # needs no more, and on a CPU the smaller network leaves the rollout to the simulator.
+    default_policy_hidden_sizes = (64, 64)
     goal_dim = 3
     privileged_fields = (("target_pos", 3), ("tcp_to_target", 3))
     object_fields = ("target_pos",)

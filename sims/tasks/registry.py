@@ -20,6 +20,13 @@ TASKS: dict[str, type[Task]] = {
 }
 
 
+def default_policy_hidden_sizes(name: str) -> list[int]:
+    """The MLP head widths task ``name`` declares (``GENERIC_HIDDEN_SIZES`` for other backends' tasks)."""
+    from vla_rl.policies.config import GENERIC_HIDDEN_SIZES
+
+    return list(TASKS[name].default_policy_hidden_sizes) if name in TASKS else list(GENERIC_HIDDEN_SIZES)
+
+
 def make_task(name: str) -> Task:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; allowed: {', '.join(sorted(TASKS))}")

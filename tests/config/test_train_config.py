@@ -11,6 +11,7 @@ from vla_rl.cli import EXIT_CONFIG_ERROR, main
 from vla_rl.config import ConfigError, TrainConfig, compose_train_config
 from vla_rl.config.load import compose_config_module
 from vla_rl.envs import EnvConfig, register_backend
+from vla_rl.policies.config import GENERIC_HIDDEN_SIZES, PolicyConfig
 
 CONFIG_DIR = Path(vla_rl.configs.__file__).parent
 BUILT_ENVS: list[EnvConfig] = []
@@ -53,10 +54,27 @@ def test_every_group_option_composes_and_validates(env: str, policy: str) -> Non
 def test_default_job_is_state_ppo_on_reach() -> None:
     cfg = compose_train_config([])
     assert (cfg.env.task, cfg.env.cameras, cfg.policy.name, cfg.algorithm.name) == ("reach", [], "mlp", "ppo")
-    assert cfg.policy.hidden_sizes == [256, 256, 128]
+    assert cfg.policy.hidden_sizes == [64, 64]  # reach's own default (ReachTask)
     assert cfg.algorithm.lr_schedule == "adaptive"
     assert 0 < cfg.max_minutes <= 6
     assert cfg.run_dir.startswith("runs/reach_") and "${" not in cfg.run_dir
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["env=push"], [256, 256, 128]),
+        (["env=metaworld"], [256, 256, 128]),  # a task of another backend: the generic widths
+        (["policy.hidden_sizes=[8,8]"], [8, 8]),  # an explicit setting wins over the task's
+        (["env=reach_pixels", "policy=cnn"], [256, 128]),  # cnn.yaml sets its own
+    ],
+)
+def test_null_hidden_sizes_take_the_task_default(overrides: list[str], expected: list[int]) -> None:
+    assert compose_train_config(overrides).policy.hidden_sizes == expected
+
+
+def test_policy_config_built_in_code_falls_back_to_the_generic_widths() -> None:
+    assert PolicyConfig().head_sizes() == GENERIC_HIDDEN_SIZES
 
 
 def test_pixel_env_renders_the_camera_the_cnn_reads() -> None:

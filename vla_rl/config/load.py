@@ -118,6 +118,10 @@ def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
     """Merge ``raw`` into ``TrainConfig`` (unknown keys and wrong types fail) and check values."""
     config = validate_structured(TrainConfig, raw, TRAIN_CHECKS)
     check_reward_config(config.reward, config.env.cameras)
+    if config.policy.hidden_sizes is None:
+        from vla_rl.sims.tasks.registry import default_policy_hidden_sizes
+
+        config.policy.hidden_sizes = default_policy_hidden_sizes(config.env.task)
     return config
 
 

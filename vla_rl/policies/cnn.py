@@ -175,8 +175,8 @@ class GaussianCNNPolicy(GaussianActorCritic):
         critic_in = self.obs_encoder.output_dim(self.critic_vector_keys)
         if self.critic_image_keys:
             critic_in += cfg.cnn_feature_dim
-        self.actor = build_mlp(actor_in, cfg.hidden_sizes, self.action_dim, cfg.activation, ACTOR_OUT_GAIN)
-        self.critic = build_mlp(critic_in, cfg.hidden_sizes, 1, cfg.activation, CRITIC_OUT_GAIN)
+        self.actor = build_mlp(actor_in, cfg.head_sizes(), self.action_dim, cfg.activation, ACTOR_OUT_GAIN)
+        self.critic = build_mlp(critic_in, cfg.head_sizes(), 1, cfg.activation, CRITIC_OUT_GAIN)
         self.aux_head: nn.Linear | None = None
         if cfg.aux_target_key is not None:
             self.aux_head = nn.Linear(cfg.cnn_feature_dim, self.obs_encoder.output_dim(aux_keys))

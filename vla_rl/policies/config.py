@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+GENERIC_HIDDEN_SIZES = [256, 256, 128]
+"""MLP head widths where neither the config nor the task says otherwise."""
+
 
 @dataclass
 class PolicyConfig:
@@ -15,8 +18,10 @@ class PolicyConfig:
     critic_obs_keys: list[str] | None = None
     """Observation keys the critic sees; ``None`` uses ``actor_obs_keys``. Giving the critic
     privileged state while the actor sees pixels is the asymmetric actor-critic."""
-    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256, 128])
-    """Hidden layer widths of the actor and critic MLP heads."""
+    hidden_sizes: list[int] | None = None
+    """Hidden layer widths of the actor and critic MLP heads; ``None`` takes the task's own default
+    (``default_policy_hidden_sizes`` of its class, filled in when a train config is validated:
+    [64, 64] for ``reach``, as Isaac Lab's reach agents, ``GENERIC_HIDDEN_SIZES`` for the others)."""
     activation: str = "elu"
     """Activation of the MLP heads: ``elu``, ``relu``, ``tanh``, ``gelu``, ``silu``."""
     init_log_std: float = 0.0
@@ -47,3 +52,7 @@ class PolicyConfig:
     """Weight of the auxiliary loss."""
     share_encoder: bool = True
     """Actor and critic share the image encoder (``cnn`` only)."""
+
+    def head_sizes(self) -> list[int]:
+        """``hidden_sizes``, or ``GENERIC_HIDDEN_SIZES`` where no task filled it in."""
+        return list(GENERIC_HIDDEN_SIZES if self.hidden_sizes is None else self.hidden_sizes)

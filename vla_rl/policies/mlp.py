@@ -35,13 +35,13 @@ class GaussianMLPPolicy(GaussianActorCritic):
         )
         self.actor = build_mlp(
             self.obs_encoder.output_dim(self.actor_keys),
-            cfg.hidden_sizes,
+            cfg.head_sizes(),
             self.action_dim,
             cfg.activation,
             ACTOR_OUT_GAIN,
         )
         critic_in = self.obs_encoder.output_dim(self.critic_keys)
-        self.critic = build_mlp(critic_in, cfg.hidden_sizes, 1, cfg.activation, CRITIC_OUT_GAIN)
+        self.critic = build_mlp(critic_in, cfg.head_sizes(), 1, cfg.activation, CRITIC_OUT_GAIN)
 
     def actor_mean(self, obs: Observation) -> torch.Tensor:
         return self.actor(self.obs_encoder.encode(obs, self.actor_keys))
