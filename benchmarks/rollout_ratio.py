@@ -9,6 +9,7 @@ raw physics (arm moving) and for the rollout, and the median ratios over the pai
 held and moving.
 
     python -m benchmarks.rollout_ratio [--tasks reach push lift pick_place] [--num-envs N] [--repeats 5]
+        [--hidden-sizes 256 256 128]
 """
 
 from __future__ import annotations
@@ -29,13 +30,21 @@ TARGET_RATIO = 0.60
 
 
 def task_config(
-    task: str, threads: int, num_envs: int | None, backend: str = "mujoco", device: str = "cpu"
+    task: str,
+    threads: int,
+    num_envs: int | None,
+    backend: str = "mujoco",
+    device: str = "cpu",
+    hidden_sizes: list[int] | None = None,
 ) -> TrainConfig:
-    """The default training config with the task's own env group (its world count unless given)."""
+    """The default training config with the task's own env group (its world count and policy head
+    widths unless given)."""
     overrides = [f"env={task}", f"env.num_threads={threads}", f"env.backend={backend}"]
     overrides += [f"env.device={device}", "seed=0"]
     if num_envs is not None:
         overrides.append(f"env.num_envs={num_envs}")
+    if hidden_sizes is not None:
+        overrides.append(f"policy.hidden_sizes=[{','.join(map(str, hidden_sizes))}]")
     return compose_train_config(overrides)
 
 
@@ -84,6 +93,9 @@ def main() -> None:
     parser.add_argument(
         "--num-envs", type=int, default=None, help="worlds for every task (default: each task's own)"
     )
+    parser.add_argument(
+        "--hidden-sizes", type=int, nargs="+", default=None, help="MLP head widths (default: each task's own)"
+    )
     parser.add_argument("--threads", type=int, default=2, help="simulation threads (cores)")
     parser.add_argument("--backend", default="mujoco", choices=["mujoco", "mujoco_warp"])
     parser.add_argument("--device", default="cpu", help="env and policy device (cuda for warp on a GPU)")
@@ -94,11 +106,11 @@ def main() -> None:
     print(f"machine: {machine_line()}")
     print(f"backend {args.backend}, device {args.device}")
     print(
-        f"{'task':<11} {'worlds':>6} {'raw ms/step (moving)':>20} {'rollout ms/step':>15} "
+        f"{'task':<11} {'worlds':>6} {'MLP':>13} {'raw ms/step (moving)':>20} {'rollout ms/step':>15} "
         f"{'rollout / raw held':>18} {'rollout / raw moving':>20} {'(per control step)':>18}"
     )
     for task in args.tasks:
-        cfg = task_config(task, args.threads, args.num_envs, args.backend, args.device)
+        cfg = task_config(task, args.threads, args.num_envs, args.backend, args.device, args.hidden_sizes)
         torch.set_num_threads(cfg.torch_num_threads)
         rates = paired_rollout_rates(cfg, args.collections, args.repeats)
         held = [r / h for r, h in zip(rates["rollout"], rates["held"], strict=True)]
@@ -107,8 +119,9 @@ def main() -> None:
         worlds = cfg.env.num_envs
         raw_ms = 1000 * worlds / statistics.median(rates["moving"])
         rollout_ms = 1000 * worlds / statistics.median(rates["rollout"])
+        network = "-".join(map(str, cfg.policy.hidden_sizes or []))
         print(
-            f"{task:<11} {worlds:>6} {raw_ms:>20.2f} {rollout_ms:>15.2f} "
+            f"{task:<11} {worlds:>6} {network:>13} {raw_ms:>20.2f} {rollout_ms:>15.2f} "
             f"{statistics.median(held):>8.2f} ({min(held):.2f}-{max(held):.2f}) "
             f"{statistics.median(moving):>10.2f} ({min(moving):.2f}-{max(moving):.2f})"
             + (

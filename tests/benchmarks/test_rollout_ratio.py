@@ -19,3 +19,10 @@ def test_every_timed_rollout_is_paired_with_raw_physics() -> None:
     counts = {name: len(values) for name, values in rates.items()}
     assert counts == {"rollout": 2, "held": 2, "moving": 2, "stepwise": 2}
     assert all(rate > 0 for values in rates.values() for rate in values)
+
+
+def test_each_task_keeps_its_own_network_unless_one_is_given() -> None:
+    assert rollout_ratio.task_config("reach", threads=1, num_envs=None).policy.hidden_sizes == [64, 64]
+    assert rollout_ratio.task_config("push", threads=1, num_envs=None).policy.hidden_sizes == [256, 256, 128]
+    wide = rollout_ratio.task_config("reach", threads=1, num_envs=None, hidden_sizes=[256, 256, 128])
+    assert wide.policy.hidden_sizes == [256, 256, 128]
