@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from vla_rl.envs.base import BatchedEnv, Observation
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.staged import concat_observations
 from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
 from vla_rl.rewards.shaping import potential_shaping
@@ -166,8 +166,9 @@ class ChunkCollector:
             obs = result.obs
         return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs)
 
-    def _shaping(self, result, done: torch.Tensor) -> torch.Tensor:
-        """``progress_shaping * (gamma * phi(s') - phi(s))`` per world (0 where phi(s) is unknown)."""
+    def _shaping(self, result: StepResult, done: torch.Tensor) -> torch.Tensor:
+        """``progress_shaping * (gamma * phi(s') - phi(s))`` per world (0 where phi(s) is unknown:
+        after a reset, and on the first step of a resumed run, whose collector starts afresh)."""
         if not self.progress_shaping:
             return torch.zeros(self.env.num_envs)
         phi_next = result.reward.cpu().float()
