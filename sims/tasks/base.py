@@ -52,8 +52,9 @@ class Task(ABC):
     goal_dim: int
     privileged_fields: tuple[tuple[str, int], ...]
     """Layout of ``obs["privileged"]`` (see ``split_privileged``)."""
-    default_policy_hidden_sizes: tuple[int, ...] = (256, 256, 128)
-    """MLP head widths of a state-based policy when the config leaves ``policy.hidden_sizes`` null."""
+    default_policy_hidden_sizes: tuple[int, ...] | None = None
+    """MLP head widths of a state-based policy when the config leaves ``policy.hidden_sizes`` null;
+    None: the policies' generic widths."""
     object_fields: tuple[str, ...] = ()
     """The privileged fields that say where the scene's objects are, and nothing about which of
     them the goal names: what an object detector would report. Exposed as ``obs["objects"]``, the

@@ -20,11 +20,11 @@ TASKS: dict[str, type[Task]] = {
 }
 
 
-def default_policy_hidden_sizes(name: str) -> list[int]:
-    """The MLP head widths task ``name`` declares (``GENERIC_HIDDEN_SIZES`` for other backends' tasks)."""
-    from vla_rl.policies.config import GENERIC_HIDDEN_SIZES
-
-    return list(TASKS[name].default_policy_hidden_sizes) if name in TASKS else list(GENERIC_HIDDEN_SIZES)
+def default_policy_hidden_sizes(name: str) -> list[int] | None:
+    """The MLP head widths task ``name`` declares; None where it declares none (or is another
+    backend's task)."""
+    sizes = TASKS[name].default_policy_hidden_sizes if name in TASKS else None
+    return list(sizes) if sizes is not None else None
 
 
 def make_task(name: str) -> Task:

@@ -121,7 +121,8 @@ def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
     if config.policy.hidden_sizes is None:
         from vla_rl.sims.tasks.registry import default_policy_hidden_sizes
 
-        config.policy.hidden_sizes = default_policy_hidden_sizes(config.env.task)
+        task_sizes = default_policy_hidden_sizes(config.env.task)
+        config.policy.hidden_sizes = task_sizes if task_sizes is not None else config.policy.head_sizes()
     return config
 
 

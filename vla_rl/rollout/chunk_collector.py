@@ -151,7 +151,10 @@ class ChunkCollector:
             result = self.env.step(action.to(self.env.device))
             self.sim_time_s += time.perf_counter() - start
             done = result.done.cpu()
-            reward = self.reward_scale * (self.reward_of(result).cpu().float() + self._shaping(result, done))
+            reward = self.reward_of(result).cpu().float()
+            if self.progress_shaping:
+                reward = reward + self._shaping(result, done)
+            reward = self.reward_scale * reward
             step_rewards[:, j] = torch.where(running, reward, 0.0)
             executed[:, j] = running
             finished = running & done
@@ -169,8 +172,6 @@ class ChunkCollector:
     def _shaping(self, result: StepResult, done: torch.Tensor) -> torch.Tensor:
         """``progress_shaping * (gamma * phi(s') - phi(s))`` per world (0 where phi(s) is unknown:
         after a reset, and on the first step of a resumed run, whose collector starts afresh)."""
-        if not self.progress_shaping:
-            return torch.zeros(self.env.num_envs)
         phi_next = result.reward.cpu().float()
         known = ~torch.isnan(self.potential)
         term = potential_shaping(torch.where(known, self.potential, 0.0), phi_next, self.gamma)
