@@ -35,9 +35,10 @@ class ChunkRLConfig:
     of order one in a few iterations, not hundreds (advantages are standardised, so the policy
     gradient does not depend on it)."""
     reward: str = "dense"
-    """PPO: what each control step pays, ``dense`` (the task's shaped reward) or ``success`` (1 in
-    a success state, else 0, as SimpleVLA-RL's binary outcome reward; no partial credit for states
-    short of success, such as holding the object over the goal)."""
+    """What each control step pays, ``dense`` (the task's shaped reward) or ``success`` (1 in a
+    success state, else 0, as SimpleVLA-RL's binary outcome reward; no partial credit for states
+    short of success, such as holding the object over the goal). PPO trains on it; GRPO's
+    ``score: return`` sums it over the episode."""
     progress_shaping: float = 0.0
     """Weight ``c`` of potential-based shaping added to each step's reward: ``c * (gamma * phi(s')
     - phi(s))`` with ``phi`` the task's dense reward (its progress towards success). It telescopes
