@@ -4,7 +4,10 @@ RL trains the policy that samples (token temperature, Flow-SDE or Flow-Noise cha
 evaluations run it greedily. This evaluates the SFT starting point and the run's last checkpoint
 both ways, on the same episodes (seeds), with the exploration settings of the run applied to both.
 
-    python -m benchmarks.rl_checkpoint_eval RUN_DIR [--episodes 128]
+    python -m benchmarks.rl_checkpoint_eval RUN_DIR [--episodes 128] [--worlds 16]
+
+``--worlds`` sets the evaluation's world count (``eval.num_envs``), and with it which episodes are
+evaluated: runs that trained with different world counts are compared on the same episodes.
 """
 
 from __future__ import annotations
@@ -23,9 +26,14 @@ MODES = {"greedy": True, "sampled": False}
 """Mode name -> ``deterministic``."""
 
 
-def evaluate_start_and_end(run_dir: Path, episodes: int, split: str = "train") -> dict[str, dict[str, float]]:
-    """``{"SFT" | "RL": {"greedy" | "sampled": success rate}}`` over ``episodes`` episodes each."""
+def evaluate_start_and_end(
+    run_dir: Path, episodes: int, split: str = "train", worlds: int | None = None
+) -> dict[str, dict[str, float]]:
+    """``{"SFT" | "RL": {"greedy" | "sampled": success rate}}`` over ``episodes`` episodes each;
+    ``worlds`` replaces the run's ``eval.num_envs``."""
     cfg = load_rl_config_file(run_dir / "config.yaml")
+    if worlds is not None:
+        cfg.eval.num_envs = worlds
     torch.set_num_threads(cfg.torch_num_threads)
     results: dict[str, dict[str, float]] = {}
     for label, source in (("SFT", cfg.policy.init_from), ("RL", run_dir)):
@@ -41,8 +49,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--episodes", type=int, default=128)
+    parser.add_argument("--worlds", type=int, default=None, help="evaluation worlds (default: the run's)")
     args = parser.parse_args()
-    print(json.dumps(evaluate_start_and_end(args.run_dir, args.episodes), indent=1))
+    print(json.dumps(evaluate_start_and_end(args.run_dir, args.episodes, worlds=args.worlds), indent=1))
 
 
 if __name__ == "__main__":

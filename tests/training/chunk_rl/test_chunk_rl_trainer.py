@@ -221,3 +221,20 @@ def test_a_reward_model_pays_the_vla_learner(tmp_path, model_weight):
         assert metrics["rollout/mean_return"] == 0.0
     else:
         assert metrics["rollout/mean_return"] > 0.0  # the model's scores are probabilities in (0, 1)
+
+
+def test_eval_num_envs_fixes_the_evaluated_episodes_whatever_the_training_worlds(tmp_path):
+    """The episodes of an evaluation follow from its world count: ``eval.num_envs=2`` under 4
+    training worlds evaluates what a 2-world run evaluates, and 4 evaluation worlds something else."""
+    from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy
+
+    init_from = sft_policy_dir(tmp_path)
+
+    def returns(*extra: str) -> float:
+        cfg = compose_rl_config([*overrides(tmp_path / "run", init_from), "eval.num_episodes=4", *extra])
+        policy = load_rl_policy(cfg, init_from)
+        return evaluate_rl_policy(policy, cfg, "train", deterministic=False).mean_return
+
+    two_world_run = returns("env.num_envs=2")
+    assert returns("env.num_envs=4", "eval.num_envs=2") == two_world_run
+    assert returns("env.num_envs=4") != two_world_run

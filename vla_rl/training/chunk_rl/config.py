@@ -38,6 +38,10 @@ class RLEvalConfig:
     """Greedy tokens / noise-free chains."""
     ood_splits: list[str] = field(default_factory=list)
     """Out-of-distribution splits evaluated before and after training, next to ``env.split``."""
+    num_envs: int = 0
+    """Worlds that run an evaluation (<= 0: ``env.num_envs``). Which initial states the episodes
+    start from depends on it (world k's episodes follow one another from its reset), so runs that
+    train with different world counts are judged on the same episodes only with the same value."""
 
 
 @dataclass

@@ -105,6 +105,7 @@ def evaluate_rl_policy(
         seed=cfg.seed + EVAL_SEED_OFFSET,
         deterministic=cfg.eval.deterministic if deterministic is None else deterministic,
         temperature=cfg.algorithm.temperature,
+        num_envs=cfg.eval.num_envs,
         split=split,
     )
 
