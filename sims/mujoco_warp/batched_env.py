@@ -77,7 +77,8 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
     def _refresh_worlds(self, ids: np.ndarray) -> None:
         self._physics.refresh_after_physics(cameras=self._renderers is not None)
         self._physics.read_into(self.readout)
-        self._render(ids)
+        if not self._skip_images:
+            self._render(ids)
 
     def _render(self, ids: np.ndarray) -> None:
         if self._renderers is not None:

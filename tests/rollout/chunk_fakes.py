@@ -26,6 +26,11 @@ class TwoWorldEnv(BatchedEnv):
         self.count = torch.zeros(2)
         self.actions: list[torch.Tensor] = []
         self.reset_seeds: list = []
+        self.image_skips: list[int] = []
+        """Indices (into ``actions``) of the steps whose images the caller said it would not read."""
+
+    def skip_images_next_step(self) -> None:
+        self.image_skips.append(len(self.actions))
 
     def _obs(self) -> dict:
         return {"proprio": self.count.clone().unsqueeze(-1), "instruction": ["a", "b"]}

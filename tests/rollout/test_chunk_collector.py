@@ -117,3 +117,12 @@ def test_progress_shaping_sums_to_the_potential_change_over_an_episode():
     )
     _, _, returns, _ = collector.collect_episodes([0, 0], max_decisions=3)
     torch.testing.assert_close(returns, torch.tensor([8.0, 1.0 + 3.0]))
+
+
+def test_images_are_skipped_on_every_step_of_a_chunk_but_the_last():
+    env, policy = TwoWorldEnv(), ConstantChunkPolicy(chunk_len=3)
+    collector = ChunkCollector(env, policy, execute_steps=3, gamma=0.5)
+    obs, _ = env.reset()
+    collector.collect(obs, num_decisions=2)
+    assert len(env.actions) == 6
+    assert env.image_skips == [0, 1, 3, 4]  # steps 2 and 5 end a chunk: decided on

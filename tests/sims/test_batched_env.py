@@ -172,3 +172,28 @@ def test_wrong_action_shape_is_rejected():
     with pytest.raises(ValueError, match="action shape"):
         env.step(torch.zeros(2, 7))
     env.close()
+
+
+def test_skipped_images_stay_stale_except_for_worlds_whose_episode_ends():
+    # Twin worlds, same seed and actions; ``skipping`` is told before each step that its images go
+    # unread. Episodes end after 3 steps, so the hint before step 3 covers an episode end.
+    make = lambda: _env(task="lift", n=2, max_episode_steps=3, cameras=["front"], image_size=32)  # noqa: E731
+    skipping, rendering = make(), make()
+    obs_skip, _ = skipping.reset(seed=4)
+    obs_full, _ = rendering.reset(seed=4)
+    for step, action in enumerate(_random_actions(4, 2, 4, seed=2)):
+        previous = obs_skip["rgb_front"]
+        skipping.skip_images_next_step()
+        out_skip, out_full = skipping.step(action), rendering.step(action)
+        obs_skip, obs_full = out_skip.obs, out_full.obs
+        assert torch.equal(obs_skip["proprio"], obs_full["proprio"])
+        if step == 2:  # episodes ended: final images rendered, reset worlds rendered afresh
+            assert bool(out_skip.truncated.all())
+            _assert_obs_equal(out_skip.info["final_obs"], out_full.info["final_obs"])
+            _assert_obs_equal(obs_skip, obs_full)
+        else:
+            assert torch.equal(obs_skip["rgb_front"], previous)
+            assert not torch.equal(obs_full["rgb_front"], previous)  # the scene did move
+    # the hint lasts one step: the next step renders again
+    action = _random_actions(1, 2, 4, seed=3)[0]
+    _assert_obs_equal(skipping.step(action).obs, rendering.step(action).obs)

@@ -78,6 +78,15 @@ class BatchedEnv(ABC):
     def step(self, action: torch.Tensor) -> StepResult:
         """Apply ``action`` ([N, action_dim], in [-1, 1]) for one control period."""
 
+    def skip_images_next_step(self) -> None:  # noqa: B027 - optional hook
+        """Hint that the caller will not read the camera images the next ``step`` returns, except
+        for worlds whose episode ends in it (their ``final_obs``) or restarts (reset worlds).
+
+        Chunk rollouts call it before every step of a chunk but the last: only the observation
+        after the chunk is decided on. A backend may then skip rendering the other worlds and
+        return their previous images; this default renders as usual. Wrappers that read images
+        at every step (reward models) inherit this default, so the hint stops there."""
+
     def world_seed(self, seed: int, world: int) -> int | list[int]:
         """The seed that ``reset(seed)`` with an int gives world ``world`` (here the entropy
         ``[seed, world]`` of a ``numpy.random.SeedSequence``)."""

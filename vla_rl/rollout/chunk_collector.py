@@ -148,6 +148,8 @@ class ChunkCollector:
         for j in range(horizon):
             action = torch.where(running[:, None], actions[:, j].float(), torch.zeros_like(actions[:, j]))
             start = time.perf_counter()
+            if j < horizon - 1:  # only the observation after the chunk is decided on
+                self.env.skip_images_next_step()
             result = self.env.step(action.to(self.env.device))
             self.sim_time_s += time.perf_counter() - start
             done = result.done.cpu()

@@ -13,7 +13,7 @@ from vla_rl.config.load import ConfigError
 from vla_rl.policies.chunk_registry import build_chunk_policy
 from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
-from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer
+from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer, load_rl_policy
 
 PROPRIO_DIM = 24
 
@@ -238,3 +238,13 @@ def test_eval_num_envs_fixes_the_evaluated_episodes_whatever_the_training_worlds
     two_world_run = returns("env.num_envs=2")
     assert returns("env.num_envs=4", "eval.num_envs=2") == two_world_run
     assert returns("env.num_envs=4") != two_world_run
+
+
+def test_rl_token_policies_decode_only_the_executed_actions(tmp_path):
+    torch.manual_seed(0)
+    policy = build_chunk_policy("token_vla", chunk_len=4, action_dim=4, use_proprio=True, proprio_dim=5)
+    policy.save_pretrained(tmp_path / "token_vla")
+    cfg = compose_rl_config(["recipe=token_vla_ppo", f"policy.init_from={tmp_path / 'token_vla'}"])
+    assert cfg.algorithm.execute_steps == 2
+    policy = load_rl_policy(cfg, tmp_path / "token_vla")
+    assert policy.decoded_steps == 2 and policy.chunk_len == 4

@@ -45,6 +45,7 @@ from vla_rl.policies.vla.prompt import Prompt, positions_from_mask, preprocess_i
 from vla_rl.policies.vla.sampling import (
     entropy_from_log_probs,
     mask_to_action_bins,
+    pad_steps,
     reduce_token_values,
     scaled_log_probs,
 )
@@ -97,7 +98,15 @@ class TokenVLABase(ChunkPolicy):
             if config.aux_target_key is not None
             else None
         )
+        self.decoded_steps = config.chunk_len
+        """Actions of each chunk that ``sample`` decodes and ``evaluate`` scores (``TokenVLA`` can
+        lower it to the actions RL executes); the others repeat the last decoded action and carry
+        log-probability and entropy 0."""
         self._build_family_modules()
+
+    @property
+    def decoded_tokens(self) -> int:
+        return self.decoded_steps * self.action_dim
 
     def _build_family_modules(self) -> None:
         """Hook for family-specific parameters (saved with the heads, see ``vla_io``)."""
@@ -257,7 +266,7 @@ class TokenVLABase(ChunkPolicy):
         self, prompt: Prompt, temperature: float, deterministic: bool
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """-> (bins int64 [N, T], their log-probs [N, T], hidden before the first action [N, hidden])
-        with ``T = chunk_len * action_dim`` in (step, dim) order."""
+        with ``T = decoded_tokens`` (``chunk_len * action_dim`` unless limited) in (step, dim) order."""
 
     @abstractmethod
     def _teacher_forced(self, prompt: Prompt, bins: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -267,7 +276,9 @@ class TokenVLABase(ChunkPolicy):
     # ----------------------------------------------------------------- ChunkPolicy
 
     def _per_token(self, values: torch.Tensor) -> torch.Tensor:
-        return values.reshape(values.shape[0], self.chunk_len, self.action_dim)
+        """[N, decoded tokens] in (step, dim) order -> [N, chunk_len, action_dim], zeros after the
+        decoded steps (log-probabilities and entropies of actions that were not drawn)."""
+        return pad_steps(values.reshape(values.shape[0], -1, self.action_dim), self.chunk_len)
 
     @torch.no_grad()
     def sample(
@@ -282,7 +293,7 @@ class TokenVLABase(ChunkPolicy):
         check_log_prob_level(self, log_prob_level)
         prompt = self.encode_prompt(obs)
         bins, token_log_probs, hidden = self._decode(prompt, temperature, deterministic)
-        bins = self._per_token(bins)
+        bins = pad_steps(bins.reshape(bins.shape[0], -1, self.action_dim), self.chunk_len, repeat_last=True)
         return ChunkStep(
             actions=self.action_tokenizer.bins_to_actions(bins),
             log_prob=reduce_token_values(self._per_token(token_log_probs), log_prob_level),
@@ -304,7 +315,8 @@ class TokenVLABase(ChunkPolicy):
         sample (a one-sample estimate of the joint entropy)."""
         check_log_prob_level(self, log_prob_level)
         tokens = sample_info["action_tokens"].to(self.device)
-        bins = tokens.reshape(tokens.shape[0], -1).long() - self.first_action_token_id
+        bins = tokens.reshape(tokens.shape[0], -1)[:, : self.decoded_tokens].long()
+        bins = bins - self.first_action_token_id
         logits, hidden = self._teacher_forced(self.encode_prompt(obs), bins)
         log_probs = scaled_log_probs(logits, temperature)
         token_log_probs = log_probs.gather(-1, bins.unsqueeze(-1)).squeeze(-1)

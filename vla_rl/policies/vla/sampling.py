@@ -52,3 +52,16 @@ def reduce_token_values(per_token: torch.Tensor, level: str) -> torch.Tensor:
     if level not in reducers:
         raise ValueError(f"unknown log-prob level {level!r}; allowed: {sorted(reducers)}")
     return reducers[level](per_token)
+
+
+def pad_steps(per_step: torch.Tensor, chunk_len: int, repeat_last: bool = False) -> torch.Tensor:
+    """``[N, S, A]`` values of a chunk's first ``S`` actions -> ``[N, chunk_len, A]``: the missing
+    steps are zeros, or copies of step ``S - 1`` with ``repeat_last``."""
+    missing = chunk_len - per_step.shape[1]
+    if missing == 0:
+        return per_step
+    if repeat_last:
+        filler = per_step[:, -1:].expand(-1, missing, -1)
+    else:
+        filler = per_step.new_zeros(per_step.shape[0], missing, per_step.shape[2])
+    return torch.cat([per_step, filler], dim=1)

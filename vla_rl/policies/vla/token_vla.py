@@ -25,6 +25,15 @@ from vla_rl.policies.vla.sampling import choose_bins
 class TokenVLA(TokenVLABase):
     """Autoregressive decoding of the action tokens; ``config.use_kv_cache`` picks the path."""
 
+    def limit_decoding(self, steps: int) -> None:
+        """Decode (and score) only the first ``steps`` actions of each chunk: the ones a rollout
+        executes. Tokens come in (step, dim) order, so those actions keep exactly the distribution
+        of a full decode, while each decision runs ``(chunk_len - steps) * action_dim`` fewer
+        forwards and each training sequence is that much shorter."""
+        if not 1 <= steps <= self.chunk_len:
+            raise ValueError(f"steps must lie in [1, chunk_len={self.chunk_len}], got {steps}")
+        self.decoded_steps = steps
+
     def _sequence_with_actions(
         self, prompt: Prompt, bins: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -69,11 +78,11 @@ class TokenVLA(TokenVLABase):
         mask = prompt.attention_mask
         position = prompt.next_position[:, None]
         bins, log_probs = [], []
-        for step in range(self.config.tokens_per_chunk):
+        for step in range(self.decoded_tokens):
             chosen, log_prob = choose_bins(self.bin_logits(last), temperature, deterministic)
             bins.append(chosen)
             log_probs.append(log_prob)
-            if step == self.config.tokens_per_chunk - 1:
+            if step == self.decoded_tokens - 1:
                 break
             mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
             hidden, cache = self.run_backbone(
@@ -89,7 +98,7 @@ class TokenVLA(TokenVLABase):
         batch = prompt.embeds.shape[0]
         bins = torch.zeros(batch, 0, dtype=torch.long, device=prompt.embeds.device)
         log_probs, prompt_hidden = [], None
-        for _ in range(self.config.tokens_per_chunk):
+        for _ in range(self.decoded_tokens):
             hidden, _ = self.run_backbone(*self._sequence_with_actions(prompt, bins))
             if prompt_hidden is None:
                 prompt_hidden = hidden[:, -1]

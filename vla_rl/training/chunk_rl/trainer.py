@@ -75,8 +75,12 @@ class RLResult:
 
 def load_rl_policy(cfg: VLARLConfig, directory: Path) -> ChunkPolicy:
     """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied, in
-    eval mode (RL samples, recomputes and trains without dropout)."""
+    eval mode (RL samples, recomputes and trains without dropout); an autoregressive token policy
+    decodes only the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
     policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device)).eval()
+    limit_decoding = getattr(policy, "limit_decoding", None)
+    if limit_decoding is not None:
+        limit_decoding(cfg.algorithm.execute_steps)
     if cfg.policy.exploration:
         set_exploration = getattr(policy, "set_exploration", None)
         if set_exploration is None:
