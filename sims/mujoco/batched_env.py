@@ -14,7 +14,7 @@ import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
 from vla_rl.sims.mujoco.config_checks import validate_config
-from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size
+from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size, proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
 from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
@@ -328,18 +328,7 @@ class MujocoBatchedEnv(BatchedEnv):
         return torch.from_numpy(array).to(self.device)
 
     def _observe(self) -> Observation:
-        readout = self.readout
-        qpos, qvel = readout.qpos, readout.qvel
-        proprio = np.concatenate(
-            [
-                qpos[:, self._arm_qadr],
-                qvel[:, self._arm_vadr],
-                qpos[:, self._finger_qadr].sum(axis=1, keepdims=True),
-                readout.sensordata[:, 0:3],
-                readout.tcp_xmat.reshape(-1, 3, 3)[:, :, :2].transpose(0, 2, 1).reshape(-1, 6),
-            ],
-            axis=1,
-        ).astype(np.float32)
+        proprio = proprio_vector(self.readout, self._arm_qadr, self._arm_vadr, self._finger_qadr)
         privileged = self.task.privileged(self._task_state()).astype(np.float32)
         obs: Observation = {
             "proprio": self._tensor(proprio),

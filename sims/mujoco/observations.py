@@ -30,3 +30,22 @@ def fields_size(fields: tuple[tuple[str, int], ...]) -> int:
 def split_fields(vector: np.ndarray, fields: tuple[tuple[str, int], ...]) -> dict[str, np.ndarray]:
     """Named views of the last dimension of ``vector`` ([N, D])."""
     return {name: vector[..., s] for name, s in field_slices(fields).items()}
+
+
+def proprio_vector(
+    readout, arm_qadr: np.ndarray, arm_vadr: np.ndarray, finger_qadr: np.ndarray
+) -> np.ndarray:
+    """float32 [N, fields_size(PROPRIO_FIELDS)] in ``PROPRIO_FIELDS`` order from a ``WorldReadout``:
+    arm joint positions and velocities, finger opening (m), TCP position and the first two columns
+    of the TCP rotation matrix."""
+    qpos = readout.qpos
+    return np.concatenate(
+        [
+            qpos[:, arm_qadr],
+            readout.qvel[:, arm_vadr],
+            qpos[:, finger_qadr].sum(axis=1, keepdims=True),
+            readout.sensordata[:, 0:3],
+            readout.tcp_xmat.reshape(-1, 3, 3)[:, :, :2].transpose(0, 2, 1).reshape(-1, 6),
+        ],
+        axis=1,
+    ).astype(np.float32)
