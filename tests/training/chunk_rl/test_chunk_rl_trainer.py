@@ -188,6 +188,9 @@ def test_every_recipe_composes_and_validates(recipe):
         assert cfg.env.num_envs % cfg.algorithm.group_size == 0
     if recipe.startswith("pi0"):
         assert cfg.policy.exploration["exploration"] == recipe.removeprefix("pi0_")
+    else:  # both token recipes take the policy from recipe/parts/token_vla_policy.yaml
+        assert cfg.policy.name == "token_vla"
+        assert "backbone.model.language_model.layers.1." in cfg.policy.freeze
 
 
 @pytest.mark.parametrize("model_weight", [0.0, 1.0])
