@@ -197,3 +197,32 @@ def test_skipped_images_stay_stale_except_for_worlds_whose_episode_ends():
     # the hint lasts one step: the next step renders again
     action = _random_actions(1, 2, 4, seed=3)[0]
     _assert_obs_equal(skipping.step(action).obs, rendering.step(action).obs)
+
+
+def test_a_world_runs_alike_whatever_the_number_of_worlds_beside_it():
+    # Eight seeded worlds in one env and the same seeds split over two envs of four: observations
+    # (images included), rewards and success match bit for bit, across an autoreset. RL trains on
+    # more worlds than it evaluates on, so a world must not depend on its neighbours.
+    make = lambda n: _env(task="pick_place", n=n, max_episode_steps=4, cameras=["front"], image_size=32)  # noqa: E731
+    seeds = [[7, world] for world in range(8)]
+    whole, halves = make(8), [make(4), make(4)]
+    obs_whole, _ = whole.reset(seed=seeds)
+    obs_halves = [env.reset(seed=seeds[4 * k : 4 * k + 4])[0] for k, env in enumerate(halves)]
+
+    def joined(parts: list[dict]) -> dict:
+        return {
+            key: sum((p[key] for p in parts), [])
+            if key == "instruction"
+            else torch.cat([p[key] for p in parts])
+            for key in parts[0]
+        }
+
+    _assert_obs_equal(obs_whole, joined(obs_halves))
+    for action in _random_actions(6, 8, 4, seed=5):  # crosses an autoreset
+        out_whole = whole.step(action)
+        out_halves = [env.step(action[4 * k : 4 * k + 4]) for k, env in enumerate(halves)]
+        _assert_obs_equal(out_whole.obs, joined([out.obs for out in out_halves]))
+        assert torch.equal(out_whole.reward, torch.cat([out.reward for out in out_halves]))
+        assert torch.equal(out_whole.info["success"], torch.cat([out.info["success"] for out in out_halves]))
+    for env in (whole, *halves):
+        env.close()
