@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from vla_rl.sims.mujoco.readout import WorldReadout
 
 PROPRIO_FIELDS: tuple[tuple[str, int], ...] = (
     ("arm_qpos", 7),
@@ -33,7 +38,7 @@ def split_fields(vector: np.ndarray, fields: tuple[tuple[str, int], ...]) -> dic
 
 
 def proprio_vector(
-    readout, arm_qadr: np.ndarray, arm_vadr: np.ndarray, finger_qadr: np.ndarray
+    readout: WorldReadout, arm_qadr: np.ndarray, arm_vadr: np.ndarray, finger_qadr: np.ndarray
 ) -> np.ndarray:
     """float32 [N, fields_size(PROPRIO_FIELDS)] in ``PROPRIO_FIELDS`` order from a ``WorldReadout``:
     arm joint positions and velocities, finger opening (m), TCP position and the first two columns
