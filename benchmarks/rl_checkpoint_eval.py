@@ -4,10 +4,11 @@ RL trains the policy that samples (token temperature, Flow-SDE or Flow-Noise cha
 evaluations run it greedily. This evaluates the SFT starting point and the run's last checkpoint
 both ways, on the same episodes (seeds), with the exploration settings of the run applied to both.
 
-    python -m benchmarks.rl_checkpoint_eval RUN_DIR [--episodes 128] [--worlds 16]
+    python -m benchmarks.rl_checkpoint_eval RUN_DIR [--episodes 128] [--worlds 16] [--modes sampled]
 
 ``--worlds`` sets the evaluation's world count (``eval.num_envs``), and with it which episodes are
 evaluated: runs that trained with different world counts are compared on the same episodes.
+``--modes`` limits the evaluation to greedy or sampled actions (default: both).
 """
 
 from __future__ import annotations
@@ -27,10 +28,14 @@ MODES = {"greedy": True, "sampled": False}
 
 
 def evaluate_start_and_end(
-    run_dir: Path, episodes: int, split: str = "train", worlds: int | None = None
+    run_dir: Path,
+    episodes: int,
+    split: str = "train",
+    worlds: int | None = None,
+    modes: tuple[str, ...] = tuple(MODES),
 ) -> dict[str, dict[str, float]]:
-    """``{"SFT" | "RL": {"greedy" | "sampled": success rate}}`` over ``episodes`` episodes each;
-    ``worlds`` replaces the run's ``eval.num_envs``."""
+    """``{"SFT" | "RL": {mode: success rate}}`` over ``episodes`` episodes each, ``mode`` in
+    ``modes`` (``"greedy"``, ``"sampled"``); ``worlds`` replaces the run's ``eval.num_envs``."""
     cfg = load_rl_config_file(run_dir / "config.yaml")
     if worlds is not None:
         cfg.eval.num_envs = worlds
@@ -41,6 +46,7 @@ def evaluate_start_and_end(
         results[label] = {
             mode: evaluate_rl_policy(policy, cfg, split, episodes, deterministic).success_rate
             for mode, deterministic in MODES.items()
+            if mode in modes
         }
     return results
 
@@ -50,8 +56,10 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--episodes", type=int, default=128)
     parser.add_argument("--worlds", type=int, default=None, help="evaluation worlds (default: the run's)")
+    parser.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES))
     args = parser.parse_args()
-    print(json.dumps(evaluate_start_and_end(args.run_dir, args.episodes, worlds=args.worlds), indent=1))
+    results = evaluate_start_and_end(args.run_dir, args.episodes, worlds=args.worlds, modes=tuple(args.modes))
+    print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""The RL benchmark's verdict: +30 points or 90 %, from the closing evaluation when it exists."""
+
+from __future__ import annotations
+
+import math
+
+from benchmarks import rl_pick_place
+
+
+def row(before: float, after: float, judged: dict | None = None, mode: str = "sampled") -> dict:
+    built = {"eval_mode": mode, "before": {"train": before}, "after": {"train": after}}
+    if judged is not None:
+        built["judged"] = {"episodes": 512, "worlds": 64, **judged}
+    return built
+
+
+def test_the_closing_evaluation_decides_when_present() -> None:
+    # The run's own evaluations say +18.8; the 512-episode closing evaluation says +33.0.
+    judged = {"SFT": {"sampled": 0.354}, "RL": {"sampled": 0.684}}
+    assert rl_pick_place.judged_success(row(0.5, 0.688, judged)) == (0.354, 0.684)
+    assert rl_pick_place.passes(row(0.5, 0.688, judged))
+    # ... and the other way round: its +29.0 fails even where the run's own evaluations say +40.
+    short = {"SFT": {"greedy": 0.40, "sampled": 0.10}, "RL": {"greedy": 0.69, "sampled": 0.90}}
+    assert not rl_pick_place.passes(row(0.3, 0.7, short, mode="greedy"))
+
+
+def test_reaching_90_percent_passes_whatever_the_gain() -> None:
+    judged = {"SFT": {"sampled": 0.85}, "RL": {"sampled": 0.90}}
+    assert rl_pick_place.passes(row(0.0, 0.0, judged))
+
+
+def test_rows_without_a_closing_evaluation_fall_back_to_the_runs_own() -> None:
+    assert rl_pick_place.judged_success(row(0.328, 0.656)) == (0.328, 0.656)
+    assert rl_pick_place.passes(row(0.328, 0.656))
+    assert not rl_pick_place.passes(row(0.5, 0.688))
+
+
+def test_a_failed_closing_evaluation_gives_no_pass() -> None:
+    failed = row(0.0, 1.0, {"error": 1})
+    assert all(math.isnan(value) for value in rl_pick_place.judged_success(failed))
+    assert not rl_pick_place.passes(failed)
