@@ -251,3 +251,26 @@ def test_rl_token_policies_decode_only_the_executed_actions(tmp_path):
     assert cfg.algorithm.execute_steps == 2
     policy = load_rl_policy(cfg, tmp_path / "token_vla")
     assert policy.decoded_steps == 2 and policy.chunk_len == 4
+
+
+def test_the_trainer_feeds_its_clock_to_a_decay_over_minutes(tmp_path):
+    # Decay to 0 within the first microsecond-scale slice of the run: every update starts after the
+    # first evaluation, past the decay, so the actor keeps its SFT weights while the value head learns.
+    cfg = compose_rl_config(
+        [
+            *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
+            "algorithm.critic_warmup_iterations=0",
+            "algorithm.actor_lr_warmup_steps=0",
+            "algorithm.actor_lr_decay_minutes=1e-9",
+        ]
+    )
+    trainer = ChunkRLTrainer(cfg)
+    try:
+        before = trainer.policy.state_dict()["velocity_net.0.weight"].clone()
+        trainer.train()
+        assert trainer.algorithm.elapsed_minutes > 1e-9
+        rates = {group["name"]: group["lr"] for group in trainer.algorithm.optimizer.param_groups}
+        assert rates["actor"] == 0.0
+        assert torch.equal(before, trainer.policy.state_dict()["velocity_net.0.weight"])
+    finally:
+        trainer.close()

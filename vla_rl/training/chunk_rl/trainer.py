@@ -236,6 +236,7 @@ class ChunkRLTrainer:
                 if self._stop_requested:
                     result.stop_reason = "interrupted"
                     break
+                self.algorithm.elapsed_minutes = (time.perf_counter() - start) / 60.0
                 metrics = self.run_iteration()
                 metrics["perf/elapsed_min"] = (time.perf_counter() - start) / 60.0
                 result.history.append(metrics)
