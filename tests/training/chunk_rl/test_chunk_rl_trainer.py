@@ -254,8 +254,8 @@ def test_rl_token_policies_decode_only_the_executed_actions(tmp_path):
 
 
 def test_the_trainer_feeds_its_clock_to_a_decay_over_minutes(tmp_path):
-    # Decay to 0 within the first microsecond-scale slice of the run: every update starts after the
-    # first evaluation, past the decay, so the actor keeps its SFT weights while the value head learns.
+    # Decay to 0 after 1e-9 minutes: every update starts after the first evaluation, past the decay,
+    # so the actor keeps its SFT weights (the value head still learns).
     cfg = compose_rl_config(
         [
             *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
