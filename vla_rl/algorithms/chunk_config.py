@@ -80,7 +80,8 @@ class ChunkRLConfig:
     actor_lr_decay_minutes: float = 0.0
     """Wall-clock minutes of training at which the actor's learning rate reaches 0, falling linearly
     from ``actor_lr`` after the warm-up (the rate of an update is ``actor_lr * (1 - elapsed / m)``,
-    ``elapsed`` the run's training minutes when the update starts); 0 off. Unlike
+    ``elapsed`` the minutes of the clock ``max_minutes`` counts, evaluations included, when the
+    update starts); 0 off. Unlike
     ``actor_lr_decay_steps`` it ends the decay with a ``max_minutes`` budget however fast the
     machine runs; a resumed run goes on from its own clock, so its rates follow its wall time."""
     max_grad_norm: float = 1.0

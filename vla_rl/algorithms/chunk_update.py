@@ -106,8 +106,8 @@ class ChunkPolicyUpdate:
         self.actor_steps = 0
         """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps``)."""
         self.elapsed_minutes = 0.0
-        """The run's training minutes so far, set by the trainer before each update (they drive
-        ``actor_lr_decay_minutes``)."""
+        """The run's wall-clock minutes so far (``max_minutes``' clock), set by the trainer before each
+        update (they drive ``actor_lr_decay_minutes``)."""
 
     # ----- before the update ------------------------------------------------------------------------------
 
