@@ -185,6 +185,18 @@ def test_token_policies_have_ratio_one_first_and_clip_after_a_large_step(family,
     assert algorithm.losses(flat).clip_fraction > 0.0
 
 
+def test_token_vla_rollout_log_probs_give_ratio_one_without_recomputation():
+    """``token_vla_ppo`` trusts the rollout's own log-probabilities (``recompute_log_probs: false``):
+    sampling and the training forward pass must agree on them to the first minibatch's ratio."""
+    policy = token_policy()
+    algorithm = ChunkPPO(policy, config(log_prob_level="action", execute_steps=2, recompute_log_probs=False))
+    flat = prepared(algorithm, rollout(policy, log_prob_level="action"))
+    first = algorithm.losses(next(flat.minibatches(2, torch.Generator().manual_seed(0))))
+    assert first.ratio_mean == pytest.approx(1.0, abs=1e-4)
+    assert first.clip_fraction == 0.0
+    assert first.approx_kl == pytest.approx(0.0, abs=1e-5)
+
+
 @pytest.mark.parametrize("trains_features", [False, True])
 def test_value_loss_reaches_the_shared_features_only_when_asked(trains_features):
     policy = flow_policy()
