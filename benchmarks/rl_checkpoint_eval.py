@@ -5,10 +5,12 @@ evaluations run it greedily. This evaluates the SFT starting point and the run's
 both ways, on the same episodes (seeds), with the exploration settings of the run applied to both.
 
     python -m benchmarks.rl_checkpoint_eval RUN_DIR [--episodes 128] [--worlds 16] [--modes sampled]
+        [--seed 2]
 
 ``--worlds`` sets the evaluation's world count (``eval.num_envs``), and with it which episodes are
 evaluated: runs that trained with different world counts are compared on the same episodes.
-``--modes`` limits the evaluation to greedy or sampled actions (default: both).
+``--modes`` limits the evaluation to greedy or sampled actions (default: both). ``--seed`` evaluates
+on the episodes another run seed would be judged on (default: the run's own).
 """
 
 from __future__ import annotations
@@ -33,12 +35,16 @@ def evaluate_start_and_end(
     split: str = "train",
     worlds: int | None = None,
     modes: tuple[str, ...] = tuple(MODES),
+    seed: int | None = None,
 ) -> dict[str, dict[str, float]]:
     """``{"SFT" | "RL": {mode: success rate}}`` over ``episodes`` episodes each, ``mode`` in
-    ``modes`` (``"greedy"``, ``"sampled"``); ``worlds`` replaces the run's ``eval.num_envs``."""
+    ``modes`` (``"greedy"``, ``"sampled"``); ``worlds`` replaces the run's ``eval.num_envs`` and ``seed``
+    its ``seed`` (which sets the evaluation episodes)."""
     cfg = load_rl_config_file(run_dir / "config.yaml")
     if worlds is not None:
         cfg.eval.num_envs = worlds
+    if seed is not None:
+        cfg.seed = seed
     torch.set_num_threads(cfg.torch_num_threads)
     results: dict[str, dict[str, float]] = {}
     for label, source in (("SFT", cfg.policy.init_from), ("RL", run_dir)):
@@ -57,8 +63,11 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=128)
     parser.add_argument("--worlds", type=int, default=None, help="evaluation worlds (default: the run's)")
     parser.add_argument("--modes", nargs="+", choices=tuple(MODES), default=list(MODES))
+    parser.add_argument("--seed", type=int, default=None, help="judge on this seed's episodes")
     args = parser.parse_args()
-    results = evaluate_start_and_end(args.run_dir, args.episodes, worlds=args.worlds, modes=tuple(args.modes))
+    results = evaluate_start_and_end(
+        args.run_dir, args.episodes, worlds=args.worlds, modes=tuple(args.modes), seed=args.seed
+    )
     print(json.dumps(results, indent=1))
 
 
