@@ -35,6 +35,7 @@ from vla_rl.training.checkpoint import (
 from vla_rl.training.components import build_training_components
 from vla_rl.training.evaluate import EvalResult, evaluate
 from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.stop_signals import install_stop_handlers
 
@@ -96,8 +97,7 @@ class Trainer:
     # ------------------------------------------------------------------ loop
     def train(self) -> TrainResult:
         cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        record_run_start(self.run_dir, cfg)
         logger = self._build_logger()
         steps_per_iteration = cfg.algorithm.num_steps * self.env.num_envs
         start = time.perf_counter()

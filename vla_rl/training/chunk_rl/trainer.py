@@ -43,6 +43,7 @@ from vla_rl.training.checkpoint import (
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.evaluate import EvalResult
 from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
 from vla_rl.training.stop_signals import install_stop_handlers
@@ -222,8 +223,7 @@ class ChunkRLTrainer:
 
     def train(self) -> RLResult:
         cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        record_run_start(self.run_dir, cfg)
         logger = self._build_logger()
         start = time.perf_counter() - self.elapsed_s  # a resumed run continues its clock
         self._clock_start = start

@@ -32,6 +32,7 @@ from vla_rl.training.checkpoint import (
 )
 from vla_rl.training.evaluate import EvalResult
 from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.sft.batching import obs_to_device
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
@@ -157,8 +158,7 @@ class SFTTrainer:
         """Train until ``cfg.steps`` optimizer steps (or a stop request), evaluating and
         checkpointing on the configured intervals, then checkpoint and run the final evaluation."""
         cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+        record_run_start(self.run_dir, cfg)
         logger = self._build_logger()
         start = time.perf_counter()
         result = SFTResult(steps=self.step, wall_time_s=0.0, stop_reason="steps", last_checkpoint=None)
