@@ -7,15 +7,14 @@ evaluating a real policy is covered by the trainer's tests, and this checks only
 
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from benchmarks import rl_checkpoint_eval
+from vla_rl.training.checkpoint import write_config
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
 
 
 def write_run(run_dir: Path, seed: int) -> None:
     cfg = compose_rl_config(["recipe=token_vla_ppo", f"policy.init_from={run_dir}", f"seed={seed}"])
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    write_config(run_dir, cfg)
 
 
 def record_evaluations(monkeypatch) -> list[tuple[int, int, int, bool]]:

@@ -173,6 +173,11 @@ def prune_checkpoints(checkpoints_dir: str | Path, keep: int) -> list[Path]:
     return removed
 
 
+def write_config(directory: Path, config: Any) -> None:
+    """``config`` (a config dataclass) resolved into ``directory/config.yaml``."""
+    (directory / CONFIG_FILENAME).write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
+
+
 def _is_checkpoint(path: Path) -> bool:
     """The trainer state is written into every checkpoint, whatever holds the policy."""
     return (path / STATE_JSON_FILENAME).is_file()
@@ -192,7 +197,7 @@ def _write_contents(
     save_file(tensors, str(directory / STATE_TENSORS_FILENAME))
     meta = {"iteration": iteration, "state": skeleton}
     (directory / STATE_JSON_FILENAME).write_text(json.dumps(meta, indent=1))
-    (directory / CONFIG_FILENAME).write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
+    write_config(directory, config)
 
 
 def _fsync_tree(directory: Path) -> None:

@@ -17,10 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 import vla_rl
-from vla_rl.training.checkpoint import CONFIG_FILENAME
+from vla_rl.training.checkpoint import write_config
 
 PROVENANCE_FILENAME = "provenance.jsonl"
 RECORDED_PACKAGES = ("torch", "transformers", "peft", "mujoco", "numpy")
@@ -77,6 +75,6 @@ def record_run_start(run_dir: Path, cfg: Any) -> None:
     """Write the resolved ``cfg`` (a config dataclass) to ``config.yaml`` and append this start's
     provenance to ``provenance.jsonl`` in ``run_dir`` (created if missing)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / CONFIG_FILENAME).write_text(OmegaConf.to_yaml(OmegaConf.structured(cfg)))
+    write_config(run_dir, cfg)
     with (run_dir / PROVENANCE_FILENAME).open("a") as record:
         record.write(json.dumps(provenance()) + "\n")
