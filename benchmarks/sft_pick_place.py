@@ -11,7 +11,7 @@
    the token VLAs' argmax is evaluated on the same episodes and reported beside it
    (``FAMILY_DECODINGS``);
 3. the table is printed, written to ``benchmarks/results/sft_pick_place.json`` and plotted to
-   ``benchmarks/results/sft_pick_place.png``.
+   ``benchmarks/results/sft_pick_place.png`` (``--results-name`` picks another stem).
 
 Every model reads the front image, the instruction and a state vector of proprioception (without
 the joint velocities, which let a model copy the motion instead of deciding it) plus
@@ -292,7 +292,7 @@ def keep_training_times(row: dict, previous: dict) -> None:
     row.update({key: row["stages"][-1].get(key) for key in ("threads", "jobs")})
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     families = list(FAMILY_OVERRIDES)
     parser.add_argument("--families", nargs="+", default=families, choices=families)
@@ -315,9 +315,25 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench/sft_pick_place"))
     parser.add_argument(
+        "--results-name",
+        default="sft_pick_place",
+        help="results file stem under benchmarks/results (another name keeps a start made for RL apart "
+        "from the table)",
+    )
+    parser.add_argument(
         "--retrain", action="store_true", help="train again even where a run finished (default: evaluate it)"
     )
-    args = parser.parse_args()
+    return parser
+
+
+def results_files(results_name: str) -> tuple[Path, Path]:
+    """The JSON table and the plot a run of this benchmark (re)writes."""
+    return RESULTS_DIR / f"{results_name}.json", RESULTS_DIR / f"{results_name}.png"
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    results_path, plot_path = results_files(args.results_name)
 
     print(f"machine: {machine_line()}")
     print(
@@ -329,7 +345,6 @@ def main() -> None:
     noise_tag = f"_noise{args.noise_std:g}".replace(".", "") if args.noise_std > 0 else ""
     dataset = args.run_root / f"demos_{args.full}{noise_tag}"
     collect(dataset, args.full, args.noise_std)
-    results_path = RESULTS_DIR / "sft_pick_place.json"
     saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
     same_data = saved.get("full") == args.full and saved.get("noise_std") == args.noise_std
     results: dict[str, dict[str, dict[str, float]]] = saved.get("results", {}) if same_data else {}
@@ -351,7 +366,7 @@ def main() -> None:
             RESULTS_DIR.mkdir(exist_ok=True)
             summary = {"machine": machine_line(), "full": args.full, "noise_std": args.noise_std}
             results_path.write_text(json.dumps({**summary, "results": results}, indent=1))
-    plot(results, args.full, TARGET_SUCCESS, RESULTS_DIR / "sft_pick_place.png")
+    plot(results, args.full, TARGET_SUCCESS, plot_path)
     for family, by_budget in results.items():
         full = by_budget.get("0")
         if full is not None:

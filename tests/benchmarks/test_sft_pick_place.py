@@ -1,6 +1,13 @@
 from pathlib import Path
 
-from benchmarks.sft_pick_place import Stage, keep_training_times, stage_dir
+from benchmarks.sft_pick_place import (
+    RESULTS_DIR,
+    Stage,
+    build_parser,
+    keep_training_times,
+    results_files,
+    stage_dir,
+)
 
 
 def test_later_stages_are_named_by_their_total_steps():
@@ -49,3 +56,15 @@ def test_a_stage_only_evaluated_now_and_never_recorded_keeps_its_evaluation_time
     keep_training_times(row, {})
     assert row["wall_min"] == 3.0
     assert not row["trained"]
+
+
+def test_a_start_made_for_rl_can_write_its_own_results_file():
+    # Making a start again (e.g. pi0 on 200 demonstrations for 12,000 steps) must not overwrite
+    # the SFT table's row for that budget unless asked to.
+    default = build_parser().parse_args([])
+    assert results_files(default.results_name) == (
+        RESULTS_DIR / "sft_pick_place.json",
+        RESULTS_DIR / "sft_pick_place.png",
+    )
+    probe = build_parser().parse_args(["--results-name", "sft_pp12k"])
+    assert results_files(probe.results_name)[0] == RESULTS_DIR / "sft_pp12k.json"
