@@ -1,13 +1,32 @@
-"""Small helpers shared by the benchmarks: timing medians and a machine description."""
+"""Small helpers shared by the benchmarks: timing medians, a machine description, results files."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
 import time
 from collections.abc import Callable
 from datetime import date
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def add_results_name(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--results-name``: the stem of the JSON and plot a benchmark (re)writes under ``RESULTS_DIR``."""
+    parser.add_argument(
+        "--results-name",
+        default=default,
+        help="results file stem under benchmarks/results (another name keeps a probe, or a start "
+        "made for another benchmark, apart from the table)",
+    )
+
+
+def results_files(results_name: str) -> tuple[Path, Path]:
+    """The JSON table and the plot a benchmark writes for ``results_name``."""
+    return RESULTS_DIR / f"{results_name}.json", RESULTS_DIR / f"{results_name}.png"
 
 
 def machine_line() -> str:

@@ -25,7 +25,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.common import machine_line
+from benchmarks.common import RESULTS_DIR, add_results_name, machine_line, results_files
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
 
 RECIPES = ("token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise")
@@ -40,7 +40,6 @@ TARGET_GAIN = 0.30
 TARGET_SUCCESS = 0.90
 """... or the success RL must reach."""
 OOD_SPLITS = ("ood_position", "ood_visual", "ood_semantic")
-RESULTS_DIR = Path(__file__).parent / "results"
 
 
 def sft_start(recipe: str, args: argparse.Namespace) -> Path:
@@ -257,11 +256,7 @@ def main() -> None:
         action="store_true",
         help="train nothing: summarise the runs already in --run-root (e.g. after an interruption)",
     )
-    parser.add_argument(
-        "--results-name",
-        default="rl_pick_place",
-        help="results file stem under benchmarks/results (another name keeps probes apart from the table)",
-    )
+    add_results_name(parser, "rl_pick_place")
     parser.add_argument("overrides", nargs="*", help="extra config overrides for every run")
     args = parser.parse_args()
 
@@ -271,7 +266,7 @@ def main() -> None:
             raise SystemExit(f"{sft_start(recipe, args)} is missing: run benchmarks.sft_pick_place first")
     starts = {recipe: str(sft_start(recipe, args)) for recipe in args.recipes}
     print(f"pick_place, SFT starts {starts}; {args.minutes:g} min per recipe, {args.jobs} at a time")
-    results_path = RESULTS_DIR / f"{args.results_name}.json"
+    results_path, plot_path = results_files(args.results_name)
     saved = json.loads(results_path.read_text()) if results_path.is_file() else {}
     results = saved.get("results", {})
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -309,7 +304,7 @@ def main() -> None:
                 f"{100 * modes['RL']['sampled']:.1f} %",
                 flush=True,
             )
-    plot(results, RESULTS_DIR / f"{args.results_name}.png")
+    plot(results, plot_path)
 
 
 if __name__ == "__main__":

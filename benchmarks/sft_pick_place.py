@@ -39,14 +39,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import machine_line
+from benchmarks.common import RESULTS_DIR, add_results_name, machine_line, results_files
 from benchmarks.sft_plot import plot
 from vla_rl.training.checkpoint import latest_checkpoint
 
 SUCCESS_PATTERN = re.compile(r"evaluation \((\d+) episodes.*?success rate ([0-9.]+) %")
 TARGET_SUCCESS = 0.80
 """In-distribution success required of each family with the full budget."""
-RESULTS_DIR = Path(__file__).parent / "results"
 CHECKPOINT_INTERVAL = 8000
 """A run that stops early resumes from its last checkpoint with ``vla-rl sft --resume``."""
 
@@ -314,21 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--eval-episodes", type=int, default=64)
     parser.add_argument("--run-root", type=Path, default=Path("runs/bench/sft_pick_place"))
-    parser.add_argument(
-        "--results-name",
-        default="sft_pick_place",
-        help="results file stem under benchmarks/results (another name keeps a start made for RL apart "
-        "from the table)",
-    )
+    add_results_name(parser, "sft_pick_place")
     parser.add_argument(
         "--retrain", action="store_true", help="train again even where a run finished (default: evaluate it)"
     )
     return parser
-
-
-def results_files(results_name: str) -> tuple[Path, Path]:
-    """The JSON table and the plot a run of this benchmark (re)writes."""
-    return RESULTS_DIR / f"{results_name}.json", RESULTS_DIR / f"{results_name}.png"
 
 
 def main() -> None:

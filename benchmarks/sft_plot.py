@@ -54,10 +54,12 @@ def plot(results: dict[str, dict[str, dict]], full: int, target_success: float, 
 
 
 def main() -> None:
-    from benchmarks.sft_pick_place import RESULTS_DIR, TARGET_SUCCESS
+    from benchmarks.common import results_files
+    from benchmarks.sft_pick_place import TARGET_SUCCESS
 
-    saved = json.loads((RESULTS_DIR / "sft_pick_place.json").read_text())
-    plot(saved["results"], saved["full"], TARGET_SUCCESS, RESULTS_DIR / "sft_pick_place.png")
+    results_path, plot_path = results_files("sft_pick_place")
+    saved = json.loads(results_path.read_text())
+    plot(saved["results"], saved["full"], TARGET_SUCCESS, plot_path)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,7 @@
 from pathlib import Path
 
-from benchmarks.sft_pick_place import (
-    RESULTS_DIR,
-    Stage,
-    build_parser,
-    keep_training_times,
-    results_files,
-    stage_dir,
-)
+from benchmarks.common import RESULTS_DIR, results_files
+from benchmarks.sft_pick_place import Stage, build_parser, keep_training_times, stage_dir
 
 
 def test_later_stages_are_named_by_their_total_steps():
