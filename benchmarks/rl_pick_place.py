@@ -34,6 +34,7 @@ FAMILY = {
     "token_vla_grpo": "token_vla",
     "pi0_flow_sde": "pi0",
     "pi0_flow_noise": "pi0",
+    "pi0_flow_noise_ppo": "pi0",  # Flow-Noise with PPO, run on request (not in the default set)
 }
 TARGET_GAIN = 0.30
 """Required rise of in-distribution success (absolute) ..."""
@@ -219,7 +220,7 @@ def plot(results: dict[str, dict], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=RECIPES)
+    parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(FAMILY))
     parser.add_argument("--minutes", type=float, default=60.0, help="wall-clock budget per run")
     parser.add_argument("--sft-budget", type=int, default=200, help="demonstrations of the SFT start")
     parser.add_argument("--sft-root", type=Path, default=Path("runs/bench/sft_pick_place"))

@@ -181,13 +181,15 @@ def test_freeze_keeps_the_named_parameters_fixed(tmp_path):
         )
 
 
-@pytest.mark.parametrize("recipe", ["token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise"])
+@pytest.mark.parametrize(
+    "recipe", ["token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise", "pi0_flow_noise_ppo"]
+)
 def test_every_recipe_composes_and_validates(recipe):
     cfg = compose_rl_config([f"recipe={recipe}", "policy.init_from=x"])
     if cfg.algorithm.name == "vla_grpo":
         assert cfg.env.num_envs % cfg.algorithm.group_size == 0
     if recipe.startswith("pi0"):
-        assert cfg.policy.exploration["exploration"] == recipe.removeprefix("pi0_")
+        assert cfg.policy.exploration["exploration"] == recipe.removeprefix("pi0_").removesuffix("_ppo")
     else:  # both token recipes take the policy from recipe/parts/token_vla_policy.yaml
         assert cfg.policy.name == "token_vla"
         assert "backbone.model.language_model.layers.1." in cfg.policy.freeze
