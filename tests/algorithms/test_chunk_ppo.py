@@ -65,6 +65,51 @@ def test_value_head_has_its_own_learning_rate():
     assert rates == {"actor": 1e-5, "value": 3e-3}
 
 
+def test_noise_head_has_its_own_rate_under_the_actors_schedule():
+    policy = flow_policy(exploration="flow_noise")
+    cfg = config(actor_lr=1e-3, noise_head_lr=1e-2, value_lr=3e-3, actor_lr_warmup_steps=4, num_epochs=1)
+    algorithm = ChunkPPO(policy, cfg)
+    groups = {group["name"]: group for group in algorithm.optimizer.param_groups}
+    owner = {id(p): name for name, group in groups.items() for p in group["params"]}
+    for name, parameter in policy.named_parameters():
+        expected = name.split(".")[0] if name.startswith(("noise_head.", "value_head.")) else "actor"
+        assert owner[id(parameter)] == {"value_head": "value"}.get(expected, expected), name
+    algorithm.update(rollout(policy), iteration=0)  # two actor steps: the second at 2/4 of each rate
+    rates = {group["name"]: group["lr"] for group in algorithm.optimizer.param_groups}
+    assert rates == pytest.approx({"actor": 5e-4, "noise_head": 5e-3, "value": 3e-3})
+    # Resumed from a checkpoint that predates the schedule keys, the groups take them from the config.
+    state = algorithm.state_dict()
+    for group in state["optimizer"]["param_groups"]:
+        group.pop("scheduled")
+        group.pop("base_lr", None)
+    resumed = ChunkPPO(flow_policy(exploration="flow_noise"), cfg)
+    resumed.load_state_dict(state)
+    resumed.update(rollout(policy, seed=1), iteration=1)  # steps 3 and 4: full rates
+    rates = {group["name"]: group["lr"] for group in resumed.optimizer.param_groups}
+    assert rates == pytest.approx({"actor": 1e-3, "noise_head": 1e-2, "value": 3e-3})
+
+
+def test_noise_head_moves_with_its_rate_and_stays_in_the_actor_group_without_one():
+    def noise_head_change(noise_head_lr):
+        policy = flow_policy(exploration="flow_noise")
+        algorithm = ChunkPPO(policy, config(actor_lr=1e-5, noise_head_lr=noise_head_lr, num_epochs=1))
+        before = snapshot(policy)
+        algorithm.update(rollout(policy), iteration=0)
+        after = snapshot(policy)
+        return max(float((after[n] - before[n]).abs().max()) for n in before if n.startswith("noise_head."))
+
+    # Adam moves a weight by about its rate per step: two steps at 1e-5 against two at 1e-3.
+    assert noise_head_change(None) < 3e-5
+    assert noise_head_change(1e-3) > 1e-3
+    names = [
+        group["name"]
+        for group in ChunkPPO(flow_policy(exploration="flow_noise"), config()).optimizer.param_groups
+    ]
+    assert names == ["actor", "value"]
+    with pytest.raises(ValueError, match="noise_head_lr"):
+        ChunkPPO(flow_policy(exploration="flow_noise"), config(noise_head_lr=0.0))
+
+
 def test_actor_learning_rate_warms_up_linearly_and_resumes():
     policy = flow_policy()
     cfg = config(actor_lr=1e-3, value_lr=3e-3, actor_lr_warmup_steps=4, num_epochs=1, num_minibatches=2)

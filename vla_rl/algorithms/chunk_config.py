@@ -69,6 +69,10 @@ class ChunkRLConfig:
     """Adam learning rate of everything but the value head."""
     value_lr: float = 1e-3
     """Adam learning rate of the value head."""
+    noise_head_lr: float | None = None
+    """Adam learning rate of a Flow-Noise policy's noise head (``noise_head.*``), under the actor's
+    warm-up and decay; None: ``actor_lr``. The head starts from scratch and sets the standard
+    deviations, so at a VLA's small actor rate it hardly moves in an hour (README)."""
     actor_lr_warmup_steps: int = 0
     """Actor gradient steps over which its learning rate rises linearly to ``actor_lr`` (step k of
     n uses ``actor_lr * k / n``); 0 starts at ``actor_lr``. Adam's first steps move every weight by
@@ -147,6 +151,8 @@ class ChunkRLConfig:
             "value_lr": self.value_lr,
             "max_sampling_rounds": self.max_sampling_rounds,
         }
+        if self.noise_head_lr is not None and self.noise_head_lr <= 0:
+            raise ValueError(f"noise_head_lr must be > 0 or None, got {self.noise_head_lr}")
         if self.progress_shaping < 0:
             raise ValueError(f"progress_shaping must be >= 0, got {self.progress_shaping}")
         if self.actor_lr_warmup_steps < 0:

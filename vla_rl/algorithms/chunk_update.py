@@ -22,6 +22,7 @@ from vla_rl.rollout.chunk_batch import FlatBatch
 from vla_rl.training.sft.batching import module_device, obs_to_device
 
 VALUE_HEAD_PREFIX = "value_head."
+NOISE_HEAD_PREFIX = "noise_head."
 
 
 @dataclass
@@ -95,19 +96,36 @@ class ChunkPolicyUpdate:
         self.cfg = cfg
         self.reference_policy = reference_policy
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
-        value_params, actor_params = [], []
-        for name, parameter in policy.named_parameters():
-            if parameter.requires_grad:
-                (value_params if name.startswith(VALUE_HEAD_PREFIX) else actor_params).append(parameter)
-        groups = [{"params": actor_params, "lr": cfg.actor_lr, "name": "actor"}]
-        if value_params:
-            groups.append({"params": value_params, "lr": cfg.value_lr, "name": "value"})
-        self.optimizer = torch.optim.Adam(groups)
+        self.optimizer = torch.optim.Adam(self._param_groups(policy, cfg))
         self.actor_steps = 0
         """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps``)."""
         self.elapsed_minutes = 0.0
         """The run's wall-clock minutes so far (``max_minutes``' clock), set by the trainer before each
         update (they drive ``actor_lr_decay_minutes``)."""
+
+    @staticmethod
+    def _param_groups(policy: ChunkPolicy, cfg: ChunkRLConfig) -> list[dict]:
+        """Adam groups: the actor, the noise head when it has its own rate, and the value head. The
+        groups that follow the actor's schedule carry their full rate as ``base_lr``."""
+        named: dict[str, list[nn.Parameter]] = {"actor": [], "noise_head": [], "value": []}
+        for name, parameter in policy.named_parameters():
+            if not parameter.requires_grad:
+                continue
+            if name.startswith(VALUE_HEAD_PREFIX):
+                named["value"].append(parameter)
+            elif name.startswith(NOISE_HEAD_PREFIX) and cfg.noise_head_lr is not None:
+                named["noise_head"].append(parameter)
+            else:
+                named["actor"].append(parameter)
+        rates = {"actor": cfg.actor_lr, "noise_head": cfg.noise_head_lr, "value": cfg.value_lr}
+        groups = []
+        for name, params in named.items():
+            if params or name == "actor":
+                scheduled = name != "value"
+                groups.append({"params": params, "lr": rates[name], "name": name, "scheduled": scheduled})
+                if scheduled:
+                    groups[-1]["base_lr"] = rates[name]
+        return groups
 
     # ----- before the update ------------------------------------------------------------------------------
 
@@ -206,15 +224,19 @@ class ChunkPolicyUpdate:
                 losses = self.losses(minibatch, actor_active)
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
+                scheduled = [group for group in self.optimizer.param_groups if group["scheduled"]]
                 if not actor_active:
                     # Critic warm-up: the value loss reaches the shared features too; only the
                     # value head may move.
-                    for parameter in self.optimizer.param_groups[0]["params"]:
-                        parameter.grad = None
+                    for group in scheduled:
+                        for parameter in group["params"]:
+                            parameter.grad = None
                 grad_norm = clip_gradients(self.policy, self.cfg.max_grad_norm)
                 if actor_active:
                     self.actor_steps += 1
-                    self.optimizer.param_groups[0]["lr"] = self.actor_lr(self.actor_steps)
+                    scale = self.actor_lr(self.actor_steps) / self.cfg.actor_lr
+                    for group in scheduled:
+                        group["lr"] = group["base_lr"] * scale
                 self.optimizer.step()
                 for name, value in (
                     ("policy_loss", losses.policy_loss),
@@ -254,7 +276,14 @@ class ChunkPolicyUpdate:
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
+        built = list(self.optimizer.param_groups)
         self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
+        # The schedule's settings come from this run's config (checkpoints written before the
+        # noise head's own rate carry neither key).
+        for group, fresh in zip(self.optimizer.param_groups, built, strict=True):
+            group["scheduled"] = fresh["scheduled"]
+            if "base_lr" in fresh:
+                group["base_lr"] = fresh["base_lr"]
         self.generator.set_state(state["generator"])  # type: ignore[arg-type]
         self.actor_steps = int(state.get("actor_steps", 0))  # type: ignore[call-overload]
 

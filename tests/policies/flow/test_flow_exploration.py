@@ -118,3 +118,16 @@ def test_set_exploration_switches_an_sft_policy_to_flow_noise_and_round_trips(fa
     torch.testing.assert_close(
         loaded.evaluate(obs, step.sample_info).log_prob, step.log_prob, atol=1e-4, rtol=1e-5
     )
+
+
+def test_pi0_noise_head_is_the_group_noise_head_lr_trains():
+    from vla_rl.algorithms.chunk_config import ChunkRLConfig
+    from vla_rl.algorithms.chunk_ppo import ChunkPPO
+    from vla_rl.algorithms.chunk_update import NOISE_HEAD_PREFIX
+
+    policy = make_pi0(exploration="flow_noise")
+    algorithm = ChunkPPO(policy, ChunkRLConfig(log_prob_level="chunk", actor_lr=5e-6, noise_head_lr=1e-3))
+    groups = {group["name"]: group for group in algorithm.optimizer.param_groups}
+    head = {id(p) for name, p in policy.named_parameters() if name.startswith(NOISE_HEAD_PREFIX)}
+    assert head and head == {id(p) for p in groups["noise_head"]["params"]}
+    assert groups["noise_head"]["lr"] == 1e-3 and groups["actor"]["lr"] == 5e-6
