@@ -66,7 +66,7 @@ class ChunkRLConfig:
     kl_coef: float = 0.0
     """Weight of the KL to the reference (starting) policy; 0 disables and skips the reference."""
     actor_lr: float = 1e-4
-    """Adam learning rate of everything but the value head."""
+    """Adam learning rate of everything but the value head (and the noise head given its own rate)."""
     value_lr: float = 1e-3
     """Adam learning rate of the value head."""
     noise_head_lr: float | None = None
