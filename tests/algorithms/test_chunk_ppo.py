@@ -77,13 +77,9 @@ def test_noise_head_has_its_own_rate_under_the_actors_schedule():
     algorithm.update(rollout(policy), iteration=0)  # two actor steps: the second at 2/4 of each rate
     rates = {group["name"]: group["lr"] for group in algorithm.optimizer.param_groups}
     assert rates == pytest.approx({"actor": 5e-4, "noise_head": 5e-3, "value": 3e-3})
-    # Resumed from a checkpoint that predates the schedule keys, the groups take them from the config.
-    state = algorithm.state_dict()
-    for group in state["optimizer"]["param_groups"]:
-        group.pop("scheduled")
-        group.pop("base_lr", None)
+    # Resumed, each group goes on from the config's full rate under the schedule.
     resumed = ChunkPPO(flow_policy(exploration="flow_noise"), cfg)
-    resumed.load_state_dict(state)
+    resumed.load_state_dict(algorithm.state_dict())
     resumed.update(rollout(policy, seed=1), iteration=1)  # steps 3 and 4: full rates
     rates = {group["name"]: group["lr"] for group in resumed.optimizer.param_groups}
     assert rates == pytest.approx({"actor": 1e-3, "noise_head": 1e-2, "value": 3e-3})

@@ -105,8 +105,7 @@ class ChunkPolicyUpdate:
 
     @staticmethod
     def _param_groups(policy: ChunkPolicy, cfg: ChunkRLConfig) -> list[dict]:
-        """Adam groups: the actor, the noise head when it has its own rate, and the value head. The
-        groups that follow the actor's schedule carry their full rate as ``base_lr``."""
+        """Adam groups by name: ``actor``, ``noise_head`` when it has its own rate, ``value``."""
         named: dict[str, list[nn.Parameter]] = {"actor": [], "noise_head": [], "value": []}
         for name, parameter in policy.named_parameters():
             if not parameter.requires_grad:
@@ -118,14 +117,11 @@ class ChunkPolicyUpdate:
             else:
                 named["actor"].append(parameter)
         rates = {"actor": cfg.actor_lr, "noise_head": cfg.noise_head_lr, "value": cfg.value_lr}
-        groups = []
-        for name, params in named.items():
-            if params or name == "actor":
-                scheduled = name != "value"
-                groups.append({"params": params, "lr": rates[name], "name": name, "scheduled": scheduled})
-                if scheduled:
-                    groups[-1]["base_lr"] = rates[name]
-        return groups
+        return [
+            {"params": params, "lr": rates[name], "name": name}
+            for name, params in named.items()
+            if params or name == "actor"
+        ]
 
     # ----- before the update ------------------------------------------------------------------------------
 
@@ -217,6 +213,9 @@ class ChunkPolicyUpdate:
         self.policy.eval()
         sums: dict[str, float] = {}
         steps = 0
+        # Every group but the value head's follows the actor's schedule.
+        scheduled = [group for group in self.optimizer.param_groups if group["name"] != "value"]
+        full_rates = {"actor": self.cfg.actor_lr, "noise_head": self.cfg.noise_head_lr}
         for _ in range(self.cfg.num_epochs):
             for minibatch in flat.minibatches(self.cfg.num_minibatches, self.generator):
                 if not bool(minibatch.tensors["valid"].any()):
@@ -224,7 +223,6 @@ class ChunkPolicyUpdate:
                 losses = self.losses(minibatch, actor_active)
                 self.optimizer.zero_grad(set_to_none=True)
                 losses.total.backward()
-                scheduled = [group for group in self.optimizer.param_groups if group["scheduled"]]
                 if not actor_active:
                     # Critic warm-up: the value loss reaches the shared features too; only the
                     # value head may move.
@@ -236,7 +234,7 @@ class ChunkPolicyUpdate:
                     self.actor_steps += 1
                     scale = self.actor_lr(self.actor_steps) / self.cfg.actor_lr
                     for group in scheduled:
-                        group["lr"] = group["base_lr"] * scale
+                        group["lr"] = full_rates[group["name"]] * scale
                 self.optimizer.step()
                 for name, value in (
                     ("policy_loss", losses.policy_loss),
@@ -276,14 +274,7 @@ class ChunkPolicyUpdate:
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
-        built = list(self.optimizer.param_groups)
         self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
-        # The schedule's settings come from this run's config (checkpoints written before the
-        # noise head's own rate carry neither key).
-        for group, fresh in zip(self.optimizer.param_groups, built, strict=True):
-            group["scheduled"] = fresh["scheduled"]
-            if "base_lr" in fresh:
-                group["base_lr"] = fresh["base_lr"]
         self.generator.set_state(state["generator"])  # type: ignore[arg-type]
         self.actor_steps = int(state.get("actor_steps", 0))  # type: ignore[call-overload]
 

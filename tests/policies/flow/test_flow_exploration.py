@@ -7,6 +7,9 @@ import pytest
 import torch
 from flow_fixtures import make_flow_mlp, make_obs, make_pi0
 
+from vla_rl.algorithms.chunk_config import ChunkRLConfig
+from vla_rl.algorithms.chunk_ppo import ChunkPPO
+from vla_rl.algorithms.chunk_update import NOISE_HEAD_PREFIX
 from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.exploration import ExplorationConfig
@@ -121,10 +124,6 @@ def test_set_exploration_switches_an_sft_policy_to_flow_noise_and_round_trips(fa
 
 
 def test_pi0_noise_head_is_the_group_noise_head_lr_trains():
-    from vla_rl.algorithms.chunk_config import ChunkRLConfig
-    from vla_rl.algorithms.chunk_ppo import ChunkPPO
-    from vla_rl.algorithms.chunk_update import NOISE_HEAD_PREFIX
-
     policy = make_pi0(exploration="flow_noise")
     algorithm = ChunkPPO(policy, ChunkRLConfig(log_prob_level="chunk", actor_lr=5e-6, noise_head_lr=1e-3))
     groups = {group["name"]: group for group in algorithm.optimizer.param_groups}
