@@ -96,7 +96,9 @@ class ChunkPolicyUpdate:
         self.cfg = cfg
         self.reference_policy = reference_policy
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
-        self.optimizer = torch.optim.Adam(self._param_groups(policy, cfg))
+        self.full_rates = {"actor": cfg.actor_lr, "noise_head": cfg.noise_head_lr, "value": cfg.value_lr}
+        """Each Adam group's rate from the config, by group name (the schedule scales all but ``value``)."""
+        self.optimizer = torch.optim.Adam(self._param_groups(policy, cfg, self.full_rates))
         self.actor_steps = 0
         """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps``)."""
         self.elapsed_minutes = 0.0
@@ -104,7 +106,7 @@ class ChunkPolicyUpdate:
         update (they drive ``actor_lr_decay_minutes``)."""
 
     @staticmethod
-    def _param_groups(policy: ChunkPolicy, cfg: ChunkRLConfig) -> list[dict]:
+    def _param_groups(policy: ChunkPolicy, cfg: ChunkRLConfig, rates: dict[str, float | None]) -> list[dict]:
         """Adam groups by name: ``actor``, ``noise_head`` when it has its own rate, ``value``."""
         named: dict[str, list[nn.Parameter]] = {"actor": [], "noise_head": [], "value": []}
         for name, parameter in policy.named_parameters():
@@ -116,7 +118,6 @@ class ChunkPolicyUpdate:
                 named["noise_head"].append(parameter)
             else:
                 named["actor"].append(parameter)
-        rates = {"actor": cfg.actor_lr, "noise_head": cfg.noise_head_lr, "value": cfg.value_lr}
         return [
             {"params": params, "lr": rates[name], "name": name}
             for name, params in named.items()
@@ -215,7 +216,6 @@ class ChunkPolicyUpdate:
         steps = 0
         # Every group but the value head's follows the actor's schedule.
         scheduled = [group for group in self.optimizer.param_groups if group["name"] != "value"]
-        full_rates = {"actor": self.cfg.actor_lr, "noise_head": self.cfg.noise_head_lr}
         for _ in range(self.cfg.num_epochs):
             for minibatch in flat.minibatches(self.cfg.num_minibatches, self.generator):
                 if not bool(minibatch.tensors["valid"].any()):
@@ -234,7 +234,7 @@ class ChunkPolicyUpdate:
                     self.actor_steps += 1
                     scale = self.actor_lr(self.actor_steps) / self.cfg.actor_lr
                     for group in scheduled:
-                        group["lr"] = full_rates[group["name"]] * scale
+                        group["lr"] = self.full_rates[group["name"]] * scale
                 self.optimizer.step()
                 for name, value in (
                     ("policy_loss", losses.policy_loss),
