@@ -28,13 +28,14 @@ from pathlib import Path
 from benchmarks.common import RESULTS_DIR, add_results_name, machine_line, results_files
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
 
-RECIPES = ("token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise")
+RECIPES = ("token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise_ppo")
+"""The default set, one recipe per row of the target: Flow-Noise's row is trained with PPO."""
 FAMILY = {
     "token_vla_ppo": "token_vla",
     "token_vla_grpo": "token_vla",
     "pi0_flow_sde": "pi0",
-    "pi0_flow_noise": "pi0",
-    "pi0_flow_noise_ppo": "pi0",  # Flow-Noise with PPO, run on request (not in the default set)
+    "pi0_flow_noise": "pi0",  # Flow-Noise with GRPO, run on request (not in the default set)
+    "pi0_flow_noise_ppo": "pi0",
 }
 TARGET_GAIN = 0.30
 """Required rise of in-distribution success (absolute) ..."""
