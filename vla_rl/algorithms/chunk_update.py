@@ -98,7 +98,7 @@ class ChunkPolicyUpdate:
         self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
         self.full_rates = {"actor": cfg.actor_lr, "noise_head": cfg.noise_head_lr, "value": cfg.value_lr}
         """Each Adam group's rate from the config, by group name (the schedule scales all but ``value``)."""
-        self.optimizer = torch.optim.Adam(self._param_groups(policy, cfg, self.full_rates))
+        self.optimizer = torch.optim.Adam(self._param_groups(policy, self.full_rates))
         self.actor_steps = 0
         """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps``)."""
         self.elapsed_minutes = 0.0
@@ -106,7 +106,7 @@ class ChunkPolicyUpdate:
         update (they drive ``actor_lr_decay_minutes``)."""
 
     @staticmethod
-    def _param_groups(policy: ChunkPolicy, cfg: ChunkRLConfig, rates: dict[str, float | None]) -> list[dict]:
+    def _param_groups(policy: ChunkPolicy, rates: dict[str, float | None]) -> list[dict]:
         """Adam groups by name: ``actor``, ``noise_head`` when it has its own rate, ``value``."""
         named: dict[str, list[nn.Parameter]] = {"actor": [], "noise_head": [], "value": []}
         for name, parameter in policy.named_parameters():
@@ -114,7 +114,7 @@ class ChunkPolicyUpdate:
                 continue
             if name.startswith(VALUE_HEAD_PREFIX):
                 named["value"].append(parameter)
-            elif name.startswith(NOISE_HEAD_PREFIX) and cfg.noise_head_lr is not None:
+            elif name.startswith(NOISE_HEAD_PREFIX) and rates["noise_head"] is not None:
                 named["noise_head"].append(parameter)
             else:
                 named["actor"].append(parameter)
