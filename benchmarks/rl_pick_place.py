@@ -34,6 +34,7 @@ FAMILY = {
     "token_vla_ppo": "token_vla",
     "token_vla_grpo": "token_vla",
     "pi0_flow_sde": "pi0",
+    "pi0_flow_sde_ppo": "pi0",  # Flow-SDE with PPO, run on request (not in the default set)
     "pi0_flow_noise": "pi0",  # Flow-Noise with GRPO, run on request (not in the default set)
     "pi0_flow_noise_ppo": "pi0",
 }

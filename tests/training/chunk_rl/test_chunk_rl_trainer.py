@@ -182,7 +182,15 @@ def test_freeze_keeps_the_named_parameters_fixed(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "recipe", ["token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise", "pi0_flow_noise_ppo"]
+    "recipe",
+    [
+        "token_vla_ppo",
+        "token_vla_grpo",
+        "pi0_flow_sde",
+        "pi0_flow_sde_ppo",
+        "pi0_flow_noise",
+        "pi0_flow_noise_ppo",
+    ],
 )
 def test_every_recipe_composes_and_validates(recipe):
     cfg = compose_rl_config([f"recipe={recipe}", "policy.init_from=x"])
