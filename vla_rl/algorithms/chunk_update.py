@@ -18,7 +18,7 @@ from torch import nn
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.algorithms.surrogate import clipped_surrogate, clipped_value_loss, kl_to_reference, masked_mean
 from vla_rl.policies.chunk_policy import ChunkPolicy, check_log_prob_level
-from vla_rl.rollout.chunk_batch import FlatBatch
+from vla_rl.rollout.chunk_batch import FlatBatch, concat_zero_padded
 from vla_rl.training.sft.batching import module_device, obs_to_device
 
 VALUE_HEAD_PREFIX = "value_head."
@@ -128,19 +128,28 @@ class ChunkPolicyUpdate:
 
     @torch.no_grad()
     def recompute(self, flat: FlatBatch) -> float:
-        """Fill ``old_log_prob`` (training model) and ``ref_log_prob`` (reference); returns seconds."""
+        """Fill ``old_log_prob`` (training model), ``ref_log_prob`` (reference) and the policy's
+        ``observation_cache`` (into ``flat.sample_info``, reused by every epoch); returns seconds."""
         start = time.perf_counter()
+        device = module_device(self.policy)
         rows = torch.arange(len(flat))
         parts: dict[str, list[torch.Tensor]] = {"old_log_prob": [], "ref_log_prob": []}
+        caches: list[dict[str, torch.Tensor]] = []
         for index in rows.tensor_split(max(1, self.cfg.num_minibatches)):
             part = flat.rows(index)
+            if self.reference_policy is not None and self.cfg.kl_coef > 0:
+                # before the cache joins: the reference encodes the observations with its own weights
+                parts["ref_log_prob"].append(self._log_prob(self.reference_policy, part).cpu())
+            cache = self.policy.observation_cache(obs_to_device(part.obs, device))
+            part.sample_info.update(cache)
+            caches.append({key: value.cpu() for key, value in cache.items()})
             if self.cfg.recompute_log_probs:
                 parts["old_log_prob"].append(self._log_prob(self.policy, part).cpu())
-            if self.reference_policy is not None and self.cfg.kl_coef > 0:
-                parts["ref_log_prob"].append(self._log_prob(self.reference_policy, part).cpu())
         for name, chunks in parts.items():
             if chunks:
                 flat.tensors[name] = torch.cat(chunks)
+        for key in caches[0] if caches else ():
+            flat.sample_info[key] = concat_zero_padded([cache[key] for cache in caches])
         return time.perf_counter() - start
 
     def _log_prob(self, policy: ChunkPolicy, part: FlatBatch) -> torch.Tensor:

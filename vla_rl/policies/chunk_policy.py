@@ -110,6 +110,13 @@ class ChunkPolicy(nn.Module, ABC):
         """The features as the value head should see them (detached unless ``critic_trains_features``)."""
         return features if self.critic_trains_features else features.detach()
 
+    def observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
+        """Per-row tensors [N, ...] that ``evaluate`` may read from ``sample_info`` instead of computing
+        them again: features of the observation alone made by parts that do not train. An RL update
+        computes them once per batch and reuses them in every epoch; rows from different calls are
+        zero-padded to one shape, so a zero entry must mean "absent". None here (the default)."""
+        return {}
+
     @classmethod
     @abstractmethod
     def build(cls, **kwargs: object) -> ChunkPolicy:

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from vla_rl.envs.base import Observation
 from vla_rl.envs.staged import concat_observations
@@ -176,3 +177,14 @@ def concat_flat(parts: list[FlatBatch]) -> FlatBatch:
         {key: torch.cat([part.sample_info[key] for part in parts]) for key in parts[0].sample_info},
         {key: torch.cat([part.tensors[key] for part in parts]) for key in parts[0].tensors},
     )
+
+
+def concat_zero_padded(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Concatenate along dim 0 after zero-padding every later dim (at its end) to the largest size
+    among ``tensors``, e.g. per-row prompt features of batches padded to different prompt lengths."""
+    sizes = [max(tensor.shape[dim] for tensor in tensors) for dim in range(tensors[0].dim())]
+    padded = []
+    for tensor in tensors:
+        widths = [(0, sizes[dim] - tensor.shape[dim]) for dim in range(tensor.dim() - 1, 0, -1)]
+        padded.append(F.pad(tensor, [side for pair in widths for side in pair]))
+    return torch.cat(padded)

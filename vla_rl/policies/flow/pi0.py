@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import DynamicCache, PI0ForConditionalGeneration, PreTrainedTokenizerBase
+from transformers import PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import (
@@ -29,7 +28,7 @@ from vla_rl.policies.chunk_policy import (
     state_vector,
 )
 from vla_rl.policies.chunk_registry import register_chunk_policy
-from vla_rl.policies.flow import chain
+from vla_rl.policies.flow import chain, pi0_prefix
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ChainSample,
@@ -42,27 +41,19 @@ from vla_rl.policies.flow.exploration import (
 )
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
-from vla_rl.policies.flow.pi0_inputs import Pi0Inputs, build_inputs, pad_last_dim, unreduced_loss
+from vla_rl.policies.flow.pi0_inputs import (
+    Pi0Inputs,
+    build_inputs,
+    build_state,
+    pad_last_dim,
+    unreduced_loss,
+)
 from vla_rl.policies.flow.pi0_io import Pi0Checkpoint
+from vla_rl.policies.flow.pi0_prefix import PrefixCache
 from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
 
 CONSTANT_STD = 1e-3
 """State dimensions whose standard deviation in the data is below this are centred, not scaled."""
-
-
-@dataclass
-class PrefixCache:
-    """The observation part of pi0, computed once and reused by every denoising step."""
-
-    key_values: DynamicCache
-    """Keys/values of the prefix (images + instruction) in every layer; velocity calls append the
-    action tokens and crop back to ``prefix_length``."""
-    attention_mask: torch.Tensor
-    """int64 [N, L]: real prefix tokens."""
-    prefix_length: int
-    """L."""
-    state: torch.Tensor
-    """float [N, max_state_dim]: normalised, padded proprioception."""
 
 
 @register_chunk_policy("pi0")
@@ -230,7 +221,7 @@ class Pi0Policy(ChunkPolicy):
         return x
 
     def velocity_and_std(
-        self, prefix: PrefixCache, x_t: torch.Tensor, t: float
+        self, prefix: PrefixCache, x_t: torch.Tensor, t: float | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """Velocity, the noise head's std on the action tokens' expert features (``flow_noise``;
         else None) and the state-token feature [N, H]."""
@@ -257,20 +248,30 @@ class Pi0Policy(ChunkPolicy):
         self, prefix: PrefixCache, states: torch.Tensor, step_mask: torch.Tensor, temperature: float
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Recompute (with gradients) the transition means and stds of stored chains
-        [N, K + 1, chunk, D] and the state-token feature."""
-        times = chain.denoising_times(self.num_steps).tolist()
-        velocities, stds, state_feature = [], [], None
-        for k in range(self.num_steps):
-            velocity, std, feature = self.velocity_and_std(prefix, states[:, k], times[k])
-            state_feature = feature if state_feature is None else state_feature
-            velocities.append(velocity)
-            stds.append(std)
-        learned = None if self.noise_head is None else torch.stack(stds, 1)
-        means, transition_stds = chain_transitions(
-            self.exploration, states, torch.stack(velocities, 1), step_mask, temperature, learned
+        [N, K + 1, chunk, D] and the state-token feature.
+
+        The K states a chain passed through are stored, so the K velocity evaluations do not wait on
+        one another: they run as one batch of N * K rows (each row's prefix repeated K times), which
+        saves K - 1 passes of per-call overhead on small models and fills a GPU on large ones."""
+        batch, steps = states.shape[0], self.num_steps
+        times = chain.denoising_times(steps)[:-1].to(states.device)
+        velocity, std, feature = self.velocity_and_std(
+            pi0_prefix.repeat_prefix(prefix, steps), states[:, :steps].flatten(0, 1), times.repeat(batch)
         )
-        assert state_feature is not None
-        return means, transition_stds, state_feature
+        learned = None if std is None else std.unflatten(0, (batch, steps))
+        means, transition_stds = chain_transitions(
+            self.exploration, states, velocity.unflatten(0, (batch, steps)), step_mask, temperature, learned
+        )
+        return means, transition_stds, feature.unflatten(0, (batch, steps))[:, 0]
+
+    def observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
+        """The prefix's keys and values per row (``pi0_prefix.prefix_rows``) while no VLM parameter
+        trains and ``cfg.reuse_frozen_prefix``; else nothing (the prefix then depends on the step)."""
+        vlm_trains = any(p.requires_grad for p in self.model.model.vlm.parameters())
+        if vlm_trains or not self.cfg.reuse_frozen_prefix:
+            return {}
+        with torch.no_grad():
+            return pi0_prefix.prefix_rows(self.encode_prefix(obs))
 
     def update_normalizer(self, obs: Observation) -> None:
         """Fold a batch into the state statistics (``cfg.state_stats``, per-dimension mean and std,
@@ -346,9 +347,12 @@ class Pi0Policy(ChunkPolicy):
         check_log_prob_level(self, log_prob_level)
         states = sample_info["chain"].to(self.device)
         step_mask = stored_step_mask(sample_info, states)
-        means, stds, state_feature = self.transitions_of_chain(
-            self.encode_prefix(obs), states, step_mask, temperature
-        )
+        if pi0_prefix.has_prefix_rows(sample_info):
+            state = build_state(obs, len(states), self.cfg, self.model.config, self.device)
+            prefix = pi0_prefix.prefix_from_rows(sample_info, state)
+        else:
+            prefix = self.encode_prefix(obs)
+        means, stds, state_feature = self.transitions_of_chain(prefix, states, step_mask, temperature)
         log_prob, entropy = chain_log_prob_and_entropy(states, means, stds, step_mask, self.action_dim_mask)
         return ChunkEvaluation(
             log_prob=log_prob,

@@ -45,6 +45,10 @@ class Pi0PolicyConfig:
     """Hidden width of the value-head MLP on the expert's state-token feature."""
     freeze_vision: bool = False
     """Keep the vision tower (SigLIP) and its projector frozen during fine-tuning."""
+    reuse_frozen_prefix: bool = True
+    """While no VLM parameter trains, an RL update encodes each observation's prefix once and every
+    epoch reuses its keys and values (``observation_cache``); memory per row: layers x 2 x kv_heads x
+    prefix tokens x head_dim floats. False encodes the prefix again in every minibatch."""
     action_stats: NormStats = field(default_factory=NormStats)
     """Normalisation of actions (env units -> model units)."""
     state_stats: NormStats = field(default_factory=NormStats)

@@ -119,17 +119,25 @@ def build_inputs(
         image_tokens_per_camera(model_config) * cameras,
         cfg.max_instruction_tokens,
     )
-    if all(key in obs for key in cfg.state_keys):
-        proprio = state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
-    else:
-        proprio = torch.zeros(batch, 0, device=device)
     return Pi0Inputs(
         input_ids=ids.to(device),
         attention_mask=mask.to(device),
         pixel_values=pixel_values,
         pixel_attention_mask=torch.ones(batch, cameras, dtype=torch.bool, device=device),
-        state=preprocess_state(proprio, cfg.state_stats, model_config.max_state_dim),
+        state=build_state(obs, batch, cfg, model_config, device),
     )
+
+
+def build_state(
+    obs: Observation, batch: int, cfg: Pi0PolicyConfig, model_config: PI0Config, device: torch.device
+) -> torch.Tensor:
+    """float [batch, max_state_dim]: the normalised, padded state (zeros when a state key is
+    missing)."""
+    if all(key in obs for key in cfg.state_keys):
+        proprio = state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
+    else:
+        proprio = torch.zeros(batch, 0, device=device)
+    return preprocess_state(proprio, cfg.state_stats, model_config.max_state_dim)
 
 
 @contextmanager
