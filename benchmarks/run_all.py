@@ -21,6 +21,7 @@ BENCHMARKS = {
     "pipeline_stages": ["-m", "benchmarks.pipeline_stages"],
     "vla_inference": ["-m", "benchmarks.vla_inference"],
     "flow_inference": ["-m", "benchmarks.flow_inference"],
+    "pi0_update_speed": ["-m", "benchmarks.pi0_update_speed"],
     "learning": ["-m", "benchmarks.learning"],
     "sft_pick_place": ["-m", "benchmarks.sft_pick_place"],
     "sft_grounding": ["-m", "benchmarks.sft_grounding", *SFT_FULL_RUNS],
