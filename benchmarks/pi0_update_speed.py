@@ -122,18 +122,19 @@ def main() -> None:
                 seconds[variant]["recompute"].append(metrics["recompute_time_s"])
         trainer.close()
     print(machine_line(), f"torch threads {cfg.torch_num_threads}")
+    rollout = statistics.median(collect_s)
     print(
         f"pi0_flow_noise_ppo update: {acfg.num_decisions * cfg.env.num_envs} decisions, "
         f"{acfg.num_epochs} epochs x {acfg.num_minibatches} minibatches, {policy.num_steps} denoising "
-        f"steps; medians of {args.repeats}; rollout of the same decisions {statistics.median(collect_s):.2f} s"
+        f"steps; medians of {args.repeats}; rollout of the same decisions {rollout:.2f} s"
     )
     peer = statistics.median(seconds["step by step"]["update"])
-    rollout = statistics.median(collect_s)
     print(f"{'variant':<26} {'recompute s':>12} {'update s':>10} {'speed-up':>9} {'iteration s':>12}")
     for variant in VARIANTS:
         update = statistics.median(seconds[variant]["update"])
         recompute = statistics.median(seconds[variant]["recompute"])
-        print(f"{variant:<26} {recompute:>12.2f} {update:>10.2f} {peer / update:>8.2f}x {rollout + update:>12.2f}")
+        speed_up = peer / update
+        print(f"{variant:<26} {recompute:>12.2f} {update:>10.2f} {speed_up:>8.2f}x {rollout + update:>12.2f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """pi0's prefix reuse: all K denoising steps of stored chains in one batched call, and a frozen VLM's
-prefix stored per row and reused by ``evaluate``, give what encoding and stepping one by one gives."""
+prefix stored per row and reused by ``evaluate``, give what encoding and stepping one by one gives
+(the step-by-step recomputation is ``benchmarks.pi0_update_speed``'s peer)."""
 
 from __future__ import annotations
 
@@ -7,29 +8,12 @@ import pytest
 import torch
 from flow_fixtures import INSTRUCTIONS, make_obs, make_pi0
 
-from vla_rl.policies.flow import chain
-from vla_rl.policies.flow.exploration import chain_log_prob_and_entropy, chain_transitions
+from benchmarks.pi0_update_speed import step_by_step_transitions
+from vla_rl.policies.flow.exploration import chain_log_prob_and_entropy
 from vla_rl.policies.flow.pi0_prefix import PREFIX_KEYS, PREFIX_MASK, repeat_prefix
 from vla_rl.rollout.chunk_batch import concat_zero_padded
 
 torch.set_num_threads(1)
-
-
-def step_by_step_transitions(policy, obs, states, step_mask):
-    """The recomputation as a sampler runs it: a fresh prefix, then step k's velocity at x_k."""
-    prefix = policy.encode_prefix(obs)
-    times = chain.denoising_times(policy.num_steps).tolist()
-    velocities, stds, feature = [], [], None
-    for k in range(policy.num_steps):
-        velocity, std, state_feature = policy.velocity_and_std(prefix, states[:, k], times[k])
-        feature = state_feature if feature is None else feature
-        velocities.append(velocity)
-        stds.append(std)
-    learned = None if stds[0] is None else torch.stack(stds, 1)
-    means, transition_stds = chain_transitions(
-        policy.exploration, states, torch.stack(velocities, 1), step_mask, 1.0, learned
-    )
-    return means, transition_stds, feature
 
 
 def log_prob_and_grads(policy, means, stds, states, step_mask):
@@ -49,7 +33,7 @@ def test_batched_recomputation_matches_the_steps_one_by_one(exploration):
         sampled = policy.sample(obs)
     states, step_mask = sampled.sample_info["chain"], sampled.sample_info["step_mask"]
     batched = policy.transitions_of_chain(policy.encode_prefix(obs), states, step_mask, 1.0)
-    reference = step_by_step_transitions(policy, obs, states, step_mask)
+    reference = step_by_step_transitions(policy, policy.encode_prefix(obs), states, step_mask, 1.0)
     for got, want in zip(batched, reference, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     log_prob, grads = log_prob_and_grads(policy, *batched[:2], states, step_mask)
