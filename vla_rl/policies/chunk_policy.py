@@ -114,7 +114,7 @@ class ChunkPolicy(nn.Module, ABC):
         """Per-row tensors [N, ...] that ``evaluate`` may read from ``sample_info`` instead of computing
         them again: features of the observation alone made by parts that do not train. An RL update
         computes them once per batch and reuses them in every epoch; rows from different calls are
-        zero-padded to one shape, so a zero entry must mean "absent". None here (the default)."""
+        zero-padded to one shape, so a zero entry must mean "absent". Nothing by default."""
         return {}
 
     @classmethod
