@@ -131,7 +131,6 @@ class ChunkPolicyUpdate:
         """Fill ``old_log_prob`` (training model), ``ref_log_prob`` (reference) and the policy's
         ``observation_cache`` (into ``flat.sample_info``, reused by every epoch); returns seconds."""
         start = time.perf_counter()
-        device = module_device(self.policy)
         rows = torch.arange(len(flat))
         parts: dict[str, list[torch.Tensor]] = {"old_log_prob": [], "ref_log_prob": []}
         caches: list[dict[str, torch.Tensor]] = []
@@ -140,7 +139,7 @@ class ChunkPolicyUpdate:
             if self.reference_policy is not None and self.cfg.kl_coef > 0:
                 # before the cache joins: the reference encodes the observations with its own weights
                 parts["ref_log_prob"].append(self._log_prob(self.reference_policy, part).cpu())
-            cache = self.policy.observation_cache(obs_to_device(part.obs, device))
+            cache = self.policy.observation_cache(part.obs)
             part.sample_info.update(cache)
             caches.append({key: value.cpu() for key, value in cache.items()})
             if self.cfg.recompute_log_probs:

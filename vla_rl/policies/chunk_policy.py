@@ -112,9 +112,10 @@ class ChunkPolicy(nn.Module, ABC):
 
     def observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
         """Per-row tensors [N, ...] that ``evaluate`` may read from ``sample_info`` instead of computing
-        them again: features of the observation alone made by parts that do not train. An RL update
-        computes them once per batch and reuses them in every epoch; rows from different calls are
-        zero-padded to one shape, so a zero entry must mean "absent". Nothing by default."""
+        them again: features of the observation alone made by parts that do not train (``obs`` as
+        stored, on any device: the policy moves what it reads). An RL update computes them once per
+        batch and reuses them in every epoch; rows from different calls are zero-padded to one
+        shape, so a zero entry must mean "absent". Nothing by default."""
         return {}
 
     @classmethod
