@@ -37,7 +37,8 @@ DEFAULT_INIT = "runs/bench/sft_pp12k/pi0_200"
 def fixed_noise(std: float) -> dict[str, object]:
     """Flow-Noise with a fresh noise head, which sits at its bounds' geometric mean: bounds around
     ``std`` fix it there."""
-    return {"exploration": "flow_noise", "sde_one_step": False, "noise_std_bounds": [std * 0.997, std * 1.003]}
+    bounds = [std * 0.997, std * 1.003]
+    return {"exploration": "flow_noise", "sde_one_step": False, "noise_std_bounds": bounds}
 
 
 SETTINGS: dict[str, dict[str, object]] = {
