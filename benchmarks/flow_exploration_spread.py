@@ -33,7 +33,6 @@ from vla_rl.training.chunk_rl.trainer import load_rl_policy
 DEFAULT_INIT = "runs/bench/sft_pp12k/pi0_200"
 
 
-
 def fixed_noise(std: float) -> dict[str, object]:
     """Flow-Noise with a fresh noise head, which sits at its bounds' geometric mean: bounds around
     ``std`` fix it there."""
