@@ -10,7 +10,8 @@ both ways, on the same episodes (seeds), with the exploration settings of the ru
 ``--worlds`` sets the evaluation's world count (``eval.num_envs``), and with it which episodes are
 evaluated: runs that trained with different world counts are compared on the same episodes.
 ``--modes`` limits the evaluation to greedy or sampled actions (default: both). ``--seed`` evaluates
-on the episodes another run seed would be judged on (default: the run's own).
+on the episodes another run seed would be judged on (default: the run's own). A run whose noise was
+annealed (``policy.exploration_final``) samples the RL policy with the noise of its last checkpoint.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 
 from vla_rl.training.checkpoint import resolve_policy_dir
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
+from vla_rl.training.chunk_rl.exploration_anneal import run_minutes
 from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy
 
 MODES = {"greedy": True, "sampled": False}
@@ -47,8 +49,9 @@ def evaluate_start_and_end(
         cfg.seed = seed
     torch.set_num_threads(cfg.torch_num_threads)
     results: dict[str, dict[str, float]] = {}
-    for label, source in (("SFT", cfg.policy.init_from), ("RL", run_dir)):
-        policy = load_rl_policy(cfg, resolve_policy_dir(source)).eval()
+    for label, source, minutes in (("SFT", cfg.policy.init_from, 0.0), ("RL", run_dir, None)):
+        minutes = run_minutes(cfg.policy, run_dir) if minutes is None else minutes
+        policy = load_rl_policy(cfg, resolve_policy_dir(source), minutes).eval()
         results[label] = {
             mode: evaluate_rl_policy(policy, cfg, split, episodes, deterministic).success_rate
             for mode, deterministic in MODES.items()

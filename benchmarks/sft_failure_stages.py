@@ -1,7 +1,8 @@
-"""Where do SFT policies fail on ``pick_place``? Stage counts of closed-loop episodes.
+"""Where do SFT and RL policies fail on ``pick_place``? Stage counts of closed-loop episodes.
 
-Runs the final checkpoint of ``vla-rl sft`` run folders in the simulator exactly as the SFT
-evaluation does (same env config, greedy chunks) and counts, over the first episode of each world,
+Runs the final checkpoint of ``vla-rl sft`` or ``vla-rl train`` (chunk RL) run folders in the
+simulator as the run's own evaluation does (its env config, actions per chunk and greedy or sampled
+chunks; an RL run's exploration settings applied) and counts, over the first episode of each world,
 how many reached each stage of the task: the gripper came within 3 cm of the named cube, lifted
 it, lifted some other cube instead, carried the named cube within the success radius of the named
 pad, and succeeded.
@@ -17,14 +18,20 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from omegaconf import OmegaConf
 from vla_rl.sims.mujoco.observations import split_fields
 from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M
 from vla_rl.sims.tasks.pick_place import COLOURS, SUCCESS_DISTANCE_M, PickPlaceTask
 
 from benchmarks.common import machine_line
 from vla_rl.envs import make_env
+from vla_rl.envs.config import EnvConfig
+from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.chunk_registry import load_chunk_policy
-from vla_rl.training.checkpoint import latest_checkpoint
+from vla_rl.training.checkpoint import latest_checkpoint, resolve_policy_dir
+from vla_rl.training.chunk_rl.config_load import load_rl_config_file
+from vla_rl.training.chunk_rl.exploration_anneal import run_minutes
+from vla_rl.training.chunk_rl.trainer import load_rl_policy
 from vla_rl.training.sft.config_load import load_sft_config_file
 from vla_rl.training.sft.evaluate_chunks import make_executor
 
@@ -33,6 +40,22 @@ REACHED_M = 0.03
 LIFTED_M = CUBE_HALF_SIZE_M + 0.03
 """Cube centre height that counts as lifted (3 cm above resting)."""
 STAGES = ("reached", "lifted", "lifted_other", "over_pad", "success")
+
+
+def run_policy(run_dir: Path) -> tuple[ChunkPolicy, EnvConfig, int, bool]:
+    """The last checkpoint's policy of an SFT or RL run folder, with the env, the actions executed
+    per chunk and the greedy flag of that run's evaluation."""
+    raw = OmegaConf.load(run_dir / "config.yaml")
+    if "data" in raw:  # vla-rl sft
+        cfg = load_sft_config_file(run_dir / "config.yaml")
+        checkpoint = latest_checkpoint(run_dir / "checkpoints")
+        if checkpoint is None:
+            raise FileNotFoundError(f"{run_dir} has no checkpoint")
+        policy = load_chunk_policy(cfg.policy.name, checkpoint / "policy").eval()
+        return policy, cfg.env, cfg.eval.execute_steps, cfg.eval.deterministic
+    rl = load_rl_config_file(run_dir / "config.yaml")
+    policy = load_rl_policy(rl, resolve_policy_dir(run_dir), run_minutes(rl.policy, run_dir))
+    return policy, rl.env, rl.algorithm.execute_steps, rl.eval.deterministic
 
 
 @torch.no_grad()
@@ -46,16 +69,12 @@ def stage_rates(
     """Fraction of worlds whose first episode reached each of ``STAGES``; ``execute_steps``
     overrides the run's ``eval.execute_steps`` (actions executed per chunk before re-planning),
     ``ensemble_decay`` switches to temporal ensembling."""
-    cfg = load_sft_config_file(run_dir / "config.yaml")
-    checkpoint = latest_checkpoint(run_dir / "checkpoints")
-    if checkpoint is None:
-        raise FileNotFoundError(f"{run_dir} has no checkpoint")
-    policy = load_chunk_policy(cfg.policy.name, checkpoint / "policy").eval()
-    env = make_env(dataclasses.replace(cfg.env, num_envs=num_episodes, pipeline_stages=1))
+    policy, env_cfg, run_execute_steps, deterministic = run_policy(run_dir)
+    env = make_env(dataclasses.replace(env_cfg, num_envs=num_episodes, pipeline_stages=1))
     if execute_steps is None:
-        execute_steps = cfg.eval.execute_steps
+        execute_steps = run_execute_steps
     executor = make_executor(
-        policy, env.num_envs, execute_steps, cfg.eval.deterministic, ensemble_decay=ensemble_decay
+        policy, env.num_envs, execute_steps, deterministic, ensemble_decay=ensemble_decay
     )
     reached = np.zeros((len(STAGES), env.num_envs), dtype=bool)
     running = np.ones(env.num_envs, dtype=bool)

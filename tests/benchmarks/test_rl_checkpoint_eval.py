@@ -28,7 +28,8 @@ def record_evaluations(monkeypatch) -> list[tuple[int, int, int, bool]]:
         calls.append((cfg.seed, cfg.eval.num_envs, episodes, deterministic))
         return type("Result", (), {"success_rate": 0.5})()
 
-    monkeypatch.setattr(rl_checkpoint_eval, "load_rl_policy", lambda cfg, source: StandIn())
+    # Without an annealed exploration both are loaded at minute 0 of the run's clock.
+    monkeypatch.setattr(rl_checkpoint_eval, "load_rl_policy", lambda cfg, source, minutes: StandIn())
     monkeypatch.setattr(rl_checkpoint_eval, "resolve_policy_dir", lambda source: source)
     monkeypatch.setattr(rl_checkpoint_eval, "evaluate_rl_policy", evaluate)
     return calls

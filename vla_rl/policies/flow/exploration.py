@@ -74,6 +74,10 @@ class NoiseHead(nn.Module):
         )
         nn.init.zeros_(self.net[-1].weight)
         nn.init.zeros_(self.net[-1].bias)  # starts at the geometric mean of the bounds
+        self.set_bounds(std_min, std_max)
+
+    def set_bounds(self, std_min: float, std_max: float) -> None:
+        """Move the bounds; the network's output keeps its place between them (in log space)."""
         self.log_min, self.log_max = math.log(std_min), math.log(std_max)
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
@@ -192,10 +196,13 @@ def exploration_modules(
     device: torch.device | str = "cpu",
 ) -> tuple[ChainExploration, NoiseHead | None]:
     """The chain exploration of ``cfg`` and, where it learns its std (``flow_noise``), a noise head
-    from ``feature_dim`` features to ``out_dim`` stds: ``noise_head`` if given, else a new one."""
+    from ``feature_dim`` features to ``out_dim`` stds: ``noise_head`` if given (moved to ``cfg``'s
+    bounds), else a new one."""
     exploration = build_exploration(cfg, num_steps)
     if exploration.needs_learned_std and noise_head is None:
         noise_head = NoiseHead(feature_dim, out_dim, cfg.std_min, cfg.std_max).to(device)
+    elif noise_head is not None:
+        noise_head.set_bounds(cfg.std_min, cfg.std_max)
     return exploration, noise_head
 
 

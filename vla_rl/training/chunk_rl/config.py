@@ -25,6 +25,13 @@ class RLPolicyConfig:
     """Flow policies: settings passed to ``set_exploration`` (``exploration: flow_sde``,
     ``noise_level``, ``sde_one_step``, ``noise_std_bounds``, ``noisy_chunk_steps``, and for pi0 any
     other ``Pi0PolicyConfig`` field such as ``reuse_frozen_prefix``); empty keeps the checkpoint's."""
+    exploration_final: dict[str, Any] = field(default_factory=dict)
+    """Flow policies: where ``noise_level`` and/or ``noise_std_bounds`` arrive, linearly from their
+    ``exploration`` values, at minute ``exploration_anneal_minutes`` of the run's clock (held after);
+    empty keeps the noise fixed (``vla_rl.training.chunk_rl.exploration_anneal``)."""
+    exploration_anneal_minutes: float = 0.0
+    """The minute of the run's wall clock (``max_minutes``' clock) at which ``exploration_final`` is
+    reached."""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from vla_rl.config.load import (
     validate_structured,
 )
 from vla_rl.training.chunk_rl.config import VLARLConfig
+from vla_rl.training.chunk_rl.exploration_anneal import check_exploration_anneal
 
 RL_CONFIG_NAME = "rl"
 
@@ -38,6 +39,12 @@ def validate_rl_config(raw: DictConfig | dict[str, Any]) -> VLARLConfig:
     except ValueError as error:
         raise ConfigError(f"config key 'algorithm': {error}") from None
     check_reward_config(cfg.reward, cfg.env.cameras)
+    try:
+        check_exploration_anneal(
+            cfg.policy.exploration, cfg.policy.exploration_final, cfg.policy.exploration_anneal_minutes
+        )
+    except ValueError as error:
+        raise ConfigError(f"config key 'policy': {error}") from None
     return cfg
 
 

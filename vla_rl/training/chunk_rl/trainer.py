@@ -41,6 +41,7 @@ from vla_rl.training.checkpoint import (
     save_checkpoint,
 )
 from vla_rl.training.chunk_rl.config import VLARLConfig
+from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
 from vla_rl.training.evaluate import EvalResult
 from vla_rl.training.loggers import MultiLogger, build_logger
 from vla_rl.training.run_record import record_run_start
@@ -74,22 +75,24 @@ class RLResult:
         return math.nan
 
 
-def load_rl_policy(cfg: VLARLConfig, directory: Path) -> ChunkPolicy:
-    """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied, in
-    eval mode (RL samples, recomputes and trains without dropout); an autoregressive token policy
-    decodes only the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
+def load_rl_policy(cfg: VLARLConfig, directory: Path, elapsed_minutes: float = 0.0) -> ChunkPolicy:
+    """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied (and
+    ``policy.exploration_final`` as annealed by ``elapsed_minutes`` of the run's clock), in eval mode
+    (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
+    the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
     policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device)).eval()
     limit_decoding = getattr(policy, "limit_decoding", None)
     if limit_decoding is not None:
         limit_decoding(cfg.algorithm.execute_steps)
-    if cfg.policy.exploration:
+    settings = {**cfg.policy.exploration, **exploration_at(cfg.policy, elapsed_minutes)}
+    if settings:
         set_exploration = getattr(policy, "set_exploration", None)
         if set_exploration is None:
             raise ConfigError(
                 f"config key 'policy.exploration': {cfg.policy.name} has no exploration settings "
                 "(token policies explore through algorithm.temperature)"
             )
-        set_exploration(**dict(cfg.policy.exploration))
+        set_exploration(**settings)
     return policy
 
 
@@ -237,7 +240,8 @@ class ChunkRLTrainer:
                     result.stop_reason = "interrupted"
                     break
                 self.algorithm.elapsed_minutes = (time.perf_counter() - start) / 60.0
-                metrics = self.run_iteration()
+                exploration = self.anneal_exploration(self.algorithm.elapsed_minutes)
+                metrics = {**exploration, **self.run_iteration()}
                 metrics["perf/elapsed_min"] = (time.perf_counter() - start) / 60.0
                 result.history.append(metrics)
                 if self.iteration % cfg.logger.log_interval == 0:
@@ -265,6 +269,14 @@ class ChunkRLTrainer:
         result.last_checkpoint = self.last_checkpoint
         result.evaluations = list(self.evaluations)
         return result
+
+    def anneal_exploration(self, elapsed_minutes: float) -> dict[str, float]:
+        """Move the policy's exploration to its annealed settings at ``elapsed_minutes`` (before a
+        rollout, so the rollout and its update see the same chains); returns them as metrics."""
+        settings = exploration_at(self.cfg.policy, elapsed_minutes)
+        if settings:
+            self.policy.set_exploration(**settings)  # type: ignore[operator]
+        return exploration_metrics(settings)
 
     def request_stop(self) -> None:
         self._stop_requested = True

@@ -1,0 +1,96 @@
+"""Exploration noise annealed over the run's clock: the schedule's numbers, its checks, and a run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from test_chunk_rl_trainer import overrides, sft_policy_dir
+
+from vla_rl.config.load import ConfigError
+from vla_rl.policies.flow.exploration import NoiseHead
+from vla_rl.training.checkpoint import resolve_policy_dir
+from vla_rl.training.chunk_rl.config_load import compose_rl_config
+from vla_rl.training.chunk_rl.exploration_anneal import (
+    annealed_exploration,
+    exploration_metrics,
+    run_minutes,
+)
+from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer, load_rl_policy
+
+
+@pytest.mark.parametrize(
+    ("elapsed_minutes", "level"),
+    [(0.0, 0.5), (10.0, 0.45), (20.0, 0.4), (40.0, 0.3), (80.0, 0.3), (-1.0, 0.5)],
+)
+def test_the_noise_level_moves_linearly_and_holds_at_its_end(elapsed_minutes, level):
+    # 0.5 -> 0.3 over 40 minutes: 0.05 per 10 minutes, held at 0.3 afterwards.
+    settings = annealed_exploration({"noise_level": 0.5}, {"noise_level": 0.3}, 40.0, elapsed_minutes)
+    assert settings == {"noise_level": pytest.approx(level)}
+
+
+def test_bounds_move_entry_by_entry_and_a_missing_start_is_the_policy_default():
+    # The flow policies start at bounds [0.08, 0.16]; halfway to [0.04, 0.08] is [0.06, 0.12].
+    settings = annealed_exploration({}, {"noise_std_bounds": [0.04, 0.08]}, 30.0, 15.0)
+    assert settings["noise_std_bounds"] == pytest.approx([0.06, 0.12])
+    assert exploration_metrics(settings) == {
+        "exploration/noise_std_bounds_min": pytest.approx(0.06),
+        "exploration/noise_std_bounds_max": pytest.approx(0.12),
+    }
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["+policy.exploration_final.sde_one_step=true"], "cannot be annealed"),
+        (["+policy.exploration_final.noise_level=0.1"], "exploration_anneal_minutes > 0"),
+        (["+policy.exploration_final.noise_level=[0.1,0.2]", "policy.exploration_anneal_minutes=5"], "match"),
+        (["+policy.exploration_final.noise_level=-0.1", "policy.exploration_anneal_minutes=5"], ">= 0"),
+        (
+            ["+policy.exploration_final.noise_std_bounds=[0.1,0.05]", "policy.exploration_anneal_minutes=5"],
+            "min < max",
+        ),
+    ],
+)
+def test_bad_anneal_settings_fail_before_any_work(extra, message):
+    with pytest.raises(ConfigError, match=message):
+        compose_rl_config(["recipe=pi0_flow_sde", "policy.init_from=x", *extra])
+
+
+def test_moving_the_bounds_keeps_the_heads_place_between_them():
+    torch.manual_seed(0)
+    head = NoiseHead(feature_dim=3, out_dim=2, std_min=0.08, std_max=0.16)
+    features = torch.randn(5, 3)
+    assert torch.allclose(head(features), torch.full((5, 2), math.sqrt(0.08 * 0.16)))  # fresh head
+    torch.nn.init.normal_(head.net[-1].weight)
+    before = head(features)
+    fraction = (before.log() - math.log(0.08)) / (math.log(0.16) - math.log(0.08))
+    head.set_bounds(0.04, 0.08)
+    expected = torch.exp(math.log(0.04) + fraction * (math.log(0.08) - math.log(0.04)))
+    assert torch.allclose(head(features), expected)
+
+
+def test_a_run_anneals_before_its_rollouts_and_a_loaded_checkpoint_takes_the_noise_of_its_clock(tmp_path):
+    # The recipe starts at a = 0.3; annealed to 0.1 by minute 1e-9, which every iteration is past.
+    cfg = compose_rl_config(
+        [
+            *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
+            "+policy.exploration_final.noise_level=0.1",
+            "policy.exploration_anneal_minutes=1e-9",
+        ]
+    )
+    assert cfg.policy.exploration["noise_level"] == 0.3
+    trainer = ChunkRLTrainer(cfg)
+    try:
+        assert trainer.policy.cfg.noise_level == 0.3  # loaded at minute 0
+        result = trainer.train()
+    finally:
+        trainer.close()
+    assert trainer.policy.cfg.noise_level == pytest.approx(0.1)
+    assert [row["exploration/noise_level"] for row in result.history] == [pytest.approx(0.1)] * 2
+    minutes = run_minutes(cfg.policy, tmp_path / "run")
+    assert minutes > 1e-9
+    policy_dir = resolve_policy_dir(tmp_path / "run")
+    assert load_rl_policy(cfg, policy_dir).cfg.noise_level == 0.3
+    assert load_rl_policy(cfg, policy_dir, minutes).cfg.noise_level == pytest.approx(0.1)
