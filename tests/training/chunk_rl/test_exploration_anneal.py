@@ -30,9 +30,11 @@ def test_the_noise_level_moves_linearly_and_holds_at_its_end(elapsed_minutes, le
     assert settings == {"noise_level": pytest.approx(level)}
 
 
-def test_bounds_move_entry_by_entry_and_a_missing_start_is_the_policy_default():
-    # The flow policies start at bounds [0.08, 0.16]; halfway to [0.04, 0.08] is [0.06, 0.12].
-    settings = annealed_exploration({}, {"noise_std_bounds": [0.04, 0.08]}, 30.0, 15.0)
+def test_bounds_move_entry_by_entry():
+    # Halfway from [0.08, 0.16] to [0.04, 0.08] is [0.06, 0.12].
+    settings = annealed_exploration(
+        {"noise_std_bounds": [0.08, 0.16]}, {"noise_std_bounds": [0.04, 0.08]}, 30.0, 15.0
+    )
     assert settings["noise_std_bounds"] == pytest.approx([0.06, 0.12])
     assert exploration_metrics(settings) == {
         "exploration/noise_std_bounds_min": pytest.approx(0.06),
@@ -45,10 +47,18 @@ def test_bounds_move_entry_by_entry_and_a_missing_start_is_the_policy_default():
     [
         (["+policy.exploration_final.sde_one_step=true"], "cannot be annealed"),
         (["+policy.exploration_final.noise_level=0.1"], "exploration_anneal_minutes > 0"),
+        (
+            ["+policy.exploration_final.noise_std_bounds=[0.04,0.08]", "policy.exploration_anneal_minutes=5"],
+            "starting value",
+        ),
         (["+policy.exploration_final.noise_level=[0.1,0.2]", "policy.exploration_anneal_minutes=5"], "match"),
         (["+policy.exploration_final.noise_level=-0.1", "policy.exploration_anneal_minutes=5"], ">= 0"),
         (
-            ["+policy.exploration_final.noise_std_bounds=[0.1,0.05]", "policy.exploration_anneal_minutes=5"],
+            [
+                "+policy.exploration.noise_std_bounds=[0.08,0.16]",
+                "+policy.exploration_final.noise_std_bounds=[0.1,0.05]",
+                "policy.exploration_anneal_minutes=5",
+            ],
             "min < max",
         ),
     ],

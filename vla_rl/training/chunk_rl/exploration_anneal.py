@@ -20,14 +20,10 @@ from vla_rl.training.chunk_rl.config import RLPolicyConfig
 ANNEALED_KEYS = ("noise_level", "noise_std_bounds")
 """The exploration settings that can move during a run."""
 
-POLICY_DEFAULTS: dict[str, float | list[float]] = {"noise_level": 0.5, "noise_std_bounds": [0.08, 0.16]}
-"""Where an annealed setting starts when ``policy.exploration`` does not name it (the flow
-policies' own defaults)."""
-
 
 def check_exploration_anneal(start: Mapping[str, Any], final: Mapping[str, Any], minutes: float) -> None:
-    """ValueError unless ``final`` names only annealable settings, each of the same shape as where
-    it starts, and ``minutes`` is positive whenever ``final`` names any."""
+    """ValueError unless ``final`` names only annealable settings, each set in ``start`` too and of
+    the same shape there, and ``minutes`` is positive whenever ``final`` names any."""
     if not final:
         return
     unknown = sorted(set(final) - set(ANNEALED_KEYS))
@@ -36,7 +32,9 @@ def check_exploration_anneal(start: Mapping[str, Any], final: Mapping[str, Any],
     if minutes <= 0:
         raise ValueError("exploration_final needs exploration_anneal_minutes > 0")
     for key, end in final.items():
-        begin = start.get(key, POLICY_DEFAULTS[key])
+        if key not in start:
+            raise ValueError(f"exploration_final.{key} needs its starting value in policy.exploration")
+        begin = start[key]
         if _as_list(begin) is None or _as_list(end) is None or len(_as_list(begin)) != len(_as_list(end)):
             raise ValueError(f"exploration_final.{key}: {end!r} does not match its start {begin!r}")
     bounds = final.get("noise_std_bounds")
@@ -54,8 +52,7 @@ def annealed_exploration(
     fraction = min(1.0, max(0.0, elapsed_minutes / minutes)) if minutes > 0 else 1.0
     settings: dict[str, Any] = {}
     for key, end in final.items():
-        begin = start.get(key, POLICY_DEFAULTS[key])
-        values = [b + fraction * (e - b) for b, e in zip(_as_list(begin), _as_list(end), strict=True)]
+        values = [b + fraction * (e - b) for b, e in zip(_as_list(start[key]), _as_list(end), strict=True)]
         settings[key] = values if _is_sequence(end) else values[0]
     return settings
 
