@@ -10,7 +10,7 @@ evaluation of the SFT start and the final policy, in the recipe's evaluation mod
 +-6 points from its draw of initial states and actions alone); the learning curves go to
 ``benchmarks/results/rl_pick_place.png`` and everything to ``benchmarks/results/rl_pick_place.json``.
 
-    python -m benchmarks.rl_pick_place [--recipes token_vla_grpo pi0_flow_sde] [--minutes 60]
+    python -m benchmarks.rl_pick_place [--recipes token_vla_grpo pi0_flow_sde_ppo] [--minutes 60]
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from pathlib import Path
 from benchmarks.common import RESULTS_DIR, add_results_name, machine_line, results_files
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
 
-RECIPES = ("token_vla_ppo", "token_vla_grpo", "pi0_flow_sde", "pi0_flow_noise_ppo")
-"""The default set, one recipe per row of the target: Flow-Noise's row is trained with PPO."""
+RECIPES = ("token_vla_ppo", "token_vla_grpo", "pi0_flow_sde_ppo", "pi0_flow_noise_ppo")
+"""The default set, one recipe per row of the target: both flow rows are trained with PPO."""
 FAMILY = {
     "token_vla_ppo": "token_vla",
     "token_vla_grpo": "token_vla",
-    "pi0_flow_sde": "pi0",
-    "pi0_flow_sde_ppo": "pi0",  # Flow-SDE with PPO, run on request (not in the default set)
+    "pi0_flow_sde": "pi0",  # Flow-SDE with GRPO, run on request (not in the default set)
+    "pi0_flow_sde_ppo": "pi0",
     "pi0_flow_noise": "pi0",  # Flow-Noise with GRPO, run on request (not in the default set)
     "pi0_flow_noise_ppo": "pi0",
 }
