@@ -39,3 +39,19 @@ def test_a_failed_closing_evaluation_gives_no_pass() -> None:
     failed = row(0.0, 1.0, {"error": 1})
     assert all(math.isnan(value) for value in rl_pick_place.judged_success(failed))
     assert not rl_pick_place.passes(failed)
+
+
+def test_a_resumed_runs_repeated_iterations_count_once_with_their_later_values(tmp_path) -> None:
+    # The first segment logs iterations 0-3 at 0 % and crashes; the resumed one, from a checkpoint
+    # at iteration 2, logs 2-5 at 100 %. Six iterations, one episode each: quarters [0], [1, 2],
+    # [3], [4, 5] read 0, 50, 100 and 100 %.
+    from torch.utils.tensorboard import SummaryWriter
+
+    run_dir = tmp_path / "run"
+    for suffix, steps, value in ((".a", range(4), 0.0), (".b", range(2, 6), 1.0)):
+        writer = SummaryWriter(run_dir / "tensorboard", filename_suffix=suffix)
+        for step in steps:
+            writer.add_scalar("rollout/success_rate", value, step)
+            writer.add_scalar("rollout/episodes", 1.0, step)
+        writer.close()
+    assert rl_pick_place.sampled_success_by_quarter(run_dir) == [0.0, 0.5, 1.0, 1.0]
