@@ -167,10 +167,8 @@ def sampled_success_by_quarter(run_dir: Path) -> list[float]:
     events.Reload()
     if "rollout/success_rate" not in events.Tags()["scalars"]:
         return []
-    # A resumed run logs the iterations after its last checkpoint twice: the later value counts.
     episodes = {e.step: e.value for e in events.Scalars("rollout/episodes")}
-    success = {e.step: e.value for e in events.Scalars("rollout/success_rate")}
-    rows = [(step, value, episodes.get(step, 0.0)) for step, value in sorted(success.items())]
+    rows = [(e.step, e.value, episodes.get(e.step, 0.0)) for e in events.Scalars("rollout/success_rate")]
     quarters = []
     for k in range(4):
         part = rows[k * len(rows) // 4 : (k + 1) * len(rows) // 4]

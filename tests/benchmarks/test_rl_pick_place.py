@@ -43,15 +43,17 @@ def test_a_failed_closing_evaluation_gives_no_pass() -> None:
 
 def test_a_resumed_runs_repeated_iterations_count_once_with_their_later_values(tmp_path) -> None:
     # The first segment logs iterations 0-3 at 0 % and crashes; the resumed one, from a checkpoint
-    # at iteration 2, logs 2-5 at 100 %. Six iterations, one episode each: quarters [0], [1, 2],
-    # [3], [4, 5] read 0, 50, 100 and 100 %.
-    from torch.utils.tensorboard import SummaryWriter
+    # at iteration 1, logs 2-5 at 100 % through the run's logger, which has TensorBoard drop the
+    # first segment's 2 and 3. Six iterations, one episode each: quarters [0], [1, 2], [3], [4, 5]
+    # read 0, 50, 100 and 100 %.
+    from vla_rl.config.schema import LoggerConfig
+    from vla_rl.training.loggers import build_logger
 
     run_dir = tmp_path / "run"
-    for suffix, steps, value in ((".a", range(4), 0.0), (".b", range(2, 6), 1.0)):
-        writer = SummaryWriter(run_dir / "tensorboard", filename_suffix=suffix)
+    cfg = LoggerConfig(progress_bar=False, wandb_mode="disabled")
+    for initial, steps, value in ((0, range(4), 0.0), (1, range(2, 6), 1.0)):
+        logger = build_logger(cfg, run_dir, 6, {}, initial_env_steps=initial)
         for step in steps:
-            writer.add_scalar("rollout/success_rate", value, step)
-            writer.add_scalar("rollout/episodes", 1.0, step)
-        writer.close()
+            logger.log({"rollout/success_rate": value, "rollout/episodes": 1.0}, step)
+        logger.close()
     assert rl_pick_place.sampled_success_by_quarter(run_dir) == [0.0, 0.5, 1.0, 1.0]

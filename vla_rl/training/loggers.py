@@ -59,10 +59,14 @@ _CONSOLE_FIELDS = [
 
 
 class TensorBoardSink(MetricSink):
-    def __init__(self, log_dir: Path) -> None:
+    """Scalars under ``log_dir``. ``purge_step`` (a resumed run's first step after its checkpoint)
+    tells TensorBoard to drop what an interrupted run logged at that step and later, so the steps
+    done again appear once."""
+
+    def __init__(self, log_dir: Path, purge_step: int | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self._writer = SummaryWriter(log_dir=str(log_dir))
+        self._writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 
     def log(self, metrics: Mapping[str, float], env_steps: int) -> None:
         for key, value in metrics.items():
@@ -137,7 +141,8 @@ def build_logger(
     if cfg.progress_bar:
         sinks.append(ConsoleSink(total_env_steps, initial_env_steps))
     if cfg.tensorboard:
-        sinks.append(TensorBoardSink(run_dir / "tensorboard"))
+        purge_step = initial_env_steps + 1 if initial_env_steps > 0 else None
+        sinks.append(TensorBoardSink(run_dir / "tensorboard", purge_step))
     if cfg.wandb_mode != "disabled":
         os.environ.setdefault("WANDB_SILENT", "true")
         sinks.append(WandbSink(cfg, run_dir, config, wandb_resume_id))
