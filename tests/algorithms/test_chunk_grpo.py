@@ -38,6 +38,31 @@ def test_negative_advantage_weight_zero_leaves_the_failed_episodes_no_advantage(
     assert advantages[:, 1].abs().max().item() == 0.0
 
 
+def test_batch_advantage_scale_weighs_the_groups_by_the_spread_of_their_returns():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)
+    success = torch.tensor([False, True, True, False])  # both groups mixed, both kept
+    returns = torch.tensor([0.0, 4.0, 2.0, 1.0])  # group 0 spreads 4, group 1 spreads 1
+    per_group = grpo(policy, score="return").grouped_rows(batch, success, returns).rows
+    per_batch = (
+        grpo(policy, score="return", advantage_scale="batch").grouped_rows(batch, success, returns).rows
+    )
+    first = per_group.tensors["advantages"].view(batch.num_decisions, 4)[0]
+    # Per group, (R - mean) / std gives +-0.7071 in both groups whatever their spread.
+    torch.testing.assert_close(first, torch.tensor([-0.7071, 0.7071, 0.7071, -0.7071]), atol=1e-4, rtol=0)
+    # Over the batch: centred [-2, 2, 0.5, -0.5], std sqrt(8.5 / 3).
+    std = (8.5 / 3.0) ** 0.5
+    expected = torch.tensor([-2.0, 2.0, 0.5, -0.5]) / std
+    torch.testing.assert_close(
+        per_batch.tensors["advantages"].view(batch.num_decisions, 4)[0], expected, atol=1e-4, rtol=0
+    )
+
+
+def test_advantage_scale_is_validated():
+    with pytest.raises(ValueError, match="advantage_scale"):
+        config(name="vla_grpo", advantage_scale="episode").validate()
+
+
 def test_filtered_groups_contribute_nothing_to_the_gradient():
     policy = flow_policy(exploration="flow_sde")
     batch = rollout(policy, with_value=False)

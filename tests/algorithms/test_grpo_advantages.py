@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from vla_rl.algorithms.grpo_advantages import (
+    batch_scaled_advantages,
     broadcast_to_steps,
     group_advantages,
     informative_groups,
@@ -22,6 +23,27 @@ def test_group_advantages_hand_values_and_zero_mean_per_group():
         advantages[2, 0], torch.tensor(1.0 / math.sqrt(2.0 / 3.0)), atol=1e-5, rtol=1e-5
     )
     torch.testing.assert_close(advantages.mean(dim=1), torch.zeros(3), atol=1e-6, rtol=0)
+
+
+def test_batch_scaled_advantages_hand_values_weigh_groups_by_their_spread():
+    scores = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 2.0, 2.0], [9.0, 0.0, 0.0, 0.0]])
+    keep = torch.tensor([True, True, False])
+    advantages = batch_scaled_advantages(scores, keep)
+    # Centred: [.5, -.5, -.5, .5] and [1, -1, 0, 0]; over the 8 kept entries the squares sum to 3,
+    # so the std is sqrt(3 / 7). The dropped group does not enter it.
+    std = math.sqrt(3.0 / 7.0)
+    expected = torch.tensor([[0.5, -0.5, -0.5, 0.5], [1.0, -1.0, 0.0, 0.0]]) / std
+    torch.testing.assert_close(advantages[:2], expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(advantages.mean(dim=1), torch.zeros(3), atol=1e-6, rtol=0)
+    # Group 1 spreads twice as far as group 0 and now weighs twice as much; standardised per
+    # group, both would reach the same size.
+    assert advantages[1, 0] / advantages[0, 0] == pytest.approx(2.0)
+    per_group = group_advantages(scores[:2])
+    assert per_group[1, 0] / per_group[0, 0] == pytest.approx(
+        1.0 / math.sqrt(2.0 / 3.0) / (0.5 / math.sqrt(1.0 / 3.0))
+    )
+    # Nothing kept: no advantage at all.
+    assert batch_scaled_advantages(scores, torch.zeros(3, dtype=torch.bool)).abs().max().item() == 0.0
 
 
 def test_group_advantages_need_groups_of_two():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vla_rl.algorithms.grpo_advantages import ADVANTAGE_SCALES
 from vla_rl.policies.chunk_policy import LOG_PROB_LEVELS
 
 SCORES = ("success", "return")
@@ -103,6 +104,10 @@ class ChunkRLConfig:
     """GRPO: episodes per group (same initial state)."""
     score: str = "success"
     """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end)."""
+    advantage_scale: str = "group"
+    """GRPO: what divides the group-centred scores, ``group`` (each group's std, as published) or
+    ``batch`` (one std over all kept groups: a group weighs by the spread of its scores;
+    ``vla_rl.algorithms.grpo_advantages``)."""
     keep_success_range: list[float] = field(default_factory=lambda: [0.1, 0.9])
     """GRPO dynamic sampling: keep groups whose success rate lies in this range."""
     negative_advantage_weight: float = 1.0
@@ -140,6 +145,10 @@ class ChunkRLConfig:
             raise ValueError(f"reward must be one of {list(REWARDS)}, got {self.reward!r}")
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {list(SCORES)}, got {self.score!r}")
+        if self.advantage_scale not in ADVANTAGE_SCALES:
+            raise ValueError(
+                f"advantage_scale must be one of {list(ADVANTAGE_SCALES)}, got {self.advantage_scale!r}"
+            )
         positive = {
             "execute_steps": self.execute_steps,
             "num_decisions": self.num_decisions,

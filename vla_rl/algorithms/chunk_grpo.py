@@ -1,9 +1,10 @@
 """GRPO for chunk policies: group-relative advantages of whole episodes, no critic.
 
 The worlds of a rollout form groups of ``group_size`` consecutive worlds that started from the same
-initial state. Each episode's score is standardised within its group and carried by every decision
-of that episode; groups whose success rate lies outside ``keep_success_range`` (all fail or all
-succeed) are dropped, and the trainer collects more rollouts to refill the batch (dynamic sampling).
+initial state. Each episode's score is centred on its group's mean, divided by the group's std (or by
+one std over the batch, ``advantage_scale: batch``) and carried by every decision of that episode;
+groups whose success rate lies outside ``keep_success_range`` (all fail or all succeed) are dropped,
+and the trainer collects more rollouts to refill the batch (dynamic sampling).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
 from vla_rl.algorithms.grpo_advantages import (
+    batch_scaled_advantages,
     broadcast_to_steps,
     group_advantages,
     informative_groups,
@@ -48,7 +50,12 @@ class ChunkGRPO(ChunkPolicyUpdate):
         keep_group = informative_groups(success.view(-1, cfg.group_size), *cfg.keep_success_range)
         keep_world = keep_group.repeat_interleave(cfg.group_size)
         step_mask = batch.stacked("valid") & keep_world[None, :]
-        episode_advantages = weight_negatives(group_advantages(scores), cfg.negative_advantage_weight)
+        scaled = (
+            group_advantages(scores)
+            if cfg.advantage_scale == "group"
+            else batch_scaled_advantages(scores, keep_group)
+        )
+        episode_advantages = weight_negatives(scaled, cfg.negative_advantage_weight)
         advantages = broadcast_to_steps(episode_advantages.flatten(), step_mask)
         flat = batch.flat({"advantages": advantages})
         flat.tensors["valid"] = step_mask.flatten()

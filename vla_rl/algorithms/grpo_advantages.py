@@ -7,6 +7,12 @@ Groups whose success rate is all-fail or all-success carry no signal (every adva
 dynamic sampling drops them before the batch is filled. ``negative_weight`` < 1 scales the
 below-average episodes' (negative) advantages down: the update then mostly reinforces what
 succeeded (positive-sample reinforcement, as rejection-sampling fine-tuning does at weight 0).
+
+``ADVANTAGE_SCALES`` names what divides the centred scores: ``group`` (each group's own std, the
+published GRPO) gives every kept group the same weight, however little its scores differ; ``batch``
+(one std over all kept groups' centred scores) weighs a group by how far apart its episodes scored,
+so a group whose scores differ only by shaping noise moves the policy less than one that holds
+successes and failures.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import torch
 
 ADVANTAGE_EPS = 1e-6
+ADVANTAGE_SCALES = ("group", "batch")
 
 
 def group_advantages(scores: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
@@ -26,6 +33,22 @@ def group_advantages(scores: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.
     mean = scores.mean(dim=1, keepdim=True)
     std = scores.std(dim=1, keepdim=True)
     return (scores - mean) / (std + eps)
+
+
+def batch_scaled_advantages(
+    scores: torch.Tensor, keep_group: torch.Tensor, eps: float = ADVANTAGE_EPS
+) -> torch.Tensor:
+    """[num_groups, group_size] scores -> each centred on its group's mean and divided by one sample
+    std taken over the centred scores of the groups where ``keep_group`` [num_groups] is True."""
+    if scores.dim() != 2 or scores.shape[1] < 2:
+        raise ValueError(f"scores must be [num_groups, group_size >= 2], got {tuple(scores.shape)}")
+    centred = scores - scores.mean(dim=1, keepdim=True)
+    kept = centred[keep_group].flatten()
+    if kept.numel() < 2:
+        return torch.zeros_like(centred)
+    # The centred scores have mean 0, so this is their sample std about 0 (Bessel-corrected).
+    std = kept.square().sum().div(kept.numel() - 1).sqrt()
+    return centred / (std + eps)
 
 
 def weight_negatives(advantages: torch.Tensor, negative_weight: float) -> torch.Tensor:
