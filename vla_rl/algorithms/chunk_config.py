@@ -106,8 +106,8 @@ class ChunkRLConfig:
     """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end)."""
     advantage_scale: str = "group"
     """GRPO: what divides the group-centred scores, ``group`` (each group's std, as published) or
-    ``batch`` (one std over all kept groups: a group weighs by the spread of its scores;
-    ``vla_rl.algorithms.grpo_advantages``)."""
+    ``batch`` (one std over the kept groups of each rollout round: a group weighs by the spread of
+    its scores; ``vla_rl.algorithms.grpo_advantages``)."""
     keep_success_range: list[float] = field(default_factory=lambda: [0.1, 0.9])
     """GRPO dynamic sampling: keep groups whose success rate lies in this range."""
     negative_advantage_weight: float = 1.0
