@@ -28,8 +28,7 @@ def group_advantages(scores: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.
 
     The standard deviation is the sample one (Bessel-corrected), as in the published recipes.
     """
-    if scores.dim() != 2 or scores.shape[1] < 2:
-        raise ValueError(f"scores must be [num_groups, group_size >= 2], got {tuple(scores.shape)}")
+    _check_groups(scores)
     mean = scores.mean(dim=1, keepdim=True)
     std = scores.std(dim=1, keepdim=True)
     return (scores - mean) / (std + eps)
@@ -40,15 +39,16 @@ def batch_scaled_advantages(
 ) -> torch.Tensor:
     """[num_groups, group_size] scores -> each centred on its group's mean and divided by one sample
     std taken over the centred scores of the groups where ``keep_group`` [num_groups] is True."""
+    _check_groups(scores)
+    centred = scores - scores.mean(dim=1, keepdim=True)
+    if not bool(keep_group.any()):
+        return torch.zeros_like(centred)
+    return centred / (centred[keep_group].std() + eps)
+
+
+def _check_groups(scores: torch.Tensor) -> None:
     if scores.dim() != 2 or scores.shape[1] < 2:
         raise ValueError(f"scores must be [num_groups, group_size >= 2], got {tuple(scores.shape)}")
-    centred = scores - scores.mean(dim=1, keepdim=True)
-    kept = centred[keep_group].flatten()
-    if kept.numel() < 2:
-        return torch.zeros_like(centred)
-    # The centred scores have mean 0, so this is their sample std about 0 (Bessel-corrected).
-    std = kept.square().sum().div(kept.numel() - 1).sqrt()
-    return centred / (std + eps)
 
 
 def weight_negatives(advantages: torch.Tensor, negative_weight: float) -> torch.Tensor:
