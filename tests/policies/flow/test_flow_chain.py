@@ -60,6 +60,20 @@ def test_two_step_1d_chain_log_prob_and_entropy_by_hand():
     assert entropy.item() == pytest.approx(1.451584, abs=1e-5)
 
 
+def test_mean_reduction_averages_over_each_samples_stochastic_steps():
+    # The two-step chain above, and beside it one whose second step is deterministic: the mean is the
+    # sum over the stochastic steps divided by how many there are (2 and 1).
+    states = torch.tensor([[[0.5], [0.2], [0.9]], [[0.5], [0.2], [0.9]]])
+    means = torch.tensor([[[0.0], [1.2]], [[0.0], [1.2]]])
+    stds = torch.tensor([[[0.5], [0.5]], [[0.5], [0.0]]])
+    step_mask = torch.tensor([[True, True], [True, False]])
+    log_prob, entropy = chain_log_prob_and_entropy(states, means, stds, step_mask, reduction="mean")
+    assert log_prob.tolist() == pytest.approx([(LOG_N_04 + LOG_N_06) / 2, LOG_N_04], abs=1e-5)
+    assert entropy.tolist() == pytest.approx([1.451584 / 2, 1.451584 / 2], abs=1e-5)
+    with pytest.raises(ValueError, match="reduction"):
+        chain_log_prob_and_entropy(states, means, stds, step_mask, reduction="max")
+
+
 def test_dim_mask_drops_padded_dims():
     states = torch.tensor([[[[0.0, 0.0]], [[0.2, 7.0]]]])  # [N=1, K+1=2, chunk=1, D=2]
     means, stds = torch.zeros(1, 1, 1, 2), torch.full((1, 1, 1, 2), 0.5)

@@ -95,6 +95,24 @@ def test_flow_noise_head_survives_a_save_load_round_trip(tmp_path):
     torch.testing.assert_close(loaded.evaluate(obs, step.sample_info).log_prob, step.log_prob)
 
 
+@pytest.mark.parametrize("family", BUILDERS)
+def test_mean_chain_log_prob_is_the_sum_over_the_denoising_steps_divided_by_k(family, tmp_path):
+    policy = BUILDERS[family](num_denoising_steps=3, exploration="flow_noise", noisy_chunk_steps=1)
+    obs = make_obs(3)
+    step = policy.sample(obs)
+    summed = policy.evaluate(obs, step.sample_info)
+    policy.set_exploration(chain_log_prob="mean")
+    averaged = policy.evaluate(obs, step.sample_info)
+    torch.testing.assert_close(averaged.log_prob, summed.log_prob / 3)
+    torch.testing.assert_close(averaged.entropy, summed.entropy / 3)
+    policy.save_pretrained(tmp_path)
+    loaded = load_chunk_policy(family, tmp_path).eval()
+    assert loaded.cfg.chain_log_prob == "mean"
+    torch.testing.assert_close(
+        loaded.evaluate(obs, step.sample_info).log_prob, averaged.log_prob, atol=1e-4, rtol=1e-5
+    )
+
+
 def test_bad_exploration_settings_fail_clearly():
     with pytest.raises(ValueError, match="unknown exploration mode"):
         ExplorationConfig(mode="sde").validate()
@@ -104,6 +122,8 @@ def test_bad_exploration_settings_fail_clearly():
         make_flow_mlp(noisy_chunk_steps=-1)
     with pytest.raises(ValueError, match="std_min < std_max"):
         make_pi0(exploration="flow_noise", noise_std_bounds=[0.2, 0.1])
+    with pytest.raises(ValueError, match="chain_log_prob"):
+        make_pi0(exploration="flow_noise", chain_log_prob="product")
 
 
 @pytest.mark.parametrize("family", BUILDERS)

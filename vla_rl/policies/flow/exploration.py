@@ -3,7 +3,8 @@
 A deterministic Euler ODE has no likelihood, so RL samples a stochastic chain instead: step ``k``
 draws ``x_{k+1} ~ N(mean_k, std_k^2)`` and the chain's log-probability is the sum of those Gaussian
 log-densities over the stochastic steps (``x_0 ~ N(0, I)`` does not depend on the parameters and is
-left out). Three ways to set ``mean_k`` and ``std_k``, registered by name:
+left out), or with ``chain_log_prob = "mean"`` their average over the stochastic steps. Three ways
+to set ``mean_k`` and ``std_k``, registered by name:
 
 * ``euler_maruyama``: the Euler mean and a constant ``noise_level * sqrt(1 / K)``;
 * ``flow_sde``: the marginal-preserving SDE of ``vla_rl.policies.flow.sde`` (pi_RL's Flow-SDE);
@@ -31,6 +32,8 @@ from torch import nn
 from vla_rl.policies.flow import chain, sde
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+CHAIN_LOG_PROBS = ("sum", "mean")
+"""How a chain's transition log-densities (and entropies) combine per sample."""
 
 
 @dataclass
@@ -50,6 +53,12 @@ class ExplorationConfig:
     noisy_chunk_steps: int = 0
     """Sample only the first this many steps of the chunk (axis 1), the others take the ODE step;
     0 samples them all. Set it to the executed steps per chunk."""
+    chain_log_prob: str = "sum"
+    """``sum``: the chain's exact log-likelihood, the sum of its stochastic transitions'
+    log-densities; ``mean``: their average over the sample's stochastic denoising steps, as pi_RL
+    scores Flow-Noise chains (its joint log-probability averages them). The ratio is then the
+    geometric mean of the per-step ratios: a log-ratio K times smaller for PPO's clip range to act
+    on, while the gradient keeps its direction. Entropies combine the same way."""
 
     def validate(self) -> None:
         if self.mode not in EXPLORATIONS:
@@ -62,6 +71,8 @@ class ExplorationConfig:
             raise ValueError("one_step applies to mode flow_sde only")
         if self.noisy_chunk_steps < 0:
             raise ValueError(f"noisy_chunk_steps must be >= 0, got {self.noisy_chunk_steps}")
+        if self.chain_log_prob not in CHAIN_LOG_PROBS:
+            raise ValueError(f"chain_log_prob must be one of {CHAIN_LOG_PROBS}, got {self.chain_log_prob!r}")
 
 
 class NoiseHead(nn.Module):
@@ -249,9 +260,13 @@ def chain_log_prob_and_entropy(
     stds: torch.Tensor,
     step_mask: torch.Tensor,
     dim_mask: torch.Tensor | None = None,
+    reduction: str = "sum",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sum over the stochastic steps (and the entries ``dim_mask`` keeps) of the transition
-    log-densities of ``states[:, 1:]``, and of the transitions' Gaussian entropies -> ([N], [N])."""
+    log-densities of ``states[:, 1:]``, and of the transitions' Gaussian entropies -> ([N], [N]);
+    ``reduction="mean"`` divides each sample's sums by its number of stochastic steps."""
+    if reduction not in CHAIN_LOG_PROBS:
+        raise ValueError(f"reduction must be one of {CHAIN_LOG_PROBS}, got {reduction!r}")
     next_states = states[:, 1:]
     safe_std = torch.where(stds > 0, stds, torch.ones_like(stds))
     z = (next_states - means) / safe_std
@@ -261,7 +276,11 @@ def chain_log_prob_and_entropy(
     if dim_mask is not None:
         keep = keep & dim_mask.expand_as(keep)
     weights = keep.to(log_density.dtype)
-    return (log_density * weights).flatten(1).sum(1), (entropy * weights).flatten(1).sum(1)
+    log_prob, total_entropy = (log_density * weights).flatten(1).sum(1), (entropy * weights).flatten(1).sum(1)
+    if reduction == "mean":
+        steps = step_mask.sum(1).clamp(min=1).to(log_prob.dtype)
+        return log_prob / steps, total_entropy / steps
+    return log_prob, total_entropy
 
 
 def chain_transitions(

@@ -91,6 +91,9 @@ class FlowMLPConfig:
     noisy_chunk_steps: int = 0
     """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
     and leave the log-probability. 0: all."""
+    chain_log_prob: str = "sum"
+    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps, as
+    pi_RL scores Flow-Noise chains (``ExplorationConfig.chain_log_prob``)."""
     value_hidden_sizes: list[int] = field(default_factory=lambda: [64])
     """Hidden widths of the value head."""
 
@@ -100,7 +103,13 @@ class FlowMLPConfig:
     def exploration_config(self) -> ExplorationConfig:
         low, high = self.noise_std_bounds
         return ExplorationConfig(
-            self.exploration, self.noise_level, self.sde_one_step, low, high, self.noisy_chunk_steps
+            self.exploration,
+            self.noise_level,
+            self.sde_one_step,
+            low,
+            high,
+            self.noisy_chunk_steps,
+            self.chain_log_prob,
         )
 
     @classmethod
@@ -176,8 +185,8 @@ class FlowMLPPolicy(ChunkPolicy):
 
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``, ``noisy_chunk_steps``), e.g. for RL from an SFT checkpoint; adds a noise
-        head if needed."""
+        ``noise_std_bounds``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for RL from an SFT
+        checkpoint; adds a noise head if needed."""
         if settings:
             self.cfg = FlowMLPConfig.from_dict({**self.cfg.to_dict(), **settings})
         cfg = self.cfg
@@ -245,7 +254,7 @@ class FlowMLPPolicy(ChunkPolicy):
             noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
             sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
             log_prob, _ = chain_log_prob_and_entropy(
-                sampled.states, sampled.means, sampled.stds, sampled.step_mask
+                sampled.states, sampled.means, sampled.stds, sampled.step_mask, None, self.cfg.chain_log_prob
             )
             value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
         return ChunkStep(
@@ -282,7 +291,9 @@ class FlowMLPPolicy(ChunkPolicy):
             temperature,
             None if learned is None else learned.view(per_step),
         )
-        log_prob, entropy = chain_log_prob_and_entropy(chain_states, means, stds, step_mask)
+        log_prob, entropy = chain_log_prob_and_entropy(
+            chain_states, means, stds, step_mask, None, self.cfg.chain_log_prob
+        )
         return ChunkEvaluation(
             log_prob=log_prob,
             entropy=entropy,

@@ -99,8 +99,8 @@ class Pi0Policy(ChunkPolicy):
 
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``, ``noisy_chunk_steps``), e.g. for RL from an SFT checkpoint; adds a noise
-        head if needed."""
+        ``noise_std_bounds``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for RL from an SFT
+        checkpoint; adds a noise head if needed."""
         if settings:
             self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
         width = int(self.model.config.dit_config.hidden_size)
@@ -325,7 +325,12 @@ class Pi0Policy(ChunkPolicy):
             noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
             sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
             log_prob, _ = chain_log_prob_and_entropy(
-                sampled.states, sampled.means, sampled.stds, sampled.step_mask, self.action_dim_mask
+                sampled.states,
+                sampled.means,
+                sampled.stds,
+                sampled.step_mask,
+                self.action_dim_mask,
+                self.cfg.chain_log_prob,
             )
             value = self.value_from_feature(state_feature) if with_value else None
         return ChunkStep(
@@ -353,7 +358,9 @@ class Pi0Policy(ChunkPolicy):
         else:
             prefix = self.encode_prefix(obs)
         means, stds, state_feature = self.transitions_of_chain(prefix, states, step_mask, temperature)
-        log_prob, entropy = chain_log_prob_and_entropy(states, means, stds, step_mask, self.action_dim_mask)
+        log_prob, entropy = chain_log_prob_and_entropy(
+            states, means, stds, step_mask, self.action_dim_mask, self.cfg.chain_log_prob
+        )
         return ChunkEvaluation(
             log_prob=log_prob,
             entropy=entropy,

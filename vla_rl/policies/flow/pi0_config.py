@@ -41,6 +41,9 @@ class Pi0PolicyConfig:
     noisy_chunk_steps: int = 0
     """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
     and leave the log-probability. 0: all."""
+    chain_log_prob: str = "sum"
+    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps, as
+    pi_RL scores Flow-Noise chains (``ExplorationConfig.chain_log_prob``)."""
     value_hidden_dim: int = 64
     """Hidden width of the value-head MLP on the expert's state-token feature."""
     freeze_vision: bool = False
@@ -87,7 +90,13 @@ class Pi0PolicyConfig:
     def exploration_config(self) -> ExplorationConfig:
         low, high = self.noise_std_bounds
         return ExplorationConfig(
-            self.exploration, self.noise_level, self.sde_one_step, low, high, self.noisy_chunk_steps
+            self.exploration,
+            self.noise_level,
+            self.sde_one_step,
+            low,
+            high,
+            self.noisy_chunk_steps,
+            self.chain_log_prob,
         )
 
     @classmethod
