@@ -1,0 +1,26 @@
+"""The SFT starts kept in ``benchmarks/starts`` still load through their family's loading code."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vla_rl.policies.chunk_registry import load_chunk_policy
+
+STARTS = Path(__file__).resolve().parents[2] / "benchmarks" / "starts"
+FOLDERS = sorted(path for path in STARTS.iterdir() if path.is_dir())
+FAMILIES = ("token_vla", "chunk_vla", "pi0", "flow_mlp")
+"""A start folder's name begins with its family's."""
+
+
+def test_there_are_committed_starts():
+    assert FOLDERS, f"no start folders under {STARTS}"
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda path: path.name)
+def test_a_committed_start_loads_with_its_training_settings(folder):
+    family = next(name for name in FAMILIES if folder.name.startswith(name))
+    policy = load_chunk_policy(family, folder)
+    saved = json.loads((folder / "policy_config.json").read_text())
+    assert policy.cfg.action_dim == saved["action_dim"]
+    assert sum(p.numel() for p in policy.parameters()) > 0
