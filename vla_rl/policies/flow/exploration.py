@@ -25,6 +25,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import nn
@@ -191,6 +192,31 @@ EXPLORATIONS: dict[str, type[ChainExploration]] = {
     "flow_sde": FlowSDE,
     "flow_noise": FlowNoise,
 }
+
+
+class ExplorationFields(Protocol):
+    """The exploration fields every flow policy config carries (``Pi0PolicyConfig``, ``FlowMLPConfig``)."""
+
+    exploration: str
+    noise_level: float
+    sde_one_step: bool
+    noise_std_bounds: list[float]
+    noisy_chunk_steps: int
+    chain_log_prob: str
+
+
+def exploration_config_of(fields: ExplorationFields) -> ExplorationConfig:
+    """The ``ExplorationConfig`` a flow policy's config describes."""
+    low, high = fields.noise_std_bounds
+    return ExplorationConfig(
+        fields.exploration,
+        fields.noise_level,
+        fields.sde_one_step,
+        low,
+        high,
+        fields.noisy_chunk_steps,
+        fields.chain_log_prob,
+    )
 
 
 def build_exploration(cfg: ExplorationConfig, num_steps: int) -> ChainExploration:

@@ -35,6 +35,7 @@ from vla_rl.policies.flow.exploration import (
     NoiseHead,
     chain_log_prob_and_entropy,
     chain_transitions,
+    exploration_config_of,
     exploration_modules,
     sample_chain,
     stored_step_mask,
@@ -101,16 +102,7 @@ class FlowMLPConfig:
         return asdict(self)
 
     def exploration_config(self) -> ExplorationConfig:
-        low, high = self.noise_std_bounds
-        return ExplorationConfig(
-            self.exploration,
-            self.noise_level,
-            self.sde_one_step,
-            low,
-            high,
-            self.noisy_chunk_steps,
-            self.chain_log_prob,
-        )
+        return exploration_config_of(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> FlowMLPConfig:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from transformers import PI0Config
 
 from vla_rl.policies.chunk_policy import proprio_columns
-from vla_rl.policies.flow.exploration import ExplorationConfig
+from vla_rl.policies.flow.exploration import ExplorationConfig, exploration_config_of
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
@@ -88,16 +88,7 @@ class Pi0PolicyConfig:
         return asdict(self)
 
     def exploration_config(self) -> ExplorationConfig:
-        low, high = self.noise_std_bounds
-        return ExplorationConfig(
-            self.exploration,
-            self.noise_level,
-            self.sde_one_step,
-            low,
-            high,
-            self.noisy_chunk_steps,
-            self.chain_log_prob,
-        )
+        return exploration_config_of(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> Pi0PolicyConfig:
