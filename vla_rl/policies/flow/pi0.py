@@ -324,13 +324,9 @@ class Pi0Policy(ChunkPolicy):
             batch = prefix.state.shape[0]
             noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
             sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
+            chain_parts = (sampled.states, sampled.means, sampled.stds, sampled.step_mask)
             log_prob, _ = chain_log_prob_and_entropy(
-                sampled.states,
-                sampled.means,
-                sampled.stds,
-                sampled.step_mask,
-                self.action_dim_mask,
-                self.cfg.chain_log_prob,
+                *chain_parts, self.action_dim_mask, self.cfg.chain_log_prob
             )
             value = self.value_from_feature(state_feature) if with_value else None
         return ChunkStep(
