@@ -29,10 +29,35 @@ def results_files(results_name: str) -> tuple[Path, Path]:
     return RESULTS_DIR / f"{results_name}.json", RESULTS_DIR / f"{results_name}.png"
 
 
+def cpu_description(cpuinfo: str | None = None) -> str:
+    """The CPU's model name and its widest vector extension, e.g. ``AMD EPYC, avx2``.
+
+    Hosts of one machine kind differ in CPU, and torch's CPU kernels run markedly slower without
+    AVX-512, so wall-clock figures name the CPU they were measured on. ``cpuinfo`` is the text of
+    ``/proc/cpuinfo`` (read when None); without it the architecture alone is returned.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (line.partition(":") for line in cpuinfo.splitlines())
+        if value
+    )
+    model = fields.get("model name")
+    if not model:
+        return platform.machine()
+    flags = set(fields.get("flags", "").split())
+    vector = next((name for name in ("avx512f", "avx2", "avx") if name in flags), None)
+    return f"{model}, {vector}" if vector else model
+
+
 def machine_line() -> str:
     import torch
 
-    cpu = platform.processor() or platform.machine()
+    cpu = cpu_description()
     return (
         f"{date.today().isoformat()}, {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
         f"torch {torch.__version__}"
