@@ -32,9 +32,9 @@ def results_files(results_name: str) -> tuple[Path, Path]:
 def cpu_description(cpuinfo: str | None = None) -> str:
     """The CPU's model name and its widest vector extension, e.g. ``AMD EPYC, avx2``.
 
-    Hosts of one machine kind differ in CPU, and torch's CPU kernels run markedly slower without
-    AVX-512, so wall-clock figures name the CPU they were measured on. ``cpuinfo`` is the text of
-    ``/proc/cpuinfo`` (read when None); without it the architecture alone is returned.
+    Hosts of one machine kind differ in CPU, and the same pi0 update took from 2.4 s to 7.0 s on
+    different hosts (README), so wall-clock figures name the CPU they were measured on. ``cpuinfo``
+    is the text of ``/proc/cpuinfo`` (read when None); without it the architecture alone is returned.
     """
     if cpuinfo is None:
         try:
