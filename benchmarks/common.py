@@ -60,7 +60,7 @@ def machine_line() -> str:
     cpu = cpu_description()
     return (
         f"{date.today().isoformat()}, {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}, "
-        f"torch {torch.__version__}"
+        f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels)"
         + (f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else "")
     )
 
