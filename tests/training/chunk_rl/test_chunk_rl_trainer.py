@@ -263,6 +263,26 @@ def test_eval_num_envs_fixes_the_evaluated_episodes_whatever_the_training_worlds
     assert returns("env.num_envs=4") != two_world_run
 
 
+def test_eval_temperature_samples_the_evaluation_apart_from_the_rollouts(tmp_path):
+    """``eval.temperature`` replaces the rollouts' ``algorithm.temperature`` in sampled evaluations
+    (here the flow policy's noise multiplier); unset, the evaluation samples as the rollouts do."""
+    from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy
+
+    init_from = sft_policy_dir(tmp_path)
+
+    def returns(*extra: str) -> float:
+        cfg = compose_rl_config([*overrides(tmp_path / "run", init_from), "eval.num_episodes=4", *extra])
+        policy = load_rl_policy(cfg, init_from)
+        return evaluate_rl_policy(policy, cfg, "train", deterministic=False).mean_return
+
+    hot, cool = returns("algorithm.temperature=3.0"), returns("algorithm.temperature=1.0")
+    assert returns("algorithm.temperature=1.0", "eval.temperature=3.0") == hot
+    assert returns("algorithm.temperature=3.0", "eval.temperature=1.0") == cool
+    assert cool != hot
+    with pytest.raises(ConfigError, match="eval.temperature"):
+        compose_rl_config([*overrides(tmp_path / "run", init_from), "eval.temperature=0"])
+
+
 def test_rl_token_policies_decode_only_the_executed_actions(tmp_path):
     torch.manual_seed(0)
     policy = build_chunk_policy("token_vla", chunk_len=4, action_dim=4, use_proprio=True, proprio_dim=5)

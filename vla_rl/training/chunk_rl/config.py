@@ -44,6 +44,10 @@ class RLEvalConfig:
     """Episodes per evaluation; <= 0 disables evaluation."""
     deterministic: bool = True
     """Greedy tokens / noise-free chains."""
+    temperature: float | None = None
+    """Sampling temperature of the evaluations that sample (``deterministic: false``); None: the
+    rollouts' ``algorithm.temperature``. Rollouts may explore hotter than the policy is deployed
+    (SimpleVLA-RL samples at 1.6 and evaluates cooler), and the evaluation judges the deployed one."""
     ood_splits: list[str] = field(default_factory=list)
     """Out-of-distribution splits evaluated before and after training, next to ``env.split``."""
     num_envs: int = 0

@@ -71,6 +71,11 @@ RL_CHECKS: list[Check[VLARLConfig]] = [
         lambda c: not c.reward.model or c.algorithm.name != "vla_grpo" or c.algorithm.score == "return",
         "must be 'return' with a reward model (success would ignore the model)",
     ),
+    Check(
+        "eval.temperature",
+        lambda c: c.eval.temperature is None or c.eval.temperature > 0,
+        "must be positive, or null for the rollouts' algorithm.temperature",
+    ),
     Check("checkpoint_interval", lambda c: c.checkpoint_interval > 0, "must be positive"),
     Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
     Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),

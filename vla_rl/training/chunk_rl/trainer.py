@@ -112,7 +112,7 @@ def evaluate_rl_policy(
         cfg.algorithm.execute_steps,
         seed=cfg.seed + EVAL_SEED_OFFSET,
         deterministic=cfg.eval.deterministic if deterministic is None else deterministic,
-        temperature=cfg.algorithm.temperature,
+        temperature=cfg.algorithm.temperature if cfg.eval.temperature is None else cfg.eval.temperature,
         num_envs=cfg.eval.num_envs,
         split=split,
     )
