@@ -112,6 +112,32 @@ def test_first_grpo_minibatch_has_ratio_one():
     assert losses.clip_fraction == 0.0
 
 
+def test_decision_fraction_trains_on_a_random_share_of_the_kept_decisions():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)
+    success = torch.tensor([True, False, False, True])  # both groups kept: 4 worlds' decisions
+    kept = 4 * batch.num_decisions
+    seen: list[torch.Tensor] = []
+
+    def optimise(rows):
+        seen.append(rows.tensors["row"])
+        return {}
+
+    for fraction, expected in ((1.0, kept), (0.5, round(0.5 * kept)), (1e-6, 1)):
+        algorithm = grpo(policy, decision_fraction=fraction)
+        algorithm.optimise = optimise
+        grouped = algorithm.grouped_rows(batch, success, torch.zeros(4))
+        grouped.rows.tensors["row"] = torch.arange(kept)  # which kept decision each row is
+        metrics = algorithm.update([grouped])
+        assert metrics["trained_decisions"] == expected == len(seen[-1])
+    assert seen[0].tolist() == list(range(kept))
+    # The half: distinct kept decisions in their rollout order, not simply the first ones.
+    half = seen[1].tolist()
+    assert half == sorted(set(half)) and half != list(range(len(half)))
+    with pytest.raises(ValueError, match="decision_fraction"):
+        config(name="vla_grpo", decision_fraction=0.0).validate()
+
+
 def test_worlds_must_split_into_groups():
     policy = flow_policy()
     with pytest.raises(ValueError, match="groups of 3"):

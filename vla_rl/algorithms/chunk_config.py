@@ -119,6 +119,11 @@ class ChunkRLConfig:
     """GRPO: informative groups an update waits for (collecting up to ``max_sampling_rounds``
     rollouts); 0: as many as one rollout holds (``num_envs / group_size``). More groups per update
     spread each gradient step over more initial states, at the price of fewer updates per hour."""
+    decision_fraction: float = 1.0
+    """GRPO: the share of an update's kept decisions that it trains on, drawn at random once per
+    update (every epoch passes over the same draw); 1: all of them. Every decision of an episode
+    carries that episode's advantage, so a draw keeps each episode's signal at a fraction of the
+    update's cost, and more rollouts fit in an hour."""
     curriculum_pool: int = 0
     """GRPO: draw the groups' initial states (task variant and layout) from a pool of this many
     seeds, more often those the policy fails (``vla_rl.rollout.seed_curriculum``); 0: fresh seeds."""
@@ -182,6 +187,8 @@ class ChunkRLConfig:
         bad = {name: value for name, value in positive.items() if value <= 0}
         if bad:
             raise ValueError(f"these settings must be > 0: {bad}")
+        if not 0.0 < self.decision_fraction <= 1.0:
+            raise ValueError(f"decision_fraction must lie in (0, 1], got {self.decision_fraction}")
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {self.group_size}")
         if not 0.0 < self.clip_low < 1.0 or self.clip_high <= 0.0:

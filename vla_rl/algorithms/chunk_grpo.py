@@ -4,7 +4,8 @@ The worlds of a rollout form groups of ``group_size`` consecutive worlds that st
 initial state. Each episode's score is centred on its group's mean, divided by the group's std (or by
 one std over the batch, ``advantage_scale: batch``) and carried by every decision of that episode;
 groups whose success rate lies outside ``keep_success_range`` (all fail or all succeed) are dropped,
-and the trainer collects more rollouts to refill the batch (dynamic sampling).
+and the trainer collects more rollouts to refill the batch (dynamic sampling). An update may train
+on a random share of the kept decisions (``decision_fraction``).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class ChunkGRPO(ChunkPolicyUpdate):
         if not parts:
             return metrics  # every group all-fail or all-success: nothing to learn from
         flat = concat_flat(parts)
+        if self.cfg.decision_fraction < 1.0:
+            flat = flat.sample(self.cfg.decision_fraction, self.generator)
+        metrics["trained_decisions"] = float(len(flat))
         metrics["recompute_time_s"] = self.recompute(flat)
         metrics.update(self.optimise(flat))
         return metrics

@@ -134,7 +134,7 @@ class ChunkPolicyUpdate:
         rows = torch.arange(len(flat))
         parts: dict[str, list[torch.Tensor]] = {"old_log_prob": [], "ref_log_prob": []}
         caches: list[dict[str, torch.Tensor]] = []
-        for index in rows.tensor_split(max(1, self.cfg.num_minibatches)):
+        for index in rows.tensor_split(max(1, min(self.cfg.num_minibatches, len(flat)))):  # none empty
             part = flat.rows(index)
             if self.reference_policy is not None and self.cfg.kl_coef > 0:
                 # before the cache joins: the reference encodes the observations with its own weights

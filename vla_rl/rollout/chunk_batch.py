@@ -161,6 +161,11 @@ class FlatBatch:
     def valid_rows(self) -> FlatBatch:
         return self.rows(torch.nonzero(self.tensors["valid"]).squeeze(1))
 
+    def sample(self, fraction: float, generator: torch.Generator) -> FlatBatch:
+        """A random ``fraction`` of the rows (at least one), in their original order."""
+        count = max(1, round(fraction * len(self)))
+        return self.rows(torch.randperm(len(self), generator=generator)[:count].sort().values)
+
     def minibatches(self, num_minibatches: int, generator: torch.Generator) -> Iterator[FlatBatch]:
         """Shuffled, near-equal minibatches covering every row once."""
         order = torch.randperm(len(self), generator=generator)
