@@ -136,6 +136,8 @@ def test_decision_fraction_trains_on_a_random_share_of_the_kept_decisions():
     assert half == sorted(set(half)) and half != list(range(len(half)))
     with pytest.raises(ValueError, match="decision_fraction"):
         config(name="vla_grpo", decision_fraction=0.0).validate()
+    with pytest.raises(ValueError, match="GRPO setting"):  # PPO would ignore it silently
+        config(name="vla_ppo", decision_fraction=0.5).validate()
 
 
 def test_worlds_must_split_into_groups():

@@ -189,6 +189,8 @@ class ChunkRLConfig:
             raise ValueError(f"these settings must be > 0: {bad}")
         if not 0.0 < self.decision_fraction <= 1.0:
             raise ValueError(f"decision_fraction must lie in (0, 1], got {self.decision_fraction}")
+        if self.decision_fraction < 1.0 and self.name != "vla_grpo":
+            raise ValueError(f"decision_fraction below 1 is a GRPO setting; {self.name} trains on every row")
         if self.group_size < 2:
             raise ValueError(f"group_size must be >= 2, got {self.group_size}")
         if not 0.0 < self.clip_low < 1.0 or self.clip_high <= 0.0:
