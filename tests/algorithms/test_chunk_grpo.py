@@ -58,6 +58,29 @@ def test_batch_advantage_scale_weighs_the_groups_by_the_spread_of_their_returns(
     )
 
 
+def test_return_to_go_scores_each_decision_by_the_rewards_from_it_on():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)  # 3 decisions, 4 worlds; world 1 ends in decision 1
+    success = torch.tensor([False, True, True, False])  # both groups of 2 kept
+    decision_rewards = batch.stacked("step_rewards").sum(dim=2)  # [3, 4]
+    returns = decision_rewards.sum(dim=0)
+    rows = grpo(policy, score="return_to_go").grouped_rows(batch, success, returns).rows
+    advantages = rows.tensors["advantages"].view(3, 4)
+    # By hand: per decision t, world i: (G[t, i] - G[t, partner]) / 2 / group std of whole returns.
+    to_go = decision_rewards.flip(0).cumsum(0).flip(0)
+    for group in (0, 1):
+        a, b = 2 * group, 2 * group + 1
+        std = abs(returns[a] - returns[b]).item() / 2**0.5
+        for t in range(3):
+            expected = (to_go[t, a] - to_go[t, b]).item() / 2 / std
+            assert advantages[t, a].item() == pytest.approx(expected, abs=1e-4)
+            assert advantages[t, b].item() == pytest.approx(-expected, abs=1e-4)
+    # The first decision carries the episode-level advantage of score=return.
+    episode = grpo(policy, score="return").grouped_rows(batch, success, returns).rows
+    torch.testing.assert_close(advantages[0], episode.tensors["advantages"].view(3, 4)[0], atol=1e-5, rtol=0)
+    assert not torch.allclose(advantages[1:], episode.tensors["advantages"].view(3, 4)[1:])
+
+
 def test_advantage_scale_is_validated():
     with pytest.raises(ValueError, match="advantage_scale"):
         config(name="vla_grpo", advantage_scale="episode").validate()

@@ -4,10 +4,13 @@ import pytest
 import torch
 
 from vla_rl.algorithms.grpo_advantages import (
-    batch_scaled_advantages,
+    advantage_scales,
     broadcast_to_steps,
+    centred_advantages,
     group_advantages,
     informative_groups,
+    return_to_go_advantages,
+    returns_to_go,
     weight_negatives,
 )
 
@@ -25,10 +28,14 @@ def test_group_advantages_hand_values_and_zero_mean_per_group():
     torch.testing.assert_close(advantages.mean(dim=1), torch.zeros(3), atol=1e-6, rtol=0)
 
 
+def batch_scaled(scores: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    return centred_advantages(scores, advantage_scales(scores, keep, "batch"))
+
+
 def test_batch_scaled_advantages_hand_values_weigh_groups_by_their_spread():
     scores = torch.tensor([[1.0, 0.0, 0.0, 1.0], [3.0, 1.0, 2.0, 2.0], [9.0, 0.0, 0.0, 0.0]])
     keep = torch.tensor([True, True, False])
-    advantages = batch_scaled_advantages(scores, keep)
+    advantages = batch_scaled(scores, keep)
     # Centred: [.5, -.5, -.5, .5] and [1, -1, 0, 0]; over the 8 kept entries the squares sum to 3,
     # so the std is sqrt(3 / 7). The dropped group does not enter it.
     std = math.sqrt(3.0 / 7.0)
@@ -42,8 +49,8 @@ def test_batch_scaled_advantages_hand_values_weigh_groups_by_their_spread():
     assert per_group[1, 0] / per_group[0, 0] == pytest.approx(
         1.0 / math.sqrt(2.0 / 3.0) / (0.5 / math.sqrt(1.0 / 3.0))
     )
-    # Nothing kept: no advantage at all.
-    assert batch_scaled_advantages(scores, torch.zeros(3, dtype=torch.bool)).abs().max().item() == 0.0
+    # Nothing kept: the scale is 1 (nothing trains; the trainer masks every decision out).
+    assert advantage_scales(scores, torch.zeros(3, dtype=torch.bool), "batch").item() == 1.0
 
 
 def test_group_advantages_need_groups_of_two():
@@ -75,3 +82,23 @@ def test_weight_negatives_scales_the_below_average_episodes_only():
     assert weight_negatives(advantages, 1.0).equal(advantages)
     with pytest.raises(ValueError, match="negative_weight"):
         weight_negatives(advantages, 1.5)
+
+
+def test_returns_to_go_and_their_advantages_hand_values():
+    # Two episodes of one group, three decisions: rewards [1, 0, 3] and [0, 2, 0].
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
+    to_go = returns_to_go(rewards)
+    torch.testing.assert_close(to_go, torch.tensor([[4.0, 2.0], [3.0, 2.0], [3.0, 0.0]]))
+    # Whole returns 4 and 2: sample std sqrt(2). Centred per decision: +-1, +-0.5, +-1.5.
+    scale = advantage_scales(to_go[0].view(1, 2), keep_group=None, how="group")
+    advantages = return_to_go_advantages(to_go.view(3, 1, 2), scale).view(3, 2)
+    root2 = math.sqrt(2.0)
+    expected = torch.tensor([[1.0, -1.0], [0.5, -0.5], [1.5, -1.5]]) / root2
+    torch.testing.assert_close(advantages, expected, atol=1e-5, rtol=0)
+    # The first decision's advantage is the episode-level one.
+    torch.testing.assert_close(advantages[0], group_advantages(to_go[0].view(1, 2))[0], atol=1e-6, rtol=0)
+
+
+def test_return_to_go_advantages_need_groups_of_two():
+    with pytest.raises(ValueError, match="group_size"):
+        return_to_go_advantages(torch.ones(3, 2, 1), torch.ones(2, 1))

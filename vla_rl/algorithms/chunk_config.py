@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from vla_rl.algorithms.grpo_advantages import ADVANTAGE_SCALES
 from vla_rl.policies.chunk_policy import LOG_PROB_LEVELS
 
-SCORES = ("success", "return")
+SCORES = ("success", "return", "return_to_go")
 ADVANTAGE_GRANULARITIES = ("chunk", "step")
 
 
@@ -103,7 +103,9 @@ class ChunkRLConfig:
     group_size: int = 8
     """GRPO: episodes per group (same initial state)."""
     score: str = "success"
-    """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end)."""
+    """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end), or
+    ``return_to_go``: each decision scored by the reward summed from it to the episode's end and
+    compared with its group at the same decision (``grpo_advantages.return_to_go_advantages``)."""
     advantage_scale: str = "group"
     """GRPO: what divides the group-centred scores, ``group`` (each group's std, as published) or
     ``batch`` (one std over the kept groups of each rollout round: a group weighs by the spread of

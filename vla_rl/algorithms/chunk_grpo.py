@@ -2,7 +2,8 @@
 
 The worlds of a rollout form groups of ``group_size`` consecutive worlds that started from the same
 initial state. Each episode's score is centred on its group's mean, divided by the group's std (or by
-one std over the batch, ``advantage_scale: batch``) and carried by every decision of that episode;
+one std over the batch, ``advantage_scale: batch``) and carried by every decision of that episode
+(``score: return_to_go``: each decision's reward-to-go, centred per decision, by the same scale);
 groups whose success rate lies outside ``keep_success_range`` (all fail or all succeed) are dropped,
 and the trainer collects more rollouts to refill the batch (dynamic sampling). An update may train
 on a random share of the kept decisions (``decision_fraction``).
@@ -17,10 +18,12 @@ import torch
 from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
 from vla_rl.algorithms.grpo_advantages import (
-    batch_scaled_advantages,
+    advantage_scales,
     broadcast_to_steps,
-    group_advantages,
+    centred_advantages,
     informative_groups,
+    return_to_go_advantages,
+    returns_to_go,
     weight_negatives,
 )
 from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch, concat_flat
@@ -51,13 +54,14 @@ class ChunkGRPO(ChunkPolicyUpdate):
         keep_group = informative_groups(success.view(-1, cfg.group_size), *cfg.keep_success_range)
         keep_world = keep_group.repeat_interleave(cfg.group_size)
         step_mask = batch.stacked("valid") & keep_world[None, :]
-        scaled = (
-            group_advantages(scores)
-            if cfg.advantage_scale == "group"
-            else batch_scaled_advantages(scores, keep_group)
-        )
-        episode_advantages = weight_negatives(scaled, cfg.negative_advantage_weight)
-        advantages = broadcast_to_steps(episode_advantages.flatten(), step_mask)
+        scale = advantage_scales(scores, keep_group, cfg.advantage_scale)
+        if cfg.score == "return_to_go":
+            to_go = returns_to_go(batch.stacked("step_rewards").sum(dim=2))
+            centred = return_to_go_advantages(to_go.view(len(to_go), -1, cfg.group_size), scale)
+            advantages = centred.flatten(1) * step_mask
+        else:
+            advantages = broadcast_to_steps(centred_advantages(scores, scale).flatten(), step_mask)
+        advantages = weight_negatives(advantages, cfg.negative_advantage_weight)
         flat = batch.flat({"advantages": advantages})
         flat.tensors["valid"] = step_mask.flatten()
         kept = flat.valid_rows() if bool(step_mask.any()) else None

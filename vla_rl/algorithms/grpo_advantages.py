@@ -13,6 +13,13 @@ published GRPO) gives every kept group the same weight, however little its score
 (one std over all kept groups' centred scores) weighs a group by how far apart its episodes scored,
 so a group whose scores differ only by shaping noise moves the policy less than one that holds
 successes and failures.
+
+``return_to_go_advantages`` gives each decision its own advantage instead of its episode's: the
+reward summed from that decision to the episode's end, centred on the group's mean of the same sum
+at the same decision, divided by the scale of the whole-episode scores (GRPO with process
+supervision, DeepSeekMath sec. 4.1.3, with the group's time-aligned episodes as the baseline). A
+decision's action cannot change the rewards paid before it, so leaving them out removes variance
+without bias; the first decision's advantage is the episode-level one.
 """
 
 from __future__ import annotations
@@ -24,26 +31,49 @@ ADVANTAGE_SCALES = ("group", "batch")
 
 
 def group_advantages(scores: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
-    """[num_groups, group_size] scores -> advantages of the same shape.
+    """[num_groups, group_size] scores -> advantages of the same shape, ``(R - mean) / (std + eps)``
+    per group (the published GRPO). The std is the sample one (Bessel-corrected), as in the
+    published recipes."""
+    return centred_advantages(scores, advantage_scales(scores, keep_group=None, how="group"), eps)
 
-    The standard deviation is the sample one (Bessel-corrected), as in the published recipes.
-    """
+
+def advantage_scales(scores: torch.Tensor, keep_group: torch.Tensor | None, how: str) -> torch.Tensor:
+    """What divides the group-centred scores [num_groups, group_size]: each group's sample std
+    ([num_groups, 1], ``group``) or one sample std over the centred scores of the groups where
+    ``keep_group`` [num_groups] is True (a scalar, ``batch``; 1 when none is kept, as nothing then
+    trains)."""
     _check_groups(scores)
-    mean = scores.mean(dim=1, keepdim=True)
-    std = scores.std(dim=1, keepdim=True)
-    return (scores - mean) / (std + eps)
-
-
-def batch_scaled_advantages(
-    scores: torch.Tensor, keep_group: torch.Tensor, eps: float = ADVANTAGE_EPS
-) -> torch.Tensor:
-    """[num_groups, group_size] scores -> each centred on its group's mean and divided by one sample
-    std taken over the centred scores of the groups where ``keep_group`` [num_groups] is True."""
-    _check_groups(scores)
-    centred = scores - scores.mean(dim=1, keepdim=True)
+    if how == "group":
+        return scores.std(dim=1, keepdim=True)
+    if how != "batch" or keep_group is None:
+        raise ValueError(f"advantage scale must be 'group', or 'batch' with keep_group; got {how!r}")
     if not bool(keep_group.any()):
-        return torch.zeros_like(centred)
-    return centred / (centred[keep_group].std() + eps)
+        return torch.ones(())
+    centred = scores - scores.mean(dim=1, keepdim=True)
+    return centred[keep_group].std()
+
+
+def centred_advantages(scores: torch.Tensor, scale: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
+    """[num_groups, group_size] scores centred on their group's mean, divided by ``scale + eps``."""
+    _check_groups(scores)
+    return (scores - scores.mean(dim=1, keepdim=True)) / (scale + eps)
+
+
+def returns_to_go(decision_rewards: torch.Tensor) -> torch.Tensor:
+    """[T, N] reward each decision's chunk earned -> [T, N] summed from that decision to the end
+    (undiscounted, as the episode score ``return`` is)."""
+    return decision_rewards.flip(0).cumsum(0).flip(0)
+
+
+def return_to_go_advantages(
+    to_go: torch.Tensor, scale: torch.Tensor, eps: float = ADVANTAGE_EPS
+) -> torch.Tensor:
+    """[T, num_groups, group_size] returns-to-go -> advantages of the same shape: each centred on
+    its group's mean at the same decision (episodes that already ended count with 0) and divided by
+    ``scale`` (``advantage_scales`` of the whole-episode returns)."""
+    if to_go.dim() != 3 or to_go.shape[2] < 2:
+        raise ValueError(f"returns-to-go must be [T, num_groups, group_size >= 2], got {tuple(to_go.shape)}")
+    return (to_go - to_go.mean(dim=2, keepdim=True)) / (scale + eps)
 
 
 def _check_groups(scores: torch.Tensor) -> None:

@@ -122,6 +122,27 @@ def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curricul
     assert "perf/rollout_time_s" in metrics and "perf/policy_time_s" in metrics
 
 
+def test_grpo_with_returns_to_go_updates_the_policy_from_a_real_rollout(tmp_path):
+    cfg = compose_rl_config(
+        [
+            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
+            "algorithm.group_size=2",
+            "algorithm.keep_success_range=[0.0,1.0]",  # every group trains, whatever its success
+            "algorithm.score=return_to_go",
+            "algorithm.progress_shaping=10.0",  # rewards that differ between the worlds
+        ]
+    )
+    trainer = ChunkRLTrainer(cfg)
+    try:
+        before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+        metrics = trainer.run_iteration()
+        after = trainer.policy.state_dict()
+    finally:
+        trainer.close()
+    assert metrics["train/trained_decisions"] > 0
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
 @pytest.mark.parametrize(("groups_per_update", "rounds"), [(0, 1), (5, 3)])
 def test_grpo_collects_rounds_until_the_update_has_its_groups(tmp_path, groups_per_update, rounds):
     cfg = compose_rl_config(

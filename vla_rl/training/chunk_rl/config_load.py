@@ -68,8 +68,8 @@ RL_CHECKS: list[Check[VLARLConfig]] = [
     ),
     Check(
         "algorithm.score",
-        lambda c: not c.reward.model or c.algorithm.name != "vla_grpo" or c.algorithm.score == "return",
-        "must be 'return' with a reward model (success would ignore the model)",
+        lambda c: not c.reward.model or c.algorithm.name != "vla_grpo" or c.algorithm.score != "success",
+        "must be 'return' or 'return_to_go' with a reward model (success would ignore the model)",
     ),
     Check(
         "eval.temperature",
