@@ -32,8 +32,7 @@ ADVANTAGE_SCALES = ("group", "batch")
 
 def group_advantages(scores: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
     """[num_groups, group_size] scores -> advantages of the same shape, ``(R - mean) / (std + eps)``
-    per group (the published GRPO). The std is the sample one (Bessel-corrected), as in the
-    published recipes."""
+    per group, as published, with the sample (Bessel-corrected) std."""
     return centred_advantages(scores, advantage_scales(scores, keep_group=None, how="group"), eps)
 
 
