@@ -9,7 +9,6 @@ from vla_rl.algorithms.grpo_advantages import (
     centred_advantages,
     group_advantages,
     informative_groups,
-    return_to_go_advantages,
     returns_to_go,
     weight_negatives,
 )
@@ -91,7 +90,7 @@ def test_returns_to_go_and_their_advantages_hand_values():
     torch.testing.assert_close(to_go, torch.tensor([[4.0, 2.0], [3.0, 2.0], [3.0, 0.0]]))
     # Whole returns 4 and 2: sample std sqrt(2). Centred per decision: +-1, +-0.5, +-1.5.
     scale = advantage_scales(to_go[0].view(1, 2), keep_group=None, how="group")
-    advantages = return_to_go_advantages(to_go.view(3, 1, 2), scale).view(3, 2)
+    advantages = centred_advantages(to_go.view(3, 1, 2), scale).view(3, 2)
     root2 = math.sqrt(2.0)
     expected = torch.tensor([[1.0, -1.0], [0.5, -0.5], [1.5, -1.5]]) / root2
     torch.testing.assert_close(advantages, expected, atol=1e-5, rtol=0)
@@ -99,6 +98,6 @@ def test_returns_to_go_and_their_advantages_hand_values():
     torch.testing.assert_close(advantages[0], group_advantages(to_go[0].view(1, 2))[0], atol=1e-6, rtol=0)
 
 
-def test_return_to_go_advantages_need_groups_of_two():
+def test_centred_returns_to_go_need_groups_of_two():
     with pytest.raises(ValueError, match="group_size"):
-        return_to_go_advantages(torch.ones(3, 2, 1), torch.ones(2, 1))
+        centred_advantages(torch.ones(3, 2, 1), torch.ones(2, 1))

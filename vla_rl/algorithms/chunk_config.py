@@ -105,7 +105,7 @@ class ChunkRLConfig:
     score: str = "success"
     """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end), or
     ``return_to_go``: each decision scored by the reward summed from it to the episode's end and
-    compared with its group at the same decision (``grpo_advantages.return_to_go_advantages``)."""
+    compared with its group at the same decision (``vla_rl.algorithms.grpo_advantages``)."""
     advantage_scale: str = "group"
     """GRPO: what divides the group-centred scores, ``group`` (each group's std, as published) or
     ``batch`` (one std over the kept groups of each rollout round: a group weighs by the spread of

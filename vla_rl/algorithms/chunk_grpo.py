@@ -22,7 +22,6 @@ from vla_rl.algorithms.grpo_advantages import (
     broadcast_to_steps,
     centred_advantages,
     informative_groups,
-    return_to_go_advantages,
     returns_to_go,
     weight_negatives,
 )
@@ -57,7 +56,7 @@ class ChunkGRPO(ChunkPolicyUpdate):
         scale = advantage_scales(scores, keep_group, cfg.advantage_scale)
         if cfg.score == "return_to_go":
             to_go = returns_to_go(batch.stacked("step_rewards").sum(dim=2))
-            centred = return_to_go_advantages(to_go.view(len(to_go), -1, cfg.group_size), scale)
+            centred = centred_advantages(to_go.view(len(to_go), -1, cfg.group_size), scale)
             advantages = centred.flatten(1) * step_mask
         else:
             advantages = broadcast_to_steps(centred_advantages(scores, scale).flatten(), step_mask)

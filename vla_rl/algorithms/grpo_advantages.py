@@ -14,12 +14,13 @@ published GRPO) gives every kept group the same weight, however little its score
 so a group whose scores differ only by shaping noise moves the policy less than one that holds
 successes and failures.
 
-``return_to_go_advantages`` gives each decision its own advantage instead of its episode's: the
-reward summed from that decision to the episode's end, centred on the group's mean of the same sum
-at the same decision, divided by the scale of the whole-episode scores (GRPO with process
-supervision, DeepSeekMath sec. 4.1.3, with the group's time-aligned episodes as the baseline). A
-decision's action cannot change the rewards paid before it, so leaving them out removes variance
-without bias; the first decision's advantage is the episode-level one.
+``score: return_to_go`` gives each decision its own advantage instead of its episode's: the reward
+summed from that decision to the episode's end (``returns_to_go``), centred on the group's mean of
+the same sum at the same decision and divided by the scale of the whole-episode scores
+(``centred_advantages``; GRPO with process supervision, DeepSeekMath sec. 4.1.3, with the group's
+time-aligned episodes as the baseline). A decision's action cannot change the rewards paid before
+it, so leaving them out removes variance without bias; the first decision's advantage is the
+episode-level one.
 """
 
 from __future__ import annotations
@@ -53,26 +54,18 @@ def advantage_scales(scores: torch.Tensor, keep_group: torch.Tensor | None, how:
 
 
 def centred_advantages(scores: torch.Tensor, scale: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
-    """[num_groups, group_size] scores centred on their group's mean, divided by ``scale + eps``."""
-    _check_groups(scores)
-    return (scores - scores.mean(dim=1, keepdim=True)) / (scale + eps)
+    """[..., num_groups, group_size] scores centred on their group's mean (the last dimension),
+    divided by ``scale + eps``. With returns-to-go [T, num_groups, group_size], each decision is
+    centred on its group at the same decision (episodes that already ended count with 0)."""
+    if scores.dim() < 2 or scores.shape[-1] < 2:
+        raise ValueError(f"scores must be [..., num_groups, group_size >= 2], got {tuple(scores.shape)}")
+    return (scores - scores.mean(dim=-1, keepdim=True)) / (scale + eps)
 
 
 def returns_to_go(decision_rewards: torch.Tensor) -> torch.Tensor:
     """[T, N] reward each decision's chunk earned -> [T, N] summed from that decision to the end
     (undiscounted, as the episode score ``return`` is)."""
     return decision_rewards.flip(0).cumsum(0).flip(0)
-
-
-def return_to_go_advantages(
-    to_go: torch.Tensor, scale: torch.Tensor, eps: float = ADVANTAGE_EPS
-) -> torch.Tensor:
-    """[T, num_groups, group_size] returns-to-go -> advantages of the same shape: each centred on
-    its group's mean at the same decision (episodes that already ended count with 0) and divided by
-    ``scale`` (``advantage_scales`` of the whole-episode returns)."""
-    if to_go.dim() != 3 or to_go.shape[2] < 2:
-        raise ValueError(f"returns-to-go must be [T, num_groups, group_size >= 2], got {tuple(to_go.shape)}")
-    return (to_go - to_go.mean(dim=2, keepdim=True)) / (scale + eps)
 
 
 def _check_groups(scores: torch.Tensor) -> None:
