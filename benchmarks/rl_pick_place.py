@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -43,6 +44,13 @@ TARGET_GAIN = 0.30
 TARGET_SUCCESS = 0.90
 """... or the success RL must reach."""
 OOD_SPLITS = ("ood_position", "ood_visual", "ood_semantic")
+TIMING_TAGS = {
+    "rollout": "perf/rollout_time_s",
+    "policy": "perf/policy_time_s",
+    "sim": "perf/sim_time_s",
+    "update": "train/update_time_s",
+}
+"""What ``timing_medians`` reports (``<name>_s``), from the chunk trainer's logged scalars."""
 
 
 def sft_start(recipe: str, args: argparse.Namespace) -> Path:
@@ -120,6 +128,7 @@ def summarise_run(run_dir: Path, args: argparse.Namespace) -> dict:
             if e["split"] == "train"
         ],
         "sampled_success": sampled_success_by_quarter(run_dir),
+        "timing": timing_medians(run_dir),
         "start_end": start_and_end(run_dir, args.check_episodes),
         "judged": {"episodes": args.judge_episodes, "worlds": args.judge_worlds, **judged},
     }
@@ -158,23 +167,50 @@ def start_and_end(
     return json.loads(proc.stdout) if proc.returncode == 0 else {"error": proc.returncode}
 
 
-def sampled_success_by_quarter(run_dir: Path) -> list[float]:
-    """Success of the rollouts' own (exploring) episodes in each quarter of the run's iterations,
-    weighted by episodes: hundreds of episodes per quarter, a finer signal than the evaluations."""
+def logged_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
+    """The run's TensorBoard scalars, tag -> {iteration: value} (a resumed run's repeated iterations
+    once, with their later values, as TensorBoard keeps them)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
     events.Reload()
-    if "rollout/success_rate" not in events.Tags()["scalars"]:
+    return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
+
+
+def sampled_success_by_quarter(run_dir: Path) -> list[float]:
+    """Success of the rollouts' own (exploring) episodes in each quarter of the run's iterations,
+    weighted by episodes: hundreds of episodes per quarter, a finer signal than the evaluations."""
+    scalars = logged_scalars(run_dir)
+    if "rollout/success_rate" not in scalars:
         return []
-    episodes = {e.step: e.value for e in events.Scalars("rollout/episodes")}
-    rows = [(e.step, e.value, episodes.get(e.step, 0.0)) for e in events.Scalars("rollout/success_rate")]
+    episodes = scalars.get("rollout/episodes", {})
+    rows = [
+        (step, value, episodes.get(step, 0.0))
+        for step, value in sorted(scalars["rollout/success_rate"].items())
+    ]
     quarters = []
     for k in range(4):
         part = rows[k * len(rows) // 4 : (k + 1) * len(rows) // 4]
         weight = sum(w for _, _, w in part)
         quarters.append(sum(v * w for _, v, w in part) / weight if weight else float("nan"))
     return quarters
+
+
+def timing_medians(run_dir: Path) -> dict[str, float]:
+    """Medians over the run's iterations of the seconds spent per update on the rollout, its policy
+    and its simulator, and on the update itself, and of the simulator's milliseconds per world step
+    (simulator seconds over env steps): the figure that says whether two runs' hours were alike."""
+    scalars = logged_scalars(run_dir)
+    medians = {
+        f"{name}_s": statistics.median(scalars[tag].values())
+        for name, tag in TIMING_TAGS.items()
+        if scalars.get(tag)
+    }
+    sim, steps = scalars.get("perf/sim_time_s", {}), scalars.get("rollout/env_steps", {})
+    per_step = [1000.0 * sim[i] / steps[i] for i in sim if steps.get(i)]
+    if per_step:
+        medians["sim_ms_per_world_step"] = statistics.median(per_step)
+    return medians
 
 
 def ood_change(row: dict, split: str) -> str:
@@ -299,6 +335,15 @@ def main() -> None:
             f"rollouts by quarter {sampled} %",
             flush=True,
         )
+        timing = row.get("timing", {})
+        if "sim_ms_per_world_step" in timing:
+            print(
+                f"{'':<16} medians per update: rollout {timing.get('rollout_s', math.nan):.2f} s (policy "
+                f"{timing.get('policy_s', math.nan):.2f}, simulator {timing.get('sim_s', math.nan):.2f}, "
+                f"{timing['sim_ms_per_world_step']:.3f} ms per world step), update "
+                f"{timing.get('update_s', math.nan):.2f} s",
+                flush=True,
+            )
         modes = row["start_end"]
         if "error" not in modes:
             print(

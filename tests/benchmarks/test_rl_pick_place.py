@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from benchmarks import rl_pick_place
 
 
@@ -57,3 +59,24 @@ def test_a_resumed_runs_repeated_iterations_count_once_with_their_later_values(t
             logger.log({"rollout/success_rate": value, "rollout/episodes": 1.0}, step)
         logger.close()
     assert rl_pick_place.sampled_success_by_quarter(run_dir) == [0.0, 0.5, 1.0, 1.0]
+
+
+def test_timing_medians_and_the_simulators_milliseconds_per_world_step(tmp_path) -> None:
+    # Three updates of 128 worlds x 120 steps (15,360 world steps each) whose simulator took 6.0, 9.0
+    # and 7.5 s: 0.391, 0.586 and 0.488 ms per world step, median 7.5 / 15.36 = 0.48828125. The
+    # update times 14, 10 and 12 s have the median 12.
+    from vla_rl.config.schema import LoggerConfig
+    from vla_rl.training.loggers import build_logger
+
+    run_dir = tmp_path / "run"
+    logger = build_logger(LoggerConfig(progress_bar=False, wandb_mode="disabled"), run_dir, 3, {})
+    for step, (sim_s, update_s) in enumerate(((6.0, 14.0), (9.0, 10.0), (7.5, 12.0))):
+        logger.log(
+            {"perf/sim_time_s": sim_s, "rollout/env_steps": 15360.0, "train/update_time_s": update_s}, step
+        )
+    logger.close()
+    timing = rl_pick_place.timing_medians(run_dir)
+    assert timing["sim_ms_per_world_step"] == pytest.approx(0.48828125)
+    assert timing["sim_s"] == pytest.approx(7.5)
+    assert timing["update_s"] == pytest.approx(12.0)
+    assert "policy_s" not in timing  # not logged: not reported
