@@ -116,6 +116,7 @@ def summarise_run(run_dir: Path, args: argparse.Namespace) -> dict:
     deterministic = load_rl_config_file(run_dir / "config.yaml").eval.deterministic
     mode = "greedy" if deterministic else "sampled"
     judged = start_and_end(run_dir, args.judge_episodes, args.judge_worlds, (mode,))
+    scalars = logged_scalars(run_dir)
     return {
         "eval_mode": mode,
         "iterations": last["train"],
@@ -127,8 +128,8 @@ def summarise_run(run_dir: Path, args: argparse.Namespace) -> dict:
             for minutes, e in zip(joined_minutes(evaluations), evaluations, strict=True)
             if e["split"] == "train"
         ],
-        "sampled_success": sampled_success_by_quarter(run_dir),
-        "timing": timing_medians(run_dir),
+        "sampled_success": sampled_success_by_quarter(scalars),
+        "timing": timing_medians(scalars),
         "start_end": start_and_end(run_dir, args.check_episodes),
         "judged": {"episodes": args.judge_episodes, "worlds": args.judge_worlds, **judged},
     }
@@ -177,10 +178,10 @@ def logged_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
     return {tag: {e.step: e.value for e in events.Scalars(tag)} for tag in events.Tags()["scalars"]}
 
 
-def sampled_success_by_quarter(run_dir: Path) -> list[float]:
-    """Success of the rollouts' own (exploring) episodes in each quarter of the run's iterations,
-    weighted by episodes: hundreds of episodes per quarter, a finer signal than the evaluations."""
-    scalars = logged_scalars(run_dir)
+def sampled_success_by_quarter(scalars: dict[str, dict[int, float]]) -> list[float]:
+    """Success of the rollouts' own (exploring) episodes in each quarter of the run's iterations
+    (``logged_scalars``), weighted by episodes: hundreds of episodes per quarter, a finer signal than
+    the evaluations."""
     if "rollout/success_rate" not in scalars:
         return []
     episodes = scalars.get("rollout/episodes", {})
@@ -196,11 +197,11 @@ def sampled_success_by_quarter(run_dir: Path) -> list[float]:
     return quarters
 
 
-def timing_medians(run_dir: Path) -> dict[str, float]:
-    """Medians over the run's iterations of the seconds spent per update on the rollout, its policy
-    and its simulator, and on the update itself, and of the simulator's milliseconds per world step
-    (simulator seconds over env steps): the figure that says whether two runs' hours were alike."""
-    scalars = logged_scalars(run_dir)
+def timing_medians(scalars: dict[str, dict[int, float]]) -> dict[str, float]:
+    """Medians over the run's iterations (``logged_scalars``) of the seconds spent per update on the
+    rollout, its policy and its simulator, and on the update itself, and of the simulator's
+    milliseconds per world step (simulator seconds over env steps): the figure that says whether two
+    runs' hours were alike."""
     medians = {
         f"{name}_s": statistics.median(scalars[tag].values())
         for name, tag in TIMING_TAGS.items()

@@ -58,7 +58,12 @@ def test_a_resumed_runs_repeated_iterations_count_once_with_their_later_values(t
         for step in steps:
             logger.log({"rollout/success_rate": value, "rollout/episodes": 1.0}, step)
         logger.close()
-    assert rl_pick_place.sampled_success_by_quarter(run_dir) == [0.0, 0.5, 1.0, 1.0]
+    assert rl_pick_place.sampled_success_by_quarter(rl_pick_place.logged_scalars(run_dir)) == [
+        0.0,
+        0.5,
+        1.0,
+        1.0,
+    ]
 
 
 def test_timing_medians_and_the_simulators_milliseconds_per_world_step(tmp_path) -> None:
@@ -75,7 +80,7 @@ def test_timing_medians_and_the_simulators_milliseconds_per_world_step(tmp_path)
             {"perf/sim_time_s": sim_s, "rollout/env_steps": 15360.0, "train/update_time_s": update_s}, step
         )
     logger.close()
-    timing = rl_pick_place.timing_medians(run_dir)
+    timing = rl_pick_place.timing_medians(rl_pick_place.logged_scalars(run_dir))
     assert timing["sim_ms_per_world_step"] == pytest.approx(0.48828125)
     assert timing["sim_s"] == pytest.approx(7.5)
     assert timing["update_s"] == pytest.approx(12.0)
