@@ -81,6 +81,38 @@ def test_return_to_go_scores_each_decision_by_the_rewards_from_it_on():
     assert not torch.allclose(advantages[1:], episode.tensors["advantages"].view(3, 4)[1:])
 
 
+def test_discounted_return_to_go_divides_by_each_groups_pooled_std():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)  # 3 decisions, 4 worlds; world 1 ends in decision 1
+    success = torch.tensor([False, True, True, False])
+    decision_rewards = batch.stacked("step_rewards").sum(dim=2)  # [3, 4]
+    algorithm = grpo(policy, score="return_to_go", score_discount=0.5)
+    rows = algorithm.grouped_rows(batch, success, decision_rewards.sum(dim=0)).rows
+    advantages = rows.tensors["advantages"].view(3, 4)
+    valid = batch.stacked("valid")
+    # By hand: G[t] = r[t] + 0.5 r[t + 1] + 0.25 r[t + 2]; centred on the partner at the same
+    # decision; divided by the sample std of the centred values over the group's valid entries.
+    r = decision_rewards
+    to_go = torch.stack([r[0] + 0.5 * r[1] + 0.25 * r[2], r[1] + 0.5 * r[2], r[2]])
+    for group in (0, 1):
+        a, b = 2 * group, 2 * group + 1
+        half_gap = (to_go[:, a] - to_go[:, b]) / 2
+        kept = torch.cat([half_gap[valid[:, a]], -half_gap[valid[:, b]]])
+        std = (kept.square().sum() / (len(kept) - 1)).sqrt().item()
+        for t in range(3):
+            expected_a = half_gap[t].item() / std if valid[t, a] else 0.0
+            expected_b = -half_gap[t].item() / std if valid[t, b] else 0.0
+            assert advantages[t, a].item() == pytest.approx(expected_a, abs=1e-4)
+            assert advantages[t, b].item() == pytest.approx(expected_b, abs=1e-4)
+
+
+def test_score_discount_is_validated():
+    with pytest.raises(ValueError, match="score_discount"):
+        config(name="vla_grpo", score="return_to_go", score_discount=1.5).validate()
+    with pytest.raises(ValueError, match="return_to_go"):
+        config(name="vla_grpo", score="return", score_discount=0.9).validate()
+
+
 def test_advantage_scale_is_validated():
     with pytest.raises(ValueError, match="advantage_scale"):
         config(name="vla_grpo", advantage_scale="episode").validate()

@@ -9,6 +9,7 @@ from vla_rl.algorithms.grpo_advantages import (
     centred_advantages,
     group_advantages,
     informative_groups,
+    pooled_decision_scales,
     returns_to_go,
     weight_negatives,
 )
@@ -101,3 +102,38 @@ def test_returns_to_go_and_their_advantages_hand_values():
 def test_centred_returns_to_go_need_groups_of_two():
     with pytest.raises(ValueError, match="group_size"):
         centred_advantages(torch.ones(3, 2, 1), torch.ones(2, 1))
+
+
+def test_discounted_returns_to_go_and_their_pooled_scale_hand_values():
+    # The same two episodes as above, the reward one decision ahead weighted by 0.5.
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 0.0]])
+    to_go = returns_to_go(rewards, discount=0.5)
+    # Episode 0: 3 -> 0 + 0.5 * 3 = 1.5 -> 1 + 0.5 * 1.5 = 1.75; episode 1: 0 -> 2 -> 0 + 0.5 * 2 = 1.
+    torch.testing.assert_close(to_go, torch.tensor([[1.75, 1.0], [1.5, 2.0], [3.0, 0.0]]))
+    torch.testing.assert_close(returns_to_go(rewards, discount=1.0), returns_to_go(rewards))
+    # Centred per decision: +-0.375, -+0.25, +-1.5. Pooled sample std over the six entries (mean 0):
+    # sqrt(2 * (0.375^2 + 0.25^2 + 1.5^2) / 5) = sqrt(4.90625 / 5) = sqrt(0.98125).
+    centred = (to_go - to_go.mean(dim=1, keepdim=True)).view(3, 1, 2)
+    valid = torch.ones(3, 1, 2, dtype=torch.bool)
+    scale = pooled_decision_scales(centred, valid, torch.tensor([True]), "group")
+    torch.testing.assert_close(scale, torch.tensor([[math.sqrt(0.98125)]]))
+    # Without the last decision of episode 1: five entries, (0.28125 + 0.125 + 2.25) / 4 = 0.6640625.
+    valid[2, 0, 1] = False
+    scale = pooled_decision_scales(centred, valid, torch.tensor([True]), "group")
+    torch.testing.assert_close(scale, torch.tensor([[math.sqrt(0.6640625)]]))
+    with pytest.raises(ValueError, match="discount"):
+        returns_to_go(rewards, discount=0.0)
+
+
+def test_pooled_scale_over_the_batch_counts_only_kept_groups():
+    # Two groups of two, one decision: centred +-1 in group 0 and +-3 in group 1.
+    centred = torch.tensor([[[1.0, -1.0], [3.0, -3.0]]])
+    valid = torch.ones(1, 2, 2, dtype=torch.bool)
+    both = pooled_decision_scales(centred, valid, torch.tensor([True, True]), "batch")
+    torch.testing.assert_close(both, torch.tensor(math.sqrt(20.0 / 3.0)))
+    first = pooled_decision_scales(centred, valid, torch.tensor([True, False]), "batch")
+    torch.testing.assert_close(first, torch.tensor(math.sqrt(2.0)))
+    per_group = pooled_decision_scales(centred, valid, torch.tensor([True, True]), "group")
+    torch.testing.assert_close(per_group, torch.tensor([[math.sqrt(2.0)], [math.sqrt(18.0)]]))
+    nothing = pooled_decision_scales(centred, torch.zeros_like(valid), torch.tensor([True, True]), "group")
+    torch.testing.assert_close(nothing, torch.ones(2, 1))

@@ -106,6 +106,11 @@ class ChunkRLConfig:
     """GRPO: episode score, ``success`` or ``return`` (summed reward until the episode's end), or
     ``return_to_go``: each decision scored by the reward summed from it to the episode's end and
     compared with its group at the same decision (``vla_rl.algorithms.grpo_advantages``)."""
+    score_discount: float = 1.0
+    """GRPO ``return_to_go``: weight of the reward k decisions ahead, ``score_discount ** k``; below
+    1 each decision is credited mostly with the next ~1 / (1 - score_discount) decisions' rewards,
+    and the centred rewards-to-go are divided by their own std over each group's decisions (or the
+    batch's, ``advantage_scale: batch``). 1: the undiscounted sum, scaled by the episode scores."""
     advantage_scale: str = "group"
     """GRPO: what divides the group-centred scores, ``group`` (each group's std, as published) or
     ``batch`` (one std over the kept groups of each rollout round: a group weighs by the spread of
@@ -152,6 +157,10 @@ class ChunkRLConfig:
             raise ValueError(f"reward must be one of {list(REWARDS)}, got {self.reward!r}")
         if self.score not in SCORES:
             raise ValueError(f"score must be one of {list(SCORES)}, got {self.score!r}")
+        if not 0.0 < self.score_discount <= 1.0:
+            raise ValueError(f"score_discount must lie in (0, 1], got {self.score_discount}")
+        if self.score_discount < 1.0 and self.score != "return_to_go":
+            raise ValueError(f"score_discount below 1 needs score 'return_to_go', got {self.score!r}")
         if self.advantage_scale not in ADVANTAGE_SCALES:
             raise ValueError(
                 f"advantage_scale must be one of {list(ADVANTAGE_SCALES)}, got {self.advantage_scale!r}"

@@ -3,7 +3,8 @@
 The worlds of a rollout form groups of ``group_size`` consecutive worlds that started from the same
 initial state. Each episode's score is centred on its group's mean, divided by the group's std (or by
 one std over the batch, ``advantage_scale: batch``) and carried by every decision of that episode
-(``score: return_to_go``: each decision's reward-to-go, centred per decision, by the same scale);
+(``score: return_to_go``: each decision's reward-to-go, centred per decision, by the same scale, or
+discounted by ``score_discount`` per decision and divided by its own std over the group's decisions);
 groups whose success rate lies outside ``keep_success_range`` (all fail or all succeed) are dropped,
 and the trainer collects more rollouts to refill the batch (dynamic sampling). An update may train
 on a random share of the kept decisions (``decision_fraction``).
@@ -22,6 +23,7 @@ from vla_rl.algorithms.grpo_advantages import (
     broadcast_to_steps,
     centred_advantages,
     informative_groups,
+    pooled_decision_scales,
     returns_to_go,
     weight_negatives,
 )
@@ -55,9 +57,13 @@ class ChunkGRPO(ChunkPolicyUpdate):
         step_mask = batch.stacked("valid") & keep_world[None, :]
         scale = advantage_scales(scores, keep_group, cfg.advantage_scale)
         if cfg.score == "return_to_go":
-            to_go = returns_to_go(batch.stacked("step_rewards").sum(dim=2))
-            centred = centred_advantages(to_go.view(len(to_go), -1, cfg.group_size), scale)
-            advantages = centred.flatten(1) * step_mask
+            to_go = returns_to_go(batch.stacked("step_rewards").sum(dim=2), cfg.score_discount)
+            to_go = to_go.view(len(to_go), -1, cfg.group_size)
+            if cfg.score_discount < 1.0:
+                centred = to_go - to_go.mean(dim=-1, keepdim=True)
+                valid = step_mask.view_as(to_go)
+                scale = pooled_decision_scales(centred, valid, keep_group, cfg.advantage_scale)
+            advantages = centred_advantages(to_go, scale).flatten(1) * step_mask
         else:
             advantages = broadcast_to_steps(centred_advantages(scores, scale).flatten(), step_mask)
         advantages = weight_negatives(advantages, cfg.negative_advantage_weight)

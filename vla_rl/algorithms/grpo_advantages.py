@@ -21,6 +21,12 @@ the same sum at the same decision and divided by the scale of the whole-episode 
 time-aligned episodes as the baseline). A decision's action cannot change the rewards paid before
 it, so leaving them out removes variance without bias; the first decision's advantage is the
 episode-level one.
+
+``score_discount`` d < 1 discounts each reward-to-go by d per decision, so a decision is credited
+mostly with the rewards of the next ~1 / (1 - d) decisions (token PPO's GAE weighs its credit by
+gamma^k lambda per decision the same way). The whole-episode score then no longer measures those
+sums, so each group's centred rewards-to-go are divided by their own std over the group's valid
+decisions (``pooled_decision_scales``).
 """
 
 from __future__ import annotations
@@ -62,10 +68,40 @@ def centred_advantages(scores: torch.Tensor, scale: torch.Tensor, eps: float = A
     return (scores - scores.mean(dim=-1, keepdim=True)) / (scale + eps)
 
 
-def returns_to_go(decision_rewards: torch.Tensor) -> torch.Tensor:
-    """[T, N] reward each decision's chunk earned -> [T, N] summed from that decision to the end
-    (undiscounted, as the episode score ``return`` is)."""
-    return decision_rewards.flip(0).cumsum(0).flip(0)
+def returns_to_go(decision_rewards: torch.Tensor, discount: float = 1.0) -> torch.Tensor:
+    """[T, N] reward each decision's chunk earned -> [T, N] summed from that decision to the end,
+    the reward k decisions later weighted by ``discount ** k`` (1: undiscounted, as the episode
+    score ``return`` is)."""
+    if not 0.0 < discount <= 1.0:
+        raise ValueError(f"discount must lie in (0, 1], got {discount}")
+    if discount == 1.0:
+        return decision_rewards.flip(0).cumsum(0).flip(0)
+    to_go = torch.zeros_like(decision_rewards)
+    running = torch.zeros_like(decision_rewards[0])
+    for t in range(len(decision_rewards) - 1, -1, -1):
+        running = decision_rewards[t] + discount * running
+        to_go[t] = running
+    return to_go
+
+
+def pooled_decision_scales(
+    centred: torch.Tensor, valid: torch.Tensor, keep_group: torch.Tensor, how: str
+) -> torch.Tensor:
+    """The sample std of centred rewards-to-go [T, num_groups, group_size] over the ``valid`` [T,
+    num_groups, group_size] entries: per group ([num_groups, 1], ``group``) or one over the groups
+    where ``keep_group`` [num_groups] is True (a scalar, ``batch``); 1 where nothing is valid."""
+    if how not in ADVANTAGE_SCALES:
+        raise ValueError(f"advantage scale must be one of {ADVANTAGE_SCALES}, got {how!r}")
+    weights = valid.to(centred.dtype)
+    if how == "batch":
+        weights = weights * keep_group.to(centred.dtype).view(1, -1, 1)
+        dims: tuple[int, ...] = (0, 1, 2)
+    else:
+        dims = (0, 2)
+    count = weights.sum(dim=dims)
+    variance = (centred.square() * weights).sum(dim=dims) / (count - 1).clamp(min=1)
+    scale = torch.where(count > 1, variance.sqrt(), torch.ones_like(variance))
+    return scale if how == "batch" else scale.unsqueeze(1)
 
 
 def _check_groups(scores: torch.Tensor) -> None:
