@@ -12,7 +12,7 @@ from vla_rl.algorithms.chunk_ppo import ChunkPPO
 from vla_rl.algorithms.chunk_update import NOISE_HEAD_PREFIX
 from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.policies.flow import chain
-from vla_rl.policies.flow.exploration import ExplorationConfig
+from vla_rl.policies.flow.exploration import ExplorationConfig, build_exploration, sde_std_profile
 
 torch.set_num_threads(1)
 
@@ -23,6 +23,7 @@ MODES = [
     {"exploration": "flow_noise"},
     {"exploration": "flow_sde", "noisy_chunk_steps": 1},
     {"exploration": "flow_noise", "noisy_chunk_steps": 1},
+    {"exploration": "flow_noise", "noise_std_profile": "sde"},
 ]
 BUILDERS = {"flow_mlp": make_flow_mlp, "pi0": make_pi0}
 
@@ -84,6 +85,28 @@ def test_flow_noise_std_stays_in_bounds_and_learns():
     assert policy.noise_head.net[-1].weight.grad.abs().sum() > 0
 
 
+def test_sde_std_profile_hand_values():
+    # K = 4: t = 1 (capped at 0.75), 0.75, 0.5, 0.25 -> sqrt(t / (1 - t)) = sqrt3, sqrt3, 1, 1/sqrt3;
+    # their product is sqrt3, so the geometric mean is 3 ** (1 / 8).
+    profile = sde_std_profile(chain.denoising_times(4))
+    root3, mean = math.sqrt(3.0), 3.0**0.125
+    assert profile == pytest.approx([root3 / mean, root3 / mean, 1 / mean, 1 / (root3 * mean)])
+    assert math.prod(profile) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("profile", ["flat", "sde"])
+def test_flow_noise_scales_the_learned_std_by_its_step_profile(profile):
+    exploration = build_exploration(ExplorationConfig(mode="flow_noise", std_profile=profile), 4)
+    factors = [1.0] * 4 if profile == "flat" else sde_std_profile(chain.denoising_times(4))
+    x, velocity = torch.zeros(2, 3), torch.ones(2, 3)
+    learned = torch.tensor([[0.1, 0.2, 0.3], [0.1, 0.1, 0.1]])
+    for k in range(4):
+        mean, std = exploration.step(x, velocity, k, torch.tensor([True, False]), 0.5, learned)
+        torch.testing.assert_close(mean, torch.full((2, 3), -0.25))  # the Euler step, dt = -1/4
+        torch.testing.assert_close(std[0], learned[0] * factors[k] * 0.5)
+        assert std[1].abs().sum().item() == 0.0  # a deterministic sample stays on the ODE
+
+
 def test_flow_noise_head_survives_a_save_load_round_trip(tmp_path):
     policy = make_flow_mlp(num_denoising_steps=3, exploration="flow_noise")
     with torch.no_grad():
@@ -118,6 +141,10 @@ def test_bad_exploration_settings_fail_clearly():
         ExplorationConfig(mode="sde").validate()
     with pytest.raises(ValueError, match="one_step"):
         ExplorationConfig(mode="flow_noise", one_step=True).validate()
+    with pytest.raises(ValueError, match="std_profile"):
+        ExplorationConfig(mode="flow_sde", std_profile="sde").validate()
+    with pytest.raises(ValueError, match="std_profile"):
+        ExplorationConfig(mode="flow_noise", std_profile="cosine").validate()
     with pytest.raises(ValueError, match="noisy_chunk_steps"):
         make_flow_mlp(noisy_chunk_steps=-1)
     with pytest.raises(ValueError, match="std_min < std_max"):

@@ -11,7 +11,10 @@ to set ``mean_k`` and ``std_k``, registered by name:
   with ``one_step`` only one uniformly chosen step per sample is stochastic, the others are ODE
   steps (the two-layer MDP);
 * ``flow_noise``: the Euler mean and a standard deviation that a small network on the policy's own
-  features sets within ``[std_min, std_max]`` (pi_RL's Flow-Noise), learned with the policy.
+  features sets within ``[std_min, std_max]`` (pi_RL's Flow-Noise), learned with the policy. With
+  ``std_profile = "sde"`` step k's bounds are scaled by Flow-SDE's ``sigma_t`` at that step over its
+  geometric mean across the steps: wide near the noise, narrow near the action, so the noise mostly
+  picks where the flow goes rather than jittering the action it ends on.
 
 The sampling temperature multiplies every standard deviation. With ``noisy_chunk_steps = n`` only
 the first n steps of the action chunk (those executed before re-planning) are sampled; the rest
@@ -35,6 +38,8 @@ from vla_rl.policies.flow import chain, sde
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 CHAIN_LOG_PROBS = ("sum", "mean")
 """How a chain's transition log-densities (and entropies) combine per sample."""
+STD_PROFILES = ("flat", "sde")
+"""``flow_noise``: the same std bounds at every denoising step, or scaled per step as Flow-SDE's."""
 
 
 @dataclass
@@ -54,6 +59,9 @@ class ExplorationConfig:
     noisy_chunk_steps: int = 0
     """Sample only the first this many steps of the chunk (axis 1), the others take the ODE step;
     0 samples them all. Set it to the executed steps per chunk."""
+    std_profile: str = "flat"
+    """``flow_noise``: ``flat`` bounds at every denoising step, or ``sde``: step k's bounds times
+    ``sigma_{t_k} / geometric mean of sigma`` (``sde_std_profile``)."""
     chain_log_prob: str = "sum"
     """``sum``: the chain's exact log-likelihood, the sum of its stochastic transitions'
     log-densities; ``mean``: their average over the sample's stochastic denoising steps, as pi_RL
@@ -72,6 +80,10 @@ class ExplorationConfig:
             raise ValueError("one_step applies to mode flow_sde only")
         if self.noisy_chunk_steps < 0:
             raise ValueError(f"noisy_chunk_steps must be >= 0, got {self.noisy_chunk_steps}")
+        if self.std_profile not in STD_PROFILES:
+            raise ValueError(f"std_profile must be one of {STD_PROFILES}, got {self.std_profile!r}")
+        if self.std_profile != "flat" and self.mode != "flow_noise":
+            raise ValueError("std_profile applies to mode flow_noise only")
         if self.chain_log_prob not in CHAIN_LOG_PROBS:
             raise ValueError(f"chain_log_prob must be one of {CHAIN_LOG_PROBS}, got {self.chain_log_prob!r}")
 
@@ -177,14 +189,28 @@ class FlowSDE(ChainExploration):
         return mean, self._zero_where_deterministic(torch.full_like(x[:1], std), stochastic, x)
 
 
+def sde_std_profile(times: torch.Tensor) -> list[float]:
+    """Flow-SDE's ``sigma_t`` at each of the K steps of ``times`` [K + 1] over their geometric mean
+    (the steps are equal, so the transition stds scale alike): the factors multiply to 1."""
+    sigmas = sde.schedule_sigmas(times, 1.0)
+    log_mean = sum(math.log(s) for s in sigmas) / len(sigmas)
+    return [s / math.exp(log_mean) for s in sigmas]
+
+
 class FlowNoise(ChainExploration):
     needs_learned_std = True
+
+    def __init__(self, cfg: ExplorationConfig, num_steps: int) -> None:
+        super().__init__(cfg, num_steps)
+        flat = cfg.std_profile == "flat" or num_steps < 2
+        self.profile = [1.0] * num_steps if flat else sde_std_profile(self.times)
 
     def transition(self, x, velocity, k, stochastic, temperature, learned_std=None):
         if learned_std is None:
             raise ValueError("flow_noise needs the noise head's standard deviations")
         mean = chain.euler_mean(x, velocity, chain.step_size(self.num_steps))
-        return mean, self._zero_where_deterministic(learned_std * temperature, stochastic, x)
+        std = learned_std * (self.profile[k] * temperature)
+        return mean, self._zero_where_deterministic(std, stochastic, x)
 
 
 EXPLORATIONS: dict[str, type[ChainExploration]] = {
@@ -201,6 +227,7 @@ class ExplorationFields(Protocol):
     noise_level: float
     sde_one_step: bool
     noise_std_bounds: list[float]
+    noise_std_profile: str
     noisy_chunk_steps: int
     chain_log_prob: str
 
@@ -209,13 +236,14 @@ def exploration_config_of(fields: ExplorationFields) -> ExplorationConfig:
     """The ``ExplorationConfig`` a flow policy's config describes."""
     low, high = fields.noise_std_bounds
     return ExplorationConfig(
-        fields.exploration,
-        fields.noise_level,
-        fields.sde_one_step,
-        low,
-        high,
-        fields.noisy_chunk_steps,
-        fields.chain_log_prob,
+        mode=fields.exploration,
+        noise_level=fields.noise_level,
+        one_step=fields.sde_one_step,
+        std_min=low,
+        std_max=high,
+        noisy_chunk_steps=fields.noisy_chunk_steps,
+        std_profile=fields.noise_std_profile,
+        chain_log_prob=fields.chain_log_prob,
     )
 
 

@@ -89,6 +89,9 @@ class FlowMLPConfig:
     """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
     noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
     """``flow_noise``: [min, max] of the learned standard deviation."""
+    noise_std_profile: str = "flat"
+    """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
+    Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
     noisy_chunk_steps: int = 0
     """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
     and leave the log-probability. 0: all."""

@@ -38,6 +38,9 @@ class Pi0PolicyConfig:
     """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
     noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
     """``flow_noise``: [min, max] of the std the noise head sets from the expert's action features."""
+    noise_std_profile: str = "flat"
+    """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
+    Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
     noisy_chunk_steps: int = 0
     """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
     and leave the log-probability. 0: all."""

@@ -23,9 +23,9 @@ class RLPolicyConfig:
     action expert (and the heads) only; empty trains everything."""
     exploration: dict[str, Any] = field(default_factory=dict)
     """Flow policies: settings passed to ``set_exploration`` (``exploration: flow_sde``,
-    ``noise_level``, ``sde_one_step``, ``noise_std_bounds``, ``noisy_chunk_steps``, ``chain_log_prob``,
-    and for pi0 any other ``Pi0PolicyConfig`` field such as ``reuse_frozen_prefix``); empty keeps the
-    checkpoint's."""
+    ``noise_level``, ``sde_one_step``, ``noise_std_bounds``, ``noise_std_profile``,
+    ``noisy_chunk_steps``, ``chain_log_prob``, and for pi0 any other ``Pi0PolicyConfig`` field such
+    as ``reuse_frozen_prefix``); empty keeps the checkpoint's."""
     exploration_final: dict[str, Any] = field(default_factory=dict)
     """Flow policies: where ``noise_level`` and/or ``noise_std_bounds`` arrive, linearly from their
     ``exploration`` values, at minute ``exploration_anneal_minutes`` of the run's clock (held after);
