@@ -74,8 +74,6 @@ def returns_to_go(decision_rewards: torch.Tensor, discount: float = 1.0) -> torc
     score ``return`` is)."""
     if not 0.0 < discount <= 1.0:
         raise ValueError(f"discount must lie in (0, 1], got {discount}")
-    if discount == 1.0:
-        return decision_rewards.flip(0).cumsum(0).flip(0)
     to_go = torch.zeros_like(decision_rewards)
     running = torch.zeros_like(decision_rewards[0])
     for t in range(len(decision_rewards) - 1, -1, -1):
