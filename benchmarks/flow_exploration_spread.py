@@ -33,11 +33,16 @@ from vla_rl.training.chunk_rl.trainer import load_rl_policy
 DEFAULT_INIT = "runs/bench/sft_pp12k/pi0_200"
 
 
-def fixed_noise(std: float) -> dict[str, object]:
+def fixed_noise(std: float, profile: str = "flat") -> dict[str, object]:
     """Flow-Noise with a fresh noise head, which sits at its bounds' geometric mean: bounds around
-    ``std`` fix it there."""
+    ``std`` fix it there; ``profile`` is its ``noise_std_profile``."""
     bounds = [std * 0.997, std * 1.003]
-    return {"exploration": "flow_noise", "sde_one_step": False, "noise_std_bounds": bounds}
+    return {
+        "exploration": "flow_noise",
+        "sde_one_step": False,
+        "noise_std_bounds": bounds,
+        "noise_std_profile": profile,
+    }
 
 
 SETTINGS: dict[str, dict[str, object]] = {
@@ -48,6 +53,9 @@ SETTINGS: dict[str, dict[str, object]] = {
     "flow_sde a=1.0, one step": {"exploration": "flow_sde", "noise_level": 1.0, "sde_one_step": True},
     "flow_noise std 0.113": fixed_noise(0.113),
     "flow_noise std 0.16": fixed_noise(0.16),
+    "flow_noise std 0.113, sde profile": fixed_noise(0.113, "sde"),
+    "flow_noise std 0.16, sde profile": fixed_noise(0.16, "sde"),
+    "flow_noise std 0.2, sde profile": fixed_noise(0.2, "sde"),
 }
 """Setting name -> ``policy.exploration`` keys (``noisy_chunk_steps`` is the recipe's)."""
 
@@ -129,13 +137,13 @@ def main() -> None:
     )
     ode = [executed_samples(policy, obs, args.samples, execute, True)[0] for obs in observations]
     ode_spread = statistics.fmean(actions.std(dim=1).mean().item() for actions in ode)
-    print(f"{'setting':<28} {'spread':>8} {'mean shift':>11} {'log-prob':>9}")
-    print(f"{'ODE (greedy)':<28} {ode_spread:>8.3f} {0.0:>11.3f} {'':>9}")
+    print(f"{'setting':<34} {'spread':>8} {'mean shift':>11} {'log-prob':>9}")
+    print(f"{'ODE (greedy)':<34} {ode_spread:>8.3f} {0.0:>11.3f} {'':>9}")
     for name, settings in SETTINGS.items():
         policy.noise_head = None  # a fresh head (at its bounds' geometric mean) for each setting
         policy.set_exploration(**settings, noisy_chunk_steps=execute)
         result = spread_of(policy, observations, ode, args.samples, execute)
-        print(f"{name:<28} {result['spread']:>8.3f} {result['shift']:>11.3f} {result['log_prob']:>9.1f}")
+        print(f"{name:<34} {result['spread']:>8.3f} {result['shift']:>11.3f} {result['log_prob']:>9.1f}")
 
 
 if __name__ == "__main__":
