@@ -24,6 +24,7 @@ MODES = [
     {"exploration": "flow_sde", "noisy_chunk_steps": 1},
     {"exploration": "flow_noise", "noisy_chunk_steps": 1},
     {"exploration": "flow_noise", "noise_std_profile": "sde"},
+    {"exploration": "flow_noise", "noise_mean": "sde", "noisy_chunk_steps": 1},
 ]
 BUILDERS = {"flow_mlp": make_flow_mlp, "pi0": make_pi0}
 
@@ -107,6 +108,63 @@ def test_flow_noise_scales_the_learned_std_by_its_step_profile(profile):
         assert std[1].abs().sum().item() == 0.0  # a deterministic sample stays on the ODE
 
 
+def test_flow_noise_sde_mean_hand_values():
+    # K = 4, step k = 1: t = 0.75, delta = 0.25; x = v = 1 -> action_hat = 0.25, noise_hat = 1.25.
+    # Euler: 1 - 0.25 = 0.75. With std 0.2 (variance 0.04) the mean is pulled back by
+    # 1.25 * 0.04 / 1.5 = 1 / 30: 0.125 + 1.25 * (0.5 - 0.04 / 1.5) = 0.71667.
+    exploration = build_exploration(ExplorationConfig(mode="flow_noise", mean="sde"), 4)
+    x, velocity = torch.ones(2, 3), torch.ones(2, 3)
+    learned = torch.full((2, 3), 0.2)
+    mean, std = exploration.step(x, velocity, 1, torch.tensor([True, False]), 1.0, learned)
+    torch.testing.assert_close(mean[0], torch.full((3,), 0.75 - 1.0 / 30.0))
+    torch.testing.assert_close(mean[1], torch.full((3,), 0.75))  # a deterministic sample: the ODE step
+    torch.testing.assert_close(std[0], learned[0])
+
+
+def test_flow_noise_sde_mean_and_profile_at_flow_sdes_scale_is_flow_sde():
+    # Flow-SDE at a = 0.5, K = 4: transition stds 0.25 sigma_t (a = 1), whose geometric mean is
+    # 0.25 * 3 ** (1 / 8) = 0.2868; the sde profile spreads one learned std of that size the same way.
+    noise = build_exploration(ExplorationConfig(mode="flow_noise", mean="sde", std_profile="sde"), 4)
+    flow_sde = build_exploration(ExplorationConfig(mode="flow_sde", noise_level=0.5), 4)
+    torch.manual_seed(0)
+    x, velocity, stochastic = torch.randn(3, 2), torch.randn(3, 2), torch.ones(3, dtype=torch.bool)
+    learned = torch.full((3, 2), 0.25 * 3.0**0.125)
+    for k in range(4):
+        sde_mean, sde_std = flow_sde.step(x, velocity, k, stochastic, 1.0)
+        noise_mean, noise_std = noise.step(x, velocity, k, stochastic, 1.0, learned)
+        torch.testing.assert_close(noise_mean, sde_mean)
+        torch.testing.assert_close(noise_std, sde_std.expand_as(x))
+
+
+def test_flow_noise_sde_mean_keeps_the_odes_marginal_where_the_euler_mean_widens_it():
+    # A 1-D Gaussian target a ~ N(1, 0.5^2) has the exact velocity E[noise - a | x_t], linear in x_t.
+    # K = 100 steps; three columns with learned stds 0, 0.1 / sqrt(K) and 0.3 / sqrt(K) per step.
+    # The noise-free chain ends with std 0.4945 here (discretisation); the marginal-preserving mean
+    # keeps every column there, the Euler mean adds the injected noise (0.558 in the widest column).
+    mu, s, num_steps, n = 1.0, 0.5, 100, 40_000
+
+    def velocity(x, t):
+        var_x = t**2 + (1 - t) ** 2 * s**2
+        return -mu + (t - (1 - t) * s**2) / var_x * (x - (1 - t) * mu)
+
+    final_stds = {}
+    for mean_kind in ("sde", "euler"):
+        exploration = build_exploration(ExplorationConfig(mode="flow_noise", mean=mean_kind), num_steps)
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(n, 3, generator=generator)
+        learned = (torch.tensor([0.0, 0.1, 0.3]) / math.sqrt(num_steps)).expand(n, 3)
+        stochastic = torch.ones(n, dtype=torch.bool)
+        for k in range(num_steps):
+            v = velocity(x, float(exploration.times[k]))
+            mean, std = exploration.step(x, v, k, stochastic, 1.0, learned)
+            x = mean + std * torch.randn(mean.shape, generator=generator)
+        final_stds[mean_kind] = x.std(0)
+    ode_std = final_stds["sde"][0]  # column 0 has no noise: the ODE
+    assert ode_std.item() == pytest.approx(0.4945, abs=0.005)
+    assert (final_stds["sde"] - ode_std).abs().max().item() < 0.01
+    assert final_stds["euler"][2].item() - ode_std.item() > 0.04
+
+
 def test_flow_noise_head_survives_a_save_load_round_trip(tmp_path):
     policy = make_flow_mlp(num_denoising_steps=3, exploration="flow_noise")
     with torch.no_grad():
@@ -145,6 +203,10 @@ def test_bad_exploration_settings_fail_clearly():
         ExplorationConfig(mode="flow_sde", std_profile="sde").validate()
     with pytest.raises(ValueError, match="std_profile"):
         ExplorationConfig(mode="flow_noise", std_profile="cosine").validate()
+    with pytest.raises(ValueError, match="mean"):
+        ExplorationConfig(mode="flow_sde", mean="sde").validate()
+    with pytest.raises(ValueError, match="mean must be one of"):
+        make_pi0(exploration="flow_noise", noise_mean="heun")
     with pytest.raises(ValueError, match="noisy_chunk_steps"):
         make_flow_mlp(noisy_chunk_steps=-1)
     with pytest.raises(ValueError, match="std_min < std_max"):

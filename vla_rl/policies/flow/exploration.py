@@ -14,7 +14,10 @@ to set ``mean_k`` and ``std_k``, registered by name:
   features sets within ``[std_min, std_max]`` (pi_RL's Flow-Noise), learned with the policy. With
   ``std_profile = "sde"`` step k's bounds are scaled by Flow-SDE's ``sigma_t`` at that step over its
   geometric mean across the steps: wide near the noise, narrow near the action, so the noise mostly
-  picks where the flow goes rather than jittering the action it ends on.
+  picks where the flow goes rather than jittering the action it ends on. With ``mean = "sde"`` the
+  transition mean is Flow-SDE's marginal-preserving one for the learned variance instead of the
+  Euler step, so the sampled chain keeps (to first order in the step) the flow's marginals and the
+  noise does not widen the action distribution the greedy ODE policy is the centre of.
 
 The sampling temperature multiplies every standard deviation. With ``noisy_chunk_steps = n`` only
 the first n steps of the action chunk (those executed before re-planning) are sampled; the rest
@@ -40,6 +43,8 @@ CHAIN_LOG_PROBS = ("sum", "mean")
 """How a chain's transition log-densities (and entropies) combine per sample."""
 STD_PROFILES = ("flat", "sde")
 """``flow_noise``: the same std bounds at every denoising step, or scaled per step as Flow-SDE's."""
+NOISE_MEANS = ("euler", "sde")
+"""``flow_noise``: the Euler step plus the learned noise (pi_RL's), or Flow-SDE's marginal-preserving mean."""
 
 
 @dataclass
@@ -62,6 +67,10 @@ class ExplorationConfig:
     std_profile: str = "flat"
     """``flow_noise``: ``flat`` bounds at every denoising step, or ``sde``: step k's bounds times
     ``sigma_{t_k} / geometric mean of sigma`` (``sde_std_profile``)."""
+    mean: str = "euler"
+    """``flow_noise``: the transition mean, ``euler`` (the ODE step, pi_RL's Flow-Noise) or ``sde``:
+    ``sde.sde_mean`` with the learned variance, the Euler step pulled towards the action by
+    ``std^2 / (2 t)`` times the noise estimate, as Flow-SDE does for its fixed ``sigma_t``."""
     chain_log_prob: str = "sum"
     """``sum``: the chain's exact log-likelihood, the sum of its stochastic transitions'
     log-densities; ``mean``: their average over the sample's stochastic denoising steps, as pi_RL
@@ -84,6 +93,10 @@ class ExplorationConfig:
             raise ValueError(f"std_profile must be one of {STD_PROFILES}, got {self.std_profile!r}")
         if self.std_profile != "flat" and self.mode != "flow_noise":
             raise ValueError("std_profile applies to mode flow_noise only")
+        if self.mean not in NOISE_MEANS:
+            raise ValueError(f"mean must be one of {NOISE_MEANS}, got {self.mean!r}")
+        if self.mean != "euler" and self.mode != "flow_noise":
+            raise ValueError("mean applies to mode flow_noise only")
         if self.chain_log_prob not in CHAIN_LOG_PROBS:
             raise ValueError(f"chain_log_prob must be one of {CHAIN_LOG_PROBS}, got {self.chain_log_prob!r}")
 
@@ -208,8 +221,13 @@ class FlowNoise(ChainExploration):
     def transition(self, x, velocity, k, stochastic, temperature, learned_std=None):
         if learned_std is None:
             raise ValueError("flow_noise needs the noise head's standard deviations")
-        mean = chain.euler_mean(x, velocity, chain.step_size(self.num_steps))
         std = learned_std * (self.profile[k] * temperature)
+        mean = chain.euler_mean(x, velocity, chain.step_size(self.num_steps))
+        if self.cfg.mean == "sde":
+            t, delta = float(self.times[k]), float(self.times[k] - self.times[k + 1])
+            shape = (len(stochastic),) + (1,) * (x.dim() - 1)
+            sde_mean = sde.sde_mean(x, velocity, t, delta, std.square())
+            mean = torch.where(stochastic.view(shape), sde_mean, mean)
         return mean, self._zero_where_deterministic(std, stochastic, x)
 
 
@@ -228,6 +246,7 @@ class ExplorationFields(Protocol):
     sde_one_step: bool
     noise_std_bounds: list[float]
     noise_std_profile: str
+    noise_mean: str
     noisy_chunk_steps: int
     chain_log_prob: str
 
@@ -243,6 +262,7 @@ def exploration_config_of(fields: ExplorationFields) -> ExplorationConfig:
         std_max=high,
         noisy_chunk_steps=fields.noisy_chunk_steps,
         std_profile=fields.noise_std_profile,
+        mean=fields.noise_mean,
         chain_log_prob=fields.chain_log_prob,
     )
 

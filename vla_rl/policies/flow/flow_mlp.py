@@ -92,6 +92,9 @@ class FlowMLPConfig:
     noise_std_profile: str = "flat"
     """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
     Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
+    noise_mean: str = "euler"
+    """``flow_noise``: each noisy step's mean, the Euler step (``euler``, pi_RL's) or Flow-SDE's
+    marginal-preserving mean for the learned variance (``sde``; ``ExplorationConfig.mean``)."""
     noisy_chunk_steps: int = 0
     """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
     and leave the log-probability. 0: all."""
@@ -180,8 +183,8 @@ class FlowMLPPolicy(ChunkPolicy):
 
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for RL from an SFT
-        checkpoint; adds a noise head if needed."""
+        ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
+        RL from an SFT checkpoint; adds a noise head if needed."""
         if settings:
             self.cfg = FlowMLPConfig.from_dict({**self.cfg.to_dict(), **settings})
         cfg = self.cfg

@@ -99,8 +99,8 @@ class Pi0Policy(ChunkPolicy):
 
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for RL from an SFT
-        checkpoint; adds a noise head if needed."""
+        ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
+        RL from an SFT checkpoint; adds a noise head if needed."""
         if settings:
             self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
         width = int(self.model.config.dit_config.hidden_size)

@@ -41,6 +41,9 @@ class Pi0PolicyConfig:
     noise_std_profile: str = "flat"
     """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
     Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
+    noise_mean: str = "euler"
+    """``flow_noise``: each noisy step's mean, the Euler step (``euler``, pi_RL's) or Flow-SDE's
+    marginal-preserving mean for the learned variance (``sde``; ``ExplorationConfig.mean``)."""
     noisy_chunk_steps: int = 0
     """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
     and leave the log-probability. 0: all."""

@@ -42,11 +42,18 @@ def sde_transition(
     """
     if not 0.0 < delta <= t:
         raise ValueError(f"need 0 < delta <= t, got delta={delta}, t={t}")
+    return sde_mean(x_t, velocity, t, delta, sigma**2 * delta), sigma * math.sqrt(delta)
+
+
+def sde_mean(
+    x_t: torch.Tensor, velocity: torch.Tensor, t: float, delta: float, variance: float | torch.Tensor
+) -> torch.Tensor:
+    """The marginal-preserving mean of ``x_{t - delta}`` for a transition of ``variance``
+    (``sigma_t^2 delta``; a float or a tensor that broadcasts to ``x_t``, e.g. a learned one): the
+    Euler step pulled towards the action by ``variance / (2 t)`` times the noise estimate."""
     action_hat = x_t - t * velocity
     noise_hat = x_t + (1.0 - t) * velocity
-    noise_weight = t - delta - sigma**2 * delta / (2.0 * t)
-    mean = action_hat * (1.0 - t + delta) + noise_hat * noise_weight
-    return mean, sigma * math.sqrt(delta)
+    return action_hat * (1.0 - t + delta) + noise_hat * (t - delta - variance / (2.0 * t))
 
 
 def schedule_sigmas(times: torch.Tensor, noise_level: float) -> list[float]:

@@ -23,7 +23,7 @@ class RLPolicyConfig:
     action expert (and the heads) only; empty trains everything."""
     exploration: dict[str, Any] = field(default_factory=dict)
     """Flow policies: settings passed to ``set_exploration`` (``exploration: flow_sde``,
-    ``noise_level``, ``sde_one_step``, ``noise_std_bounds``, ``noise_std_profile``,
+    ``noise_level``, ``sde_one_step``, ``noise_std_bounds``, ``noise_std_profile``, ``noise_mean``,
     ``noisy_chunk_steps``, ``chain_log_prob``, and for pi0 any other ``Pi0PolicyConfig`` field such
     as ``reuse_frozen_prefix``); empty keeps the checkpoint's."""
     exploration_final: dict[str, Any] = field(default_factory=dict)
