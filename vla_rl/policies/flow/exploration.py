@@ -16,8 +16,9 @@ to set ``mean_k`` and ``std_k``, registered by name:
   geometric mean across the steps: wide near the noise, narrow near the action, so the noise mostly
   picks where the flow goes rather than jittering the action it ends on. With ``mean = "sde"`` the
   transition mean is Flow-SDE's marginal-preserving one for the learned variance instead of the
-  Euler step, so the sampled chain keeps (to first order in the step) the flow's marginals and the
-  noise does not widen the action distribution the greedy ODE policy is the centre of.
+  Euler step, so the sampled chain keeps the flow's marginals (to first order in the step, and
+  where the learned std varies slowly with the state: the drift has no term for its gradient) and
+  the noise does not widen the action distribution the greedy ODE policy samples.
 
 The sampling temperature multiplies every standard deviation. With ``noisy_chunk_steps = n`` only
 the first n steps of the action chunk (those executed before re-planning) are sampled; the rest
