@@ -96,6 +96,16 @@ def test_flow_noise_run_with_the_mean_chain_log_prob_saves_it_with_the_policy(tm
     assert (saved["exploration"], saved["chain_log_prob"]) == ("flow_noise", "mean")
 
 
+def test_flow_noise_run_with_the_sde_mean_saves_it_with_the_policy(tmp_path):
+    run_dir = tmp_path / "run"
+    args = [*overrides(run_dir, sft_policy_dir(tmp_path), "pi0_flow_noise_ppo"), "iterations=1"]
+    assert main(["train", *args, "++policy.exploration.noise_mean=sde"]) == 0
+    saved = json.loads(
+        (run_dir / "checkpoints" / "iter_000001" / "policy" / "flow_mlp_config.json").read_text()
+    )
+    assert (saved["exploration"], saved["noise_mean"]) == ("flow_noise", "sde")
+
+
 @pytest.mark.parametrize("curriculum_pool", [0, 3])
 def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curriculum_pool):
     cfg = compose_rl_config(
