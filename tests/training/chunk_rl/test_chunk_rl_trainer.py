@@ -86,24 +86,18 @@ def test_ppo_run_evaluates_before_and_after_checkpoints_and_resumes(tmp_path, ca
     assert last_state["elapsed_s"] > first_elapsed_s
 
 
-def test_flow_noise_run_with_the_mean_chain_log_prob_saves_it_with_the_policy(tmp_path):
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("chain_log_prob", "mean"), ("noise_mean", "euler")],  # the recipe runs "sum" and "sde"
+)
+def test_flow_noise_run_saves_an_overridden_exploration_field_with_the_policy(tmp_path, field, value):
     run_dir = tmp_path / "run"
     args = [*overrides(run_dir, sft_policy_dir(tmp_path), "pi0_flow_noise_ppo"), "iterations=1"]
-    assert main(["train", *args, "+policy.exploration.chain_log_prob=mean"]) == 0
+    assert main(["train", *args, f"++policy.exploration.{field}={value}"]) == 0
     saved = json.loads(
         (run_dir / "checkpoints" / "iter_000001" / "policy" / "flow_mlp_config.json").read_text()
     )
-    assert (saved["exploration"], saved["chain_log_prob"]) == ("flow_noise", "mean")
-
-
-def test_flow_noise_run_with_the_sde_mean_saves_it_with_the_policy(tmp_path):
-    run_dir = tmp_path / "run"
-    args = [*overrides(run_dir, sft_policy_dir(tmp_path), "pi0_flow_noise_ppo"), "iterations=1"]
-    assert main(["train", *args, "++policy.exploration.noise_mean=sde"]) == 0
-    saved = json.loads(
-        (run_dir / "checkpoints" / "iter_000001" / "policy" / "flow_mlp_config.json").read_text()
-    )
-    assert (saved["exploration"], saved["noise_mean"]) == ("flow_noise", "sde")
+    assert (saved["exploration"], saved[field]) == ("flow_noise", value)
 
 
 @pytest.mark.parametrize("curriculum_pool", [0, 3])
