@@ -136,9 +136,10 @@ class ChunkRLConfig:
     seeds, more often those the policy fails (``vla_rl.rollout.seed_curriculum``); 0: fresh seeds."""
 
     def validate(self) -> None:
-        from vla_rl.algorithms.chunk_registry import registered_chunk_algorithms
+        from vla_rl.algorithms.registry import registered_chunk_algorithms
+        from vla_rl.registry import is_import_path
 
-        if self.name not in registered_chunk_algorithms():
+        if self.name not in registered_chunk_algorithms() and not is_import_path(self.name):
             raise ValueError(f"unknown algorithm {self.name!r}; allowed: {registered_chunk_algorithms()}")
         if self.log_prob_level not in LOG_PROB_LEVELS:
             raise ValueError(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
 from vla_rl.algorithms.ppo import explained_variance
 from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch
@@ -12,7 +11,6 @@ from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch
 ADVANTAGE_EPS = 1e-8
 
 
-@register_chunk_algorithm("vla_ppo")
 class ChunkPPO(ChunkPolicyUpdate):
     """One update per continuous rollout; the first ``critic_warmup_iterations`` train the critic only.
 

@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from vla_rl.algorithms.config import LR_SCHEDULES, PPOConfig
-from vla_rl.algorithms.registry import register_algorithm
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
 
@@ -69,7 +68,6 @@ class PPOLosses:
     """The policy's own auxiliary loss (already weighted and part of ``total``), if it has one."""
 
 
-@register_algorithm("ppo")
 class PPO:
     """Epochs x minibatches of clipped-surrogate updates on one rollout (RSL-RL flavoured).
 

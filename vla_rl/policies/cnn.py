@@ -24,7 +24,6 @@ from vla_rl.policies.layers import (
     shared_image_size,
     stacked_images,
 )
-from vla_rl.policies.registry import register_policy
 
 CONV_LAYOUTS = [(8, 4, 0), (4, 2, 0)]
 """(kernel, stride, padding) of the first convolutions (Atari-style downsampling); later ones use
@@ -120,7 +119,6 @@ def build_image_encoder(
     )
 
 
-@register_policy("cnn")
 class GaussianCNNPolicy(GaussianActorCritic):
     """Image features concatenated with normalised vector keys, followed by MLP heads.
 

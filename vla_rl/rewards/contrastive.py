@@ -25,7 +25,6 @@ import torch.nn.functional as F
 
 from vla_rl.config.load import Check, ConfigError, validate_structured
 from vla_rl.rewards.base import RewardModel, frames_to_float
-from vla_rl.rewards.registry import register_reward_model
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -336,7 +335,6 @@ class ContrastiveRewardModel(RewardModel):
         return ((raw.double() - self.norm_mean.to(raw.device)) / std.to(raw.device)).float()
 
 
-@register_reward_model("contrastive")
 def build_contrastive(path: str, options: dict[str, Any]) -> ContrastiveRewardModel:
     """The ``contrastive`` reward model from the local CLIP/SigLIP directory ``path``."""
     settings = validate_structured(ContrastiveOptions, options, CONTRASTIVE_CHECKS)

@@ -25,7 +25,6 @@ from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.layers import build_mlp
 from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.rewards.base import RewardModel
-from vla_rl.rewards.registry import register_reward_model
 
 CONFIG_FILE = "reward_model.json"
 SCORES = ("progress", "success", "mean")
@@ -184,7 +183,6 @@ def load_learned_reward_model(directory: str | Path, score: str = "mean") -> Lea
     return model.eval()
 
 
-@register_reward_model("learned")
 def build_learned(path: str, options: dict[str, Any]) -> RewardModel:
     opts = validate_structured(LearnedOptions, options, LEARNED_OPTION_CHECKS)
     if not path:

@@ -24,7 +24,6 @@ import torch
 
 from vla_rl.config.load import Check, ConfigError, validate_structured
 from vla_rl.rewards.base import RewardModel, RewardModelError
-from vla_rl.rewards.registry import register_reward_model
 
 INSTRUCTION_FIELD = "{instruction}"
 DEFAULT_QUESTION = "Is the task '{instruction}' done? Answer yes or no."
@@ -249,7 +248,6 @@ def load_vlm_judge(path: str, options: VLMJudgeOptions) -> VLMJudge:
     return VLMJudge(model.to(options.device), processor, options)
 
 
-@register_reward_model("vlm_judge")
 def build_vlm_judge(path: str, options: dict[str, Any]) -> RewardModel:
     opts = validate_structured(VLMJudgeOptions, options, VLM_JUDGE_CHECKS)
     if not path or not Path(path).is_dir():

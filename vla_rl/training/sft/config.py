@@ -35,7 +35,7 @@ class SFTDataConfig:
 @dataclass
 class SFTPolicyConfig:
     name: str = "flow_mlp"
-    """Chunk-policy family registered in ``vla_rl.policies.chunk_registry`` (``token_vla``,
+    """Chunk-policy family registered in ``vla_rl.policies.registry`` (``token_vla``,
     ``chunk_vla``, ``pi0``, ``flow_mlp``, ...)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword values of the family's ``build`` (chunk_len, action_dim, sizes, local pretrained dirs)."""

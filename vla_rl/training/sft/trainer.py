@@ -22,7 +22,7 @@ from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.chunk_registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
 from vla_rl.training.checkpoint import (
     POLICY_DIRNAME,
     Checkpoint,
