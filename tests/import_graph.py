@@ -55,18 +55,19 @@ def library_modules(repo_root: Path = REPO_ROOT) -> dict[str, Path]:
     return modules
 
 
-def _resolve(name: str, modules: dict[str, Path]) -> str | None:
-    """The library module an imported dotted name lands in (``vla_rl.envs.base.BatchedEnv`` ->
-    ``vla_rl.envs.base``); None outside the library."""
+def _resolve(name: str, modules: dict[str, Path]) -> str:
+    """The module an imported dotted name lands in: the library module (``vla_rl.envs.base.BatchedEnv``
+    -> ``vla_rl.envs.base``), or the top-level package of anything else (``torch.nn`` -> ``torch``)."""
     if name != ROOT_PACKAGE and not name.startswith(ROOT_PACKAGE + "."):
-        return None
+        return name.split(".")[0]
     while name not in modules:
         name = name.rpartition(".")[0]
     return name
 
 
 def module_imports(name: str, path: Path, modules: dict[str, Path]) -> list[Import]:
-    """The library modules that module ``name`` imports, from any statement anywhere in it."""
+    """What module ``name`` imports, from any statement anywhere in it: library modules, and the
+    top-level name of everything else (``torch``, ``benchmarks``)."""
     source = path.read_text()
     lines = source.splitlines()
     is_package = path.name == "__init__.py"
@@ -85,23 +86,37 @@ def module_imports(name: str, path: Path, modules: dict[str, Path]) -> list[Impo
             targets = [f"{base}.{alias.name}" for alias in node.names]
         for target in targets:
             imported = _resolve(target, modules)
-            if imported is not None and imported != name:
+            if imported != name:
                 line = lines[node.lineno - 1].strip()
                 found.append(Import(name, imported, node.lineno, line))
-    return found
+    return list(dict.fromkeys(found))
 
 
-def library_imports(repo_root: Path = REPO_ROOT) -> list[Import]:
+def all_imports(repo_root: Path = REPO_ROOT) -> list[Import]:
+    """Every import of every library module, external ones included."""
     modules = library_modules(repo_root)
     return [imp for name, path in modules.items() for imp in module_imports(name, path, modules)]
 
 
+def library_imports(repo_root: Path = REPO_ROOT) -> list[Import]:
+    """The imports between library modules."""
+    return [imp for imp in all_imports(repo_root) if _in_library(imp.imported)]
+
+
+def _in_library(module: str) -> bool:
+    return module == ROOT_PACKAGE or module.startswith(ROOT_PACKAGE + ".")
+
+
 def build_graph(repo_root: Path = REPO_ROOT) -> grimp.ImportGraph:
-    """The library's import graph as grimp's ``ImportGraph`` (what import-linter checks)."""
+    """The library's import graph as grimp's ``ImportGraph`` (what import-linter checks), with every
+    external package the library imports as one squashed module."""
     graph = grimp.ImportGraph()
     for name in library_modules(repo_root):
         graph.add_module(name)
-    for imp in library_imports(repo_root):
+    imports = all_imports(repo_root)
+    for external in sorted({imp.imported for imp in imports if not _in_library(imp.imported)}):
+        graph.add_module(external, is_squashed=True)
+    for imp in imports:
         graph.add_import(
             importer=imp.importer,
             imported=imp.imported,
@@ -190,9 +205,9 @@ class _LibraryGraphBuilder:
     """import-linter's graph builder, answering with :func:`build_graph`."""
 
     def build(self, root_package_names, cache_dir=None, include_external_packages=False, **_):
-        if list(root_package_names) != [ROOT_PACKAGE] or include_external_packages:
+        if list(root_package_names) != [ROOT_PACKAGE] or not include_external_packages:
             raise ValueError(
-                f".importlinter must name root_package = {ROOT_PACKAGE} and no external packages"
+                f".importlinter must name root_package = {ROOT_PACKAGE} and include_external_packages = True"
             )
         return build_graph()
 
@@ -202,7 +217,7 @@ def main() -> None:
     from importlinter.application.app_config import settings
 
     settings.configure(GRAPH_BUILDER=_LibraryGraphBuilder())
-    sys.exit(cli.lint_imports_command(["--config", str(REPO_ROOT / ".importlinter"), "--no-cache"]))
+    sys.exit(cli.lint_imports_command([str(REPO_ROOT / ".importlinter"), "--no-cache"]))
 
 
 if __name__ == "__main__":

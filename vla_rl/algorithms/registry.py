@@ -8,15 +8,12 @@ as ``"package.module:Class"`` in place of a name.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from vla_rl.algorithms.config import PPOConfig
+from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.registry import resolve
-
-if TYPE_CHECKING:
-    from vla_rl.algorithms.chunk_config import ChunkRLConfig
-    from vla_rl.algorithms.config import PPOConfig
-    from vla_rl.policies.base import ActorCriticPolicy
-    from vla_rl.policies.chunk_policy import ChunkPolicy
 
 ALGORITHMS: dict[str, str] = {
     # State algorithms: train an ActorCriticPolicy from a RolloutBuffer.
@@ -56,10 +53,9 @@ def build_algorithm(cfg: PPOConfig, policy: ActorCriticPolicy) -> Any:
     return algorithm_class(cfg.name)(policy, cfg)
 
 
-def build_chunk_algorithm(
-    cfg: ChunkRLConfig, policy: ChunkPolicy, reference_policy: ChunkPolicy | None = None
-) -> Any:
-    """Build the chunk algorithm named ``cfg.name`` training ``policy``."""
+def build_chunk_algorithm(cfg: Any, policy: ChunkPolicy, reference_policy: ChunkPolicy | None = None) -> Any:
+    """Build the chunk algorithm named ``cfg.name`` (a ``ChunkRLConfig``, which validates its name
+    against this registry) training ``policy``."""
     if cfg.name in registered_algorithms():
         raise ValueError(
             f"algorithm {cfg.name!r} trains state policies; chunk algorithms: {registered_chunk_algorithms()}"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from vla_rl.config.load import Check, ConfigError, validate_structured
+from vla_rl.config.structured import Check, ConfigError, validate_structured
 from vla_rl.rewards.base import RewardModel, frames_to_float
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from vla_rl.config.load import Check, validate_structured
+from vla_rl.config.structured import Check, validate_structured
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.layers import build_mlp
 from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vla_rl.config.load import Check, ConfigError, validate_structured
+from vla_rl.config.structured import Check, ConfigError, validate_structured
 from vla_rl.rewards.base import RewardModel, RewardModelError
 
 INSTRUCTION_FIELD = "{instruction}"
