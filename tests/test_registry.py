@@ -63,3 +63,10 @@ def test_a_missing_attribute_is_named(plugin_dir: Path) -> None:
     assert resolve({}, "layers_plugin:Policy", "policy").__name__ == "Policy"
     with pytest.raises(AttributeError, match="module 'layers_plugin' has no attribute 'Polcy'"):
         resolve({}, "layers_plugin:Polcy", "policy")
+
+
+def test_the_former_register_decorators_name_their_replacement() -> None:
+    from vla_rl.envs import register_backend
+
+    with pytest.raises(TypeError, match="set env.backend=package.module:attribute"):
+        register_backend("my_sim")

@@ -14,8 +14,8 @@ registry that lists it. :func:`resolve` imports the named module only when it is
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
 
 
 class UnknownNameError(KeyError, ValueError):
@@ -62,3 +62,17 @@ def resolve(table: Mapping[str, str], name: str, kind: str, missing_hint: str = 
             raise AttributeError(f"{kind} {name!r}: module {module_name!r} has no attribute {attribute!r}")
         found = getattr(found, part)
     return found
+
+
+def removed_decorator(decorator: str, config_key: str) -> Callable[..., NoReturn]:
+    """Stands in for a ``@register_*`` decorator of the former registries: calling it says what
+    replaced it (code that used it fails at import, with the migration in the message)."""
+
+    def removed(*args: object, **kwargs: object) -> NoReturn:
+        raise TypeError(
+            f"{decorator} was removed: registries are tables of 'module:attribute' paths now, so a "
+            f"class or function of your own needs no registering: set {config_key}=package.module:attribute"
+        )
+
+    removed.__name__ = decorator
+    return removed

@@ -2,6 +2,6 @@
 
 from vla_rl.algorithms.config import PPOConfig
 from vla_rl.algorithms.ppo import PPO, PPOLosses
-from vla_rl.algorithms.registry import build_algorithm, registered_algorithms
+from vla_rl.algorithms.registry import build_algorithm, register_algorithm, registered_algorithms
 
-__all__ = ["PPO", "PPOConfig", "PPOLosses", "build_algorithm", "registered_algorithms"]
+__all__ = ["PPO", "PPOConfig", "PPOLosses", "build_algorithm", "register_algorithm", "registered_algorithms"]

@@ -13,7 +13,7 @@ from typing import Any
 from vla_rl.algorithms.config import PPOConfig
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.registry import resolve
+from vla_rl.registry import removed_decorator, resolve
 
 ALGORITHMS: dict[str, str] = {
     # State algorithms: train an ActorCriticPolicy from a RolloutBuffer.
@@ -23,6 +23,9 @@ ALGORITHMS: dict[str, str] = {
     "vla_grpo": "vla_rl.algorithms.chunk_grpo:ChunkGRPO",
 }
 """Built-in algorithms: name -> ``"module:Class"``."""
+
+register_algorithm = removed_decorator("register_algorithm", "algorithm.name")
+register_chunk_algorithm = removed_decorator("register_chunk_algorithm", "algorithm.name")
 
 STATE_ALGORITHMS = ("ppo",)
 """The built-in names :func:`build_algorithm` builds; the rest are chunk algorithms."""

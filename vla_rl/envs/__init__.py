@@ -2,7 +2,7 @@
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
-from vla_rl.envs.registry import make_env, registered_backends
+from vla_rl.envs.registry import make_env, register_backend, registered_backends
 
 __all__ = [
     "BatchedEnv",
@@ -10,5 +10,6 @@ __all__ = [
     "Observation",
     "StepResult",
     "make_env",
+    "register_backend",
     "registered_backends",
 ]

@@ -12,9 +12,10 @@ from collections.abc import Callable
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
-from vla_rl.registry import resolve
+from vla_rl.registry import removed_decorator, resolve
 
 EnvFactory = Callable[[EnvConfig], BatchedEnv]
+register_backend = removed_decorator("register_backend", "env.backend")
 
 BACKENDS: dict[str, str] = {
     "mujoco": "vla_rl.sims.mujoco.backend:make_mujoco_env",

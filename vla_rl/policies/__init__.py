@@ -3,7 +3,7 @@
 from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.normalizer import RunningMeanStd
-from vla_rl.policies.registry import build_policy, registered_policies
+from vla_rl.policies.registry import build_policy, register_policy, registered_policies
 
 __all__ = [
     "ActorCriticPolicy",
@@ -11,5 +11,6 @@ __all__ = [
     "PolicyStep",
     "RunningMeanStd",
     "build_policy",
+    "register_policy",
     "registered_policies",
 ]

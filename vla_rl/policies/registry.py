@@ -16,7 +16,7 @@ import gymnasium as gym
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
-from vla_rl.registry import resolve
+from vla_rl.registry import removed_decorator, resolve
 
 POLICIES: dict[str, str] = {
     # State policies: observation -> one action.
@@ -33,6 +33,9 @@ POLICIES: dict[str, str] = {
 
 STATE_POLICIES = ("cnn", "mlp")
 """The built-in names :func:`build_policy` builds from a ``PolicyConfig``; the rest are chunk policies."""
+
+register_policy = removed_decorator("register_policy", "policy.name")
+register_chunk_policy = removed_decorator("register_chunk_policy", "policy.name")
 
 VLA_EXTRA_HINT = "install the VLA extra with pip install -e '.[vla]'"
 

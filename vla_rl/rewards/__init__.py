@@ -1,7 +1,7 @@
 """Reward models: rewards from camera frames and instructions, usable by every algorithm."""
 
 from vla_rl.rewards.base import RewardModel, RewardModelError, check_frames, check_instructions
-from vla_rl.rewards.registry import build_reward_model, registered_reward_models
+from vla_rl.rewards.registry import build_reward_model, register_reward_model, registered_reward_models
 
 __all__ = [
     "RewardModel",
@@ -9,5 +9,6 @@ __all__ = [
     "build_reward_model",
     "check_frames",
     "check_instructions",
+    "register_reward_model",
     "registered_reward_models",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from vla_rl.registry import resolve
+from vla_rl.registry import removed_decorator, resolve
 from vla_rl.rewards.base import RewardModel
 
 RewardModelBuilder = Callable[[str, dict[str, Any]], RewardModel]
@@ -22,6 +22,8 @@ REWARD_MODELS: dict[str, str] = {
 }
 """Built-in reward models: name -> ``"module:builder"`` (``contrastive`` and ``vlm_judge`` need
 ``transformers``, from the VLA extra)."""
+
+register_reward_model = removed_decorator("register_reward_model", "reward.model")
 
 VLA_EXTRA_HINT = "install the VLA extra with pip install -e '.[vla]'"
 
