@@ -11,8 +11,9 @@ GENERIC_HIDDEN_SIZES = [256, 256, 128]
 @dataclass
 class PolicyConfig:
     name: str = "mlp"
-    """Registered policy class: ``mlp`` (Gaussian MLP actor-critic on vector observations) or
-    ``cnn`` (convolutional encoder for ``rgb_*`` images, concatenated with vector observations)."""
+    """Policy class: ``mlp`` (Gaussian MLP actor-critic on vector observations) or ``cnn``
+    (convolutional encoder for ``rgb_*`` images, concatenated with vector observations), or your
+    own ``ActorCriticPolicy`` as ``package.module:Class``."""
     actor_obs_keys: list[str] = field(default_factory=lambda: ["proprio", "privileged"])
     """Observation keys the actor sees. Keys starting with ``rgb_`` are images."""
     critic_obs_keys: list[str] | None = None
