@@ -152,7 +152,7 @@ class ChunkRLConfig:
             )
         if self.advantage_granularity == "step" and self.log_prob_level == "chunk":
             raise ValueError("advantage_granularity 'step' needs log_prob_level 'token' or 'action'")
-        from vla_rl.rollout.chunk_collector import REWARDS
+        from vla_rl.rewards.shaping import REWARDS
 
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {list(REWARDS)}, got {self.reward!r}")
