@@ -1,7 +1,7 @@
 """RL fine-tuning on ``pick_place`` from few-demonstration SFT checkpoints, one run per recipe.
 
-For each recipe (``configs/recipe``: token VLA + PPO, token VLA + GRPO, pi0 + Flow-SDE, pi0 + Flow-
-Noise) ``vla-rl train`` starts from the family's SFT checkpoint written by
+For each recipe (``configs/recipe``: token VLA + PPO, token VLA + GRPO, pi0 + Flow-SDE, pi0 +
+Flow-Noise) ``vla-rl train`` starts from the family's SFT checkpoint written by
 ``benchmarks.sft_pick_place`` (``--sft-budget`` demonstrations), trains for the recipe's budget in
 updates (``iterations``) with ``--minutes`` of wall clock as a cap, and evaluates before, every few
 iterations and after, in distribution and on the out-of-distribution splits. The verdict (+30

@@ -9,7 +9,10 @@ end, on ``env.split`` and on ``eval.ood_splits``. Rollout, log-prob recomputatio
 are logged separately.
 
 A checkpoint (``<run_dir>/checkpoints/iter_XXXXXX``) holds the policy as its ``save_pretrained``
-folder (``policy/``), the optimizer, the RNG states, the iteration and the evaluation history.
+folder (``policy/``), the optimizer, the RNG states, the environment's state where it can snapshot
+one (PPO's continuous rollouts go on mid-episode after a resume), the iteration and the evaluation
+history, so a resumed run makes the same updates as one that never stopped. Every schedule counts
+updates (or gradient steps); the wall clock (``max_minutes``) only decides when to stop.
 """
 
 from __future__ import annotations
@@ -424,9 +427,15 @@ class ChunkRLTrainer:
         started = time.perf_counter()
         if self.clock is not None:
             self.elapsed_s = self.clock.elapsed_s
+        try:
+            env_state: dict[str, Any] | None = self.env.state_dict()
+        except NotImplementedError:
+            env_state = None
         state = {
             "iteration": self.iteration,
             "elapsed_s": self.elapsed_s,
+            "env": env_state,
+            "potential": self.collector.potential.clone(),
             "group_counter": self.group_counter,
             "curriculum": None if self.curriculum is None else self.curriculum.state_dict(),
             "policy_name": self.cfg.policy.name,
@@ -459,6 +468,10 @@ class ChunkRLTrainer:
         self.iteration = int(state["iteration"])
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
         self.group_counter = int(state.get("group_counter", 0))
+        if state.get("env") is not None:  # PPO's rollouts go on mid-episode, as if never stopped
+            self.obs = self.env.load_state_dict(state["env"])
+        if state.get("potential") is not None:
+            self.collector.potential = state["potential"].clone()
         if self.curriculum is not None and state.get("curriculum") is not None:
             self.curriculum.load_state_dict(state["curriculum"])
         self.evaluations = list(state.get("evaluations", []))
