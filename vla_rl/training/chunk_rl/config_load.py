@@ -43,7 +43,7 @@ EVALUATION_IGNORES = ("algorithm.actor_lr_decay_minutes",)
 
 def compose_rl_config(overrides: Sequence[str] = ()) -> VLARLConfig:
     """``configs/rl.yaml`` (a recipe from ``configs/recipe``) plus Hydra-syntax ``overrides``."""
-    return validate_rl_config(compose_config_module(RL_CONFIG_NAME, overrides))
+    return validate_rl_config(compose_config_module(RL_CONFIG_NAME, without_removed_keys(overrides)))
 
 
 def load_rl_config_file(
@@ -52,7 +52,8 @@ def load_rl_config_file(
     """A resolved ``config.yaml`` (as written into RL checkpoints) with ``overrides`` applied.
     ``for_evaluation``: the config only evaluates the run's policies, so a removed learning-rate
     schedule on the clock (which plays no part in an evaluation) is dropped instead of refused."""
-    return load_config_file(path, overrides, lambda raw: validate_rl_config(raw, for_evaluation))
+    kept = without_removed_keys(overrides, EVALUATION_IGNORES if for_evaluation else ())
+    return load_config_file(path, kept, lambda raw: validate_rl_config(raw, for_evaluation))
 
 
 def validate_rl_config(raw: DictConfig | dict[str, Any], for_evaluation: bool = False) -> VLARLConfig:
@@ -75,21 +76,41 @@ def validate_rl_config(raw: DictConfig | dict[str, Any], for_evaluation: bool = 
     return cfg
 
 
+def without_removed_keys(overrides: Sequence[str], ignore: Sequence[str] = ()) -> list[str]:
+    """``overrides`` less those that set a removed clock schedule to 0 (off) or to a key in
+    ``ignore``; a ``ConfigError`` naming the replacement for one that turns it on."""
+    kept = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+")
+        if key not in REMOVED_CLOCK_KEYS:
+            kept.append(override)
+            continue
+        if key not in ignore and value.strip() not in ("0", "0.0", "", "null"):
+            raise _removed_key_error(key)
+    return kept
+
+
+def _removed_key_error(old_key: str) -> ConfigError:
+    new_key, meaning = REMOVED_CLOCK_KEYS[old_key]
+    return ConfigError(
+        f"config key '{old_key}' was removed: schedules count updates, not minutes. Use "
+        f"'{new_key}' ({meaning}). For a saved run's config (resume, evaluation), add the "
+        f"overrides '~{old_key}' and '{new_key}=<value>'."
+    )
+
+
 def migrate_clock_schedules(raw: DictConfig | dict[str, Any], ignore: Sequence[str] = ()) -> DictConfig:
     """``raw`` without the removed wall-clock schedule keys where they were off (0, as every saved
     config of a run without them holds them) or are named in ``ignore``; a ``ConfigError`` naming
     the replacement where one was on."""
     config = raw if isinstance(raw, DictConfig) else OmegaConf.create(raw)
-    for old_key, (new_key, meaning) in REMOVED_CLOCK_KEYS.items():
+    for old_key in REMOVED_CLOCK_KEYS:
         value = OmegaConf.select(config, old_key, default=None)
         if value is None:
             continue
         if value and old_key not in ignore:
-            raise ConfigError(
-                f"config key '{old_key}' was removed: schedules count updates, not minutes. Use "
-                f"'{new_key}' ({meaning}). For a saved run's config (resume, evaluation), add the "
-                f"overrides '~{old_key}' and '{new_key}=<value>'."
-            )
+            raise _removed_key_error(old_key)
         parent, _, leaf = old_key.rpartition(".")
         node = OmegaConf.select(config, parent)
         was_struct = OmegaConf.is_struct(node)
