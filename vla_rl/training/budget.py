@@ -50,4 +50,4 @@ class WallClock:
 
 def describe_cap(max_minutes: float) -> str:
     """``cap 2.0 min, evaluations included`` or ``no wall-clock cap``."""
-    return f"cap {max_minutes:.1f} min, evaluations included" if max_minutes > 0 else "no wall-clock cap"
+    return f"cap {max_minutes:g} min, evaluations included" if max_minutes > 0 else "no wall-clock cap"
