@@ -3,7 +3,9 @@
 The rule every trainer follows: before each update the run checks that the longest update so far,
 plus what it must still do after training (the final evaluation, estimated from what it measured,
 and the last checkpoint), fits in the time left; if it does not, training stops there and the
-final evaluation still runs inside the cap. Nothing the run computes reads the clock, so a slower
+final evaluation still runs inside the cap. Before the first update nothing has measured one, so
+the first update always runs when the reserve fits: a cap shorter than one update plus the
+evaluations is passed by at most that update. Nothing the run computes reads the clock, so a slower
 machine makes fewer updates, never different ones.
 """
 

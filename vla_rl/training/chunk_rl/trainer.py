@@ -334,7 +334,7 @@ class ChunkRLTrainer:
             + interval_evals * self._evaluation_s(cfg.env.split)
             + self._final_evaluation_s()
         )
-        capped = f", capped at {cfg.max_minutes:.1f} min" if cfg.max_minutes > 0 else ""
+        capped = f", capped at {cfg.max_minutes:g} min" if cfg.max_minutes > 0 else ""
         return (
             f"first update took {clock.longest_update_s:.1f} s: about {seconds / 60:.1f} min for "
             f"{cfg.iterations} updates with evaluations{capped}"
