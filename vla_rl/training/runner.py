@@ -160,6 +160,8 @@ class Trainer:
                 metrics["perf/rollout_time_s"] = t1 - t0
                 metrics["perf/update_time_s"] = t2 - t1
                 history.append(metrics)
+                if self.iteration == start_iteration + 1:
+                    log.info("%s", self._estimate(clock, history))
                 if self.iteration % cfg.logger.log_interval == 0:
                     logger.log(metrics, self.env_steps)
                 if self.iteration % cfg.checkpoint_interval == 0:
@@ -201,6 +203,17 @@ class Trainer:
                 " (training stops early enough for the final evaluation, estimated from the rollouts' pace)"
             )
         return line
+
+    def _estimate(self, clock: WallClock, history: list[dict[str, float]]) -> str:
+        """After the first update: about how long the run will take at the measured pace."""
+        steps_per_update = self.cfg.algorithm.num_steps * self.env.num_envs
+        left = math.ceil(max(self.cfg.total_env_steps - self.env_steps, 0) / steps_per_update)
+        seconds = clock.elapsed_s + left * clock.longest_update_s + self.final_evaluation_s(history)
+        capped = f", capped at {self.cfg.max_minutes:g} min" if self.cfg.max_minutes > 0 else ""
+        return (
+            f"first update took {clock.longest_update_s:.1f} s: about {seconds / 60:.1f} min for "
+            f"{left + 1} updates and the final evaluation{capped}"
+        )
 
     def final_evaluation_s(self, history: list[dict[str, float]]) -> float:
         """Seconds kept for the final evaluation under ``max_minutes``: its batched env steps
