@@ -313,7 +313,8 @@ class ChunkRLTrainer:
         else:
             evaluations = "no evaluations"
         cap = describe_cap(cfg.max_minutes)
-        line = f"plan: updates {self.iteration} -> {cfg.iterations}; {evaluations}; {cap}"
+        updates = f"{cfg.iterations - self.iteration} updates (to update {cfg.iterations})"
+        line = f"plan: {updates}; {evaluations}; {cap}"
         if cfg.max_minutes > 0:
             line += (
                 " (training stops early enough for the final evaluation, timed on the first; "
