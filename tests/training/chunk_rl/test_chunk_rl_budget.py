@@ -67,12 +67,19 @@ def test_training_stops_early_enough_for_the_final_evaluation(tmp_path, monkeypa
 
 
 def test_out_of_distribution_splits_are_dropped_when_the_evaluations_would_take_over_half_the_cap(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, caplog
 ):
     # A 10 s evaluation: two splits before and after would take 40 s, over half of 60; env.split's
     # two take 20 s. Updates then fit while 60 - (10 + 4k) >= 4 + 10: 10 updates, the last evaluation
     # ends at 60 s.
-    result, end_s = run_on_hand_clock(tmp_path, monkeypatch, 10.0, 4.0, "eval.ood_splits=[ood_position]")
+    with caplog.at_level("INFO", logger="vla_rl.training.chunk_rl.trainer"):
+        result, end_s = run_on_hand_clock(tmp_path, monkeypatch, 10.0, 4.0, "eval.ood_splits=[ood_position]")
+    plan = next(r.message for r in caplog.records if r.message.startswith("plan: "))
+    assert plan.startswith(
+        "plan: 1000 updates (to update 1000); evaluations of 2 episodes on train, ood_position"
+    )
+    assert "cap 1 min, evaluations included" in plan
+    assert any("ood_position" in r.message and "dropped" in r.message for r in caplog.records)
     assert result.iterations == 10
     assert [(e["iteration"], e["split"]) for e in result.evaluations] == [(0, "train"), (10, "train")]
     assert end_s == pytest.approx(60.0)
