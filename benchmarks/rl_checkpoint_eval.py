@@ -24,7 +24,7 @@ import torch
 
 from vla_rl.training.checkpoint import resolve_policy_dir
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
-from vla_rl.training.chunk_rl.exploration_anneal import run_minutes
+from vla_rl.training.chunk_rl.exploration_anneal import run_updates
 from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy
 
 MODES = {"greedy": True, "sampled": False}
@@ -42,16 +42,16 @@ def evaluate_start_and_end(
     """``{"SFT" | "RL": {mode: success rate}}`` over ``episodes`` episodes each, ``mode`` in
     ``modes`` (``"greedy"``, ``"sampled"``); ``worlds`` replaces the run's ``eval.num_envs`` and ``seed``
     its ``seed`` (which sets the evaluation episodes)."""
-    cfg = load_rl_config_file(run_dir / "config.yaml")
+    cfg = load_rl_config_file(run_dir / "config.yaml", for_evaluation=True)
     if worlds is not None:
         cfg.eval.num_envs = worlds
     if seed is not None:
         cfg.seed = seed
     torch.set_num_threads(cfg.torch_num_threads)
     results: dict[str, dict[str, float]] = {}
-    for label, source, minutes in (("SFT", cfg.policy.init_from, 0.0), ("RL", run_dir, None)):
-        minutes = run_minutes(cfg.policy, run_dir) if minutes is None else minutes
-        policy = load_rl_policy(cfg, resolve_policy_dir(source), minutes).eval()
+    for label, source, update in (("SFT", cfg.policy.init_from, 0), ("RL", run_dir, None)):
+        update = run_updates(cfg.policy, run_dir) if update is None else update
+        policy = load_rl_policy(cfg, resolve_policy_dir(source), update).eval()
         results[label] = {
             mode: evaluate_rl_policy(policy, cfg, split, episodes, deterministic).success_rate
             for mode, deterministic in MODES.items()

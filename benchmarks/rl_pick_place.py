@@ -2,13 +2,14 @@
 
 For each recipe (``configs/recipe``: token VLA + PPO, token VLA + GRPO, pi0 + Flow-SDE, pi0 +
 Flow-Noise) ``vla-rl train`` starts from the family's SFT checkpoint written by
-``benchmarks.sft_pick_place`` (``--sft-budget`` demonstrations), trains for ``--minutes`` of wall
-clock and evaluates before, every few iterations and after, in distribution and on the
-out-of-distribution splits. The verdict (+30 points, or at least 90 %) is judged by a closing
-evaluation of the SFT start and the final policy, in the recipe's evaluation mode, on the same
-``--judge-episodes`` in-distribution episodes (512 by default: one 64-episode evaluation moves by
-+-6 points from its draw of initial states and actions alone); the learning curves go to
-``benchmarks/results/rl_pick_place.png`` and everything to ``benchmarks/results/rl_pick_place.json``.
+``benchmarks.sft_pick_place`` (``--sft-budget`` demonstrations), trains for the recipe's budget in
+updates (``iterations``) with ``--minutes`` of wall clock as a cap, and evaluates before, every few
+iterations and after, in distribution and on the out-of-distribution splits. The verdict (+30
+points, or at least 90 %) is judged by a closing evaluation of the SFT start and the final policy,
+in the recipe's evaluation mode, on the same ``--judge-episodes`` in-distribution episodes (512 by
+default: one 64-episode evaluation moves by +-6 points from its draw of initial states and actions
+alone); the learning curves go to ``benchmarks/results/rl_pick_place.png`` and everything to
+``benchmarks/results/rl_pick_place.json``.
 
     python -m benchmarks.rl_pick_place [--recipes token_vla_grpo pi0_flow_sde_ppo] [--minutes 60]
 """
@@ -72,8 +73,7 @@ def run_recipe(recipe: str, args: argparse.Namespace) -> dict:
         "train",
         f"recipe={recipe}",
         f"policy.init_from={init_from}",
-        f"max_minutes={args.minutes}",
-        "iterations=1000000",  # the wall-clock budget ends the run
+        f"max_minutes={args.minutes}",  # a cap: the recipe's budget in updates ends the run
         "resume=auto",  # a run cut short continues from its last checkpoint, its clock too
         f"eval.num_episodes={args.eval_episodes}",
         f"eval.ood_splits={splits}",
@@ -113,7 +113,7 @@ def summarise_run(run_dir: Path, args: argparse.Namespace) -> dict:
         ]
         return found[0] if found else float("nan")
 
-    deterministic = load_rl_config_file(run_dir / "config.yaml").eval.deterministic
+    deterministic = load_rl_config_file(run_dir / "config.yaml", for_evaluation=True).eval.deterministic
     mode = "greedy" if deterministic else "sampled"
     judged = start_and_end(run_dir, args.judge_episodes, args.judge_worlds, (mode,))
     scalars = logged_scalars(run_dir)

@@ -30,7 +30,7 @@ from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.checkpoint import latest_checkpoint, resolve_policy_dir
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
-from vla_rl.training.chunk_rl.exploration_anneal import run_minutes
+from vla_rl.training.chunk_rl.exploration_anneal import run_updates
 from vla_rl.training.chunk_rl.trainer import load_rl_policy
 from vla_rl.training.sft.config_load import load_sft_config_file
 from vla_rl.training.sft.evaluate_chunks import make_executor
@@ -53,8 +53,8 @@ def run_policy(run_dir: Path) -> tuple[ChunkPolicy, EnvConfig, int, bool]:
             raise FileNotFoundError(f"{run_dir} has no checkpoint")
         policy = load_chunk_policy(cfg.policy.name, checkpoint / "policy").eval()
         return policy, cfg.env, cfg.eval.execute_steps, cfg.eval.deterministic
-    rl = load_rl_config_file(run_dir / "config.yaml")
-    policy = load_rl_policy(rl, resolve_policy_dir(run_dir), run_minutes(rl.policy, run_dir))
+    rl = load_rl_config_file(run_dir / "config.yaml", for_evaluation=True)
+    policy = load_rl_policy(rl, resolve_policy_dir(run_dir), run_updates(rl.policy, run_dir))
     return policy, rl.env, rl.algorithm.execute_steps, rl.eval.deterministic
 
 

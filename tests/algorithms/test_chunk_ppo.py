@@ -129,24 +129,20 @@ def test_actor_learning_rate_decays_linearly_to_zero_after_the_warm_up():
     assert [without_warmup.actor_lr(step) for step in (1, 2, 4)] == pytest.approx([7.5e-4, 5e-4, 0.0])
 
 
-def test_actor_learning_rate_decays_to_zero_over_the_runs_minutes():
-    cfg = config(actor_lr=1e-3, actor_lr_warmup_steps=2, actor_lr_decay_minutes=40.0)
-    algorithm = ChunkPPO(flow_policy(), cfg)
-    rates = []
-    for minutes in (0.0, 10.0, 30.0, 40.0, 55.0):
-        algorithm.elapsed_minutes = minutes
-        rates.append(algorithm.actor_lr(5))
-    # 1 - minutes / 40 of the full rate, 0 from minute 40 on; the warm-up still comes first
-    assert rates == pytest.approx([1e-3, 7.5e-4, 2.5e-4, 0.0, 0.0])
-    algorithm.elapsed_minutes = 30.0
-    assert algorithm.actor_lr(1) == pytest.approx(5e-4)
-
-
-def test_decay_over_steps_and_over_minutes_are_exclusive():
-    with pytest.raises(ValueError, match="not both"):
-        ChunkPPO(flow_policy(), config(actor_lr_decay_steps=100, actor_lr_decay_minutes=30.0))
-    with pytest.raises(ValueError, match="actor_lr_decay_minutes"):
-        ChunkPPO(flow_policy(), config(actor_lr_decay_minutes=-1.0))
+def test_a_decay_over_updates_is_updates_times_the_gradient_steps_of_one():
+    # 2 epochs x 2 minibatches = 4 actor steps per update; a decay to 0 over 2 updates is step 8:
+    # the first update's steps run at 7/8, 6/8, 5/8 and 4/8 of the rate, the second's end at 0.
+    policy = flow_policy()
+    cfg = config(actor_lr=1e-3, num_epochs=2, num_minibatches=2, actor_lr_decay_steps=8)
+    algorithm = ChunkPPO(policy, cfg)
+    algorithm.update(rollout(policy), iteration=0)
+    rates = {group["name"]: group["lr"] for group in algorithm.optimizer.param_groups}
+    assert algorithm.actor_steps == 4
+    assert rates["actor"] == pytest.approx(5e-4)
+    algorithm.update(rollout(policy), iteration=1)
+    rates = {group["name"]: group["lr"] for group in algorithm.optimizer.param_groups}
+    assert algorithm.actor_steps == 8
+    assert rates["actor"] == 0.0
 
 
 def test_decay_must_end_after_the_warm_up():

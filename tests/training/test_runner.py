@@ -89,9 +89,31 @@ def test_sigterm_stops_after_the_iteration_with_a_checkpoint(tmp_path: Path) -> 
 
 
 def test_max_minutes_stops_training(tmp_path: Path) -> None:
-    result = _trainer(tmp_path, "total_env_steps=100000000", "max_minutes=0.002").train()
+    result = _trainer(
+        tmp_path, "total_env_steps=100000000", "max_minutes=0.002", "eval.num_episodes=0"
+    ).train()
     assert result.stop_reason == "max_minutes"
     assert result.iterations > 0 and result.wall_time_s < 5
+
+
+def test_max_minutes_keeps_time_for_the_final_evaluation(tmp_path: Path) -> None:
+    # A cap of 6 s cannot hold the 10 s kept for the final evaluation: no update starts.
+    trainer = _trainer(tmp_path, "total_env_steps=100000000", "max_minutes=0.1", "eval.num_episodes=8")
+    result = trainer.train()
+    assert (result.stop_reason, result.iterations) == ("max_minutes", 0)
+    assert "plan: " in trainer.plan() and "cap 0.1 min, evaluations included" in trainer.plan()
+
+
+def test_the_final_evaluation_is_budgeted_from_the_rollouts_pace(tmp_path: Path) -> None:
+    # 8 episodes on 4 worlds are 2 rounds of the toy env's 10-step episodes: 20 batched steps. The
+    # last rollout took 0.5 s for its 10 batched steps (0.05 s each): 2 x 20 x 0.05 + 10 = 12 s.
+    trainer = _trainer(tmp_path, "eval.num_episodes=8", "eval.num_envs=4")
+    assert trainer.final_evaluation_s([]) == pytest.approx(10.0)
+    assert trainer.final_evaluation_s([{"perf/rollout_time_s": 0.5}]) == pytest.approx(12.0)
+    assert (
+        _trainer(tmp_path / "none", "eval.num_episodes=0").final_evaluation_s([{"perf/rollout_time_s": 0.5}])
+        == 0
+    )
 
 
 def test_invalid_resume_path_fails(tmp_path: Path) -> None:

@@ -81,14 +81,10 @@ class ChunkRLConfig:
     actor_lr_decay_steps: int = 0
     """Actor gradient step at which its learning rate reaches 0, falling linearly from ``actor_lr``
     after the warm-up (step k uses ``actor_lr * (n - k) / (n - warmup)``, 0 from step n on); 0 keeps
-    it constant. Lets a run keep what it gained instead of drifting at full rate to the end."""
-    actor_lr_decay_minutes: float = 0.0
-    """Wall-clock minutes of training at which the actor's learning rate reaches 0, falling linearly
-    from ``actor_lr`` after the warm-up (the rate of an update is ``actor_lr * (1 - elapsed / m)``,
-    ``elapsed`` the minutes of the clock ``max_minutes`` counts, evaluations included, when the
-    update starts); 0 off. Unlike
-    ``actor_lr_decay_steps`` it ends the decay with a ``max_minutes`` budget however fast the
-    machine runs; a resumed run goes on from its own clock, so its rates follow its wall time."""
+    it constant. An update makes ``num_epochs * num_minibatches`` actor steps (none during
+    ``critic_warmup_iterations``), so a decay that ends with a budget of ``iterations`` updates is
+    ``(iterations - critic_warmup_iterations) * num_epochs * num_minibatches``. The count lives in
+    the checkpoint: the rate of a step is the same on any machine and after a resume."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip; <= 0 disables."""
     critic_warmup_iterations: int = 0
@@ -188,10 +184,6 @@ class ChunkRLConfig:
                 f"actor_lr_decay_steps must be 0 or above actor_lr_warmup_steps "
                 f"({self.actor_lr_warmup_steps}), got {self.actor_lr_decay_steps}"
             )
-        if self.actor_lr_decay_minutes < 0:
-            raise ValueError(f"actor_lr_decay_minutes must be >= 0, got {self.actor_lr_decay_minutes}")
-        if self.actor_lr_decay_minutes > 0 and self.actor_lr_decay_steps > 0:
-            raise ValueError("set one of actor_lr_decay_steps and actor_lr_decay_minutes, not both")
         if self.groups_per_update < 0:
             raise ValueError(f"groups_per_update must be >= 0, got {self.groups_per_update}")
         if self.curriculum_pool < 0:

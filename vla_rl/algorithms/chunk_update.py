@@ -100,10 +100,8 @@ class ChunkPolicyUpdate:
         """Each Adam group's rate from the config, by group name (the schedule scales all but ``value``)."""
         self.optimizer = torch.optim.Adam(self._param_groups(policy, self.full_rates))
         self.actor_steps = 0
-        """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps``)."""
-        self.elapsed_minutes = 0.0
-        """The run's wall-clock minutes so far (``max_minutes``' clock), set by the trainer before each
-        update (they drive ``actor_lr_decay_minutes``)."""
+        """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps`` and
+        ``actor_lr_decay_steps``; saved in the checkpoint)."""
 
     @staticmethod
     def _param_groups(policy: ChunkPolicy, rates: dict[str, float | None]) -> list[dict]:
@@ -264,12 +262,10 @@ class ChunkPolicyUpdate:
 
     def actor_lr(self, step: int) -> float:
         """The actor's learning rate at its ``step``-th gradient step (counting from 1): linear
-        warm-up, then constant or a linear decay to 0 over steps or over ``elapsed_minutes``."""
+        warm-up, then constant or a linear decay to 0 at ``actor_lr_decay_steps``."""
         warmup, decay_end = self.cfg.actor_lr_warmup_steps, self.cfg.actor_lr_decay_steps
         if warmup > 0 and step < warmup:
             return self.cfg.actor_lr * step / warmup
-        if self.cfg.actor_lr_decay_minutes > 0:
-            return self.cfg.actor_lr * max(0.0, 1.0 - self.elapsed_minutes / self.cfg.actor_lr_decay_minutes)
         if decay_end > 0:
             return self.cfg.actor_lr * max(0.0, (decay_end - step) / (decay_end - warmup))
         return self.cfg.actor_lr

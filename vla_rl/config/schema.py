@@ -70,7 +70,9 @@ class TrainConfig:
     total_env_steps: int = 1_000_000
     """Training stops after this many environment steps (summed over worlds)."""
     max_minutes: float = 0.0
-    """Wall-clock cap on training in minutes; ``<= 0`` disables."""
+    """Wall-clock cap of the run in minutes, ``vla-rl train``'s final evaluation included: training
+    stops early enough to leave time for it (``vla_rl.training.budget``); ``<= 0`` disables. It only
+    stops a run: every schedule counts updates or env steps."""
     checkpoint_interval: int = 50
     """Write a checkpoint every this many iterations (and always at the end)."""
     keep_checkpoints: int = 3

@@ -167,7 +167,7 @@ class ChunkCollector:
 
     def _shaping(self, result: StepResult, done: torch.Tensor) -> torch.Tensor:
         """``progress_shaping * (gamma * phi(s') - phi(s))`` per world (0 where phi(s) is unknown:
-        after a reset, and on the first step of a resumed run, whose collector starts afresh)."""
+        after a reset; a checkpoint keeps it across a resume)."""
         phi_next = result.reward.cpu().float()
         known = ~torch.isnan(self.potential)
         term = potential_shaping(torch.where(known, self.potential, 0.0), phi_next, self.gamma)

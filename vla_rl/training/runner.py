@@ -26,6 +26,7 @@ from vla_rl.distributed.layout import make_training_runtime
 from vla_rl.distributed.remote_env import build_training_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
+from vla_rl.training.budget import WallClock, describe_cap
 from vla_rl.training.checkpoint import (
     Checkpoint,
     find_resume_checkpoint,
@@ -40,6 +41,12 @@ from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.stop_signals import install_stop_handlers
 
 log = logging.getLogger(__name__)
+
+EVALUATION_PACE_FACTOR = 2.0
+"""The final evaluation is budgeted at this many times the training rollouts' time per batched env
+step (a fresh env, deterministic actions, bookkeeping per episode) ..."""
+EVALUATION_FIXED_S = 10.0
+"""... plus this many seconds (building its env, recording and writing its video)."""
 
 
 @dataclass
@@ -66,6 +73,8 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, env: BatchedEnv | None = None) -> None:
         """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
+        self._built_from = time.perf_counter()
+        """When building began: building the env and the policy counts against ``max_minutes``."""
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)
         torch.set_num_threads(cfg.torch_num_threads)
@@ -100,6 +109,8 @@ class Trainer:
         record_run_start(self.run_dir, cfg)
         logger = self._build_logger()
         steps_per_iteration = cfg.algorithm.num_steps * self.env.num_envs
+        clock = WallClock(cfg.max_minutes, time.perf_counter() - self._built_from)
+        log.info("%s", self.plan())
         start = time.perf_counter()
         start_steps = self.env_steps
         history: list[dict[str, float]] = []
@@ -113,8 +124,16 @@ class Trainer:
                 if self._stop_requested:
                     stop_reason = "interrupted"
                     break
-                if cfg.max_minutes > 0 and time.perf_counter() - start >= cfg.max_minutes * 60.0:
+                clock.reserve_s = self.final_evaluation_s(history)
+                if not clock.room_for_update():
                     stop_reason = "max_minutes"
+                    log.info(
+                        "stopping after %d updates: another update and the final evaluation (about %.0f s) "
+                        "would pass max_minutes=%g",
+                        self.iteration,
+                        clock.reserve_s,
+                        cfg.max_minutes,
+                    )
                     break
                 t0 = time.perf_counter()
                 self.obs, stats = self.collector.collect(self.obs)
@@ -131,6 +150,7 @@ class Trainer:
                     del history[self.iteration - start_iteration :]
                     continue
                 t2 = time.perf_counter()
+                clock.record_update(t2 - t0)
                 self.iteration += 1
                 self.env_steps += steps_per_iteration
                 elapsed = time.perf_counter() - start
@@ -140,6 +160,8 @@ class Trainer:
                 metrics["perf/rollout_time_s"] = t1 - t0
                 metrics["perf/update_time_s"] = t2 - t1
                 history.append(metrics)
+                if self.iteration == start_iteration + 1:
+                    log.info("%s", self._estimate(clock, history))
                 if self.iteration % cfg.logger.log_interval == 0:
                     logger.log(metrics, self.env_steps)
                 if self.iteration % cfg.checkpoint_interval == 0:
@@ -161,6 +183,51 @@ class Trainer:
             history=history,
             events=events,
         )
+
+    def plan(self) -> str:
+        """One line: what ``train`` (and ``vla-rl train``'s final evaluation) will do, and the cap."""
+        cfg = self.cfg
+        steps_per_update = cfg.algorithm.num_steps * self.env.num_envs
+        updates = math.ceil(max(cfg.total_env_steps - self.env_steps, 0) / steps_per_update)
+        evaluation = (
+            f"a final evaluation of {cfg.eval.num_episodes} episodes on {cfg.eval.split}"
+            if cfg.eval.num_episodes > 0
+            else "no evaluation"
+        )
+        line = (
+            f"plan: {updates} updates of {steps_per_update} env steps (to {cfg.total_env_steps} env steps), "
+            f"{evaluation}; {describe_cap(cfg.max_minutes)}"
+        )
+        if cfg.max_minutes > 0 and cfg.eval.num_episodes > 0:
+            line += (
+                " (training stops early enough for the final evaluation, estimated from the rollouts' pace)"
+            )
+        return line
+
+    def _estimate(self, clock: WallClock, history: list[dict[str, float]]) -> str:
+        """After the first update: about how long the run will take at the measured pace."""
+        steps_per_update = self.cfg.algorithm.num_steps * self.env.num_envs
+        left = math.ceil(max(self.cfg.total_env_steps - self.env_steps, 0) / steps_per_update)
+        seconds = clock.elapsed_s + left * clock.longest_update_s + self.final_evaluation_s(history)
+        capped = f", capped at {self.cfg.max_minutes:g} min" if self.cfg.max_minutes > 0 else ""
+        return (
+            f"first update took {clock.longest_update_s:.1f} s: about {seconds / 60:.1f} min for "
+            f"{left + 1} updates and the final evaluation{capped}"
+        )
+
+    def final_evaluation_s(self, history: list[dict[str, float]]) -> float:
+        """Seconds kept for the final evaluation under ``max_minutes``: its batched env steps
+        (episodes over worlds, times the episode length) at ``EVALUATION_PACE_FACTOR`` times the
+        last rollout's time per batched step, plus ``EVALUATION_FIXED_S``; 0 without an evaluation."""
+        ecfg = self.cfg.eval
+        if ecfg.num_episodes <= 0:
+            return 0.0
+        if not history:
+            return EVALUATION_FIXED_S
+        worlds = min(ecfg.num_envs if ecfg.num_envs > 0 else self.env.num_envs, ecfg.num_episodes)
+        batched_steps = math.ceil(ecfg.num_episodes / worlds) * self.env.max_episode_steps
+        step_s = history[-1]["perf/rollout_time_s"] / self.cfg.algorithm.num_steps
+        return EVALUATION_PACE_FACTOR * batched_steps * step_s + EVALUATION_FIXED_S
 
     def request_stop(self) -> None:
         """Finish the current iteration, write a checkpoint and return from ``train``."""

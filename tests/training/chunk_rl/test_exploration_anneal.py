@@ -1,4 +1,4 @@
-"""Exploration noise annealed over the run's clock: the schedule's numbers, its checks, and a run."""
+"""Exploration noise annealed over the run's updates: the schedule's numbers, its checks, and a run."""
 
 from __future__ import annotations
 
@@ -15,25 +15,25 @@ from vla_rl.training.chunk_rl.config_load import compose_rl_config
 from vla_rl.training.chunk_rl.exploration_anneal import (
     annealed_exploration,
     exploration_metrics,
-    run_minutes,
+    run_updates,
 )
 from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer, load_rl_policy
 
 
 @pytest.mark.parametrize(
-    ("elapsed_minutes", "level"),
-    [(0.0, 0.5), (10.0, 0.45), (20.0, 0.4), (40.0, 0.3), (80.0, 0.3), (-1.0, 0.5)],
+    ("update", "level"),
+    [(0, 0.5), (10, 0.45), (20, 0.4), (40, 0.3), (80, 0.3)],
 )
-def test_the_noise_level_moves_linearly_and_holds_at_its_end(elapsed_minutes, level):
-    # 0.5 -> 0.3 over 40 minutes: 0.05 per 10 minutes, held at 0.3 afterwards.
-    settings = annealed_exploration({"noise_level": 0.5}, {"noise_level": 0.3}, 40.0, elapsed_minutes)
+def test_the_noise_level_moves_linearly_and_holds_at_its_end(update, level):
+    # 0.5 -> 0.3 over 40 updates: 0.05 per 10 updates, held at 0.3 afterwards.
+    settings = annealed_exploration({"noise_level": 0.5}, {"noise_level": 0.3}, 40, update)
     assert settings == {"noise_level": pytest.approx(level)}
 
 
 def test_bounds_move_entry_by_entry():
     # Halfway from [0.08, 0.16] to [0.04, 0.08] is [0.06, 0.12].
     settings = annealed_exploration(
-        {"noise_std_bounds": [0.08, 0.16]}, {"noise_std_bounds": [0.04, 0.08]}, 30.0, 15.0
+        {"noise_std_bounds": [0.08, 0.16]}, {"noise_std_bounds": [0.04, 0.08]}, 30, 15
     )
     assert settings["noise_std_bounds"] == pytest.approx([0.06, 0.12])
     assert exploration_metrics(settings) == {
@@ -45,19 +45,27 @@ def test_bounds_move_entry_by_entry():
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["+policy.exploration_final.sde_one_step=true"], "cannot be annealed"),
-        (["+policy.exploration_final.noise_level=0.1"], "exploration_anneal_minutes > 0"),
         (
-            ["+policy.exploration_final.noise_std_bounds=[0.04,0.08]", "policy.exploration_anneal_minutes=5"],
-            "starting value",
+            ["+policy.exploration_final.sde_one_step=true"],
+            "unknown config key 'policy.exploration_final.sde_one_step'",
         ),
-        (["+policy.exploration_final.noise_level=[0.1,0.2]", "policy.exploration_anneal_minutes=5"], "match"),
-        (["+policy.exploration_final.noise_level=-0.1", "policy.exploration_anneal_minutes=5"], ">= 0"),
+        (["+policy.exploration_final.noise_level=0.1"], "'policy.exploration_anneal_updates': must be > 0"),
+        (["policy.exploration_anneal_updates=-1"], "'policy.exploration_anneal_updates': must be >= 0"),
+        (["policy.exploration_anneal_updates=1.5"], "'policy.exploration_anneal_updates'"),
+        (
+            ["+policy.exploration_final.noise_std_bounds=[0.04,0.08]", "policy.exploration_anneal_updates=5"],
+            "needs its start in policy.exploration.noise_std_bounds",
+        ),
+        (
+            ["+policy.exploration_final.noise_level=[0.1,0.2]", "policy.exploration_anneal_updates=5"],
+            "noise_level",
+        ),
+        (["+policy.exploration_final.noise_level=-0.1", "policy.exploration_anneal_updates=5"], ">= 0"),
         (
             [
                 "+policy.exploration.noise_std_bounds=[0.08,0.16]",
                 "+policy.exploration_final.noise_std_bounds=[0.1,0.05]",
-                "policy.exploration_anneal_minutes=5",
+                "policy.exploration_anneal_updates=5",
             ],
             "min < max",
         ),
@@ -81,26 +89,30 @@ def test_moving_the_bounds_keeps_the_heads_place_between_them():
     assert torch.allclose(head(features), expected)
 
 
-def test_a_run_anneals_before_its_rollouts_and_a_loaded_checkpoint_takes_the_noise_of_its_clock(tmp_path):
-    # The recipe starts at a = 0.3; annealed to 0.1 by minute 1e-9, which every iteration is past.
+def test_a_run_anneals_before_its_rollouts_and_a_loaded_checkpoint_takes_the_noise_of_its_update(tmp_path):
+    # The recipe starts at a = 0.3; annealed to 0.1 at update 2: update 0 samples at 0.3, update 1
+    # at 0.2, and a checkpoint after 2 updates is loaded (for evaluation or a resume) at 0.1.
     cfg = compose_rl_config(
         [
             *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
             "+policy.exploration_final.noise_level=0.1",
-            "policy.exploration_anneal_minutes=1e-9",
+            "policy.exploration_anneal_updates=2",
         ]
     )
-    assert cfg.policy.exploration["noise_level"] == 0.3
+    assert cfg.policy.exploration.noise_level == 0.3
     trainer = ChunkRLTrainer(cfg)
     try:
-        assert trainer.policy.cfg.noise_level == 0.3  # loaded at minute 0
+        assert trainer.policy.cfg.noise_level == 0.3  # loaded at update 0
         result = trainer.train()
     finally:
         trainer.close()
-    assert trainer.policy.cfg.noise_level == pytest.approx(0.1)
-    assert [row["exploration/noise_level"] for row in result.history] == [pytest.approx(0.1)] * 2
-    minutes = run_minutes(cfg.policy, tmp_path / "run")
-    assert minutes > 1e-9
+    assert [row["exploration/noise_level"] for row in result.history] == [
+        pytest.approx(0.3),
+        pytest.approx(0.2),
+    ]
+    assert trainer.policy.cfg.noise_level == pytest.approx(0.2)
+    updates = run_updates(cfg.policy, tmp_path / "run")
+    assert updates == 2
     policy_dir = resolve_policy_dir(tmp_path / "run")
     assert load_rl_policy(cfg, policy_dir).cfg.noise_level == 0.3
-    assert load_rl_policy(cfg, policy_dir, minutes).cfg.noise_level == pytest.approx(0.1)
+    assert load_rl_policy(cfg, policy_dir, updates).cfg.noise_level == pytest.approx(0.1)

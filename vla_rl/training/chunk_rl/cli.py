@@ -6,6 +6,7 @@ runs the state-policy PPO job of ``configs/train.yaml``.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
@@ -64,7 +65,12 @@ def rl_train_command(overrides: list[str], resume: str | None) -> int:
     )
     for split in [cfg.env.split, *cfg.eval.ood_splits]:
         before, after = result.success(0, split), result.success(result.iterations, split)
-        print(f"success on {split}: {100 * before:.1f} % before RL, {100 * after:.1f} % after")
+        if math.isnan(before) and math.isnan(after):
+            continue
+        after_text = (
+            "not evaluated after (max_minutes)" if math.isnan(after) else f"{100 * after:.1f} % after"
+        )
+        print(f"success on {split}: {100 * before:.1f} % before RL, {after_text}")
     if result.stop_reason == "interrupted":
         return EXIT_INTERRUPTED
     final = result.success(result.iterations, cfg.env.split)

@@ -2,13 +2,60 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.config.schema import LoggerConfig
 from vla_rl.envs.config import EnvConfig
 from vla_rl.rewards.config import RewardConfig
+
+
+@dataclass
+class ExplorationSettings:
+    """A flow policy's exploration for RL (``pi0``, ``flow_mlp``; ``vla_rl.policies.flow.exploration``).
+    None keeps the value the checkpoint was saved with."""
+
+    exploration: str | None = None
+    """The chain's exploration: ``euler_maruyama``, ``flow_sde`` (Flow-SDE) or ``flow_noise`` (Flow-Noise)."""
+    noise_level: float | None = None
+    """``flow_sde``: ``a`` in ``sigma_t = a sqrt(t / (1 - t))``; ``euler_maruyama``: the injected
+    std (>= 0)."""
+    sde_one_step: bool | None = None
+    """``flow_sde``: only one randomly chosen denoising step per sample is stochastic."""
+    noise_std_bounds: list[float] | None = None
+    """``flow_noise``: ``[min, max]`` of the standard deviation the noise head sets (0 < min < max)."""
+    noise_std_profile: str | None = None
+    """``flow_noise``: ``flat`` (the same bounds at every denoising step) or ``sde`` (scaled per step
+    as Flow-SDE's ``sigma_t``)."""
+    noise_mean: str | None = None
+    """``flow_noise``: each noisy step's mean, ``euler`` (the ODE step) or ``sde`` (Flow-SDE's
+    marginal-preserving mean for the learned variance)."""
+    noisy_chunk_steps: int | None = None
+    """Sample only the first this many steps of each chunk (the executed ones; >= 0, 0: all); the
+    others take the ODE step and leave the log-probability."""
+    chain_log_prob: str | None = None
+    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps."""
+    reuse_frozen_prefix: bool | None = None
+    """``pi0`` only: while the VLM is frozen, encode each observation's prefix once per update and
+    reuse it in every epoch."""
+
+    def given(self) -> dict[str, Any]:
+        """The settings that are set (not None), as ``set_exploration`` keywords."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+@dataclass
+class AnnealedExploration:
+    """Where the annealed exploration settings end (None: that setting is not annealed)."""
+
+    noise_level: float | None = None
+    """Flow-SDE's ``a`` (or Euler-Maruyama's std) at update ``exploration_anneal_updates`` (>= 0)."""
+    noise_std_bounds: list[float] | None = None
+    """Flow-Noise's ``[min, max]`` std bounds at update ``exploration_anneal_updates`` (0 < min < max)."""
+
+    def given(self) -> dict[str, Any]:
+        return {name: value for name, value in asdict(self).items() if value is not None}
 
 
 @dataclass
@@ -21,18 +68,16 @@ class RLPolicyConfig:
     freeze: list[str] = field(default_factory=list)
     """Parameter-name prefixes kept fixed during RL, e.g. ``[model.model.vlm.]`` trains pi0's
     action expert (and the heads) only; empty trains everything."""
-    exploration: dict[str, Any] = field(default_factory=dict)
-    """Flow policies: settings passed to ``set_exploration`` (``exploration: flow_sde``,
-    ``noise_level``, ``sde_one_step``, ``noise_std_bounds``, ``noise_std_profile``, ``noise_mean``,
-    ``noisy_chunk_steps``, ``chain_log_prob``, and for pi0 any other ``Pi0PolicyConfig`` field such
-    as ``reuse_frozen_prefix``); empty keeps the checkpoint's."""
-    exploration_final: dict[str, Any] = field(default_factory=dict)
+    exploration: ExplorationSettings = field(default_factory=ExplorationSettings)
+    """Flow policies: how the denoising chain explores during RL (passed to ``set_exploration``);
+    every field left at None keeps the checkpoint's value."""
+    exploration_final: AnnealedExploration = field(default_factory=AnnealedExploration)
     """Flow policies: where ``noise_level`` and/or ``noise_std_bounds`` arrive, linearly from their
-    ``exploration`` values, at minute ``exploration_anneal_minutes`` of the run's clock (held after);
-    empty keeps the noise fixed (``vla_rl.training.chunk_rl.exploration_anneal``)."""
-    exploration_anneal_minutes: float = 0.0
-    """The minute of the run's wall clock (``max_minutes``' clock) at which ``exploration_final`` is
-    reached."""
+    ``exploration`` values, after ``exploration_anneal_updates`` updates (held after); both None
+    keep the noise fixed (``vla_rl.training.chunk_rl.exploration_anneal``)."""
+    exploration_anneal_updates: int = 0
+    """The update (iteration) at which ``exploration_final`` is reached; the update counter lives in
+    the checkpoint, so the noise of an update is the same on any machine and after a resume."""
 
 
 @dataclass
@@ -72,10 +117,11 @@ class VLARLConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     """Where metrics go (``log_interval`` counts iterations)."""
     iterations: int = 100
-    """RL iterations (rollout + update) at most."""
+    """The run's budget in updates (iterations of rollout + update); every schedule counts them."""
     max_minutes: float = 0.0
-    """Stop after the iteration that passes this wall-clock budget (evaluations included; a resumed
-    run counts the time before its checkpoint); <= 0: none."""
+    """Wall-clock cap of the whole run in minutes, evaluations included (a resumed run counts the time
+    before its checkpoint): training stops early enough to leave time for the final evaluation,
+    measured on the first one; <= 0: none. It only stops a run, it never changes its maths."""
     seed: int = 0
     """Seeds the rollouts, the minibatch order and the evaluation worlds."""
     run_dir: str = "runs/rl"

@@ -9,7 +9,10 @@ end, on ``env.split`` and on ``eval.ood_splits``. Rollout, log-prob recomputatio
 are logged separately.
 
 A checkpoint (``<run_dir>/checkpoints/iter_XXXXXX``) holds the policy as its ``save_pretrained``
-folder (``policy/``), the optimizer, the RNG states, the iteration and the evaluation history.
+folder (``policy/``), the optimizer, the RNG states, the environment's state where it can snapshot
+one (PPO's continuous rollouts go on mid-episode after a resume), the iteration and the evaluation
+history, so a resumed run makes the same updates as one that never stopped. Every schedule counts
+updates (or gradient steps); the wall clock (``max_minutes``) only decides when to stop.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
+from vla_rl.training.budget import WallClock, describe_cap
 from vla_rl.training.checkpoint import (
     POLICY_DIRNAME,
     Checkpoint,
@@ -52,6 +56,8 @@ from vla_rl.training.stop_signals import install_stop_handlers
 log = logging.getLogger(__name__)
 
 EVAL_SEED_OFFSET = 1_000_003
+EVALUATION_SHARE = 0.5
+"""Under ``max_minutes``, the share of the cap the evaluations before and after may take."""
 GROUP_SEED_STRIDE = 7919
 """Without a curriculum, group k of the run resets from ``seed * GROUP_SEED_STRIDE**2 + k``."""
 
@@ -75,16 +81,16 @@ class RLResult:
         return math.nan
 
 
-def load_rl_policy(cfg: VLARLConfig, directory: Path, elapsed_minutes: float = 0.0) -> ChunkPolicy:
+def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkPolicy:
     """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied (and
-    ``policy.exploration_final`` as annealed by ``elapsed_minutes`` of the run's clock), in eval mode
+    ``policy.exploration_final`` as annealed at ``update``), in eval mode
     (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
     the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
     policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device)).eval()
     limit_decoding = getattr(policy, "limit_decoding", None)
     if limit_decoding is not None:
         limit_decoding(cfg.algorithm.execute_steps)
-    settings = {**cfg.policy.exploration, **exploration_at(cfg.policy, elapsed_minutes)}
+    settings = {**cfg.policy.exploration.given(), **exploration_at(cfg.policy, update)}
     if settings:
         set_exploration = getattr(policy, "set_exploration", None)
         if set_exploration is None:
@@ -120,6 +126,8 @@ def evaluate_rl_policy(
 
 class ChunkRLTrainer:
     def __init__(self, cfg: VLARLConfig) -> None:
+        self._built_from = time.perf_counter()
+        """When building began: loading the policies and the env counts against ``max_minutes``."""
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)
         torch.set_num_threads(cfg.torch_num_threads)
@@ -157,8 +165,12 @@ class ChunkRLTrainer:
         self.wandb_run_id: str | None = None
         self.last_checkpoint: Path | None = None
         self.elapsed_s = 0.0
-        """Wall-clock seconds the run has trained so far, across resumes (``max_minutes`` counts it)."""
-        self._clock_start: float | None = None
+        """Wall-clock seconds the run has taken so far, across resumes (only ``max_minutes`` reads it)."""
+        self.clock: WallClock | None = None
+        self._save_s = 0.0
+        """The longest checkpoint write so far (kept in reserve under ``max_minutes``)."""
+        self._final_splits = [cfg.env.split, *cfg.eval.ood_splits] if cfg.eval.num_episodes > 0 else []
+        """The splits the final evaluation runs on."""
         self._stop_requested = False
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -228,35 +240,53 @@ class ChunkRLTrainer:
         cfg = self.cfg
         record_run_start(self.run_dir, cfg)
         logger = self._build_logger()
-        start = time.perf_counter() - self.elapsed_s  # a resumed run continues its clock
-        self._clock_start = start
+        # a resumed run continues its clock; building this trainer counts too
+        self.clock = clock = WallClock(
+            cfg.max_minutes, self.elapsed_s + time.perf_counter() - self._built_from
+        )
         result = RLResult(self.iteration, 0.0, "iterations", None)
         restore_signals = install_stop_handlers(self.request_stop, lambda: self._stop_requested)
+        log.info("%s", self.plan())
         try:
             if self.iteration == 0 and not self.evaluations:
-                self._evaluate_all(logger, start)
+                self._evaluate_start(logger)
+            first_iteration = self.iteration
             while self.iteration < cfg.iterations:
                 if self._stop_requested:
                     result.stop_reason = "interrupted"
                     break
-                self.algorithm.elapsed_minutes = (time.perf_counter() - start) / 60.0
-                exploration = self.anneal_exploration(self.algorithm.elapsed_minutes)
+                clock.reserve_s = self._final_evaluation_s() + self._save_s
+                if not clock.room_for_update():
+                    result.stop_reason = "time"
+                    log.info(
+                        "stopping after %d updates: another update and the final evaluation would pass "
+                        "max_minutes=%g",
+                        self.iteration,
+                        cfg.max_minutes,
+                    )
+                    break
+                started = time.perf_counter()
+                exploration = self.anneal_exploration(self.iteration)
                 metrics = {**exploration, **self.run_iteration()}
-                metrics["perf/elapsed_min"] = (time.perf_counter() - start) / 60.0
+                clock.record_update(time.perf_counter() - started)
+                metrics["perf/elapsed_min"] = clock.elapsed_s / 60.0
                 result.history.append(metrics)
+                if self.iteration == first_iteration + 1:
+                    log.info("%s", self._estimate())
                 if self.iteration % cfg.logger.log_interval == 0:
                     logger.log(metrics, self.iteration)
-                out_of_time = 0 < cfg.max_minutes <= (time.perf_counter() - start) / 60.0
-                last = self.iteration >= cfg.iterations or out_of_time
+                last = self.iteration >= cfg.iterations or not clock.room_for_update()
                 if cfg.eval.interval > 0 and self.iteration % cfg.eval.interval == 0 and not last:
-                    self._evaluate_all(logger, start, splits=[cfg.env.split])
+                    if clock.fits(self._evaluation_s(cfg.env.split) + clock.longest_update_s):
+                        self._evaluate_all(logger, splits=[cfg.env.split])
+                    else:
+                        log.info(
+                            "iteration %d: evaluation skipped to keep within max_minutes", self.iteration
+                        )
                 if self.iteration % cfg.checkpoint_interval == 0 and not last:
                     self.save()
-                if out_of_time:
-                    result.stop_reason = "time"
-                    break
-            if result.stop_reason != "interrupted":
-                self._evaluate_all(logger, start)
+            if result.stop_reason != "interrupted" and self._final_splits and self._unevaluated():
+                self._evaluate_all(logger, splits=self._final_splits)
             restore_signals()
             self.save()
         finally:
@@ -265,15 +295,56 @@ class ChunkRLTrainer:
                 self.save()
             logger.close()
         result.iterations = self.iteration
-        result.wall_time_s = time.perf_counter() - start
+        result.wall_time_s = clock.elapsed_s
         result.last_checkpoint = self.last_checkpoint
         result.evaluations = list(self.evaluations)
         return result
 
-    def anneal_exploration(self, elapsed_minutes: float) -> dict[str, float]:
-        """Move the policy's exploration to its annealed settings at ``elapsed_minutes`` (before a
-        rollout, so the rollout and its update see the same chains); returns them as metrics."""
-        settings = exploration_at(self.cfg.policy, elapsed_minutes)
+    def plan(self) -> str:
+        """One line: what the run will do (updates, evaluations, cap) and the rule that keeps the cap."""
+        cfg = self.cfg
+        splits = [cfg.env.split, *cfg.eval.ood_splits]
+        if cfg.eval.num_episodes > 0:
+            evaluations = (
+                f"evaluations of {cfg.eval.num_episodes} episodes on {', '.join(splits)} before and after"
+            )
+            if cfg.eval.interval > 0:
+                evaluations += f", on {cfg.env.split} every {cfg.eval.interval} updates"
+        else:
+            evaluations = "no evaluations"
+        cap = describe_cap(cfg.max_minutes)
+        updates = f"{cfg.iterations - self.iteration} updates (to update {cfg.iterations})"
+        line = f"plan: {updates}; {evaluations}; {cap}"
+        if cfg.max_minutes > 0:
+            line += (
+                " (training stops early enough for the final evaluation, timed on the first; "
+                "out-of-distribution splits are dropped if the evaluations would take over half the cap)"
+            )
+        return line
+
+    def _estimate(self) -> str:
+        """After the first update: about how long the run will take at the measured pace."""
+        clock, cfg = self.clock, self.cfg
+        left = cfg.iterations - self.iteration
+        interval_evals = (
+            left // cfg.eval.interval if cfg.eval.interval > 0 and cfg.eval.num_episodes > 0 else 0
+        )
+        seconds = (
+            clock.elapsed_s
+            + left * clock.longest_update_s
+            + interval_evals * self._evaluation_s(cfg.env.split)
+            + self._final_evaluation_s()
+        )
+        capped = f", capped at {cfg.max_minutes:g} min" if cfg.max_minutes > 0 else ""
+        return (
+            f"first update took {clock.longest_update_s:.1f} s: about {seconds / 60:.1f} min for "
+            f"{cfg.iterations} updates with evaluations{capped}"
+        )
+
+    def anneal_exploration(self, update: int) -> dict[str, float]:
+        """Move the policy's exploration to its annealed settings at ``update`` (before its rollout,
+        so the rollout and its update see the same chains); returns them as metrics."""
+        settings = exploration_at(self.cfg.policy, update)
         if settings:
             self.policy.set_exploration(**settings)  # type: ignore[operator]
         return exploration_metrics(settings)
@@ -284,12 +355,67 @@ class ChunkRLTrainer:
     def evaluate(self, split: str) -> EvalResult:
         return evaluate_rl_policy(self.policy, self.cfg, split)
 
-    def _evaluate_all(self, logger: MultiLogger, start: float, splits: list[str] | None = None) -> None:
+    def _evaluate_start(self, logger: MultiLogger) -> None:
+        """The evaluation before the first update: ``env.split`` first, timed; with a cap, the
+        out-of-distribution splits are dropped from the run when the evaluations before and after
+        on every split would take more than ``EVALUATION_SHARE`` of it, and the final evaluation is
+        dropped when even ``env.split``'s two would."""
+        cfg = self.cfg
+        if cfg.eval.num_episodes <= 0:
+            return
+        self._evaluate_all(logger, splits=[cfg.env.split])
+        seconds, cap_s = self._evaluation_s(cfg.env.split), cfg.max_minutes * 60.0
+        if cfg.max_minutes > 0 and 2 * seconds > EVALUATION_SHARE * cap_s:
+            self._final_splits = []
+            log.warning(
+                "an evaluation of %s took %.0f s: with max_minutes=%g there is no room for evaluations "
+                "before and after, so this run ends without a final evaluation (evaluate its checkpoint "
+                "with benchmarks.rl_checkpoint_eval)",
+                cfg.env.split,
+                seconds,
+                cfg.max_minutes,
+            )
+            return
+        if cfg.max_minutes > 0 and 2 * seconds * len(self._final_splits) > EVALUATION_SHARE * cap_s:
+            log.warning(
+                "an evaluation of %s took %.0f s: with max_minutes=%g this run evaluates %s only "
+                "(out-of-distribution splits %s dropped)",
+                cfg.env.split,
+                seconds,
+                cfg.max_minutes,
+                cfg.env.split,
+                cfg.eval.ood_splits,
+            )
+            self._final_splits = [cfg.env.split]
+        self._evaluate_all(logger, splits=self._final_splits[1:])
+
+    def _evaluation_s(self, split: str) -> float:
+        """Seconds the last evaluation of ``split`` took (that of ``env.split`` if it had none)."""
+        for wanted in (split, self.cfg.env.split):
+            for entry in reversed(self.evaluations):
+                if entry["split"] == wanted and "seconds" in entry:
+                    return float(entry["seconds"])
+        return 0.0
+
+    def _final_evaluation_s(self) -> float:
+        return sum(self._evaluation_s(split) for split in self._final_splits)
+
+    def _unevaluated(self) -> bool:
+        """No evaluation at the current iteration yet (a run stopped before its first update has
+        its starting evaluation as its last)."""
+        return not any(entry["iteration"] == self.iteration for entry in self.evaluations)
+
+    def _evaluate_all(self, logger: MultiLogger, splits: list[str]) -> None:
         if self.cfg.eval.num_episodes <= 0:
             return
-        for split in splits or [self.cfg.env.split, *self.cfg.eval.ood_splits]:
+        for split in splits:
+            started = time.perf_counter()
             evaluation = self.evaluate(split)
-            entry = {"iteration": self.iteration, "minutes": (time.perf_counter() - start) / 60.0}
+            entry: dict[str, Any] = {
+                "iteration": self.iteration,
+                "minutes": self.clock.elapsed_s / 60.0,
+                "seconds": time.perf_counter() - started,
+            }
             entry.update({k: v for k, v in asdict(evaluation).items() if k != "video_path"})
             self.evaluations.append(entry)
             logger.log({f"eval_{split}/success_rate": evaluation.success_rate}, self.iteration)
@@ -299,11 +425,18 @@ class ChunkRLTrainer:
     # ----- checkpoints ------------------------------------------------------------------------------------
 
     def save(self) -> Path:
-        if self._clock_start is not None:
-            self.elapsed_s = time.perf_counter() - self._clock_start
+        started = time.perf_counter()
+        if self.clock is not None:
+            self.elapsed_s = self.clock.elapsed_s
+        try:
+            env_state: dict[str, Any] | None = self.env.state_dict()
+        except NotImplementedError:
+            env_state = None
         state = {
             "iteration": self.iteration,
             "elapsed_s": self.elapsed_s,
+            "env": env_state,
+            "potential": self.collector.potential.clone(),
             "group_counter": self.group_counter,
             "curriculum": None if self.curriculum is None else self.curriculum.state_dict(),
             "policy_name": self.cfg.policy.name,
@@ -321,6 +454,7 @@ class ChunkRLTrainer:
             keep=self.cfg.keep_checkpoints,
             write_extra=lambda directory: self.policy.save_pretrained(directory / POLICY_DIRNAME),
         )
+        self._save_s = max(self._save_s, time.perf_counter() - started)
         return self.last_checkpoint
 
     def _unsaved(self) -> bool:
@@ -335,6 +469,10 @@ class ChunkRLTrainer:
         self.iteration = int(state["iteration"])
         self.elapsed_s = float(state.get("elapsed_s", 0.0))
         self.group_counter = int(state.get("group_counter", 0))
+        if state.get("env") is not None:  # PPO's rollouts go on mid-episode, as if never stopped
+            self.obs = self.env.load_state_dict(state["env"])
+        if state.get("potential") is not None:
+            self.collector.potential = state["potential"].clone()
         if self.curriculum is not None and state.get("curriculum") is not None:
             self.curriculum.load_state_dict(state["curriculum"])
         self.evaluations = list(state.get("evaluations", []))
