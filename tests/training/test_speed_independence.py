@@ -89,7 +89,7 @@ def test_state_ppo_gives_the_same_weights_slowed_down_and_resumed(tmp_path, monk
 
 
 def flow_policy_dir(tmp_path: Path) -> Path:
-    from vla_rl.policies.chunk_registry import build_chunk_policy
+    from vla_rl.policies.registry import build_chunk_policy
 
     torch.manual_seed(0)
     policy = build_chunk_policy(
