@@ -13,7 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from vla_rl.algorithms.config import LR_SCHEDULES
 from vla_rl.config.schema import TrainConfig
-from vla_rl.rewards.config import RewardConfig, reward_config_errors
+from vla_rl.rewards.config import REWARD_MODEL_OPTIONS, REWARD_OPTIONS_KEY, RewardConfig, reward_config_errors
 
 ConfigT = TypeVar("ConfigT")
 
@@ -92,26 +92,60 @@ class Check(Generic[ConfigT]):
 
 
 def validate_structured(
-    schema: type[ConfigT], raw: DictConfig | dict[str, Any], checks: Sequence[Check[ConfigT]]
+    schema: type[ConfigT],
+    raw: DictConfig | dict[str, Any],
+    checks: Sequence[Check[ConfigT]],
+    prefix: str = "",
 ) -> ConfigT:
     """Merge ``raw`` into the dataclass ``schema`` (unknown keys and wrong types fail), then apply
-    ``checks`` in order; the first one that fails is a ``ConfigError`` naming its dotted key."""
+    ``checks`` in order; the first one that fails is a ``ConfigError`` naming its dotted key, below
+    ``prefix`` (e.g. ``reward.options``) when the schema is one group of a larger config. A
+    ``ValueError`` of the schema's ``__post_init__`` is a ``ConfigError`` naming ``prefix``."""
     if not isinstance(raw, DictConfig):
         raw = OmegaConf.create(raw)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), raw)
         config: ConfigT = OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", None) or "?"
+        key = _full_key(prefix, getattr(error, "full_key", None) or "?")
         reason = str(error).splitlines()[0]
         if "not in" in reason:
             raise ConfigError(f"unknown config key '{key}' ({reason})") from None
         raise ConfigError(f"config key '{key}': {reason}") from None
+    except ValueError as error:
+        if not prefix:
+            raise
+        raise ConfigError(f"config key '{prefix}': {error}") from None
     for check in checks:
         if not check.holds(config):
             value = OmegaConf.select(OmegaConf.structured(config), check.key)
-            raise ConfigError(f"config key '{check.key}': {check.message} (got {value!r})")
+            raise ConfigError(f"config key '{_full_key(prefix, check.key)}': {check.message} (got {value!r})")
     return config
+
+
+@dataclass(frozen=True)
+class Schema(Generic[ConfigT]):
+    """A dataclass of settings and the value checks applied after merging into it: the typed
+    options of one reward model or the build settings of one policy family."""
+
+    type: type[ConfigT]
+    checks: Sequence[Check[ConfigT]] = ()
+
+    def validate(self, raw: DictConfig | dict[str, Any], prefix: str) -> ConfigT:
+        """``raw`` as an instance of ``type``; ``ConfigError`` naming the key below ``prefix``."""
+        return validate_structured(self.type, raw, self.checks, prefix)
+
+
+def resolve_attribute(target: str) -> Any:
+    """The object a ``"module:attribute"`` string names (the module is imported on use)."""
+    import importlib
+
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _full_key(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
 
 
 def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
@@ -127,11 +161,23 @@ def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
 
 
 def check_reward_config(reward: RewardConfig, env_cameras: list[str]) -> None:
-    """``ConfigError`` for the first invalid value of a ``reward`` group."""
+    """``ConfigError`` for the first invalid value of a ``reward`` group, its model's options
+    included (checked against the model's typed options, nothing loads)."""
     errors = reward_config_errors(reward, env_cameras)
     if errors:
         key, message = errors[0]
         raise ConfigError(f"config key '{key}': {message}")
+    if reward.model in REWARD_MODEL_OPTIONS:
+        schema: Schema[Any] = resolve_attribute(REWARD_MODEL_OPTIONS[reward.model])
+        schema.validate(reward.options, REWARD_OPTIONS_KEY)
+    elif reward.model:
+        from vla_rl.rewards.registry import registered_reward_models
+
+        if reward.model not in registered_reward_models():
+            raise ConfigError(
+                f"config key 'reward.model': unknown reward model {reward.model!r}; "
+                f"registered: {registered_reward_models()}"
+            )
 
 
 TRAIN_CHECKS: list[Check[TrainConfig]] = [
