@@ -99,8 +99,9 @@ def validate_structured(
 ) -> ConfigT:
     """Merge ``raw`` into the dataclass ``schema`` (unknown keys and wrong types fail), then apply
     ``checks`` in order; the first one that fails is a ``ConfigError`` naming its dotted key, below
-    ``prefix`` (e.g. ``reward.options``) when the schema is one group of a larger config. A
-    ``ValueError`` of the schema's ``__post_init__`` is a ``ConfigError`` naming ``prefix``."""
+    ``prefix`` (e.g. ``reward.options``) when the schema is one group of a larger config. With a
+    ``prefix``, a ``ValueError`` of the schema's ``__post_init__`` is a ``ConfigError`` naming the
+    field its message starts with (else ``prefix``)."""
     if not isinstance(raw, DictConfig):
         raw = OmegaConf.create(raw)
     try:
@@ -115,7 +116,7 @@ def validate_structured(
     except ValueError as error:
         if not prefix:
             raise
-        raise ConfigError(f"config key '{prefix}': {error}") from None
+        raise ConfigError(f"config key '{_post_init_key(schema, prefix, str(error))}': {error}") from None
     for check in checks:
         if not check.holds(config):
             value = OmegaConf.select(OmegaConf.structured(config), check.key)
@@ -142,6 +143,17 @@ def resolve_attribute(target: str) -> Any:
 
     module, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module), attribute)
+
+
+def _post_init_key(schema: type, prefix: str, message: str) -> str:
+    """The key a ``__post_init__`` error concerns: the field its message starts with, else ``prefix``."""
+    import dataclasses
+
+    first_word = message.split(" ", 1)[0]
+    names = (
+        {field.name for field in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else set()
+    )
+    return _full_key(prefix, first_word) if first_word in names else prefix
 
 
 def _full_key(prefix: str, key: str) -> str:
