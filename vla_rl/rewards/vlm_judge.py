@@ -113,8 +113,8 @@ class VLMJudge(RewardModel):
         self.model = model.eval().requires_grad_(False)
         tokenizer = processor.tokenizer
         self.answer_ids = (
-            single_token_id(tokenizer, options.yes_answer, "yes_answer"),
-            single_token_id(tokenizer, options.no_answer, "no_answer"),
+            single_token_id(tokenizer, options.yes_answer, f"{REWARD_OPTIONS_KEY}.yes_answer"),
+            single_token_id(tokenizer, options.no_answer, f"{REWARD_OPTIONS_KEY}.no_answer"),
         )
         if self.answer_ids[0] == self.answer_ids[1]:
             raise ConfigError("config key 'no_answer': tokenizes to the same token as yes_answer")
