@@ -61,3 +61,12 @@ def test_an_explicit_key_the_env_lacks_is_a_config_error_before_training(
     message = capsys.readouterr().err
     assert "policy.actor_obs_keys" in message and "'privileged'" in message and "['proprio']" in message
     assert not (run_dir / "checkpoints").exists()
+
+
+def test_an_unknown_gymnasium_id_is_a_config_error_naming_env_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main([*TUTORIAL, "env.task=Reachr-v5", *TINY, f"run_dir={tmp_path / 'run'}"])
+    assert code == EXIT_CONFIG_ERROR
+    message = capsys.readouterr().err
+    assert "'env.task'" in message and "Did you mean: `Reacher`" in message

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -139,20 +140,14 @@ class Schema(Generic[ConfigT]):
 
 def resolve_attribute(target: str) -> Any:
     """The object a ``"module:attribute"`` string names (the module is imported on use)."""
-    import importlib
-
     module, _, attribute = target.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
 
 def _post_init_key(schema: type, prefix: str, message: str) -> str:
     """The key a ``__post_init__`` error concerns: the field its message starts with, else ``prefix``."""
-    import dataclasses
-
     first_word = message.split(" ", 1)[0]
-    names = (
-        {field.name for field in dataclasses.fields(schema)} if dataclasses.is_dataclass(schema) else set()
-    )
+    names = {field.name for field in fields(schema)} if is_dataclass(schema) else set()
     return _full_key(prefix, first_word) if first_word in names else prefix
 
 
@@ -164,6 +159,12 @@ def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
     """Merge ``raw`` into ``TrainConfig`` (unknown keys and wrong types fail) and check values."""
     config = validate_structured(TrainConfig, raw, TRAIN_CHECKS)
     check_reward_config(config.reward, config.env.cameras)
+    if config.env.backend == "gymnasium":
+        from vla_rl.envs.gym_adapter import unknown_task_reason
+
+        reason = unknown_task_reason(config.env.task)
+        if reason is not None:
+            raise ConfigError(f"config key 'env.task': {reason}")
     if config.policy.hidden_sizes is None:
         from vla_rl.sims.tasks.registry import default_policy_hidden_sizes
 

@@ -235,6 +235,16 @@ def _masked_flag(info: dict[str, Any], num_envs: int) -> np.ndarray:
     return np.zeros(num_envs, dtype=bool)
 
 
+def unknown_task_reason(task: str) -> str | None:
+    """Why ``task`` is not a registered Gymnasium id (Gymnasium's own suggestion), or ``None``; reads
+    the registry only, nothing is built."""
+    try:
+        gym.spec(task)
+    except gym.error.Error as error:
+        return str(error)
+    return None
+
+
 @register_backend("gymnasium")
 def make_gymnasium_env(cfg: EnvConfig) -> GymnasiumBatchedEnv:
     """``cfg.task`` is a Gymnasium id, ``cfg.options`` its ``gym.make`` kwargs."""
