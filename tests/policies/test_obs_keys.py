@@ -62,6 +62,9 @@ def test_errors_name_the_config_field_and_the_missing_key() -> None:
     assert [key for key, _ in errors] == ["critic_obs_keys", "aux_target_key"]
     assert "'privileged'" in errors[0][1] and "['proprio']" in errors[0][1]
     assert "'objects'" in errors[1][1]
+    assert (
+        "null reads the actor's keys" in errors[0][1] and "null turns the auxiliary loss off" in errors[1][1]
+    )
     assert obs_key_errors(PolicyConfig(), SIM_SPACE) == []
 
 
@@ -82,3 +85,17 @@ def test_policies_built_with_default_keys_read_the_env_keys() -> None:
 
 def test_a_registered_policy_of_another_name_reads_the_env_state() -> None:
     assert default_actor_obs_keys("my_policy", SIM_SPACE) == ["proprio", "privileged"]
+
+
+def test_on_the_builtin_simulator_the_defaults_are_the_committed_configs_keys() -> None:
+    from vla_rl.envs import EnvConfig, make_env
+
+    env = make_env(EnvConfig(num_envs=1, num_threads=1, cameras=["front", "wrist"], image_size=16))
+    try:
+        space = env.observation_space
+    finally:
+        env.close()
+    # configs/policy/mlp.yaml read [proprio, privileged] before its keys became null, and
+    # configs/policy/cnn.yaml's actor reads [rgb_front, rgb_wrist, proprio].
+    assert default_actor_obs_keys("mlp", space) == ["proprio", "privileged"]
+    assert default_actor_obs_keys("cnn", space) == ["rgb_front", "rgb_wrist", "proprio"]

@@ -27,6 +27,13 @@ PRIVILEGED_OBS_KEY = "privileged"
 """Simulator ground truth: read by the default ``mlp`` actor, never by the default ``cnn`` actor."""
 
 
+MISSING_KEY_HINTS = {
+    "actor_obs_keys": "; null reads the env's own keys",
+    "critic_obs_keys": "; null reads the actor's keys",
+    "aux_target_key": "; null turns the auxiliary loss off",
+}
+
+
 def vector_obs_keys(observation_space: gym.spaces.Dict) -> list[str]:
     """Box keys that are not images, in the space's order."""
     return [
@@ -66,12 +73,11 @@ def with_env_obs_keys(cfg: PolicyConfig, observation_space: gym.spaces.Dict) -> 
 def obs_key_errors(cfg: PolicyConfig, observation_space: gym.spaces.Dict) -> list[tuple[str, str]]:
     """(config key below ``policy``, message) for every key the env does not provide, and for an
     actor left without any key; empty when the policy can be built on this env."""
-    provided = list(observation_space.spaces)
+    provided = f"(it provides {list(observation_space.spaces)})"
     errors: list[tuple[str, str]] = []
-    actor = with_env_obs_keys(cfg, observation_space).actor_obs_keys or []
-    if not actor:
+    if not with_env_obs_keys(cfg, observation_space).actor_obs_keys:
         hint = "; use policy=cnn for images" if image_obs_keys(observation_space) else ""
-        errors.append(("actor_obs_keys", f"the env provides no observation policy {cfg.name!r} reads{hint}"))
+        errors.append(("actor_obs_keys", f"no observation policy {cfg.name!r} reads {provided}{hint}"))
     named = [
         ("actor_obs_keys", cfg.actor_obs_keys or []),
         ("critic_obs_keys", cfg.critic_obs_keys or []),
@@ -80,7 +86,6 @@ def obs_key_errors(cfg: PolicyConfig, observation_space: gym.spaces.Dict) -> lis
     for field_name, keys in named:
         for key in keys:
             if key not in observation_space.spaces:
-                errors.append((field_name, f"the env has no observation {key!r}"))
-    if errors:
-        errors = [(key, f"{message} (it provides {provided})") for key, message in errors]
+                message = f"the env has no observation {key!r} {provided}{MISSING_KEY_HINTS[field_name]}"
+                errors.append((field_name, message))
     return errors
