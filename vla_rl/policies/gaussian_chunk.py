@@ -84,7 +84,7 @@ class GaussianChunkConfig:
 @dataclass
 class GaussianChunkBuildSettings(GaussianChunkConfig):
     """The construction values of ``gaussian`` (an SFT config's ``policy.kwargs``, the keywords of
-    ``build``): the ``GaussianChunkConfig`` fields, the wrapped policy's typed, plus a shorthand."""
+    ``build``): the ``GaussianChunkConfig`` fields with the wrapped policy's typed, plus a shorthand."""
 
     policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(actor_obs_keys=["proprio"]))  # type: ignore[assignment]
     """The wrapped Gaussian policy's ``PolicyConfig`` fields (``name``: ``mlp`` or ``cnn``, keys,

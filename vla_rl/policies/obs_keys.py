@@ -25,13 +25,12 @@ STATE_OBS_KEYS = ("proprio", "privileged")
 """The contract's state vectors, in the order the default actor reads them."""
 PRIVILEGED_OBS_KEY = "privileged"
 """Simulator ground truth: read by the default ``mlp`` actor, never by the default ``cnn`` actor."""
-
-
 MISSING_KEY_HINTS = {
     "actor_obs_keys": "; null reads the env's own keys",
     "critic_obs_keys": "; null reads the actor's keys",
     "aux_target_key": "; null turns the auxiliary loss off",
 }
+"""What setting each key field to null does, appended to the error for a key the env lacks."""
 
 
 def vector_obs_keys(observation_space: gym.spaces.Dict) -> list[str]:
