@@ -27,7 +27,9 @@ train: venv
 	$(VENV)/bin/vla-rl train $(ARGS)
 
 # The main suite, then the backends that need their own environment (see the README's backend table).
+# The layer contracts (.importlinter) first: import-linter on the whole installed library.
 test: venv ros
+	$(PY) tests/import_graph.py
 	$(VENV)/bin/pytest -q $(ARGS)
 	$(MAKE) --no-print-directory test-metaworld
 

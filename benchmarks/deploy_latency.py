@@ -36,7 +36,7 @@ def build_vla_checkpoint(run_dir: Path) -> Path:
     from vla_rl.real_world.policy_runner import save_chunk_policy_checkpoint
 
     from vla_rl.envs.config import EnvConfig
-    from vla_rl.policies.chunk_registry import build_chunk_policy
+    from vla_rl.policies.registry import build_chunk_policy
 
     torch.manual_seed(0)
     policy = build_chunk_policy(

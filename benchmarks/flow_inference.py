@@ -17,7 +17,7 @@ from collections.abc import Callable
 import torch
 
 from benchmarks.common import machine_line, median_rate
-from vla_rl.policies.chunk_registry import build_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy
 
 CHUNK_LEN = 4
 ACTION_DIM = 4

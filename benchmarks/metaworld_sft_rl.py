@@ -59,7 +59,7 @@ def stages(args: argparse.Namespace) -> dict[str, float]:
     cli = [sys.executable, "-m", "vla_rl.cli"]
     minutes = {}
     minutes["collect"] = run(
-        [sys.executable, "-m", "vla_rl.sims.metaworld.collect", TASKS, "--episodes", str(args.demos),
+        [sys.executable, "-m", "vla_rl.data.metaworld_collect", TASKS, "--episodes", str(args.demos),
          "--output", str(data), "--num-envs", "8", "--cameras", "corner", "--image-size", "64",
          "--max-steps", "150", "--noise-std", "0.3", "--seed", "0"],
         root / "collect.log",

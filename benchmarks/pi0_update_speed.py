@@ -31,9 +31,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import machine_line
-from vla_rl.policies.chunk_registry import build_chunk_policy
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.exploration import chain_transitions
+from vla_rl.policies.registry import build_chunk_policy
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
 from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer
 

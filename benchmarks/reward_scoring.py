@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import machine_line, median_rate
+from benchmarks.tiny_judge import build_tiny_judge
+from benchmarks.tiny_reward_models import build_tiny_contrastive
 from vla_rl.rewards import build_reward_model
 from vla_rl.rewards.learned import LearnedRewardConfig, LearnedRewardModel
-from vla_rl.rewards.tiny_judge import build_tiny_judge
-from vla_rl.rewards.tiny_models import build_tiny_contrastive
 
 BATCH = 64
 FRAME_SIZES = (64, 224)

@@ -52,11 +52,11 @@ def raw_rate(cfg: TrainConfig, moving: bool, per_control_step: bool = False) -> 
     """Raw physics env-steps/s of the config's backend (one measurement): all control steps in one
     call, or with ``per_control_step`` one ``mujoco.batch`` call per control step (CPU only)."""
     if cfg.env.backend == "mujoco_warp":
-        from vla_rl.sims.mujoco_warp.physics_reference import warp_physics_env_steps_per_s
+        from benchmarks.warp_physics_reference import warp_physics_env_steps_per_s
 
         return warp_physics_env_steps_per_s(cfg.env, moving=moving)
     if per_control_step:
-        from vla_rl.sims.mujoco.physics_reference import STEPWISE_ENGINE, physics_env_steps_per_s
+        from benchmarks.physics_reference import STEPWISE_ENGINE, physics_env_steps_per_s
 
         return physics_env_steps_per_s(cfg.env, moving=moving, engine=STEPWISE_ENGINE)
     return raw_physics_steps_per_s(cfg, 1, moving=moving)

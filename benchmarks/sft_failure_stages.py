@@ -27,7 +27,7 @@ from benchmarks.common import machine_line
 from vla_rl.envs import make_env
 from vla_rl.envs.config import EnvConfig
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.checkpoint import latest_checkpoint, resolve_policy_dir
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
 from vla_rl.training.chunk_rl.exploration_anneal import run_minutes

@@ -26,7 +26,7 @@ from vla_rl.sims.tasks.registry import object_state_transform
 
 from benchmarks.common import machine_line
 from vla_rl.data.lerobot_reader import LeRobotDataset
-from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.checkpoint import latest_checkpoint
 from vla_rl.training.sft.chunk_sampler import observation_at
 from vla_rl.training.sft.config_load import load_sft_config_file

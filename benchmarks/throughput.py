@@ -25,7 +25,7 @@ import statistics
 import time
 
 import torch
-from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
+from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
 
 from benchmarks.common import machine_line, random_action_steps_per_s
 from vla_rl.config import compose_train_config
@@ -46,7 +46,7 @@ def _config(task: str, num_envs: int | None, threads: int, stages: int = 1) -> T
 
 def raw_physics_steps_per_s(cfg: TrainConfig, repeats: int, moving: bool = False) -> float:
     """Median over ``repeats`` of the faster raw-physics engine (``mujoco.rollout``, ``mujoco.batch``)."""
-    from vla_rl.sims.mujoco.physics_reference import fastest_physics_env_steps_per_s
+    from benchmarks.physics_reference import fastest_physics_env_steps_per_s
 
     rates = [fastest_physics_env_steps_per_s(cfg.env, moving=moving) for _ in range(repeats)]
     return statistics.median(rates)

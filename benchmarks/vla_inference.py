@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from benchmarks.common import machine_line, median_rate
-from vla_rl.policies.chunk_registry import build_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy
 
 INSTRUCTIONS = ("put the red cube on the blue pad", "pick up the cube", "move the gripper to the target")
 

@@ -62,7 +62,8 @@ def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
     CPU, in eval mode."""
     from omegaconf import OmegaConf
 
-    from vla_rl.policies.registry import registered_policies
+    from vla_rl.policies.base import ActorCriticPolicy
+    from vla_rl.policies.registry import policy_class
     from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_checkpoint_dir
 
     try:
@@ -70,7 +71,7 @@ def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
     except FileNotFoundError as error:
         raise ConfigError(f"config key 'checkpoint': {error}") from None
     name = OmegaConf.select(OmegaConf.load(directory / CONFIG_FILENAME), "policy.name")
-    if name in registered_policies():
+    if issubclass(policy_class(str(name)), ActorCriticPolicy):
         return _load_actor_critic(directory)
     return _load_chunk_policy(directory, str(name))
 
@@ -87,7 +88,7 @@ def _load_actor_critic(directory: Path) -> LoadedPolicy:
 def _load_chunk_policy(directory: Path, name: str) -> LoadedPolicy:
     from omegaconf import OmegaConf
 
-    from vla_rl.policies.chunk_registry import load_chunk_policy
+    from vla_rl.policies.registry import load_chunk_policy
     from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_policy_dir
 
     raw_env = OmegaConf.select(OmegaConf.load(directory / CONFIG_FILENAME), "env")

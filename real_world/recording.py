@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from vla_rl.real_world.kinematics import ArmKinematics
-from vla_rl.real_world.robot import JointCommand
+from vla_rl.real_world.robot import InterventionInput, JointCommand
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, gripper_command
 from vla_rl.robots.panda import PANDA, RobotDescription
 from vla_rl.robots.rotations import orientation_error
@@ -153,17 +152,6 @@ def command_to_action(
     arm = ARM_LABELS[control_mode](q_cmd, q, kinematics, settings)
     action = np.append(arm, gripper_action(command.gripper_opening_m, robot))
     return np.clip(action, -1.0, 1.0).astype(np.float32)
-
-
-class InterventionInput(ABC):
-    """A human override source polled once per control step (teleoperation, spacemouse, ...)."""
-
-    @abstractmethod
-    def poll(self) -> JointCommand | None:
-        """The command that replaces the policy's this step, or None when nobody intervenes."""
-
-    def reset(self) -> None:  # noqa: B027 - optional hook
-        """A new episode starts (the deployment loop calls this before its first step)."""
 
 
 class NoIntervention(InterventionInput):

@@ -18,12 +18,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from vla_rl.real_world.recording import InterventionInput
 
 
 @dataclass(frozen=True)
@@ -48,6 +45,17 @@ class JointCommand:
 
     def copy(self) -> JointCommand:
         return JointCommand(self.arm_qpos_rad.copy(), float(self.gripper_opening_m), self.stamp_s)
+
+
+class InterventionInput(ABC):
+    """A human override source polled once per control step (teleoperation, spacemouse, ...)."""
+
+    @abstractmethod
+    def poll(self) -> JointCommand | None:
+        """The command that replaces the policy's this step, or None when nobody intervenes."""
+
+    def reset(self) -> None:  # noqa: B027 - optional hook
+        """A new episode starts (the deployment loop calls this before its first step)."""
 
 
 @dataclass

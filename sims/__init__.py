@@ -1,4 +1,6 @@
-"""Simulator backends. Importing this package registers them (cheaply: no simulator import)."""
+"""Simulator backends (listed by name in ``vla_rl.envs.registry.BACKENDS``).
+
+Importing this package only sets MuJoCo's and Mesa's rendering variables; no simulator loads."""
 
 import os
 
@@ -20,10 +22,3 @@ if not os.environ.get("DISPLAY") and "MUJOCO_GL" not in os.environ:
 # hand-offs than it gains: rasterising in the calling thread renders ~1.4x more frames per second
 # (benchmarks.render_speed). Read when the first GL context is created.
 os.environ.setdefault("LP_NUM_THREADS", "0")
-
-from vla_rl.sims.isaaclab import backend as _isaaclab_backend  # noqa: E402, F401
-from vla_rl.sims.libero import backend as _libero_backend  # noqa: E402, F401
-from vla_rl.sims.maniskill import backend as _maniskill_backend  # noqa: E402, F401
-from vla_rl.sims.metaworld import backend as _metaworld_backend  # noqa: E402, F401
-from vla_rl.sims.mujoco import backend as _mujoco_backend  # noqa: E402, F401
-from vla_rl.sims.mujoco_warp import backend as _mujoco_warp_backend  # noqa: E402, F401

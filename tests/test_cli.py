@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 VLA_RL = Path(sys.executable).parent / "vla-rl"
 TOY_MAIN = (
-    "import sys; sys.path.insert(0, 'tests/training'); import toy_env; "
+    "import sys; sys.path.insert(0, 'tests/training'); "
     "from vla_rl.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 QUIET = ["logger.progress_bar=false", "logger.tensorboard=false", "logger.wandb_mode=disabled"]
@@ -44,7 +44,7 @@ def test_config_error_exits_2_naming_the_key(tmp_path: Path) -> None:
 
 def test_toy_train_resume_eval_and_success_target(tmp_path: Path) -> None:
     toy = [
-        "env.backend=toy_point",
+        "env.backend=toy_env:make_toy_point",
         "env.task=point",
         "env.num_envs=4",
         "algorithm.num_steps=10",

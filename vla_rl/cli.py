@@ -34,9 +34,9 @@ from pathlib import Path  # noqa: E402
 
 from vla_rl.config import ConfigError, TrainConfig, compose_train_config, load_train_config_file  # noqa: E402
 from vla_rl.config.load import compose_config_module  # noqa: E402
-from vla_rl.data.collect_cli import add_collect_parser, collect_command  # noqa: E402
 from vla_rl.real_world.cli import DEPLOY_COMMANDS, add_deploy_parsers  # noqa: E402
 from vla_rl.rewards.cli import add_reward_train_parser, reward_train_command  # noqa: E402
+from vla_rl.training.collect_cli import add_collect_parser, collect_command  # noqa: E402
 from vla_rl.training.sft.cli import add_sft_parser, sft_command  # noqa: E402
 
 EXIT_BELOW_TARGET = 1

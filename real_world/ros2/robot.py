@@ -47,7 +47,8 @@ from vla_rl.real_world.robot import (
 )
 from vla_rl.real_world.ros1.messages import COMPRESSED_SUFFIX, tcp_pose_xyzw
 from vla_rl.real_world.ros2 import messages as m
-from vla_rl.real_world.ros2.dds import Node, make_node
+from vla_rl.real_world.ros2.dds import Node
+from vla_rl.real_world.ros2.nodes import make_node
 from vla_rl.real_world.stamped import Stamped, match_images
 from vla_rl.real_world.topics import RobotTopics
 

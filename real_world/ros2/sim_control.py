@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vla_rl.real_world.ros2.dds import Node, make_node
+from vla_rl.real_world.ros2.dds import Node
 from vla_rl.real_world.ros2.messages import FLOAT64_MULTI_ARRAY
+from vla_rl.real_world.ros2.nodes import make_node
 from vla_rl.real_world.ros2.types import message
 from vla_rl.real_world.sim_control import SimStatus, StatusHistory
 from vla_rl.real_world.topics import RobotTopics

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 from vla_rl.real_world.ros2 import messages as m
-from vla_rl.real_world.ros2.dds import Node, make_node
+from vla_rl.real_world.ros2.dds import Node
+from vla_rl.real_world.ros2.nodes import make_node
 from vla_rl.real_world.ros2.sim_control import INT64
 from vla_rl.real_world.sim_node_core import SimNodeCore, status_values
 from vla_rl.real_world.sim_robot import SimSnapshot, SimulatedRobot

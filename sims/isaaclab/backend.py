@@ -1,4 +1,4 @@
-"""Registers the ``isaaclab`` backend: Isaac Lab 3.x tasks (``cfg.task`` is a registered id such as
+"""The ``isaaclab`` backend: Isaac Lab 3.x tasks (``cfg.task`` is a registered id such as
 ``Isaac-Lift-Cube-Franka-v0``, ``Isaac-Reach-Franka-v0`` or ``Isaac-Franka-Cabinet-Direct-v0``).
 
 Isaac Lab is not a pip extra of this project: it needs Python 3.12, Isaac Sim and Isaac Lab's own
@@ -13,7 +13,6 @@ import sys
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.extras import MissingExtraError
-from vla_rl.envs.registry import register_backend
 
 RUNTIME_MODULES = ("isaaclab", "isaaclab_tasks", "isaacsim")
 
@@ -37,7 +36,6 @@ def unavailable_reason() -> str | None:
     return f"{RUNTIME_HINT}; here {'; '.join(problems)}"
 
 
-@register_backend("isaaclab", unavailable_reason)
 def make_isaaclab_env(cfg: EnvConfig) -> BatchedEnv:
     """Checks ``cfg``, starts Isaac Sim headless and wraps the task's env."""
     from vla_rl.sims.isaaclab.settings import settings_from_config

@@ -1,4 +1,4 @@
-"""Registers the ``libero`` backend: LIBERO's task suites (``libero_spatial``, ``libero_object``,
+"""The ``libero`` backend: LIBERO's task suites (``libero_spatial``, ``libero_object``,
 ``libero_goal``, ``libero_10``, ``libero_90``) run in a worker process.
 
 LIBERO pins robosuite 1.4 and its own MuJoCo, so it lives in an environment of its own (README,
@@ -14,7 +14,6 @@ from vla_rl.sims.libero.tasks import assets_problem, resolve_assets_dir
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.extras import MissingExtraError
-from vla_rl.envs.registry import register_backend
 
 INSTALL_HINT = "install LIBERO (which pins robosuite 1.4.0) into its own environment as the README describes"
 
@@ -32,7 +31,6 @@ def unavailable_reason() -> str | None:
     return _missing_packages() or assets_problem(resolve_assets_dir(None))
 
 
-@register_backend("libero", unavailable_reason)
 def make_env(cfg: EnvConfig) -> BatchedEnv:
     """``cfg.task`` is ``"<suite>/<task index>"`` (or ``"<suite>"`` for all of its tasks)."""
     from vla_rl.sims.libero.env import LiberoBatchedEnv, check_config  # light: LIBERO loads in the worker

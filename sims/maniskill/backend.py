@@ -1,4 +1,4 @@
-"""Registers the ``maniskill`` backend: ManiSkill3 tasks simulated in parallel on an NVIDIA GPU.
+"""The ``maniskill`` backend: ManiSkill3 tasks simulated in parallel on an NVIDIA GPU.
 
 ``cfg.task`` is a ManiSkill env id (``PickCube-v1``, ``PushCube-v1``, ``StackCube-v1``, the Bridge
 digital twins such as ``PutCarrotOnPlateInScene-v1``; see ``tasks.TASKS``). Without cameras the
@@ -21,7 +21,6 @@ from vla_rl.sims.maniskill.tasks import resolve_settings
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.extras import import_optional, missing_modules_reason
-from vla_rl.envs.registry import register_backend
 
 EXTRA = "maniskill"
 VULKAN_ICD_DIRS = (
@@ -67,7 +66,6 @@ def _max_episode_steps(cfg: EnvConfig) -> int:
     return int(spec.max_episode_steps)
 
 
-@register_backend(EXTRA, unavailable_reason)
 def make_env(cfg: EnvConfig) -> BatchedEnv:
     from vla_rl.sims.maniskill.batched_env import ManiSkillBatchedEnv
     from vla_rl.sims.maniskill.observations import ObservationLayout

@@ -1,4 +1,4 @@
-"""Registers the ``metaworld`` backend; MetaWorld is imported only when an env is built.
+"""The ``metaworld`` backend; MetaWorld is imported only when an env is built.
 
 MetaWorld 3.1 pins ``mujoco==3.3.0`` while the main environment carries a newer MuJoCo (for MuJoCo
 Warp), so it lives in its own virtual environment: ``make .venv-metaworld`` (``make test-metaworld``
@@ -10,7 +10,6 @@ from __future__ import annotations
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.extras import missing_modules_reason
-from vla_rl.envs.registry import register_backend
 
 VENV_HINT = "MetaWorld pins mujoco==3.3.0, so it installs into its own venv: make .venv-metaworld"
 
@@ -21,7 +20,6 @@ def unavailable_reason() -> str | None:
     return None if reason is None else f"{reason} ({VENV_HINT})"
 
 
-@register_backend("metaworld", unavailable_reason)
 def make_env(cfg: EnvConfig) -> BatchedEnv:
     """MT1 (``task="reach-v3"``), MT10 or MT50 (``task="MT10"``) worlds; see ``batched_env``."""
     from vla_rl.sims.metaworld.batched_env import MetaWorldBatchedEnv

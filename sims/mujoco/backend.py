@@ -1,13 +1,11 @@
-"""Registers the ``mujoco`` backend; the simulator modules load only when an env is built."""
+"""The ``mujoco`` backend; the simulator modules load only when an env is built."""
 
 from __future__ import annotations
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
-from vla_rl.envs.registry import register_backend
 
 
-@register_backend("mujoco")
 def make_mujoco_env(cfg: EnvConfig) -> BatchedEnv:
     from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
 

@@ -7,7 +7,7 @@ import copy
 import torch
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
-from vla_rl.policies.chunk_registry import build_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy
 from vla_rl.rollout.chunk_batch import ChunkBatch
 
 PROPRIO_DIM = 5

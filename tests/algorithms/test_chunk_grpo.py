@@ -204,7 +204,7 @@ def test_worlds_must_split_into_groups():
 
 
 def test_chunk_algorithms_are_registered_by_name():
-    from vla_rl.algorithms.chunk_registry import build_chunk_algorithm, registered_chunk_algorithms
+    from vla_rl.algorithms.registry import build_chunk_algorithm, registered_chunk_algorithms
 
     assert registered_chunk_algorithms() == ["vla_grpo", "vla_ppo"]
     assert isinstance(build_chunk_algorithm(config(name="vla_grpo"), flow_policy()), ChunkGRPO)

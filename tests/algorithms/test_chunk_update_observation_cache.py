@@ -7,8 +7,8 @@ import torch
 from chunk_rollouts import PROPRIO_DIM, config, rollout
 
 from vla_rl.algorithms.chunk_ppo import ChunkPPO
-from vla_rl.policies.chunk_registry import build_chunk_policy
 from vla_rl.policies.flow.pi0_prefix import PREFIX_KEYS, PREFIX_MASK
+from vla_rl.policies.registry import build_chunk_policy
 
 torch.set_num_threads(1)
 

@@ -3,7 +3,14 @@ import math
 import pytest
 import torch
 
-from vla_rl.algorithms.surrogate import clipped_surrogate, clipped_value_loss, kl_to_reference, masked_mean
+from vla_rl.algorithms.surrogate import (
+    ADVANTAGE_EPS,
+    clipped_surrogate,
+    clipped_value_loss,
+    kl_to_reference,
+    masked_mean,
+    normalize_advantages,
+)
 
 
 def test_surrogate_matches_hand_computed_asymmetric_and_dual_clip():
@@ -58,3 +65,20 @@ def test_masked_mean_ignores_masked_entries_and_is_zero_when_empty():
     assert masked_mean(values, torch.tensor([True, False, True, False])).item() == 2.0
     assert masked_mean(values, torch.zeros(4, dtype=torch.bool)).item() == 0.0
     assert masked_mean(values, None).item() == 2.5
+
+
+def test_normalize_advantages_uses_the_kept_entries_statistics():
+    # Kept 1, 2, 3: mean 2, sample std 1, so every entry (the dropped 6 too) maps to (A - 2) / (1 + eps).
+    advantages = torch.tensor([1.0, 2.0, 3.0, 6.0], dtype=torch.float64)
+    keep = torch.tensor([True, True, True, False])
+    expected = torch.tensor([-1.0, 0.0, 1.0, 4.0], dtype=torch.float64) / (1.0 + ADVANTAGE_EPS)
+    assert torch.equal(normalize_advantages(advantages, keep), expected)
+    # All kept: 1, 2, 3, 6 have mean 3 and sample std sqrt(14 / 3).
+    whole = normalize_advantages(advantages)
+    assert torch.allclose(whole, (advantages - 3.0) / (14.0 / 3.0) ** 0.5, atol=1e-7)
+
+
+def test_normalize_advantages_leaves_fewer_than_two_kept_entries_alone():
+    advantages = torch.tensor([5.0, -2.0])
+    assert normalize_advantages(advantages, torch.tensor([True, False])) is advantages
+    assert torch.equal(normalize_advantages(advantages[:1]), advantages[:1])

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.policies.flow.pi0_io import CONFIG_FILE as PI0_CONFIG_FILE
+from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.policies.vla.vla_io import POLICY_CONFIG_FILE as VLA_CONFIG_FILE
 
 STARTS = Path(__file__).resolve().parents[2] / "benchmarks" / "starts"

@@ -9,8 +9,9 @@ import pytest
 
 from vla_rl.cli import EXIT_CONFIG_ERROR, main
 from vla_rl.config import ConfigError, compose_train_config
-from vla_rl.config.load import Schema, resolve_attribute
-from vla_rl.envs import EnvConfig, register_backend
+from vla_rl.config.load import Schema
+from vla_rl.envs import EnvConfig
+from vla_rl.registry import resolve
 from vla_rl.rewards.config import REWARD_MODEL_OPTIONS
 from vla_rl.rewards.contrastive import ContrastiveOptions
 from vla_rl.rewards.learned import LearnedOptions
@@ -21,14 +22,15 @@ BUILT_ENVS: list[EnvConfig] = []
 CONTRASTIVE = ["reward=contrastive", "reward.path=/no/model/here", "env.cameras=[front]"]
 
 
-@register_backend("reward_options_counting")
-def _counting_backend(cfg: EnvConfig):  # noqa: ANN202 - never returns in these tests
+def counting_backend(cfg: EnvConfig):  # noqa: ANN202 - never returns in these tests
     BUILT_ENVS.append(cfg)
     raise AssertionError("an environment was built although the config is invalid")
 
 
 def test_every_builtin_model_has_a_typed_options_schema() -> None:
-    schemas = {name: resolve_attribute(target) for name, target in REWARD_MODEL_OPTIONS.items()}
+    schemas = {
+        name: resolve(REWARD_MODEL_OPTIONS, name, "reward model options") for name in REWARD_MODEL_OPTIONS
+    }
     assert all(isinstance(schema, Schema) for schema in schemas.values())
     assert schemas["learned"].type is LearnedOptions
     assert schemas["contrastive"].type is ContrastiveOptions
@@ -97,7 +99,7 @@ def test_rl_configs_check_their_reward_options() -> None:
 def test_cli_exits_2_before_building_an_env(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = len(BUILT_ENVS)
     code = main(
-        ["train", "env.backend=reward_options_counting", f"run_dir={tmp_path}", *CONTRASTIVE]
+        ["train", f"env.backend={__name__}:counting_backend", f"run_dir={tmp_path}", *CONTRASTIVE]
         + ["+reward.options.goal_promt=x"]
     )
     assert code == EXIT_CONFIG_ERROR

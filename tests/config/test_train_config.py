@@ -10,15 +10,14 @@ import vla_rl.configs
 from vla_rl.cli import EXIT_CONFIG_ERROR, main
 from vla_rl.config import ConfigError, TrainConfig, compose_train_config
 from vla_rl.config.load import compose_config_module
-from vla_rl.envs import EnvConfig, register_backend
+from vla_rl.envs import EnvConfig
 from vla_rl.policies.config import GENERIC_HIDDEN_SIZES, PolicyConfig
 
 CONFIG_DIR = Path(vla_rl.configs.__file__).parent
 BUILT_ENVS: list[EnvConfig] = []
 
 
-@register_backend("config_test_counting")
-def _counting_backend(cfg: EnvConfig):  # noqa: ANN202 - never returns in these tests
+def counting_backend(cfg: EnvConfig):  # noqa: ANN202 - never returns in these tests
     BUILT_ENVS.append(cfg)
     raise AssertionError("an environment was built although the config is invalid")
 
@@ -137,7 +136,7 @@ def test_cli_rejects_bad_config_before_building_an_env(
     override: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     before = len(BUILT_ENVS)
-    code = main(["train", "env.backend=config_test_counting", f"run_dir={tmp_path}", override])
+    code = main(["train", f"env.backend={__name__}:counting_backend", f"run_dir={tmp_path}", override])
     assert code == EXIT_CONFIG_ERROR
     assert override.split("=")[0] in capsys.readouterr().err
     assert len(BUILT_ENVS) == before

@@ -12,10 +12,10 @@ from vla_rl.sims.tasks.scripted import scripted_action
 
 from vla_rl.config.load import ConfigError
 from vla_rl.data.collect import collect_demonstrations, field_names
-from vla_rl.data.collect_cli import add_collect_parser, collect_command
 from vla_rl.data.config import compose_collect_config
 from vla_rl.data.lerobot_format import LeRobotDataset
 from vla_rl.envs import EnvConfig, make_env
+from vla_rl.training.collect_cli import add_collect_parser, collect_command
 
 SHORT_REACH = ["env=reach", "env.num_envs=3", "env.max_episode_steps=25", "env.image_size=32"]
 

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from vla_rl.policies.chunk_registry import build_chunk_policy, load_chunk_policy
 from vla_rl.policies.gaussian_chunk import GaussianChunkPolicy
+from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
 
 torch.set_num_threads(1)
 

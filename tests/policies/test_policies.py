@@ -132,7 +132,7 @@ def test_normaliser_is_in_the_state_dict_and_used():
 @pytest.mark.parametrize(
     ("cfg", "message"),
     [
-        (small_cfg(name="transformer"), "allowed: \\['cnn', 'mlp'\\]"),
+        (small_cfg(name="transformer"), "unknown policy 'transformer'; known: chunk_vla, cnn, flow_mlp"),
         (small_cfg(actor_obs_keys=["joint_pos"]), "'joint_pos'.*allowed"),
         (small_cfg(critic_obs_keys=["state"]), "'state'.*allowed"),
         (small_cfg(actor_obs_keys=["rgb_front"]), "use 'cnn'"),

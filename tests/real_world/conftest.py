@@ -30,7 +30,7 @@ def flow_chunk_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from vla_rl.real_world.policy_runner import save_chunk_policy_checkpoint
 
     from vla_rl.envs.config import EnvConfig
-    from vla_rl.policies.chunk_registry import build_chunk_policy
+    from vla_rl.policies.registry import build_chunk_policy
 
     torch.manual_seed(0)
     policy = build_chunk_policy("flow_mlp", chunk_len=8, action_dim=4, proprio_dim=24, hidden_sizes=[32])

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmarks.tiny_reward_models import build_tiny_contrastive
 from vla_rl.config.load import ConfigError
 from vla_rl.rewards import RewardModelError, build_reward_model
 from vla_rl.rewards.contrastive import (
@@ -16,7 +17,6 @@ from vla_rl.rewards.contrastive import (
     cosine_similarity,
     goal_baseline_reward,
 )
-from vla_rl.rewards.tiny_models import build_tiny_contrastive
 
 INSTRUCTIONS = ["pick up the red cube", "push the cube onto the target", "place it on the green pad"]
 POSITIVE = "the red cube is on the pad"

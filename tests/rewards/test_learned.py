@@ -84,8 +84,8 @@ def test_bad_inputs_are_clear_errors(tmp_path) -> None:
 
 
 def test_a_pretrained_clip_tower_fine_tunes_and_reloads_from_the_saved_folder(tmp_path) -> None:
+    from benchmarks.tiny_reward_models import build_tiny_contrastive
     from vla_rl.rewards.learned import LearnedRewardConfig, LearnedRewardModel
-    from vla_rl.rewards.tiny_models import build_tiny_contrastive
 
     clip = build_tiny_contrastive(tmp_path / "clip", "clip", image_size=32, patch_size=8)
     config = LearnedRewardConfig(image_size=IMAGE_PX, backbone="pretrained", backbone_path=str(clip))

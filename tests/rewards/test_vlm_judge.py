@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
+from benchmarks.tiny_judge import build_tiny_judge
 from vla_rl.config.load import ConfigError
 from vla_rl.rewards import RewardModelError, build_reward_model
-from vla_rl.rewards.tiny_judge import build_tiny_judge
 from vla_rl.rewards.vlm_judge import (
     DEFAULT_QUESTION,
     VLMJudge,

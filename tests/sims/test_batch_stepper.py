@@ -8,8 +8,8 @@ import pytest
 import torch
 from vla_rl.sims.mujoco.batch_stepper import AxisJacobian, load_batch_module
 from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
-from vla_rl.sims.mujoco.physics_reference import physics_env_steps_per_s
 
+from benchmarks.physics_reference import physics_env_steps_per_s
 from vla_rl.envs.config import EnvConfig
 
 pytest.importorskip("mujoco.batch", reason="the batch stepper needs mujoco>=4.0")

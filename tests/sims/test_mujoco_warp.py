@@ -177,7 +177,7 @@ def test_cuda_graph_replay_matches_direct_launches():
 
 def test_raw_physics_yardstick_runs_on_the_cpu_device():
     """The warp raw-physics benchmark's measurement (smoke check: it builds, steps and times)."""
-    from vla_rl.sims.mujoco_warp.physics_reference import warp_physics_env_steps_per_s
+    from benchmarks.warp_physics_reference import warp_physics_env_steps_per_s
 
     cfg = EnvConfig(backend="mujoco_warp", task="reach", num_envs=2)
     assert warp_physics_env_steps_per_s(cfg, num_control_steps=3, moving=True) > 0

@@ -2,8 +2,8 @@ import time
 
 import torch
 from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
-from vla_rl.sims.mujoco.physics_reference import physics_env_steps_per_s
 
+from benchmarks.physics_reference import physics_env_steps_per_s
 from vla_rl.envs.config import EnvConfig
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import imageio.v2 as imageio
 import torch
-import toy_env  # noqa: F401 - registers the toy_point backend
+import toy_env
 
 from vla_rl.envs import EnvConfig
 from vla_rl.policies import PolicyConfig, build_policy
@@ -15,7 +15,13 @@ from vla_rl.training.evaluate import episode_quotas, evaluate
 
 
 def _env_cfg(**changes: object) -> EnvConfig:
-    base = {"backend": "toy_point", "task": "point", "num_envs": 4, "max_episode_steps": 5, "num_threads": 1}
+    base = {
+        "backend": toy_env.TOY_BACKEND,
+        "task": "point",
+        "num_envs": 4,
+        "max_episode_steps": 5,
+        "num_threads": 1,
+    }
     return EnvConfig(**{**base, **changes})
 
 

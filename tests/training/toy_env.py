@@ -1,4 +1,4 @@
-"""A tiny snapshot-capable batched env (backend ``toy_point``) for trainer tests.
+"""A tiny snapshot-capable batched env (``env.backend=toy_env:make_toy_point``) for trainer tests.
 
 A 2-D point must reach a random target: ``pos += 0.2 * action``, reward ``-|target - pos|``,
 success when the distance is below 0.15, episodes of ``max_episode_steps`` (default 10). With
@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from vla_rl.envs import BatchedEnv, EnvConfig, StepResult, register_backend
+from vla_rl.envs import BatchedEnv, EnvConfig, StepResult
 
 STEP_SCALE = 0.2
 SUCCESS_RADIUS = 0.15
@@ -131,11 +131,13 @@ class ToyPointEnv(BatchedEnv):
         return self._obs()
 
 
+TOY_BACKEND = "toy_env:make_toy_point"
+"""``env.backend`` of this env: a backend of ours plugged in by its import path."""
+
 BUILT: list[ToyPointEnv] = []
 """Every env built, so tests can check whether (and how many) envs were constructed."""
 
 
-@register_backend("toy_point")
 def make_toy_point(cfg: EnvConfig) -> ToyPointEnv:
     env = ToyPointEnv(cfg)
     BUILT.append(env)
@@ -143,7 +145,7 @@ def make_toy_point(cfg: EnvConfig) -> ToyPointEnv:
 
 
 TOY_OVERRIDES = [
-    "env.backend=toy_point",
+    f"env.backend={TOY_BACKEND}",
     "env.task=point",
     "env.num_envs=8",
     "env.num_threads=1",

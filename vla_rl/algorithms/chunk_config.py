@@ -136,9 +136,10 @@ class ChunkRLConfig:
     seeds, more often those the policy fails (``vla_rl.rollout.seed_curriculum``); 0: fresh seeds."""
 
     def validate(self) -> None:
-        from vla_rl.algorithms.chunk_registry import registered_chunk_algorithms
+        from vla_rl.algorithms.registry import registered_chunk_algorithms
+        from vla_rl.registry import is_import_path
 
-        if self.name not in registered_chunk_algorithms():
+        if self.name not in registered_chunk_algorithms() and not is_import_path(self.name):
             raise ValueError(f"unknown algorithm {self.name!r}; allowed: {registered_chunk_algorithms()}")
         if self.log_prob_level not in LOG_PROB_LEVELS:
             raise ValueError(
@@ -151,7 +152,7 @@ class ChunkRLConfig:
             )
         if self.advantage_granularity == "step" and self.log_prob_level == "chunk":
             raise ValueError("advantage_granularity 'step' needs log_prob_level 'token' or 'action'")
-        from vla_rl.rollout.chunk_collector import REWARDS
+        from vla_rl.rewards.shaping import REWARDS
 
         if self.reward not in REWARDS:
             raise ValueError(f"reward must be one of {list(REWARDS)}, got {self.reward!r}")

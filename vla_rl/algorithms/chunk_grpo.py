@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import torch
 
-from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
 from vla_rl.algorithms.grpo_advantages import (
     advantage_scales,
@@ -40,7 +39,6 @@ class GroupedRollout:
     kept_groups: int
 
 
-@register_chunk_algorithm("vla_grpo")
 class ChunkGRPO(ChunkPolicyUpdate):
     uses_critic = False
     episodic = True

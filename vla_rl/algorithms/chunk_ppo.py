@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from vla_rl.algorithms.chunk_registry import register_chunk_algorithm
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
 from vla_rl.algorithms.ppo import explained_variance
+from vla_rl.algorithms.surrogate import normalize_advantages
 from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch
 
-ADVANTAGE_EPS = 1e-8
 
-
-@register_chunk_algorithm("vla_ppo")
 class ChunkPPO(ChunkPolicyUpdate):
     """One update per continuous rollout; the first ``critic_warmup_iterations`` train the critic only.
 
@@ -30,7 +27,9 @@ class ChunkPPO(ChunkPolicyUpdate):
             advantages, returns = batch.gae(cfg.gae_lambda)
         flat = batch.flat({"advantages": advantages, "returns": returns})
         if cfg.normalize_advantages:
-            flat.tensors["advantages"] = normalized(flat.tensors["advantages"], trained_entries(flat))
+            flat.tensors["advantages"] = normalize_advantages(
+                flat.tensors["advantages"], trained_entries(flat)
+            )
         recompute_time_s = self.recompute(flat)
         actor_active = iteration >= cfg.critic_warmup_iterations
         metrics = self.optimise(flat, actor_active)
@@ -48,11 +47,3 @@ def trained_entries(flat: FlatBatch) -> torch.Tensor:
         return valid
     executed = flat.tensors.get("executed", torch.ones_like(advantages, dtype=torch.bool))
     return valid[:, None] & executed
-
-
-def normalized(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """``(values - mean) / std`` over the entries ``keep`` marks (unchanged when fewer than 2)."""
-    kept = values[keep]
-    if kept.numel() < 2:
-        return values
-    return (values - kept.mean()) / (kept.std() + ADVANTAGE_EPS)

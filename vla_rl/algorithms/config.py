@@ -11,7 +11,7 @@ LR_SCHEDULES = ("adaptive", "fixed", "linear")
 @dataclass
 class PPOConfig:
     name: str = "ppo"
-    """Registered algorithm."""
+    """Algorithm: ``ppo`` (``vla_rl.algorithms.registry.ALGORITHMS``) or ``package.module:Class``."""
     num_steps: int = 32
     """Control steps collected per world per iteration (rollout length T)."""
     num_epochs: int = 5

@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import torch
 
-ADVANTAGE_EPS = 1e-6
+GROUP_STD_EPS = 1e-6
+"""Added to the group (or batch) std that divides GRPO's centred scores. Not the batch normaliser's
+``surrogate.ADVANTAGE_EPS`` (1e-8): this guards GRPO's own advantage estimator, with the value the
+committed GRPO recipes were run with (results stay identical)."""
 ADVANTAGE_SCALES = ("group", "batch")
 
 
-def group_advantages(scores: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
+def group_advantages(scores: torch.Tensor, eps: float = GROUP_STD_EPS) -> torch.Tensor:
     """[num_groups, group_size] scores -> advantages of the same shape, ``(R - mean) / (std + eps)``
     per group, as published, with the sample (Bessel-corrected) std."""
     return centred_advantages(scores, advantage_scales(scores, keep_group=None, how="group"), eps)
@@ -59,7 +62,7 @@ def advantage_scales(scores: torch.Tensor, keep_group: torch.Tensor | None, how:
     return centred[keep_group].std()
 
 
-def centred_advantages(scores: torch.Tensor, scale: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
+def centred_advantages(scores: torch.Tensor, scale: torch.Tensor, eps: float = GROUP_STD_EPS) -> torch.Tensor:
     """[..., num_groups, group_size] scores centred on their group's mean (the last dimension),
     divided by ``scale + eps``. With returns-to-go [T, num_groups, group_size], each decision is
     centred on its group at the same decision (episodes that already ended count with 0)."""

@@ -10,14 +10,14 @@ import torch
 from torch import nn
 
 from vla_rl.algorithms.config import LR_SCHEDULES, PPOConfig
-from vla_rl.algorithms.registry import register_algorithm
+from vla_rl.algorithms.surrogate import clipped_surrogate, clipped_value_loss
+from vla_rl.algorithms.surrogate import normalize_advantages as normalized_advantages
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
 
 MIN_LEARNING_RATE = 1e-5
 MAX_LEARNING_RATE = 1e-2
 LR_ADAPT_FACTOR = 1.5
-ADVANTAGE_EPS = 1e-8
 
 
 def gaussian_kl(
@@ -69,7 +69,6 @@ class PPOLosses:
     """The policy's own auxiliary loss (already weighted and part of ``total``), if it has one."""
 
 
-@register_algorithm("ppo")
 class PPO:
     """Epochs x minibatches of clipped-surrogate updates on one rollout (RSL-RL flavoured).
 
@@ -103,21 +102,13 @@ class PPO:
         advantages = batch["advantages"]
         normalize = cfg.normalize_advantages if normalize_advantages is None else normalize_advantages
         if normalize:
-            advantages = normalized(advantages)
+            advantages = normalized_advantages(advantages)
 
         log_ratio = log_prob - batch["log_probs"]
         ratio = log_ratio.exp()
-        clipped_ratio = ratio.clamp(1.0 - cfg.clip_ratio, 1.0 + cfg.clip_ratio)
-        policy_loss = torch.max(-advantages * ratio, -advantages * clipped_ratio).mean()
-
-        returns = batch["returns"]
-        value_error = (value - returns).square()
-        if cfg.value_clip > 0:
-            old_value = batch["values"]
-            value_clipped = old_value + (value - old_value).clamp(-cfg.value_clip, cfg.value_clip)
-            value_loss = torch.max(value_error, (value_clipped - returns).square()).mean()
-        else:
-            value_loss = value_error.mean()
+        surrogate, clipped = clipped_surrogate(log_ratio, advantages, cfg.clip_ratio, cfg.clip_ratio)
+        policy_loss = surrogate.mean()
+        value_loss = clipped_value_loss(value, batch["values"], batch["returns"], cfg.value_clip).mean()
 
         entropy_mean = entropy.mean()
         total = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy_mean
@@ -125,7 +116,7 @@ class PPO:
         if auxiliary_loss is not None:
             total = total + auxiliary_loss
         with torch.no_grad():
-            clip_fraction = ((ratio - 1.0).abs() > cfg.clip_ratio).float().mean()
+            clip_fraction = clipped.float().mean()
             approx_kl = ((ratio - 1.0) - log_ratio).mean()
             kl = gaussian_kl(batch["means"], batch["stds"], mean, std).mean()
         return PPOLosses(
@@ -216,13 +207,6 @@ class PPO:
         self.iterations_done = int(state.get("iterations_done", 0))  # absent in older checkpoints
         if "generator" in state:
             self.generator.set_state(state["generator"])
-
-
-def normalized(advantages: torch.Tensor) -> torch.Tensor:
-    """``(A - mean) / (std + eps)``; a single advantage is left as it is."""
-    if advantages.numel() <= 1:
-        return advantages
-    return (advantages - advantages.mean()) / (advantages.std() + ADVANTAGE_EPS)
 
 
 def _valid_only(batch: Minibatch) -> Minibatch:

@@ -1,42 +1,66 @@
-"""Algorithm name -> class registry and the ``build_algorithm`` factory."""
+"""Algorithms by name (``algorithm.name``): one table for the state and the chunk learners.
+
+The two families are built by two calls until they share one ``update(batch)`` contract: a state
+algorithm is ``cls(policy, cfg)`` with a ``PPOConfig``, a chunk algorithm
+``cls(policy, cfg, reference_policy)`` with a ``ChunkRLConfig``. An algorithm of your own plugs in
+as ``"package.module:Class"`` in place of a name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from vla_rl.algorithms.config import PPOConfig
 from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.registry import removed_decorator, resolve
 
-AlgorithmClass = Callable[..., Any]
-_ALGORITHMS: dict[str, AlgorithmClass] = {}
+ALGORITHMS: dict[str, str] = {
+    # State algorithms: train an ActorCriticPolicy from a RolloutBuffer.
+    "ppo": "vla_rl.algorithms.ppo:PPO",
+    # Chunk algorithms: train a ChunkPolicy from a ChunkBatch (VLA and flow policies).
+    "vla_ppo": "vla_rl.algorithms.chunk_ppo:ChunkPPO",
+    "vla_grpo": "vla_rl.algorithms.chunk_grpo:ChunkGRPO",
+}
+"""Built-in algorithms: name -> ``"module:Class"``."""
+
+register_algorithm = removed_decorator("register_algorithm", "algorithm.name")
+register_chunk_algorithm = removed_decorator("register_chunk_algorithm", "algorithm.name")
+
+STATE_ALGORITHMS = ("ppo",)
+"""The built-in names :func:`build_algorithm` builds; the rest are chunk algorithms."""
 
 
-def register_algorithm(name: str) -> Callable[[AlgorithmClass], AlgorithmClass]:
-    """Class decorator: the class is built as ``cls(policy, cfg)``."""
-
-    def decorator(cls: AlgorithmClass) -> AlgorithmClass:
-        if name in _ALGORITHMS and _ALGORITHMS[name] is not cls:
-            raise ValueError(f"algorithm {name!r} is already registered")
-        _ALGORITHMS[name] = cls
-        return cls
-
-    return decorator
+def algorithm_class(name: str) -> type:
+    """The class of algorithm ``name`` (a name of :data:`ALGORITHMS` or ``"module:Class"``)."""
+    return resolve(ALGORITHMS, name, "algorithm")
 
 
 def registered_algorithms() -> list[str]:
-    _import_builtin_algorithms()
-    return sorted(_ALGORITHMS)
+    """The built-in state algorithms (``algorithm.name`` of ``vla-rl train``)."""
+    return sorted(STATE_ALGORITHMS)
+
+
+def registered_chunk_algorithms() -> list[str]:
+    """The built-in chunk algorithms (``algorithm.name`` of a VLA RL recipe)."""
+    return sorted(set(ALGORITHMS) - set(STATE_ALGORITHMS))
 
 
 def build_algorithm(cfg: PPOConfig, policy: ActorCriticPolicy) -> Any:
-    """Build the algorithm named ``cfg.name`` training ``policy``."""
-    _import_builtin_algorithms()
-    if cfg.name not in _ALGORITHMS:
-        raise ValueError(f"unknown algorithm {cfg.name!r}; allowed: {sorted(_ALGORITHMS)}")
-    return _ALGORITHMS[cfg.name](policy, cfg)
+    """Build the state algorithm named ``cfg.name`` training ``policy``."""
+    if cfg.name in registered_chunk_algorithms():
+        raise ValueError(
+            f"algorithm {cfg.name!r} trains chunk policies (a VLA RL recipe); "
+            f"state algorithms: {registered_algorithms()}"
+        )
+    return algorithm_class(cfg.name)(policy, cfg)
 
 
-def _import_builtin_algorithms() -> None:
-    # Importing the module runs its @register_algorithm decorator.
-    import vla_rl.algorithms.ppo  # noqa: F401
+def build_chunk_algorithm(cfg: Any, policy: ChunkPolicy, reference_policy: ChunkPolicy | None = None) -> Any:
+    """Build the chunk algorithm named ``cfg.name`` (a ``ChunkRLConfig``, which validates its name
+    against this registry) training ``policy``."""
+    if cfg.name in registered_algorithms():
+        raise ValueError(
+            f"algorithm {cfg.name!r} trains state policies; chunk algorithms: {registered_chunk_algorithms()}"
+        )
+    return algorithm_class(cfg.name)(policy, cfg, reference_policy)

@@ -1,14 +1,28 @@
-"""Loss terms shared by the chunk-policy algorithms (PPO and GRPO for VLAs and flow policies).
+"""Loss terms and the advantage normaliser shared by every policy-gradient algorithm: state PPO,
+chunk PPO and GRPO (VLAs and flow policies), and the data-parallel PPO ranks.
 
-All functions work per sample (any shape) and leave the reduction to the caller, who knows the
-mask: token-level log-probabilities of a token VLA reduce with ``masked_mean`` over valid tokens,
-chunk-level ones over valid chunks.
+The loss functions work per sample (any shape) and leave the reduction to the caller, who knows
+the mask: token-level log-probabilities of a token VLA reduce with ``masked_mean`` over valid
+tokens, chunk-level ones over valid chunks, state PPO's over the valid transitions.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+ADVANTAGE_EPS = 1e-8
+"""Added to the standard deviation that divides normalised advantages, so a batch whose advantages
+are (nearly) all equal is not blown up."""
+
+
+def normalize_advantages(advantages: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """``(A - mean) / (std + ADVANTAGE_EPS)``, the mean and (Bessel-corrected) std taken over the
+    entries ``keep`` marks (all when None); unchanged when fewer than two are kept."""
+    kept = advantages if keep is None else advantages[keep]
+    if kept.numel() < 2:
+        return advantages
+    return (advantages - kept.mean()) / (kept.std() + ADVANTAGE_EPS)
 
 
 def clipped_surrogate(

@@ -1,19 +1,29 @@
-"""Typed configuration: schemas, Hydra composition and validation."""
+"""Typed configuration: the machinery (``structured``: ``ConfigError``, checks, Hydra composition)
+and a training run's schema (``schema``: ``TrainConfig``) with its validation (``load``).
 
-from vla_rl.config.load import (
-    ConfigError,
-    compose_train_config,
-    load_train_config_file,
-    validate_train_config,
-)
-from vla_rl.config.schema import EvalConfig, LoggerConfig, TrainConfig
+The names below are imported on first use, so ``from vla_rl.config import ConfigError`` loads only
+``vla_rl.config.structured``, not the schemas of every layer that ``TrainConfig`` composes.
+"""
 
-__all__ = [
-    "ConfigError",
-    "EvalConfig",
-    "LoggerConfig",
-    "TrainConfig",
-    "compose_train_config",
-    "load_train_config_file",
-    "validate_train_config",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "ConfigError": "vla_rl.config.structured",
+    "EvalConfig": "vla_rl.config.schema",
+    "LoggerConfig": "vla_rl.config.schema",
+    "TrainConfig": "vla_rl.config.schema",
+    "compose_train_config": "vla_rl.config.load",
+    "load_train_config_file": "vla_rl.config.load",
+    "validate_train_config": "vla_rl.config.load",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'vla_rl.config' has no attribute {name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vla_rl.algorithms.config import PPOConfig
-from vla_rl.distributed.config import DistributedConfig
+from vla_rl.config.distributed import DistributedConfig
 from vla_rl.envs.config import EnvConfig
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.rewards.config import RewardConfig

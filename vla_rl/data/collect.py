@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -25,6 +26,17 @@ from vla_rl.envs import BatchedEnv, Observation, make_env
 log = logging.getLogger(__name__)
 
 EXPERT_ACTION_KEY = "expert_action"
+
+
+class Actor(Protocol):
+    """What acts while recording: the scripted expert or a trained policy."""
+
+    def act(self, obs: Observation) -> tuple[torch.Tensor, torch.Tensor]:
+        """(executed action [N, A], clean action label [N, A])."""
+        ...
+
+
+ActorFactory = Callable[[BatchedEnv], Actor]
 EE_DELTA_POS_ACTION_NAMES = ["dx", "dy", "dz", "gripper"]
 
 
@@ -133,9 +145,11 @@ class CollectResult:
         return 60.0 * self.episodes_written / max(self.wall_time_s, 1e-9)
 
 
-def collect_demonstrations(cfg: CollectConfig) -> CollectResult:
-    """Run the scripted expert of ``cfg.env.task`` (or the policy of ``cfg.policy_checkpoint``) until
-    ``cfg.num_episodes`` episodes are written."""
+def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None = None) -> CollectResult:
+    """Run the scripted expert of ``cfg.env.task`` until ``cfg.num_episodes`` episodes are written.
+
+    ``make_actor(env)`` builds what acts instead: ``vla-rl collect`` passes one that loads the
+    policy of ``cfg.policy_checkpoint`` (``vla_rl.training.policy_actor``, a layer above this one)."""
     torch.set_num_threads(cfg.torch_num_threads)
     start = time.perf_counter()
     max_attempts = cfg.max_attempts if cfg.max_attempts > 0 else 10 * cfg.num_episodes
@@ -148,7 +162,7 @@ def collect_demonstrations(cfg: CollectConfig) -> CollectResult:
     written = attempted = successes = frames = 0
     env = make_env(cfg.env)
     try:
-        expert = _actor(cfg, env)
+        expert = _actor(cfg, env, make_actor)
     except Exception:
         env.close()
         raise
@@ -204,17 +218,18 @@ def collect_demonstrations(cfg: CollectConfig) -> CollectResult:
     )
 
 
-def _actor(cfg: CollectConfig, env: BatchedEnv):  # noqa: ANN202 - ScriptedExpert or CheckpointActor
-    """What acts: the task's scripted expert, or the policy of ``cfg.policy_checkpoint``."""
+def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None) -> Actor:
+    """What acts: ``make_actor(env)``, or else the task's scripted expert."""
     from vla_rl.sims.tasks.scripted import ScriptedExpert
 
-    if not cfg.policy_checkpoint:
-        return ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
-    from vla_rl.data.policy_actor import CheckpointActor
-
-    return CheckpointActor(
-        cfg.policy_checkpoint, env.observation_space, env.action_space, cfg.policy_deterministic, cfg.seed
-    )
+    if make_actor is not None:
+        return make_actor(env)
+    if cfg.policy_checkpoint:
+        raise ValueError(
+            "policy_checkpoint is set: pass make_actor "
+            "(vla_rl.training.policy_actor.checkpoint_actor_factory builds one)"
+        )
+    return ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
 
 
 def _to_cpu(value: object) -> object:

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vla_rl.config.load import Check, ConfigError, compose_config_module, validate_structured
+from vla_rl.config.structured import Check, ConfigError, compose_config_module, validate_structured
 from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
 from vla_rl.envs.config import EnvConfig
 

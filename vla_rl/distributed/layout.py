@@ -8,7 +8,7 @@ of the GPU (split evenly when more workers than slots share it).
 
 from __future__ import annotations
 
-from vla_rl.distributed.config import DistributedConfig
+from vla_rl.config.distributed import DistributedConfig
 from vla_rl.distributed.placement import plan_placement
 from vla_rl.distributed.runtime import Resources, Runtime, make_runtime
 

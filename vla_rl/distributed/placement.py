@@ -17,20 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vla_rl.config.distributed import PlacementConfig
+
 ROLES = ("env", "inference", "trainer")
-
-
-@dataclass
-class PlacementConfig:
-    mode: str = "none"
-    """``none`` (workers ask for CPUs only), ``collocated``, ``disaggregated`` or ``hybrid`` (see the
-    module docstring)."""
-    num_gpus: int = 1
-    """GPUs used in all."""
-    env_gpus: int = 1
-    """GPUs of the env workers (``disaggregated``), or shared by env and inference (``hybrid``)."""
-    inference_gpus: int = 1
-    """GPUs of the inference workers (``disaggregated`` only)."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from typing import Any
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from vla_rl.algorithms.ppo import ADVANTAGE_EPS, PPO, PPOLosses
+from vla_rl.algorithms.ppo import PPO, PPOLosses
+from vla_rl.algorithms.surrogate import normalize_advantages
 from vla_rl.config.schema import TrainConfig
 from vla_rl.distributed.layout import worker_resources
 from vla_rl.distributed.process_group import init_trainer_rank, mean_over_ranks, publish_address, shard_batch
@@ -46,11 +47,7 @@ class _PPOLoss(torch.nn.Module):
 def _normalize_over_valid(batch: Minibatch) -> Minibatch:
     """The minibatch with its advantages normalised by the statistics of its valid transitions
     (what a single trainer computes before the losses)."""
-    advantages, valid = batch["advantages"], batch["valid"]
-    kept = advantages[valid]
-    if kept.numel() <= 1:
-        return batch
-    return {**batch, "advantages": (advantages - kept.mean()) / (kept.std() + ADVANTAGE_EPS)}
+    return {**batch, "advantages": normalize_advantages(batch["advantages"], batch["valid"])}
 
 
 def _share(batch: Minibatch, rank: int, world_size: int) -> Minibatch:

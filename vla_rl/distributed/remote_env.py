@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from vla_rl.distributed.config import DistributedConfig
+from vla_rl.config.distributed import DistributedConfig
 from vla_rl.distributed.env_worker import EnvWorker
 from vla_rl.distributed.layout import make_training_runtime, worker_resources
 from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle

@@ -9,7 +9,8 @@ from typing import Any
 @dataclass
 class EnvConfig:
     backend: str = "mujoco"
-    """Simulator backend registered with ``vla_rl.envs.register_backend`` (``mujoco``, ``gymnasium``)."""
+    """Simulator backend: a name of ``vla_rl.envs.registry.BACKENDS`` (``mujoco``, ``gymnasium`` ...) or
+    your own factory as ``package.module:make_env``."""
     task: str = "reach"
     """Task name within the backend: ``reach``, ``push``, ``lift``, ``pick_place`` for MuJoCo, a
     Gymnasium id such as ``Pendulum-v1`` for the ``gymnasium`` backend."""

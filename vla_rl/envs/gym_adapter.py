@@ -17,7 +17,6 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
-from vla_rl.envs.registry import register_backend
 
 VECTOR_OBS_KEY = "proprio"
 """Key under which a Box (non-dict) observation is exposed."""
@@ -245,7 +244,6 @@ def unknown_task_reason(task: str) -> str | None:
     return None
 
 
-@register_backend("gymnasium")
 def make_gymnasium_env(cfg: EnvConfig) -> GymnasiumBatchedEnv:
     """``cfg.task`` is a Gymnasium id, ``cfg.options`` its ``gym.make`` kwargs."""
     options = dict(cfg.options)

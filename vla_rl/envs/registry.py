@@ -1,4 +1,9 @@
-"""Backend name -> environment factory registry, so configs pick simulators by name."""
+"""Environment backends by name (``env.backend``): a table of ``"module:factory"`` paths.
+
+A factory is a function ``EnvConfig -> BatchedEnv``. Backend modules are light: the simulator is
+imported inside the factory, so resolving a name never needs the simulator's extra. A backend of
+your own plugs in as ``env.backend=package.module:make_env``.
+"""
 
 from __future__ import annotations
 
@@ -7,61 +12,62 @@ from collections.abc import Callable
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
+from vla_rl.registry import removed_decorator, resolve
 
 EnvFactory = Callable[[EnvConfig], BatchedEnv]
-UnavailableReason = Callable[[], "str | None"]
-_BACKENDS: dict[str, EnvFactory] = {}
-_UNAVAILABLE_REASONS: dict[str, UnavailableReason] = {}
+register_backend = removed_decorator("register_backend", "env.backend")
+
+BACKENDS: dict[str, str] = {
+    "mujoco": "vla_rl.sims.mujoco.backend:make_mujoco_env",
+    "mujoco_warp": "vla_rl.sims.mujoco_warp.backend:make_mujoco_warp_env",
+    "maniskill": "vla_rl.sims.maniskill.backend:make_env",
+    "metaworld": "vla_rl.sims.metaworld.backend:make_env",
+    "libero": "vla_rl.sims.libero.backend:make_env",
+    "isaaclab": "vla_rl.sims.isaaclab.backend:make_isaaclab_env",
+    "gymnasium": "vla_rl.envs.gym_adapter:make_gymnasium_env",
+}
+"""Built-in backends: name -> ``"module:factory"``."""
+
+UNAVAILABLE_REASONS: dict[str, str] = {
+    "mujoco_warp": "vla_rl.sims.mujoco_warp.backend:unavailable_reason",
+    "maniskill": "vla_rl.sims.maniskill.backend:unavailable_reason",
+    "metaworld": "vla_rl.sims.metaworld.backend:unavailable_reason",
+    "libero": "vla_rl.sims.libero.backend:unavailable_reason",
+    "isaaclab": "vla_rl.sims.isaaclab.backend:unavailable_reason",
+}
+"""``"module:function"`` answering, cheaply and without importing the simulator, why a backend
+cannot run on this machine (missing extra, no GPU, missing assets), or ``None``; a backend not
+listed here always can."""
 
 
-def register_backend(
-    name: str, unavailable_reason: UnavailableReason | None = None
-) -> Callable[[EnvFactory], EnvFactory]:
-    """Decorator: ``@register_backend("mujoco")`` on a function ``EnvConfig -> BatchedEnv``.
-
-    ``unavailable_reason`` answers, cheaply and without importing the simulator, why the
-    backend cannot run on this machine (missing extra, no GPU, missing assets), or ``None``.
-    """
-
-    def decorator(factory: EnvFactory) -> EnvFactory:
-        if name in _BACKENDS and _BACKENDS[name] is not factory:
-            raise ValueError(f"environment backend {name!r} is already registered")
-        _BACKENDS[name] = factory
-        if unavailable_reason is not None:
-            _UNAVAILABLE_REASONS[name] = unavailable_reason
-        return factory
-
-    return decorator
+def backend_factory(name: str) -> EnvFactory:
+    """The factory of backend ``name`` (a name of :data:`BACKENDS` or ``"module:factory"``)."""
+    return resolve(BACKENDS, name, "environment backend")
 
 
 def backend_unavailable_reason(name: str) -> str | None:
     """Why backend ``name`` cannot run here (``None`` when it can)."""
-    _import_builtin_backends()
-    if name not in _BACKENDS:
-        raise KeyError(f"unknown environment backend {name!r}; registered: {', '.join(sorted(_BACKENDS))}")
-    check = _UNAVAILABLE_REASONS.get(name)
-    return None if check is None else check()
+    backend_factory(name)  # unknown names fail here, naming the known ones
+    if name not in UNAVAILABLE_REASONS:
+        return None
+    return resolve(UNAVAILABLE_REASONS, name, "environment backend")()
 
 
 def registered_backends() -> list[str]:
-    _import_builtin_backends()
-    return sorted(_BACKENDS)
+    return sorted(BACKENDS)
 
 
 def make_env(cfg: EnvConfig) -> BatchedEnv:
     """Build the environment described by ``cfg`` (dispatches on ``cfg.backend``)."""
-    _import_builtin_backends()
-    if cfg.backend not in _BACKENDS:
-        known = ", ".join(sorted(_BACKENDS)) or "none"
-        raise KeyError(f"unknown environment backend {cfg.backend!r}; registered: {known}")
+    factory = backend_factory(cfg.backend)
     if cfg.pipeline_stages < 1:
         raise ValueError(f"config key 'env.pipeline_stages' must be >= 1, got {cfg.pipeline_stages}")
     if cfg.pipeline_stages > 1:
-        return _make_staged_env(cfg)
-    return _BACKENDS[cfg.backend](cfg)
+        return _make_staged_env(cfg, factory)
+    return factory(cfg)
 
 
-def _make_staged_env(cfg: EnvConfig) -> BatchedEnv:
+def _make_staged_env(cfg: EnvConfig, factory: EnvFactory) -> BatchedEnv:
     from vla_rl.envs.staged import StagedEnv
 
     stages = cfg.pipeline_stages
@@ -70,11 +76,4 @@ def _make_staged_env(cfg: EnvConfig) -> BatchedEnv:
             f"config key 'env.pipeline_stages': {cfg.num_envs} worlds do not split into {stages} equal stages"
         )
     stage_cfg = dataclasses.replace(cfg, num_envs=cfg.num_envs // stages, pipeline_stages=1)
-    return StagedEnv([_BACKENDS[cfg.backend](stage_cfg) for _ in range(stages)])
-
-
-def _import_builtin_backends() -> None:
-    # Importing these modules runs their @register_backend decorators; both are light (the
-    # heavy simulator imports happen inside the factories).
-    import vla_rl.envs.gym_adapter  # noqa: F401
-    import vla_rl.sims  # noqa: F401
+    return StagedEnv([factory(stage_cfg) for _ in range(stages)])

@@ -140,7 +140,7 @@ class StagedEnv(BatchedEnv):
 
     def record_timeline(self, timeline: Any) -> None:
         """Have every stage that supports it (the MuJoCo backend) record its physics spans in
-        ``timeline`` (a ``vla_rl.rollout.timeline.Timeline``), tagged with the stage index."""
+        ``timeline`` (a ``vla_rl.envs.timeline.Timeline``), tagged with the stage index."""
         for index, stage in enumerate(self.stages):
             if hasattr(stage, "timeline"):
                 stage.timeline, stage.timeline_stage = timeline, index

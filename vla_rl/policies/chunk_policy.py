@@ -101,7 +101,7 @@ class ChunkPolicy(nn.Module, ABC):
     log_prob_levels: tuple[str, ...] = ("action", "chunk")
     """Granularities this family supports (a subset of ``LOG_PROB_LEVELS``)."""
     registry_name: str = ""
-    """Name under which ``vla_rl.policies.chunk_registry`` registered the class."""
+    """The class's name in ``vla_rl.policies.registry.POLICIES`` (written into saved checkpoints)."""
     critic_trains_features: bool = True
     """Whether the value loss reaches the features the value head reads (shared with the actor);
     RL sets it from ``algorithm.critic_trains_features``. False trains the value head alone."""

@@ -25,7 +25,6 @@ from vla_rl.policies.layers import (
     stacked_images,
 )
 from vla_rl.policies.obs_keys import with_env_obs_keys
-from vla_rl.policies.registry import register_policy
 
 CONV_LAYOUTS = [(8, 4, 0), (4, 2, 0)]
 """(kernel, stride, padding) of the first convolutions (Atari-style downsampling); later ones use
@@ -121,7 +120,6 @@ def build_image_encoder(
     )
 
 
-@register_policy("cnn")
 class GaussianCNNPolicy(GaussianActorCritic):
     """Image features concatenated with normalised vector keys, followed by MLP heads.
 

@@ -11,8 +11,9 @@ GENERIC_HIDDEN_SIZES = [256, 256, 128]
 @dataclass
 class PolicyConfig:
     name: str = "mlp"
-    """Registered policy class: ``mlp`` (Gaussian MLP actor-critic on vector observations) or
-    ``cnn`` (convolutional encoder for ``rgb_*`` images, concatenated with vector observations)."""
+    """Policy class: ``mlp`` (Gaussian MLP actor-critic on vector observations) or ``cnn``
+    (convolutional encoder for ``rgb_*`` images, concatenated with vector observations), or your
+    own ``ActorCriticPolicy`` as ``package.module:Class``."""
     actor_obs_keys: list[str] | None = None
     """Observation keys the actor sees; keys starting with ``rgb_`` are images. ``None`` takes them
     from the env (``vla_rl.policies.obs_keys``): ``mlp`` reads its state, ``proprio`` and

@@ -28,7 +28,6 @@ from vla_rl.policies.chunk_policy import (
     SFTOutput,
     check_log_prob_level,
 )
-from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.gaussian import LOG_SQRT_2PI, GaussianActorCritic
 from vla_rl.policies.layers import is_image_key
@@ -93,9 +92,10 @@ class GaussianChunkBuildSettings(GaussianChunkConfig):
     """Short for ``obs_shapes: {proprio: [proprio_dim]}`` (ignored when ``obs_shapes`` is given)."""
 
 
-@register_chunk_policy("gaussian")
 class GaussianChunkPolicy(ChunkPolicy):
     """A ``GaussianActorCritic`` producing flattened chunks, reshaped to [N, chunk_len, action_dim]."""
+
+    registry_name = "gaussian"
 
     log_prob_levels = ("action", "chunk")
 

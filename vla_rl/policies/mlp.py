@@ -10,10 +10,8 @@ from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.gaussian import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, GaussianActorCritic
 from vla_rl.policies.layers import VectorObsEncoder, build_mlp, check_obs_keys, is_image_key
 from vla_rl.policies.obs_keys import with_env_obs_keys
-from vla_rl.policies.registry import register_policy
 
 
-@register_policy("mlp")
 class GaussianMLPPolicy(GaussianActorCritic):
     """Separate actor and critic MLPs over concatenated (normalised) vector observation keys.
 

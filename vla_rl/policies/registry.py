@@ -1,46 +1,87 @@
-"""Policy name -> class registry and the ``build_policy`` factory."""
+"""Policies by name (``policy.name``): one table for state and chunk policies, imported on use.
+
+The two families are built by two calls until they share one interface: a state policy
+(``ActorCriticPolicy``) is ``cls(cfg, observation_space, action_space)`` from a ``PolicyConfig``, a
+chunk policy (``ChunkPolicy``) is ``cls.build(**values)`` or ``cls.from_pretrained(directory)``.
+A policy of your own plugs in as ``"package.module:Class"`` in place of a name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 
 from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
+from vla_rl.registry import removed_decorator, resolve
 
-PolicyClass = Callable[[PolicyConfig, gym.spaces.Dict, gym.spaces.Box], ActorCriticPolicy]
-_POLICIES: dict[str, PolicyClass] = {}
+POLICIES: dict[str, str] = {
+    # State policies: observation -> one action.
+    "mlp": "vla_rl.policies.mlp:GaussianMLPPolicy",
+    "cnn": "vla_rl.policies.cnn:GaussianCNNPolicy",
+    # Chunk policies: observation -> a chunk of actions (token and flow VLAs need the vla extra).
+    "gaussian": "vla_rl.policies.gaussian_chunk:GaussianChunkPolicy",
+    "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPPolicy",
+    "pi0": "vla_rl.policies.flow.pi0:Pi0Policy",
+    "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
+    "chunk_vla": "vla_rl.policies.vla.chunk_vla:ChunkVLA",
+}
+"""Built-in policies: name -> ``"module:Class"``."""
+
+STATE_POLICIES = ("cnn", "mlp")
+"""The built-in names :func:`build_policy` builds from a ``PolicyConfig``; the rest are chunk policies."""
+
+register_policy = removed_decorator("register_policy", "policy.name")
+register_chunk_policy = removed_decorator("register_chunk_policy", "policy.name")
+
+VLA_EXTRA_HINT = "install the VLA extra with pip install -e '.[vla]'"
 
 
-def register_policy(name: str) -> Callable[[PolicyClass], PolicyClass]:
-    """Class decorator: the class is built as ``cls(cfg, observation_space, action_space)``."""
-
-    def decorator(cls: PolicyClass) -> PolicyClass:
-        if name in _POLICIES and _POLICIES[name] is not cls:
-            raise ValueError(f"policy {name!r} is already registered")
-        _POLICIES[name] = cls
-        return cls
-
-    return decorator
+def policy_class(name: str) -> type:
+    """The class of policy ``name`` (a name of :data:`POLICIES` or ``"module:Class"``)."""
+    return resolve(POLICIES, name, "policy", missing_hint=VLA_EXTRA_HINT)
 
 
 def registered_policies() -> list[str]:
-    _import_builtin_policies()
-    return sorted(_POLICIES)
+    """The built-in state policies (what ``policy.name`` of ``vla-rl train`` accepts by name)."""
+    return sorted(STATE_POLICIES)
+
+
+def registered_chunk_policies() -> list[str]:
+    return sorted(set(POLICIES) - set(STATE_POLICIES))
 
 
 def build_policy(
     cfg: PolicyConfig, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box
 ) -> ActorCriticPolicy:
-    """Build the policy named ``cfg.name`` for one world's observation and action spaces."""
-    _import_builtin_policies()
-    if cfg.name not in _POLICIES:
-        raise ValueError(f"unknown policy {cfg.name!r}; allowed: {sorted(_POLICIES)}")
-    return _POLICIES[cfg.name](cfg, observation_space, action_space)
+    """Build the state policy named ``cfg.name`` for one world's observation and action spaces."""
+    cls = policy_class(cfg.name)
+    if not (isinstance(cls, type) and issubclass(cls, ActorCriticPolicy)):
+        raise ValueError(
+            f"policy {cfg.name!r} is not a state policy (ActorCriticPolicy); "
+            f"state policies: {registered_policies()}"
+        )
+    return cls(cfg, observation_space, action_space)
 
 
-def _import_builtin_policies() -> None:
-    # Importing the modules runs their @register_policy decorators.
-    import vla_rl.policies.cnn  # noqa: F401
-    import vla_rl.policies.mlp  # noqa: F401
+def chunk_policy_class(name: str) -> type[ChunkPolicy]:
+    """The ``ChunkPolicy`` subclass of policy ``name``."""
+    cls = policy_class(name)
+    if not (isinstance(cls, type) and issubclass(cls, ChunkPolicy)):
+        raise ValueError(
+            f"policy {name!r} is not a chunk policy (ChunkPolicy); "
+            f"chunk policies: {registered_chunk_policies()}"
+        )
+    return cls
+
+
+def build_chunk_policy(name: str, **kwargs: Any) -> ChunkPolicy:
+    """``chunk_policy_class(name).build(**kwargs)``: each family defines ``build`` from plain values."""
+    return chunk_policy_class(name).build(**kwargs)
+
+
+def load_chunk_policy(name: str, directory: str | Path) -> ChunkPolicy:
+    return chunk_policy_class(name).from_pretrained(directory)

@@ -25,7 +25,8 @@ class RewardConfig:
     """
 
     model: str = ""
-    """Registered reward model (``learned``, ``contrastive``, ``vlm_judge``); empty: none."""
+    """Reward model (``learned``, ``contrastive``, ``vlm_judge``, or your own ``package.module:builder``);
+    empty: none."""
     path: str = ""
     """Local directory the model loads from (nothing is downloaded)."""
     options: dict[str, Any] = field(default_factory=dict)

@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from vla_rl.config.load import Check, ConfigError, Schema
+from vla_rl.config.structured import Check, ConfigError, Schema
 from vla_rl.rewards.base import RewardModel, frames_to_float
 from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
-from vla_rl.rewards.registry import register_reward_model
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -331,7 +330,6 @@ class ContrastiveRewardModel(RewardModel):
         return ((raw.double() - self.norm_mean.to(raw.device)) / std.to(raw.device)).float()
 
 
-@register_reward_model("contrastive")
 def build_contrastive(path: str, options: dict[str, Any]) -> ContrastiveRewardModel:
     """The ``contrastive`` reward model from the local CLIP/SigLIP directory ``path``."""
     settings = CONTRASTIVE_OPTIONS.validate(options, REWARD_OPTIONS_KEY)

@@ -20,13 +20,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from vla_rl.config.load import Check, Schema, validate_structured
+from vla_rl.config.structured import Check, Schema, validate_structured
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.layers import build_mlp
 from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.rewards.base import RewardModel
 from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
-from vla_rl.rewards.registry import register_reward_model
 
 CONFIG_FILE = "reward_model.json"
 SCORES = ("progress", "success", "mean")
@@ -190,7 +189,6 @@ def load_learned_reward_model(directory: str | Path, score: str = "mean") -> Lea
     return model.eval()
 
 
-@register_reward_model("learned")
 def build_learned(path: str, options: dict[str, Any]) -> RewardModel:
     opts = LEARNED_OPTIONS.validate(options, REWARD_OPTIONS_KEY)
     if not path:

@@ -1,8 +1,20 @@
-"""Turning model scores into reward terms: potential-based shaping and the weighted sum."""
+"""What a step pays the learner: the env's reward or success flag, potential-based shaping and the
+weighted sum of env and model rewards."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+from vla_rl.envs.base import StepResult
+
+REWARDS: dict[str, Callable[[StepResult], torch.Tensor]] = {
+    "dense": lambda result: result.reward,
+    "success": lambda result: result.info["success"],
+}
+"""What a step pays the learner (``algorithm.reward`` of a chunk RL run): the task's (shaped)
+reward or its success flag."""
 
 
 def potential_shaping(phi: torch.Tensor, phi_next: torch.Tensor, gamma: float) -> torch.Tensor:

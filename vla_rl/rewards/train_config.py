@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vla_rl.config.load import Check, compose_config_module, validate_structured
+from vla_rl.config.structured import Check, compose_config_module, validate_structured
 from vla_rl.rewards.learned import LearnedRewardConfig
 from vla_rl.rewards.metrics import REMAINING_PATH_FIELDS
 

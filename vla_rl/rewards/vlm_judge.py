@@ -22,10 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from vla_rl.config.load import Check, ConfigError, Schema
+from vla_rl.config.structured import Check, ConfigError, Schema
 from vla_rl.rewards.base import RewardModel, RewardModelError
 from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
-from vla_rl.rewards.registry import register_reward_model
 
 INSTRUCTION_FIELD = "{instruction}"
 DEFAULT_QUESTION = "Is the task '{instruction}' done? Answer yes or no."
@@ -253,7 +252,6 @@ def load_vlm_judge(path: str, options: VLMJudgeOptions) -> VLMJudge:
     return VLMJudge(model.to(options.device), processor, options)
 
 
-@register_reward_model("vlm_judge")
 def build_vlm_judge(path: str, options: dict[str, Any]) -> RewardModel:
     opts = VLM_JUDGE_OPTIONS.validate(options, REWARD_OPTIONS_KEY)
     if not path or not Path(path).is_dir():

@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from vla_rl.envs.base import Observation
+from vla_rl.envs.batching import select_worlds
 from vla_rl.envs.staged import concat_observations
 from vla_rl.rollout.gae import compute_gae
-from vla_rl.training.sft.batching import select_worlds
 
 
 @dataclass

@@ -30,18 +30,12 @@ from dataclasses import dataclass
 import torch
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
 from vla_rl.envs.staged import concat_observations
 from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
-from vla_rl.rewards.shaping import potential_shaping
+from vla_rl.rewards.shaping import REWARDS, potential_shaping
 from vla_rl.rollout.chunk_batch import ChunkBatch
 from vla_rl.rollout.gae import chunk_rewards
-from vla_rl.training.sft.batching import module_device, obs_to_device, select_worlds
-
-REWARDS = {
-    "dense": lambda result: result.reward,
-    "success": lambda result: result.info["success"],
-}
-"""What a step pays the learner: the task's (shaped) reward or its success flag."""
 
 
 @dataclass

@@ -10,10 +10,10 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.staged import StagedEnv, concat_observations
+from vla_rl.envs.timeline import Timeline
 from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
 from vla_rl.rewards.env_wrapper import MODEL_REWARD_KEY, resolve_model_rewards
 from vla_rl.rollout.buffer import RolloutBuffer
-from vla_rl.rollout.timeline import Timeline
 
 
 @dataclass

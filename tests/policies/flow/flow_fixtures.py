@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from vla_rl.policies.chunk_registry import build_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy
 
 INSTRUCTIONS = ("put the red cube on the blue pad", "pick up the cube", "move the gripper to the target")
 PROPRIO_DIM = 5

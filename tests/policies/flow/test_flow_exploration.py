@@ -10,9 +10,9 @@ from flow_fixtures import make_flow_mlp, make_obs, make_pi0
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.algorithms.chunk_ppo import ChunkPPO
 from vla_rl.algorithms.chunk_update import NOISE_HEAD_PREFIX
-from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.exploration import ExplorationConfig, build_exploration, sde_std_profile
+from vla_rl.policies.registry import load_chunk_policy
 
 torch.set_num_threads(1)
 

@@ -1,9 +1,9 @@
 import torch
 from flow_fixtures import make_flow_mlp, make_obs
 
-from vla_rl.policies.chunk_registry import load_chunk_policy
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.flow_mlp import FlowMLPPolicy, sinusoidal_time_embedding
+from vla_rl.policies.registry import load_chunk_policy
 
 torch.set_num_threads(1)
 

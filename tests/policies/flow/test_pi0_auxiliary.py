@@ -2,7 +2,7 @@ import pytest
 import torch
 from flow_fixtures import make_obs, make_pi0
 
-from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.policies.vla.auxiliary import capture_layer_output
 
 torch.set_num_threads(1)

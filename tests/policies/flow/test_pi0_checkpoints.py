@@ -1,10 +1,10 @@
 import torch
 from flow_fixtures import make_obs, make_pi0
 
-from vla_rl.policies.chunk_registry import build_chunk_policy, load_chunk_policy
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0 import Pi0Policy
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
+from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
 
 torch.set_num_threads(1)
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 from vla_fixtures import make_obs, make_policy
 
-from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead
 
 torch.set_num_threads(1)

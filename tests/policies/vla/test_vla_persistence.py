@@ -3,7 +3,7 @@ import torch
 from transformers import PaliGemmaForConditionalGeneration
 from vla_fixtures import make_obs, make_policy
 
-from vla_rl.policies.chunk_registry import build_chunk_policy, load_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
 from vla_rl.policies.vla.backbone import build_tiny_backbone
 from vla_rl.policies.vla.config import LoraSettings, TokenVLAConfig
 from vla_rl.policies.vla.token_vla import TokenVLA

@@ -10,7 +10,7 @@ import torch
 
 from vla_rl.cli import main
 from vla_rl.config.load import ConfigError
-from vla_rl.policies.chunk_registry import build_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy
 from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
 from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer, load_rl_policy

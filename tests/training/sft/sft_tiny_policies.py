@@ -1,6 +1,6 @@
 """Tiny chunk policies and toy demonstrations for the SFT tests (no VLA family needed).
 
-* ``sft_test_regressor``: a Gaussian MLP regressing the whole chunk from ``proprio`` (and
+* ``sft_tiny_policies:ChunkRegressor``: a Gaussian MLP regressing the whole chunk from ``proprio`` (and
   ``privileged`` when configured); the SFT loss is the masked mean squared error on inputs jittered
   with global-RNG noise (so exact resume needs the RNG state restored).
 * ``ScriptedChunkPolicy``: the scripted expert's action repeated over the chunk (an upper bound).
@@ -28,7 +28,6 @@ from vla_rl.policies.chunk_policy import (
     SFTOutput,
     check_log_prob_level,
 )
-from vla_rl.policies.chunk_registry import register_chunk_policy
 
 CONFIG_FILE = "regressor.json"
 WEIGHTS_FILE = "regressor.safetensors"
@@ -41,8 +40,8 @@ def _reduce(log_prob: torch.Tensor, level: str) -> torch.Tensor:
     return log_prob.sum((-1, -2))
 
 
-@register_chunk_policy("sft_test_regressor")
 class ChunkRegressor(ChunkPolicy):
+    registry_name = "sft_tiny_policies:ChunkRegressor"
     log_prob_levels = ("action", "chunk")
 
     def __init__(
@@ -208,9 +207,10 @@ def toy_episodes(
     return episodes
 
 
-@register_chunk_policy("sft_test_stats_regressor")
 class StatsRecordingRegressor(ChunkRegressor):
     """Records the action statistics the trainer hands over."""
+
+    registry_name = "sft_tiny_policies:StatsRecordingRegressor"
 
     received: tuple[torch.Tensor, torch.Tensor] | None = None
 

@@ -11,12 +11,12 @@ import pytest
 
 from vla_rl.cli import EXIT_CONFIG_ERROR, main
 from vla_rl.config.load import ConfigError
-from vla_rl.policies.chunk_registry import build_chunk_policy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.flow.flow_mlp import FlowMLPBuildSettings, FlowMLPConfig
 from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
 from vla_rl.policies.flow.pi0_io import TINY_CONFIG_ARGS
 from vla_rl.policies.gaussian_chunk import GaussianChunkBuildSettings, GaussianChunkConfig
+from vla_rl.policies.registry import build_chunk_policy
 from vla_rl.policies.vla.config import (
     TINY_BACKBONE_ARGS,
     TokenVLABuildSettings,
@@ -103,7 +103,7 @@ def test_validated_kwargs_build_and_build_rejects_what_validation_rejects() -> N
         (["sft/policy=token_vla", "policy.kwargs.use_proprio=maybe"], "'policy.kwargs.use_proprio'"),
         (["sft/policy=token_vla", "+policy.kwargs.lora={rank:0}"], "'policy.kwargs.lora'"),
         (["sft/policy=chunk_vla", "+policy.kwargs.lora={rnk:4}"], "'policy.kwargs.lora.rnk'"),
-        (["policy.name=tokn_vla"], "'policy.name': unknown chunk policy 'tokn_vla'"),
+        (["policy.name=tokn_vla"], "'policy.name': unknown policy 'tokn_vla'"),
     ],
 )
 def test_bad_kwargs_name_the_full_key(overrides: list[str], fragment: str) -> None:

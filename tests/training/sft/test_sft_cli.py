@@ -22,7 +22,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def _overrides(run_dir: Path) -> list[str]:
     return [
         "data.path=unused",
-        "policy.name=sft_test_regressor",
+        "policy.name=sft_tiny_policies:ChunkRegressor",
         "~policy.kwargs",
         "+policy.kwargs={chunk_len: 2, action_dim: 4, obs_dims: {proprio: 24}}",
         "steps=4",

@@ -10,7 +10,7 @@ import torch
 from sft_tiny_policies import ChunkRegressor, toy_episodes
 
 from vla_rl.config.load import ConfigError
-from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.checkpoint import list_checkpoints, load_checkpoint
 from vla_rl.training.sft.config import SFTConfig
 from vla_rl.training.sft.config_load import validate_sft_config
@@ -20,7 +20,7 @@ from vla_rl.training.sft.trainer import POLICY_DIRNAME, SFTTrainer
 def _cfg(run_dir: Path, **changes: object) -> SFTConfig:
     raw = {
         "policy": {
-            "name": "sft_test_regressor",
+            "name": "sft_tiny_policies:ChunkRegressor",
             "kwargs": {"chunk_len": 3, "action_dim": 2, "obs_dims": {"proprio": 3}, "hidden_dim": 32},
         },
         "optim": {"learning_rate": 1e-2, "warmup_steps": 2, "grad_clip_norm": 1.0},
@@ -76,7 +76,7 @@ def test_checkpoint_holds_a_loadable_policy_with_identical_actions(tmp_path: Pat
     result = trainer.train()
     assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["iter_000004", "iter_000008"]
     assert result.last_checkpoint == tmp_path / "checkpoints" / "iter_000008"
-    loaded = load_chunk_policy("sft_test_regressor", result.last_checkpoint / POLICY_DIRNAME)
+    loaded = load_chunk_policy("sft_tiny_policies:ChunkRegressor", result.last_checkpoint / POLICY_DIRNAME)
     assert isinstance(loaded, ChunkRegressor)
     obs = trainer.sampler.collate(range(6)).obs
     for seed in (0, 1):
@@ -85,7 +85,7 @@ def test_checkpoint_holds_a_loadable_policy_with_identical_actions(tmp_path: Pat
         torch.manual_seed(seed)
         torch.testing.assert_close(loaded.sample(obs).actions, expected, rtol=0, atol=0)
     state = load_checkpoint(result.last_checkpoint).trainer_state
-    assert state["step"] == 8 and state["policy_name"] == "sft_test_regressor"
+    assert state["step"] == 8 and state["policy_name"] == "sft_tiny_policies:ChunkRegressor"
 
 
 def test_init_from_an_earlier_run_folder_starts_from_its_last_weights(tmp_path: Path) -> None:
@@ -138,7 +138,9 @@ def test_stop_request_writes_a_checkpoint_and_reports_interrupted(tmp_path: Path
 
 def test_action_statistics_are_given_to_policies_that_take_them(tmp_path: Path) -> None:
     episodes = toy_episodes(3)
-    trainer = SFTTrainer(_cfg(tmp_path, **{"policy.name": "sft_test_stats_regressor"}), episodes)
+    trainer = SFTTrainer(
+        _cfg(tmp_path, **{"policy.name": "sft_tiny_policies:StatsRecordingRegressor"}), episodes
+    )
     low, high = trainer.policy.received
     actions = np.concatenate([episode.actions for episode in episodes])
     torch.testing.assert_close(low, torch.tensor(np.quantile(actions, 0.01, axis=0), dtype=torch.float32))

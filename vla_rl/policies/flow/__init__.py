@@ -1,7 +1,4 @@
-"""Flow-matching policies: pi0 (transformers' ``PI0ForConditionalGeneration``) and a small MLP flow policy.
-
-Importing this package registers ``pi0`` and ``flow_mlp`` in ``vla_rl.policies.chunk_registry``.
-"""
+"""Flow-matching policies: pi0 (transformers' ``PI0ForConditionalGeneration``) and a small MLP flow policy."""
 
 from vla_rl.policies.flow.flow_mlp import FlowMLPConfig, FlowMLPPolicy
 from vla_rl.policies.flow.normalization import NormStats

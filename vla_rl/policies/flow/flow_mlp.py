@@ -26,7 +26,6 @@ from vla_rl.policies.chunk_policy import (
     SFTOutput,
     check_log_prob_level,
 )
-from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
@@ -174,9 +173,10 @@ class FlowMLPBuildSettings(FlowMLPConfig):
     """Short for ``vector_obs_dims: {proprio: proprio_dim}`` (ignored when ``vector_obs_dims`` is given)."""
 
 
-@register_chunk_policy("flow_mlp")
 class FlowMLPPolicy(ChunkPolicy):
     """Velocity MLP ``v(x_t, t, obs features)`` over the flattened chunk, with a value head."""
+
+    registry_name = "flow_mlp"
 
     log_prob_levels = ("chunk",)
 

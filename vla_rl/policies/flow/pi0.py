@@ -27,7 +27,6 @@ from vla_rl.policies.chunk_policy import (
     check_log_prob_level,
     state_vector,
 )
-from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.flow import chain, pi0_prefix
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
@@ -56,9 +55,10 @@ CONSTANT_STD = 1e-3
 """State dimensions whose standard deviation in the data is below this are centred, not scaled."""
 
 
-@register_chunk_policy("pi0")
 class Pi0Policy(ChunkPolicy):
     """Observation -> action chunk with pi0; ``chunk_len`` = the model's ``chunk_size``."""
+
+    registry_name = "pi0"
 
     log_prob_levels = ("chunk",)
 

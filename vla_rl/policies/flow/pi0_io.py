@@ -19,16 +19,18 @@ from __future__ import annotations
 import json
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
+from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig, tiny_pi0_config
 
-if TYPE_CHECKING:
-    from vla_rl.policies.flow.pi0 import Pi0Policy
+Pi0Policy = ChunkPolicy
+"""What these functions build and persist: ``vla_rl.policies.flow.pi0.Pi0Policy``, which imports this
+module (so its annotations here name the base class)."""
 
 CONFIG_FILE = "policy_config.json"
 MODEL_DIR = "model"

@@ -1,7 +1,4 @@
-"""Token VLA policies on a PaliGemma backbone: autoregressive (``token_vla``) and parallel (``chunk_vla``).
-
-Importing this package registers both families in ``vla_rl.policies.chunk_registry``.
-"""
+"""Token VLA policies on a PaliGemma backbone: autoregressive (``token_vla``) and parallel (``chunk_vla``)."""
 
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
 from vla_rl.policies.vla.chunk_vla import ChunkVLA

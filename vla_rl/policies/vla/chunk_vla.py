@@ -14,15 +14,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.vla.base_vla import TokenVLABase
 from vla_rl.policies.vla.prompt import Prompt
 from vla_rl.policies.vla.sampling import choose_bins
 
 
-@register_chunk_policy("chunk_vla")
 class ChunkVLA(TokenVLABase):
     """All action tokens from one forward pass over prompt + empty action slots."""
+
+    registry_name = "chunk_vla"
 
     def _build_family_modules(self) -> None:
         with torch.no_grad():

@@ -15,15 +15,15 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from vla_rl.policies.chunk_registry import register_chunk_policy
 from vla_rl.policies.vla.base_vla import TokenVLABase
 from vla_rl.policies.vla.prompt import Prompt
 from vla_rl.policies.vla.sampling import choose_bins
 
 
-@register_chunk_policy("token_vla")
 class TokenVLA(TokenVLABase):
     """Autoregressive decoding of the action tokens; ``config.use_kv_cache`` picks the path."""
+
+    registry_name = "token_vla"
 
     def limit_decoding(self, steps: int) -> None:
         """Decode (and score) only the first ``steps`` actions of each chunk: the ones a rollout

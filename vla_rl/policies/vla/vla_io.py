@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from safetensors.torch import load_file, save_file
 
+from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
 from vla_rl.policies.vla.backbone import freeze_vision, load_saved_backbone, save_backbone
 from vla_rl.policies.vla.config import TokenVLAConfig
 
-if TYPE_CHECKING:
-    from vla_rl.policies.vla.base_vla import TokenVLABase
+TokenVLABase = ChunkPolicy
+"""What these functions persist: ``vla_rl.policies.vla.base_vla.TokenVLABase``, which imports this
+module (so its annotations here name the base class)."""
 
 POLICY_CONFIG_FILE = "vla_policy_config.json"
 HEADS_FILE = "policy_heads.safetensors"

@@ -25,11 +25,11 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from vla_rl.algorithms.chunk_registry import build_chunk_algorithm
+from vla_rl.algorithms.registry import build_chunk_algorithm
 from vla_rl.config.load import ConfigError
 from vla_rl.envs import make_env
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.chunk_registry import load_chunk_policy
+from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum

@@ -35,8 +35,8 @@ class SFTDataConfig:
 @dataclass
 class SFTPolicyConfig:
     name: str = "flow_mlp"
-    """Chunk-policy family registered in ``vla_rl.policies.chunk_registry`` (``token_vla``,
-    ``chunk_vla``, ``pi0``, ``flow_mlp``, ...)."""
+    """Chunk-policy family of ``vla_rl.policies.registry.POLICIES`` (``token_vla``, ``chunk_vla``,
+    ``pi0``, ``flow_mlp``, ``gaussian``) or your own ``ChunkPolicy`` as ``package.module:Class``."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword values of the family's ``build`` (chunk_len, action_dim, sizes, local pretrained dirs),
     typed per family and checked when the config is validated (an unknown key or a bad value is a

@@ -19,9 +19,9 @@ import torch
 
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import Observation
+from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.training.evaluate import EvalResult, record_video, run_episodes, video_env_config, write_summary
-from vla_rl.training.sft.batching import module_device, obs_to_device, select_worlds
 
 
 class ChunkExecutor:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from vla_rl.config.load import Check, ConfigError, Schema, resolve_attribute
+from vla_rl.config.structured import Check, ConfigError, Schema
+from vla_rl.registry import resolve
 
 POLICY_KWARGS_KEY = "policy.kwargs"
 FAMILY_SETTINGS: dict[str, str] = {
@@ -133,17 +134,17 @@ FAMILY_CHECKS = {
 
 def family_settings_schema(name: str) -> Schema[Any]:
     """The settings dataclass of the built-in family ``name`` and its value checks."""
-    return Schema(resolve_attribute(FAMILY_SETTINGS[name]), FAMILY_CHECKS[name]())
+    return Schema(resolve(FAMILY_SETTINGS, name, "policy family settings"), FAMILY_CHECKS[name]())
 
 
 def check_policy_kwargs(name: str, kwargs: dict[str, Any]) -> None:
     """``ConfigError`` naming ``policy.kwargs.<key>`` for the first unknown key, wrong type or bad
-    value of ``kwargs`` for the family ``name``; ``policy.name`` when no family has that name. A
-    family registered outside the package checks its own keywords in ``build``."""
+    value of ``kwargs`` for the family ``name``; ``policy.name`` when no chunk policy has that name. A
+    family of your own (``package.module:Class``) checks its own keywords in ``build``."""
     if name in FAMILY_SETTINGS:
         family_settings_schema(name).validate(kwargs, POLICY_KWARGS_KEY)
         return
-    from vla_rl.policies.chunk_registry import chunk_policy_class
+    from vla_rl.policies.registry import chunk_policy_class
 
     try:
         chunk_policy_class(name)

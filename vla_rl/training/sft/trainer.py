@@ -21,8 +21,9 @@ from omegaconf import OmegaConf
 from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
 from vla_rl.envs.base import Observation
+from vla_rl.envs.batching import obs_to_device
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.chunk_registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
 from vla_rl.training.checkpoint import (
     POLICY_DIRNAME,
     Checkpoint,
@@ -34,7 +35,6 @@ from vla_rl.training.evaluate import EvalResult
 from vla_rl.training.loggers import MultiLogger, build_logger
 from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
-from vla_rl.training.sft.batching import obs_to_device
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
 from vla_rl.training.sft.config import SFTConfig
 from vla_rl.training.sft.demonstrations import (

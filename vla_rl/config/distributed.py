@@ -1,10 +1,23 @@
-"""Config of where a training run's workers run (the ``distributed`` group of a training config)."""
+"""Config of where a training run's workers run (the ``distributed`` group of a training config).
+
+The schema of ``vla_rl.distributed`` lives here, below it, because ``TrainConfig`` composes it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vla_rl.distributed.placement import PlacementConfig
+
+@dataclass
+class PlacementConfig:
+    mode: str = "none"
+    """``none`` (workers ask for CPUs only), ``collocated``, ``disaggregated`` or ``hybrid`` (see the
+    module docstring)."""
+    num_gpus: int = 1
+    """GPUs used in all."""
+    env_gpus: int = 1
+    """GPUs of the env workers (``disaggregated``), or shared by env and inference (``hybrid``)."""
+    inference_gpus: int = 1
+    """GPUs of the inference workers (``disaggregated`` only)."""
 
 
 @dataclass

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(reason is not None, reason=f"metaworld: {reason}
 @pytest.mark.parametrize("task", ["reach-v3", "push-v3"])
 def test_experts_succeed_on_nearly_every_variation(task, tmp_path):
     """Measured over 50 seeded variations each: reach-v3 50/50, push-v3 50/50."""
-    from vla_rl.sims.metaworld.collect import collect_metaworld_demonstrations
+    from vla_rl.data.metaworld_collect import collect_metaworld_demonstrations
 
     result = collect_metaworld_demonstrations(
         task, 10, tmp_path / task, num_envs=5, cameras=(), max_episode_steps=200, keep_failures=True
@@ -27,10 +27,10 @@ def test_experts_succeed_on_nearly_every_variation(task, tmp_path):
 def test_cli_records_mt10_episodes_with_images_and_instructions(tmp_path, capsys):
     """Two worlds of MT10 run reach-v3 and push-v3; reach ends first (about 50 steps), push next (about
     60), so the first two episodes written are one of each."""
-    from vla_rl.sims.metaworld.collect import main
     from vla_rl.sims.metaworld.tasks import INSTRUCTIONS
 
     from vla_rl.data.lerobot_reader import LeRobotDataset
+    from vla_rl.data.metaworld_collect import main
 
     out = tmp_path / "mt10"
     argv = ["MT10", "--episodes", "2", "--output", str(out), "--num-envs", "2", "--image-size", "32"]

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from vla_rl.envs import EnvConfig, make_env
+from vla_rl.envs.timeline import Span, Timeline
 from vla_rl.policies import PolicyConfig, build_policy
 from vla_rl.rollout.buffer import RolloutBuffer
 from vla_rl.rollout.collector import RolloutCollector
-from vla_rl.rollout.timeline import Span, Timeline
 
 
 def test_overlap_by_hand():

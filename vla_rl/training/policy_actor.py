@@ -7,10 +7,13 @@ Each episode is labelled by the environment's success flag, as a person labellin
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import gymnasium as gym
 import torch
+
+from vla_rl.envs.base import BatchedEnv
 
 
 class CheckpointActor:
@@ -41,3 +44,15 @@ class CheckpointActor:
         """(executed action, the same action): a policy has no separate clean label."""
         action = self.policy.act(obs, deterministic=self.deterministic).action.clamp(-1.0, 1.0)
         return action, action
+
+
+def checkpoint_actor_factory(
+    checkpoint: str | Path, deterministic: bool, seed: int = 0
+) -> Callable[[BatchedEnv], CheckpointActor]:
+    """``make_actor`` for ``vla_rl.data.collect.collect_demonstrations``: the checkpoint's policy
+    built for the env's observation and action spaces."""
+
+    def make_actor(env: BatchedEnv) -> CheckpointActor:
+        return CheckpointActor(checkpoint, env.observation_space, env.action_space, deterministic, seed)
+
+    return make_actor

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vla_rl.config.load import ConfigError
+from vla_rl.config.structured import ConfigError
 from vla_rl.data.lerobot_layout import INFO_PATH
 
 EXIT_TOO_FEW_EPISODES = 1
@@ -32,6 +32,7 @@ def collect_command(args: argparse.Namespace) -> int:
     """Collect, print a summary; exit 1 when fewer episodes than asked were written."""
     from vla_rl.data.collect import collect_demonstrations
     from vla_rl.data.config import compose_collect_config
+    from vla_rl.training.policy_actor import checkpoint_actor_factory
 
     cfg = compose_collect_config(list(args.overrides))
     if (Path(cfg.output_dir) / INFO_PATH).exists() and not cfg.append:
@@ -39,7 +40,10 @@ def collect_command(args: argparse.Namespace) -> int:
             f"config key 'output_dir': {cfg.output_dir} already holds a dataset; "
             "pass append=true to add episodes to it or choose another output_dir"
         )
-    result = collect_demonstrations(cfg)
+    make_actor = None
+    if cfg.policy_checkpoint:
+        make_actor = checkpoint_actor_factory(cfg.policy_checkpoint, cfg.policy_deterministic, cfg.seed)
+    result = collect_demonstrations(cfg, make_actor)
     print(
         f"wrote {result.episodes_written} episodes ({result.frames_written} frames) to {result.path} in "
         f"{result.wall_time_s:.1f} s ({result.episodes_per_minute:.1f} episodes/min); "

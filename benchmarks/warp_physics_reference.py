@@ -1,5 +1,5 @@
 """Raw MuJoCo Warp physics throughput of a task: the yardstick for the warp backend's ``env.step``
-and rollout, as ``vla_rl.sims.mujoco.physics_reference`` is for the CPU backend."""
+and rollout, as ``benchmarks.physics_reference`` is for the CPU backend."""
 
 from __future__ import annotations
 

@@ -1,0 +1,130 @@
+"""Typed configs from dicts and YAML: ``ConfigError``, value checks and Hydra composition.
+
+The bottom of the library's layers: every layer's own config dataclass is validated with
+:func:`validate_structured`, so an unknown key, a wrong type or a bad value is a ``ConfigError``
+naming the dotted key before any work starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+ConfigT = TypeVar("ConfigT")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with the dotted key it concerns."""
+
+
+def compose_config_module(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
+    """Compose ``configs/<config_name>.yaml`` with ``overrides`` without validating it (for
+    configs of other jobs, e.g. ``eval``)."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import HydraException
+
+    try:
+        with initialize_config_module(config_module="vla_rl.configs", version_base="1.3"):
+            return compose(config_name=config_name, overrides=list(overrides))
+    except HydraException as error:
+        raise override_error(error) from None
+
+
+def load_config_file(
+    path: str | Path, overrides: Sequence[str], validate: Callable[[DictConfig], ConfigT]
+) -> ConfigT:
+    """Load a resolved config file of any job, apply Hydra-syntax ``overrides`` and ``validate`` it."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if not overrides:
+        return validate(OmegaConf.load(path))
+    try:
+        with initialize_config_dir(config_dir=str(path.parent), version_base="1.3"):
+            composed = compose(config_name=path.stem, overrides=list(overrides))
+    except HydraException as error:
+        raise override_error(error) from None
+    return validate(composed)
+
+
+def override_error(error: Exception) -> ConfigError:
+    message = str(error)
+    unknown = re.search(r"Could not override '([^']+)'", message)
+    if unknown:
+        return ConfigError(f"unknown config key '{unknown.group(1)}' (check the spelling)")
+    return ConfigError(f"invalid configuration override: {message}")
+
+
+@dataclass(frozen=True)
+class Check(Generic[ConfigT]):
+    """One value-range rule of a config: ``holds(config)`` must be true, else ``key``: ``message``."""
+
+    key: str
+    holds: Callable[[ConfigT], bool]
+    message: str
+
+
+def validate_structured(
+    schema: type[ConfigT],
+    raw: DictConfig | dict[str, Any],
+    checks: Sequence[Check[ConfigT]],
+    prefix: str = "",
+) -> ConfigT:
+    """Merge ``raw`` into the dataclass ``schema`` (unknown keys and wrong types fail), then apply
+    ``checks`` in order; the first one that fails is a ``ConfigError`` naming its dotted key, below
+    ``prefix`` (e.g. ``reward.options``) when the schema is one group of a larger config. With a
+    ``prefix``, a ``ValueError`` of the schema's ``__post_init__`` is a ``ConfigError`` naming the
+    field its message starts with (else ``prefix``)."""
+    if not isinstance(raw, DictConfig):
+        raw = OmegaConf.create(raw)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), raw)
+        config: ConfigT = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as error:
+        key = _full_key(prefix, getattr(error, "full_key", None) or "?")
+        reason = str(error).splitlines()[0]
+        if "not in" in reason:
+            raise ConfigError(f"unknown config key '{key}' ({reason})") from None
+        raise ConfigError(f"config key '{key}': {reason}") from None
+    except ValueError as error:
+        if not prefix:
+            raise
+        raise ConfigError(f"config key '{_post_init_key(schema, prefix, str(error))}': {error}") from None
+    for check in checks:
+        if not check.holds(config):
+            value = OmegaConf.select(OmegaConf.structured(config), check.key)
+            raise ConfigError(f"config key '{_full_key(prefix, check.key)}': {check.message} (got {value!r})")
+    return config
+
+
+@dataclass(frozen=True)
+class Schema(Generic[ConfigT]):
+    """A dataclass of settings and the value checks applied after merging into it: the typed
+    options of one reward model or the build settings of one policy family."""
+
+    type: type[ConfigT]
+    checks: Sequence[Check[ConfigT]] = ()
+
+    def validate(self, raw: DictConfig | dict[str, Any], prefix: str) -> ConfigT:
+        """``raw`` as an instance of ``type``; ``ConfigError`` naming the key below ``prefix``."""
+        return validate_structured(self.type, raw, self.checks, prefix)
+
+
+def _post_init_key(schema: type, prefix: str, message: str) -> str:
+    """The key a ``__post_init__`` error concerns: the field its message starts with, else ``prefix``."""
+    first_word = message.split(" ", 1)[0]
+    names = {field.name for field in fields(schema)} if is_dataclass(schema) else set()
+    return _full_key(prefix, first_word) if first_word in names else prefix
+
+
+def _full_key(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
