@@ -23,6 +23,7 @@ BENCHMARKS = {
     "flow_inference": ["-m", "benchmarks.flow_inference"],
     "pi0_update_speed": ["-m", "benchmarks.pi0_update_speed"],
     "learning": ["-m", "benchmarks.learning"],
+    "gym_tutorial": ["-m", "benchmarks.gym_tutorial"],
     "sft_pick_place": ["-m", "benchmarks.sft_pick_place"],
     "sft_grounding": ["-m", "benchmarks.sft_grounding", *SFT_FULL_RUNS],
     "flow_exploration_spread": [

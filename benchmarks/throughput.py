@@ -31,6 +31,8 @@ from benchmarks.common import machine_line, random_action_steps_per_s
 from vla_rl.config import compose_train_config
 from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import make_env
+from vla_rl.envs.base import BatchedEnv
+from vla_rl.policies.obs_keys import with_env_obs_keys
 from vla_rl.training.components import build_training_components
 
 
@@ -93,7 +95,8 @@ def vla_rl_rates(cfg: TrainConfig, iterations: int, repeats: int) -> tuple[float
 def sb3_batched_vecenv(cfg: TrainConfig):  # noqa: ANN201 - an SB3 VecEnv
     from benchmarks.sb3_vecenv import BatchedEnvAsSB3VecEnv
 
-    return BatchedEnvAsSB3VecEnv(make_env(cfg.env), tuple(cfg.policy.actor_obs_keys))
+    env = make_env(cfg.env)
+    return BatchedEnvAsSB3VecEnv(env, _actor_keys(cfg, env))
 
 
 def sb3_dummy_vecenv(cfg: TrainConfig):  # noqa: ANN201 - an SB3 VecEnv
@@ -107,8 +110,17 @@ def sb3_dummy_vecenv(cfg: TrainConfig):  # noqa: ANN201 - an SB3 VecEnv
     one_world = dataclasses.replace(
         cfg.env, num_envs=1, num_threads=1, options={**cfg.env.options, "stepper": "threads"}
     )
-    keys = tuple(cfg.policy.actor_obs_keys)
-    return DummyVecEnv([lambda: SingleWorldGymEnv(make_env(one_world), keys)] * cfg.env.num_envs)
+
+    def world() -> SingleWorldGymEnv:
+        env = make_env(one_world)
+        return SingleWorldGymEnv(env, _actor_keys(cfg, env))
+
+    return DummyVecEnv([world] * cfg.env.num_envs)
+
+
+def _actor_keys(cfg: TrainConfig, env: BatchedEnv) -> tuple[str, ...]:
+    """The observation keys our policy's actor reads on ``env``: the SB3 policy reads the same."""
+    return tuple(with_env_obs_keys(cfg.policy, env.observation_space).actor_obs_keys or [])
 
 
 def sb3_ppo_rate(cfg: TrainConfig, venv, iterations: int, repeats: int) -> float:  # noqa: ANN001

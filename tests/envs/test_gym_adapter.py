@@ -136,3 +136,37 @@ def test_max_episode_steps_option_and_bad_construction():
     assert dones == [False, False, False, True]
     with pytest.raises(ValueError, match="exactly one"):
         GymnasiumBatchedEnv()
+
+
+class PixelEnv(gym.Env):
+    """A Box RGB image observation whose pixels all hold the step count; ends after 2 steps."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (4, 5, 3), np.uint8)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.count = 0
+
+    def _obs(self) -> np.ndarray:
+        return np.full((4, 5, 3), self.count, np.uint8)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.count = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.count += 1
+        return self._obs(), 0.0, self.count == 2, False, {}
+
+
+def test_an_image_box_observation_is_a_camera_for_the_cnn():
+    env = GymnasiumBatchedEnv(PixelEnv, num_envs=2)
+    assert list(env.observation_space.spaces) == ["rgb_pixels"]
+    assert env.observation_space["rgb_pixels"].dtype == np.uint8
+    obs, _ = env.reset(seed=0)
+    assert obs["rgb_pixels"].shape == (2, 4, 5, 3) and obs["rgb_pixels"].dtype == torch.uint8
+    env.step(torch.zeros(2, 2))
+    done = env.step(torch.zeros(2, 2))
+    # Same-step autoreset: the returned images are the new episodes' (0), the final ones hold 2.
+    assert int(done.obs["rgb_pixels"].max()) == 0
+    assert int(done.info["final_obs"]["rgb_pixels"].min()) == 2

@@ -214,7 +214,7 @@ def test_bad_inputs_raise(model_dir: Path) -> None:
     ],
 )
 def test_bad_options_raise_config_error(model_dir: Path, options: dict[str, object], key: str) -> None:
-    with pytest.raises(ConfigError, match=f"'{key}'"):
+    with pytest.raises(ConfigError, match=f"'reward.options.{key}'"):
         build_reward_model("contrastive", str(model_dir), options)
 
 

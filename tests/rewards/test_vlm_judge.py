@@ -168,7 +168,7 @@ def test_bad_inputs_raise(judge: VLMJudge) -> None:
     ],
 )
 def test_bad_options_raise_config_error_naming_the_key(judge_dir: Path, options: dict, key: str) -> None:
-    with pytest.raises(ConfigError, match=f"'{key}'"):
+    with pytest.raises(ConfigError, match=f"'reward.options.{key}'"):
         build_reward_model("vlm_judge", str(judge_dir), options)
 
 

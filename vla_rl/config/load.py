@@ -14,12 +14,14 @@ from vla_rl.config.schema import TrainConfig
 from vla_rl.config.structured import (  # noqa: F401 - re-exported: callers import them from here too
     Check,
     ConfigError,
+    Schema,
     compose_config_module,
     load_config_file,
     override_error,
     validate_structured,
 )
-from vla_rl.rewards.config import RewardConfig, reward_config_errors
+from vla_rl.registry import is_import_path, resolve
+from vla_rl.rewards.config import REWARD_MODEL_OPTIONS, REWARD_OPTIONS_KEY, RewardConfig, reward_config_errors
 
 
 def compose_train_config(overrides: Sequence[str] = (), config_name: str = "train") -> TrainConfig:
@@ -45,6 +47,12 @@ def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
     """Merge ``raw`` into ``TrainConfig`` (unknown keys and wrong types fail) and check values."""
     config = validate_structured(TrainConfig, raw, TRAIN_CHECKS)
     check_reward_config(config.reward, config.env.cameras)
+    if config.env.backend == "gymnasium":
+        from vla_rl.envs.gym_adapter import unknown_task_reason
+
+        reason = unknown_task_reason(config.env.task)
+        if reason is not None:
+            raise ConfigError(f"config key 'env.task': {reason}")
     if config.policy.hidden_sizes is None:
         from vla_rl.sims.tasks.registry import default_policy_hidden_sizes
 
@@ -54,11 +62,23 @@ def validate_train_config(raw: DictConfig | dict[str, Any]) -> TrainConfig:
 
 
 def check_reward_config(reward: RewardConfig, env_cameras: list[str]) -> None:
-    """``ConfigError`` for the first invalid value of a ``reward`` group."""
+    """``ConfigError`` for the first invalid value of a ``reward`` group, its model's options
+    included (checked against the model's typed options, nothing loads)."""
     errors = reward_config_errors(reward, env_cameras)
     if errors:
         key, message = errors[0]
         raise ConfigError(f"config key '{key}': {message}")
+    if reward.model in REWARD_MODEL_OPTIONS:
+        schema: Schema[Any] = resolve(REWARD_MODEL_OPTIONS, reward.model, "reward model options")
+        schema.validate(reward.options, REWARD_OPTIONS_KEY)
+    elif reward.model and not is_import_path(reward.model):
+        from vla_rl.rewards.registry import REWARD_MODELS
+
+        if reward.model not in REWARD_MODELS:
+            raise ConfigError(
+                f"config key 'reward.model': unknown reward model {reward.model!r}; known: "
+                f"{', '.join(sorted(REWARD_MODELS))} (or your own as 'package.module:builder')"
+            )
 
 
 TRAIN_CHECKS: list[Check[TrainConfig]] = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -74,23 +74,57 @@ class Check(Generic[ConfigT]):
 
 
 def validate_structured(
-    schema: type[ConfigT], raw: DictConfig | dict[str, Any], checks: Sequence[Check[ConfigT]]
+    schema: type[ConfigT],
+    raw: DictConfig | dict[str, Any],
+    checks: Sequence[Check[ConfigT]],
+    prefix: str = "",
 ) -> ConfigT:
     """Merge ``raw`` into the dataclass ``schema`` (unknown keys and wrong types fail), then apply
-    ``checks`` in order; the first one that fails is a ``ConfigError`` naming its dotted key."""
+    ``checks`` in order; the first one that fails is a ``ConfigError`` naming its dotted key, below
+    ``prefix`` (e.g. ``reward.options``) when the schema is one group of a larger config. With a
+    ``prefix``, a ``ValueError`` of the schema's ``__post_init__`` is a ``ConfigError`` naming the
+    field its message starts with (else ``prefix``)."""
     if not isinstance(raw, DictConfig):
         raw = OmegaConf.create(raw)
     try:
         merged = OmegaConf.merge(OmegaConf.structured(schema), raw)
         config: ConfigT = OmegaConf.to_object(merged)
     except OmegaConfBaseException as error:
-        key = getattr(error, "full_key", None) or "?"
+        key = _full_key(prefix, getattr(error, "full_key", None) or "?")
         reason = str(error).splitlines()[0]
         if "not in" in reason:
             raise ConfigError(f"unknown config key '{key}' ({reason})") from None
         raise ConfigError(f"config key '{key}': {reason}") from None
+    except ValueError as error:
+        if not prefix:
+            raise
+        raise ConfigError(f"config key '{_post_init_key(schema, prefix, str(error))}': {error}") from None
     for check in checks:
         if not check.holds(config):
             value = OmegaConf.select(OmegaConf.structured(config), check.key)
-            raise ConfigError(f"config key '{check.key}': {check.message} (got {value!r})")
+            raise ConfigError(f"config key '{_full_key(prefix, check.key)}': {check.message} (got {value!r})")
     return config
+
+
+@dataclass(frozen=True)
+class Schema(Generic[ConfigT]):
+    """A dataclass of settings and the value checks applied after merging into it: the typed
+    options of one reward model or the build settings of one policy family."""
+
+    type: type[ConfigT]
+    checks: Sequence[Check[ConfigT]] = ()
+
+    def validate(self, raw: DictConfig | dict[str, Any], prefix: str) -> ConfigT:
+        """``raw`` as an instance of ``type``; ``ConfigError`` naming the key below ``prefix``."""
+        return validate_structured(self.type, raw, self.checks, prefix)
+
+
+def _post_init_key(schema: type, prefix: str, message: str) -> str:
+    """The key a ``__post_init__`` error concerns: the field its message starts with, else ``prefix``."""
+    first_word = message.split(" ", 1)[0]
+    names = {field.name for field in fields(schema)} if is_dataclass(schema) else set()
+    return _full_key(prefix, first_word) if first_word in names else prefix
+
+
+def _full_key(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key

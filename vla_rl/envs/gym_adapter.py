@@ -20,6 +20,9 @@ from vla_rl.envs.config import EnvConfig
 
 VECTOR_OBS_KEY = "proprio"
 """Key under which a Box (non-dict) observation is exposed."""
+IMAGE_OBS_KEY = "rgb_pixels"
+"""Key under which a Box observation that is an RGB image (uint8 [H, W, 3]) is exposed, so that the
+``cnn`` policy reads it as a camera."""
 SUCCESS_INFO_KEYS = ("success", "is_success")
 """Info keys read (first found wins) as the per-step success flag."""
 
@@ -31,11 +34,17 @@ def _as_float32(space: gym.Space) -> gym.Space:
     return space
 
 
+def _box_key(space: gym.spaces.Box) -> str:
+    """``IMAGE_OBS_KEY`` for an RGB image Box, ``VECTOR_OBS_KEY`` for any other."""
+    is_image = space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[-1] == 3
+    return IMAGE_OBS_KEY if is_image else VECTOR_OBS_KEY
+
+
 def _observation_space_as_dict(space: gym.Space) -> gym.spaces.Dict:
     if isinstance(space, gym.spaces.Dict):
         return gym.spaces.Dict({key: _as_float32(sub) for key, sub in space.spaces.items()})
     if isinstance(space, gym.spaces.Box):
-        return gym.spaces.Dict({VECTOR_OBS_KEY: _as_float32(space)})
+        return gym.spaces.Dict({_box_key(space): _as_float32(space)})
     raise TypeError(f"unsupported observation space {space}; expected Box or Dict")
 
 
@@ -78,6 +87,8 @@ class GymnasiumBatchedEnv(BatchedEnv):
         self.action_space = gym.spaces.Box(-1.0, 1.0, single_action.shape, np.float32)
         self._is_dict_obs = isinstance(vector_env.single_observation_space, gym.spaces.Dict)
         self.observation_space = _observation_space_as_dict(vector_env.single_observation_space)
+        self._box_key = next(iter(self.observation_space.spaces))
+        """The one key of a Box observation (unused for Dict observations)."""
 
         self.max_episode_steps = _time_limit(vector_env)
         fps = vector_env.metadata.get("render_fps")
@@ -90,7 +101,7 @@ class GymnasiumBatchedEnv(BatchedEnv):
     # ---------------------------------------------------------------- conversions
     def _obs_to_torch(self, obs: Any) -> Observation:
         if not self._is_dict_obs:
-            obs = {VECTOR_OBS_KEY: obs}
+            obs = {self._box_key: obs}
         out: Observation = {}
         for key, value in obs.items():
             array = np.asarray(value)
@@ -105,7 +116,7 @@ class GymnasiumBatchedEnv(BatchedEnv):
             return final
         finished = info["final_obs"]
         for i in np.flatnonzero(done):
-            row = finished[i] if self._is_dict_obs else {VECTOR_OBS_KEY: finished[i]}
+            row = finished[i] if self._is_dict_obs else {self._box_key: finished[i]}
             for key, value in row.items():
                 final[key][i] = torch.as_tensor(np.asarray(value), dtype=final[key].dtype)
         return final
@@ -221,6 +232,16 @@ def _masked_flag(info: dict[str, Any], num_envs: int) -> np.ndarray:
             valid = np.asarray(info.get(f"_{key}", np.ones(num_envs, dtype=bool)), dtype=bool)
             return values & valid
     return np.zeros(num_envs, dtype=bool)
+
+
+def unknown_task_reason(task: str) -> str | None:
+    """Why ``task`` is not a registered Gymnasium id (Gymnasium's own suggestion), or ``None``; reads
+    the registry only, nothing is built."""
+    try:
+        gym.spec(task)
+    except gym.error.Error as error:
+        return str(error)
+    return None
 
 
 def make_gymnasium_env(cfg: EnvConfig) -> GymnasiumBatchedEnv:

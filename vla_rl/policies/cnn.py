@@ -24,6 +24,7 @@ from vla_rl.policies.layers import (
     shared_image_size,
     stacked_images,
 )
+from vla_rl.policies.obs_keys import with_env_obs_keys
 
 CONV_LAYOUTS = [(8, 4, 0), (4, 2, 0)]
 """(kernel, stride, padding) of the first convolutions (Atari-style downsampling); later ones use
@@ -130,7 +131,7 @@ class GaussianCNNPolicy(GaussianActorCritic):
         self, cfg: PolicyConfig, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box
     ) -> None:
         super().__init__(action_space, cfg.init_log_std)
-        actor_keys = list(cfg.actor_obs_keys)
+        actor_keys = list(with_env_obs_keys(cfg, observation_space).actor_obs_keys or [])
         critic_keys = list(cfg.critic_obs_keys) if cfg.critic_obs_keys is not None else actor_keys
         check_obs_keys(actor_keys, observation_space, "actor")
         check_obs_keys(critic_keys, observation_space, "critic")

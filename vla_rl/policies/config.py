@@ -14,8 +14,12 @@ class PolicyConfig:
     """Policy class: ``mlp`` (Gaussian MLP actor-critic on vector observations) or ``cnn``
     (convolutional encoder for ``rgb_*`` images, concatenated with vector observations), or your
     own ``ActorCriticPolicy`` as ``package.module:Class``."""
-    actor_obs_keys: list[str] = field(default_factory=lambda: ["proprio", "privileged"])
-    """Observation keys the actor sees. Keys starting with ``rgb_`` are images."""
+    actor_obs_keys: list[str] | None = None
+    """Observation keys the actor sees; keys starting with ``rgb_`` are images. ``None`` takes them
+    from the env (``vla_rl.policies.obs_keys``): ``mlp`` reads its state, ``proprio`` and
+    ``privileged`` (those it has; for an env with neither, every vector key), ``cnn`` every
+    ``rgb_*`` image and the same state less ``privileged``. A training run writes the keys it
+    used into its saved config; a key the env lacks is a ``ConfigError`` before training."""
     critic_obs_keys: list[str] | None = None
     """Observation keys the critic sees; ``None`` uses ``actor_obs_keys``. Giving the critic
     privileged state while the actor sees pixels is the asymmetric actor-critic."""

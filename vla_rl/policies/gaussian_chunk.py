@@ -80,6 +80,18 @@ class GaussianChunkConfig:
         return gym.spaces.Box(-1.0, 1.0, (self.chunk_len * self.action_dim,), np.float32)
 
 
+@dataclass
+class GaussianChunkBuildSettings(GaussianChunkConfig):
+    """The construction values of ``gaussian`` (an SFT config's ``policy.kwargs``, the keywords of
+    ``build``): the ``GaussianChunkConfig`` fields with the wrapped policy's typed, plus a shorthand."""
+
+    policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(actor_obs_keys=["proprio"]))  # type: ignore[assignment]
+    """The wrapped Gaussian policy's ``PolicyConfig`` fields (``name``: ``mlp`` or ``cnn``, keys,
+    hidden sizes, ...); the actor reads ``proprio`` unless ``actor_obs_keys`` says otherwise."""
+    proprio_dim: int | None = None
+    """Short for ``obs_shapes: {proprio: [proprio_dim]}`` (ignored when ``obs_shapes`` is given)."""
+
+
 class GaussianChunkPolicy(ChunkPolicy):
     """A ``GaussianActorCritic`` producing flattened chunks, reshaped to [N, chunk_len, action_dim]."""
 

@@ -9,6 +9,7 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.gaussian import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, GaussianActorCritic
 from vla_rl.policies.layers import VectorObsEncoder, build_mlp, check_obs_keys, is_image_key
+from vla_rl.policies.obs_keys import with_env_obs_keys
 
 
 class GaussianMLPPolicy(GaussianActorCritic):
@@ -21,7 +22,7 @@ class GaussianMLPPolicy(GaussianActorCritic):
         self, cfg: PolicyConfig, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box
     ) -> None:
         super().__init__(action_space, cfg.init_log_std)
-        self.actor_keys = list(cfg.actor_obs_keys)
+        self.actor_keys = list(with_env_obs_keys(cfg, observation_space).actor_obs_keys or [])
         self.critic_keys = list(cfg.critic_obs_keys) if cfg.critic_obs_keys is not None else self.actor_keys
         check_obs_keys(self.actor_keys, observation_space, "actor")
         check_obs_keys(self.critic_keys, observation_space, "critic")

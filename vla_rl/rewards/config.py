@@ -7,6 +7,14 @@ from typing import Any
 
 FREQUENCIES = ("step", "every_k", "episode_end")
 SHAPINGS = ("none", "potential")
+REWARD_OPTIONS_KEY = "reward.options"
+REWARD_MODEL_OPTIONS: dict[str, str] = {
+    "learned": "vla_rl.rewards.learned:LEARNED_OPTIONS",
+    "contrastive": "vla_rl.rewards.contrastive:CONTRASTIVE_OPTIONS",
+    "vlm_judge": "vla_rl.rewards.vlm_judge:VLM_JUDGE_OPTIONS",
+}
+"""Built-in reward model -> ``"module:attribute"`` of the ``Schema`` of its ``reward.options`` (a
+documented dataclass and its value checks), imported when a config naming the model is validated."""
 
 
 @dataclass
@@ -22,7 +30,10 @@ class RewardConfig:
     path: str = ""
     """Local directory the model loads from (nothing is downloaded)."""
     options: dict[str, Any] = field(default_factory=dict)
-    """The model's own options (e.g. ``goal_prompt``, ``alpha`` for ``contrastive``)."""
+    """The model's own options, typed per model and checked when the config is validated (an
+    unknown key or a bad value is a ``ConfigError`` naming ``reward.options.<key>``):
+    ``LearnedOptions`` (``learned``), ``ContrastiveOptions`` (``contrastive``: ``goal_prompt``,
+    ``alpha``, ...), ``VLMJudgeOptions`` (``vlm_judge``); see ``REWARD_MODEL_OPTIONS``."""
     cameras: list[str] = field(default_factory=lambda: ["front"])
     """Cameras the model reads, in its order; each must be rendered (listed in ``env.cameras``)."""
     env_weight: float = 1.0
@@ -53,6 +64,8 @@ def reward_config_errors(cfg: RewardConfig, env_cameras: list[str]) -> list[tupl
     """(dotted key, message) of every invalid value; empty when ``cfg`` is usable."""
     errors: list[tuple[str, str]] = []
     if not cfg.model:
+        if cfg.options:
+            errors.append(("reward.options", "are the options of a reward model: set reward.model too"))
         return errors
     if cfg.frequency not in FREQUENCIES:
         errors.append(("reward.frequency", f"must be one of {list(FREQUENCIES)}"))
@@ -70,3 +83,14 @@ def reward_config_errors(cfg: RewardConfig, env_cameras: list[str]) -> list[tupl
     if not 0.0 <= cfg.success_threshold <= 1.0:
         errors.append(("reward.success_threshold", "must be in [0, 1]"))
     return errors
+
+
+def is_torch_device(name: str) -> bool:
+    """Whether torch parses ``name`` as a device (``cpu``, ``cuda:0``, ...)."""
+    import torch
+
+    try:
+        torch.device(name)
+    except RuntimeError:
+        return False
+    return True

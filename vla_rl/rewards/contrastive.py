@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from vla_rl.config.structured import Check, ConfigError, validate_structured
+from vla_rl.config.structured import Check, ConfigError, Schema
 from vla_rl.rewards.base import RewardModel, frames_to_float
+from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -66,14 +67,6 @@ def _only_instruction_placeholder(template: str) -> bool:
     return names <= {"instruction"}
 
 
-def _is_device(name: str) -> bool:
-    try:
-        torch.device(name)
-    except RuntimeError:
-        return False
-    return True
-
-
 _PLACEHOLDER = "may contain no placeholder other than {instruction}"
 CONTRASTIVE_CHECKS: list[Check[ContrastiveOptions]] = [
     Check("goal_prompt", lambda o: bool(o.goal_prompt.strip()), "must not be empty"),
@@ -93,8 +86,10 @@ CONTRASTIVE_CHECKS: list[Check[ContrastiveOptions]] = [
     ),
     Check("normalization", lambda o: o.normalization in ("none", "running"), "must be 'none' or 'running'"),
     Check("batch_size", lambda o: o.batch_size > 0, "must be positive"),
-    Check("device", lambda o: _is_device(o.device), "must be a torch device such as 'cpu' or 'cuda:0'"),
+    Check("device", lambda o: is_torch_device(o.device), "must be a torch device such as 'cpu' or 'cuda:0'"),
 ]
+CONTRASTIVE_OPTIONS = Schema(ContrastiveOptions, CONTRASTIVE_CHECKS)
+"""``reward.options`` of ``reward.model: contrastive``, checked when a config is validated."""
 
 
 def cosine_similarity(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -337,5 +332,5 @@ class ContrastiveRewardModel(RewardModel):
 
 def build_contrastive(path: str, options: dict[str, Any]) -> ContrastiveRewardModel:
     """The ``contrastive`` reward model from the local CLIP/SigLIP directory ``path``."""
-    settings = validate_structured(ContrastiveOptions, options, CONTRASTIVE_CHECKS)
+    settings = CONTRASTIVE_OPTIONS.validate(options, REWARD_OPTIONS_KEY)
     return ContrastiveRewardModel.from_directory(path, settings)

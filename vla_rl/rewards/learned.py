@@ -20,11 +20,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from vla_rl.config.structured import Check, validate_structured
+from vla_rl.config.structured import Check, Schema, validate_structured
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.layers import build_mlp
 from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.rewards.base import RewardModel
+from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
 
 CONFIG_FILE = "reward_model.json"
 SCORES = ("progress", "success", "mean")
@@ -67,7 +68,12 @@ class LearnedOptions:
     """Torch device the model runs on."""
 
 
-LEARNED_OPTION_CHECKS = (Check("score", lambda o: o.score in SCORES, f"must be one of {list(SCORES)}"),)
+LEARNED_OPTION_CHECKS = (
+    Check("score", lambda o: o.score in SCORES, f"must be one of {list(SCORES)}"),
+    Check("device", lambda o: is_torch_device(o.device), "must be a torch device such as 'cpu' or 'cuda:0'"),
+)
+LEARNED_OPTIONS = Schema(LearnedOptions, LEARNED_OPTION_CHECKS)
+"""``reward.options`` of ``reward.model: learned``, checked when a config is validated."""
 
 
 def word_ids(instruction: str, buckets: int) -> list[int]:
@@ -184,7 +190,7 @@ def load_learned_reward_model(directory: str | Path, score: str = "mean") -> Lea
 
 
 def build_learned(path: str, options: dict[str, Any]) -> RewardModel:
-    opts = validate_structured(LearnedOptions, options, LEARNED_OPTION_CHECKS)
+    opts = LEARNED_OPTIONS.validate(options, REWARD_OPTIONS_KEY)
     if not path:
         raise FileNotFoundError("the learned reward model needs reward.path: a `vla-rl reward-train` output")
     return load_learned_reward_model(path, opts.score).to(opts.device)

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from vla_rl.config.structured import Check, ConfigError, validate_structured
+from vla_rl.config.structured import Check, ConfigError, Schema
 from vla_rl.rewards.base import RewardModel, RewardModelError
+from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
 
 INSTRUCTION_FIELD = "{instruction}"
 DEFAULT_QUESTION = "Is the task '{instruction}' done? Answer yes or no."
@@ -74,7 +75,10 @@ VLM_JUDGE_CHECKS = (
     Check("pair_layout", lambda o: o.pair_layout in PAIR_LAYOUTS, f"must be one of {list(PAIR_LAYOUTS)}"),
     Check("batch_size", lambda o: o.batch_size > 0, "must be positive"),
     Check("dtype", lambda o: o.dtype in DTYPES, f"must be one of {list(DTYPES)}"),
+    Check("device", lambda o: is_torch_device(o.device), "must be a torch device such as 'cpu' or 'cuda:0'"),
 )
+VLM_JUDGE_OPTIONS = Schema(VLMJudgeOptions, VLM_JUDGE_CHECKS)
+"""``reward.options`` of ``reward.model: vlm_judge``, checked when a config is validated."""
 
 
 def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -108,8 +112,8 @@ class VLMJudge(RewardModel):
         self.model = model.eval().requires_grad_(False)
         tokenizer = processor.tokenizer
         self.answer_ids = (
-            single_token_id(tokenizer, options.yes_answer, "yes_answer"),
-            single_token_id(tokenizer, options.no_answer, "no_answer"),
+            single_token_id(tokenizer, options.yes_answer, f"{REWARD_OPTIONS_KEY}.yes_answer"),
+            single_token_id(tokenizer, options.no_answer, f"{REWARD_OPTIONS_KEY}.no_answer"),
         )
         if self.answer_ids[0] == self.answer_ids[1]:
             raise ConfigError("config key 'no_answer': tokenizes to the same token as yes_answer")
@@ -249,7 +253,7 @@ def load_vlm_judge(path: str, options: VLMJudgeOptions) -> VLMJudge:
 
 
 def build_vlm_judge(path: str, options: dict[str, Any]) -> RewardModel:
-    opts = validate_structured(VLMJudgeOptions, options, VLM_JUDGE_CHECKS)
+    opts = VLM_JUDGE_OPTIONS.validate(options, REWARD_OPTIONS_KEY)
     if not path or not Path(path).is_dir():
         raise FileNotFoundError(f"the vlm_judge reward model needs a local model directory, got {path!r}")
     return load_vlm_judge(path, opts)

@@ -8,9 +8,11 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from vla_rl.config.load import ConfigError
 from vla_rl.config.schema import TrainConfig
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies import ActorCriticPolicy, build_policy
+from vla_rl.policies.obs_keys import obs_key_errors, with_env_obs_keys
 from vla_rl.rollout import RolloutBuffer, RolloutCollector
 
 
@@ -24,9 +26,19 @@ class TrainingComponents:
     ``load_state_dict(state)``."""
 
 
+def resolve_policy_obs_keys(cfg: TrainConfig, observation_space: gym.spaces.Dict) -> None:
+    """Fill ``cfg.policy.actor_obs_keys`` in from the env where it is ``None`` (so that the saved
+    config names the keys the run used); ``ConfigError`` naming the first key the env lacks."""
+    errors = obs_key_errors(cfg.policy, observation_space)
+    if errors:
+        key, message = errors[0]
+        raise ConfigError(f"config key 'policy.{key}': {message}")
+    cfg.policy = with_env_obs_keys(cfg.policy, observation_space)
+
+
 def policy_obs_keys(cfg: TrainConfig) -> list[str]:
     """Observation keys the actor, critic or auxiliary loss read (the only ones the buffer stores)."""
-    keys = list(cfg.policy.actor_obs_keys)
+    keys = list(cfg.policy.actor_obs_keys or [])
     for key in [*(cfg.policy.critic_obs_keys or []), cfg.policy.aux_target_key]:
         if key is not None and key not in keys:
             keys.append(key)
@@ -49,9 +61,11 @@ def build_learner(
     device: str | torch.device = "cpu",
 ) -> tuple[ActorCriticPolicy, RolloutBuffer, Any]:
     """Policy, rollout storage and algorithm for ``num_envs`` worlds of the given spaces (no env:
-    a learner fed with rollouts collected elsewhere builds just these)."""
+    a learner fed with rollouts collected elsewhere builds just these). Resolves the policy's
+    observation keys against ``observation_space`` first (``resolve_policy_obs_keys``)."""
     from vla_rl.algorithms import build_algorithm
 
+    resolve_policy_obs_keys(cfg, observation_space)
     policy = build_policy(cfg.policy, observation_space, action_space).to(device)
     buffer = RolloutBuffer(
         cfg.algorithm.num_steps,

@@ -24,8 +24,8 @@ def test_default_config_composes_with_the_env_logger_and_policy_groups() -> None
 
 
 def test_policy_kwargs_accept_new_keys_with_plus() -> None:
-    cfg = compose_sft_config(["+policy.kwargs.num_denoising_steps=5", "policy.name=other"])
-    assert cfg.policy.kwargs["num_denoising_steps"] == 5 and cfg.policy.name == "other"
+    cfg = compose_sft_config(["+policy.kwargs.num_denoising_steps=5"])
+    assert cfg.policy.kwargs["num_denoising_steps"] == 5 and cfg.policy.name == "flow_mlp"
 
 
 @pytest.mark.parametrize(

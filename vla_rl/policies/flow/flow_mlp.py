@@ -103,6 +103,9 @@ class FlowMLPConfig:
     value_hidden_sizes: list[int] = field(default_factory=lambda: [64])
     """Hidden widths of the value head."""
 
+    def __post_init__(self) -> None:
+        self.exploration_config().validate()  # a bad exploration setting fails here, before any work
+
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
@@ -159,6 +162,15 @@ class FlowObsEncoder(nn.Module):
         if self.vector_keys:
             parts.append(self.vectors.encode(obs, self.vector_keys))
         return self.project(torch.cat(parts, dim=-1))
+
+
+@dataclass
+class FlowMLPBuildSettings(FlowMLPConfig):
+    """The construction values of ``flow_mlp`` (an SFT config's ``policy.kwargs``, the keywords of
+    ``build``): every ``FlowMLPConfig`` field plus a shorthand."""
+
+    proprio_dim: int | None = None
+    """Short for ``vector_obs_dims: {proprio: proprio_dim}`` (ignored when ``vector_obs_dims`` is given)."""
 
 
 class FlowMLPPolicy(ChunkPolicy):

@@ -104,6 +104,46 @@ class Pi0PolicyConfig:
         return cls(**data)  # type: ignore[arg-type]
 
 
+@dataclass
+class Pi0BuildSettings(Pi0PolicyConfig):
+    """The construction values of ``pi0`` (an SFT config's ``policy.kwargs``, the keywords of
+    ``build``): every ``Pi0PolicyConfig`` field, the chunk and state sizes, where the weights come
+    from, and the sizes of a fresh tiny pi0 (None: ``tiny_pi0_config``'s defaults)."""
+
+    chunk_len: int = 4
+    """Actions per chunk (the model's ``chunk_size``; must match pretrained weights)."""
+    proprio_dim: int = 0
+    """Width of the state vector; the fresh model's ``max_state_dim`` is at least 8 and this."""
+    pretrained_dir: str | None = None
+    """Local pi0 weights (transformers' format) to start from; None builds a fresh tiny pi0."""
+    instructions: list[str] | None = None
+    """Corpus of the fresh model's word tokenizer; None: the built-in tasks' instructions."""
+    max_action_dim: int | None = None
+    """Padded action width of a fresh model; None: ``max(8, action_dim)``."""
+    max_state_dim: int | None = None
+    """Padded state width of a fresh model; None: ``max(8, proprio_dim)``."""
+    num_inference_steps: int | None = None
+    """Denoising steps stored in a fresh model's config."""
+    hidden_size: int | None = None
+    """Width of a fresh model's Gemma prefix."""
+    expert_hidden_size: int | None = None
+    """Width of a fresh model's action expert."""
+    num_layers: int | None = None
+    """Layers of a fresh model's prefix and expert (they share it)."""
+    num_heads: int | None = None
+    """Attention heads of a fresh model."""
+    head_dim: int | None = None
+    """Attention head width of a fresh model."""
+    vision_hidden_size: int | None = None
+    """Width of a fresh model's SigLIP tower."""
+    vision_layers: int | None = None
+    """Layers of a fresh model's SigLIP tower."""
+    image_size: int | None = None
+    """Image side in pixels of a fresh model."""
+    patch_size: int | None = None
+    """SigLIP patch side in pixels of a fresh model."""
+
+
 def tiny_pi0_config(
     vocab_size: int,
     image_token_id: int,

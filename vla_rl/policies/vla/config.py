@@ -139,6 +139,36 @@ class TokenVLAConfig:
         return cls(**data)  # type: ignore[arg-type]
 
 
+TINY_BACKBONE_ARGS = (
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "head_dim",
+    "intermediate_size",
+    "vision_hidden_size",
+    "vision_layers",
+    "vision_heads",
+    "image_size",
+    "patch_size",
+)
+"""Sizes of the fresh tiny PaliGemma that ``TokenVLABuildSettings.backbone`` may set (the other
+arguments of ``tiny_paligemma_config`` come from the tokenizer)."""
+
+
+@dataclass
+class TokenVLABuildSettings(TokenVLAConfig):
+    """The construction values of ``token_vla`` and ``chunk_vla`` (an SFT config's ``policy.kwargs``,
+    the keywords of ``build``): every ``TokenVLAConfig`` field plus where the backbone comes from."""
+
+    pretrained_vlm_dir: str | None = None
+    """Local PaliGemma folder to start from; None builds a fresh tiny PaliGemma (CPU tests)."""
+    backbone: dict[str, int] | None = None
+    """Sizes of the fresh tiny PaliGemma, e.g. ``{num_layers: 4}`` (names in ``TINY_BACKBONE_ARGS``);
+    None: ``tiny_paligemma_config``'s defaults."""
+    instructions: list[str] | None = None
+    """Corpus of the fresh backbone's word tokenizer; None: the built-in tasks' instructions."""
+
+
 def tiny_paligemma_config(
     vocab_size: int,
     image_token_id: int,

@@ -38,7 +38,11 @@ class SFTPolicyConfig:
     """Chunk-policy family of ``vla_rl.policies.registry.POLICIES`` (``token_vla``, ``chunk_vla``,
     ``pi0``, ``flow_mlp``, ``gaussian``) or your own ``ChunkPolicy`` as ``package.module:Class``."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword values of the family's ``build`` (chunk_len, action_dim, sizes, local pretrained dirs)."""
+    """Keyword values of the family's ``build`` (chunk_len, action_dim, sizes, local pretrained dirs),
+    typed per family and checked when the config is validated (an unknown key or a bad value is a
+    ``ConfigError`` naming ``policy.kwargs.<key>``): ``TokenVLABuildSettings`` (``token_vla``,
+    ``chunk_vla``), ``Pi0BuildSettings`` (``pi0``), ``FlowMLPBuildSettings`` (``flow_mlp``),
+    ``GaussianChunkBuildSettings`` (``gaussian``); see ``vla_rl.training.sft.policy_settings``."""
     init_from: str | None = None
     """Start from a saved policy instead of ``build``: a folder written by the family's
     ``save_pretrained``, a checkpoint folder, or a run folder (its latest checkpoint), e.g. to train

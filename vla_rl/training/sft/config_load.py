@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from vla_rl.config.load import Check, compose_config_module, load_config_file, validate_structured
 from vla_rl.training.sft.config import SFTConfig
+from vla_rl.training.sft.policy_settings import check_policy_kwargs
 
 SFT_CONFIG_NAME = "sft"
 
@@ -28,8 +29,11 @@ def load_sft_config_file(path: str | Path, overrides: Sequence[str] = ()) -> SFT
 
 
 def validate_sft_config(raw: DictConfig | dict[str, Any]) -> SFTConfig:
-    """Merge ``raw`` into ``SFTConfig`` (unknown keys and wrong types fail) and check value ranges."""
-    return validate_structured(SFTConfig, raw, SFT_CHECKS)
+    """Merge ``raw`` into ``SFTConfig`` (unknown keys and wrong types fail) and check value ranges,
+    ``policy.kwargs`` against the family's typed settings (``policy_settings``)."""
+    cfg = validate_structured(SFTConfig, raw, SFT_CHECKS)
+    check_policy_kwargs(cfg.policy.name, cfg.policy.kwargs)
+    return cfg
 
 
 SFT_CHECKS: list[Check[SFTConfig]] = [
