@@ -25,14 +25,12 @@ class MetricSink(ABC):
 
 
 class ConsoleSink(MetricSink):
-    """A tqdm bar over env steps with steps/s and success rate in the postfix."""
+    """The training phase's bar over env steps with steps/s and success rate in the postfix."""
 
     def __init__(self, total_env_steps: int, initial_env_steps: int = 0) -> None:
-        from tqdm import tqdm
+        from vla_rl.training.progress import phase_bar
 
-        self._bar = tqdm(
-            total=total_env_steps, initial=initial_env_steps, unit="step", unit_scale=True, dynamic_ncols=True
-        )
+        self._bar = phase_bar("training", total_env_steps, "step", initial=initial_env_steps, scale=True)
         self._last_steps = initial_env_steps
 
     def log(self, metrics: Mapping[str, float], env_steps: int) -> None:

@@ -44,6 +44,7 @@ from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
 from vla_rl.training.evaluate import EvalResult
 from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
@@ -224,6 +225,7 @@ class ChunkRLTrainer:
 
     # ----- the loop ---------------------------------------------------------------------------------------
 
+    @logs_to_run_dir
     def train(self) -> RLResult:
         cfg = self.cfg
         record_run_start(self.run_dir, cfg)
@@ -281,6 +283,7 @@ class ChunkRLTrainer:
     def request_stop(self) -> None:
         self._stop_requested = True
 
+    @logs_to_run_dir
     def evaluate(self, split: str) -> EvalResult:
         return evaluate_rl_policy(self.policy, self.cfg, split)
 

@@ -1,0 +1,137 @@
+"""Console output of a run: warnings and library logs go to <run_dir>/train.log, one bar per phase."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from toy_env import TOY_OVERRIDES
+
+from vla_rl.config import compose_train_config
+from vla_rl.training.progress import LOG_FILENAME, PROGRESS_ENV, bars_enabled, phase_bar, run_console
+from vla_rl.training.runner import Trainer
+
+
+class _StderrNow(logging.StreamHandler):
+    """A handler on whatever ``sys.stderr`` is when it writes (pytest swaps it between test phases)."""
+
+    @property
+    def stream(self) -> object:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass
+
+
+@pytest.fixture
+def console_handler() -> Iterator[logging.StreamHandler]:
+    """What ``vla-rl`` sets up (``logging.basicConfig``): a root handler on stderr at INFO."""
+    handler = _StderrNow()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield handler
+    root.removeHandler(handler)
+    root.setLevel(level)
+
+
+def test_warnings_and_library_logs_go_to_the_log_file_not_the_console(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], console_handler: logging.StreamHandler
+) -> None:
+    library = logging.getLogger("some_library")
+    loud = logging.getLogger("loud_library")  # prints on its own, as transformers' logger does
+    loud.addHandler(logging.StreamHandler(sys.stderr))
+    loud.propagate = False
+    try:
+        with run_console(tmp_path) as log_file:
+            warnings.warn("deprecated thing used in the run", DeprecationWarning, stacklevel=1)
+            library.warning("library chatter")
+            loud.warning("loud library chatter")
+            logging.getLogger("vla_rl.training.example").info("our own message")
+            library.error("library failure")
+    finally:
+        loud.handlers.clear()
+        loud.propagate = True
+    assert log_file == tmp_path / LOG_FILENAME
+    logged = log_file.read_text()
+    console = capfd.readouterr().err
+    for text in ("deprecated thing used in the run", "library chatter", "loud library chatter"):
+        assert text in logged
+        assert text not in console
+    # Our messages and anyone's errors reach both.
+    for text in ("our own message", "library failure"):
+        assert text in logged and text in console
+
+
+def test_after_the_run_warnings_and_loggers_are_as_before(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], console_handler: logging.StreamHandler
+) -> None:
+    with run_console(tmp_path):
+        pass
+    assert console_handler.filters == []
+    log_file = str(tmp_path / LOG_FILENAME)
+    assert all(getattr(h, "baseFilename", None) != log_file for h in logging.getLogger().handlers)
+    logging.getLogger("some_library").warning("after the run")
+    assert "after the run" in capfd.readouterr().err
+    assert "after the run" not in (tmp_path / LOG_FILENAME).read_text()
+
+
+def test_an_inner_run_console_keeps_the_outer_log(tmp_path: Path) -> None:
+    with run_console(tmp_path / "outer") as outer:
+        with run_console(tmp_path / "inner") as inner:
+            warnings.warn("inside the inner one", UserWarning, stacklevel=1)
+        warnings.warn("after the inner one", UserWarning, stacklevel=1)
+    assert inner == outer
+    assert not (tmp_path / "inner").exists()
+    assert "inside the inner one" in outer.read_text() and "after the inner one" in outer.read_text()
+
+
+def test_a_warning_during_training_ends_in_the_runs_log(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], console_handler: logging.StreamHandler
+) -> None:
+    trainer = Trainer(compose_train_config([*TOY_OVERRIDES, f"run_dir={tmp_path}", "total_env_steps=80"]))
+    update = trainer.algorithm.update
+
+    def update_with_warning(*args: object, **kwargs: object) -> object:
+        warnings.warn("an upstream deprecation", FutureWarning, stacklevel=1)
+        return update(*args, **kwargs)
+
+    trainer.algorithm.update = update_with_warning  # type: ignore[method-assign]
+    try:
+        assert trainer.train().iterations == 1
+    finally:
+        trainer.close()
+    assert "FutureWarning: an upstream deprecation" in (tmp_path / LOG_FILENAME).read_text()
+    assert "an upstream deprecation" not in capfd.readouterr().err
+
+
+def test_bars_draw_on_a_terminal_only_unless_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert not bars_enabled()
+    assert phase_bar("training", 10, "step").disable
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert bars_enabled()
+    monkeypatch.setenv(PROGRESS_ENV, "0")
+    assert not bars_enabled()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    assert bars_enabled()
+
+
+def test_a_phase_bar_shows_the_phase_the_rate_and_the_success(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    bar = phase_bar("evaluation", 4, "episode")
+    bar.update(4)
+    bar.set_postfix(success="0.75")
+    bar.close()
+    shown = capfd.readouterr().err
+    assert "evaluation" in shown and " 4/4 " in shown and "episode/s" in shown and "success=0.75" in shown
