@@ -41,11 +41,12 @@ $(STAMP): pyproject.toml Makefile $(LOCK)
 	$(call install_locked,$(VENV),$(LOCK),$(EXTRAS))
 
 # Regenerate both locks from pyproject.toml and constraints/base.in, keeping the pinned versions that
-# still fit; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release that resolves.
+# still fit; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release that resolves. It uses
+# the venv's pip-compile (pip-tools, in the dev extra) and does not reinstall the venv first.
 LOCK_ARGS ?=
 PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras \
 	--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) pyproject.toml constraints/base.in
-lock: venv
+lock: | $(STAMP)
 	$(PIP_COMPILE) --extra $(EXTRAS) -o $(LOCK)
 	$(PIP_COMPILE) --extra $(MW_EXTRAS) -o $(MW_LOCK)
 
