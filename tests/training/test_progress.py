@@ -92,9 +92,19 @@ def test_an_inner_run_console_keeps_the_outer_log(tmp_path: Path) -> None:
     assert "inside the inner one" in outer.read_text() and "after the inner one" in outer.read_text()
 
 
-def test_a_warning_during_training_ends_in_the_runs_log(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str], console_handler: logging.StreamHandler
+def test_warnings_while_the_trainer_loads_and_trains_end_in_the_runs_log(
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    console_handler: logging.StreamHandler,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    find_checkpoint = Trainer._find_resume_checkpoint
+
+    def find_checkpoint_with_warning(self: Trainer) -> object:
+        warnings.warn("a deprecation met while loading", DeprecationWarning, stacklevel=1)
+        return find_checkpoint(self)
+
+    monkeypatch.setattr(Trainer, "_find_resume_checkpoint", find_checkpoint_with_warning)
     trainer = Trainer(compose_train_config([*TOY_OVERRIDES, f"run_dir={tmp_path}", "total_env_steps=80"]))
     update = trainer.algorithm.update
 
@@ -107,8 +117,11 @@ def test_a_warning_during_training_ends_in_the_runs_log(
         assert trainer.train().iterations == 1
     finally:
         trainer.close()
-    assert "FutureWarning: an upstream deprecation" in (tmp_path / LOG_FILENAME).read_text()
-    assert "an upstream deprecation" not in capfd.readouterr().err
+    logged = (tmp_path / LOG_FILENAME).read_text()
+    console = capfd.readouterr().err
+    assert "DeprecationWarning: a deprecation met while loading" in logged
+    assert "FutureWarning: an upstream deprecation" in logged
+    assert "a deprecation met while loading" not in console and "an upstream deprecation" not in console
 
 
 def test_bars_draw_on_a_terminal_only_unless_forced(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -115,11 +115,16 @@ def run_console(run_dir: str | Path) -> Iterator[Path]:
 
 
 def logs_to_run_dir(method: Method) -> Method:
-    """A trainer method (``train``, ``evaluate``) run inside ``run_console(self.run_dir)``."""
+    """A trainer method run inside ``run_console`` of the trainer's ``run_dir``. On ``__init__(self, cfg,
+    ...)`` it is ``cfg.run_dir``, so that model loading is covered too; on ``train`` and ``evaluate``,
+    ``self.run_dir``."""
 
     @functools.wraps(method)
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with run_console(self.run_dir):
+        run_dir = getattr(self, "run_dir", None)
+        if run_dir is None:
+            run_dir = (args[0] if args else kwargs["cfg"]).run_dir
+        with run_console(run_dir):
             return method(self, *args, **kwargs)
 
     return wrapped  # type: ignore[return-value]

@@ -65,6 +65,7 @@ class TrainResult:
 class Trainer:
     """Builds everything from a ``TrainConfig`` (restoring a checkpoint if ``cfg.resume`` says so)."""
 
+    @logs_to_run_dir
     def __init__(self, cfg: TrainConfig, env: BatchedEnv | None = None) -> None:
         """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
         self.cfg = cfg

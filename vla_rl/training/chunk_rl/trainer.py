@@ -120,6 +120,7 @@ def evaluate_rl_policy(
 
 
 class ChunkRLTrainer:
+    @logs_to_run_dir
     def __init__(self, cfg: VLARLConfig) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)

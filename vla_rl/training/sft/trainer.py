@@ -80,6 +80,7 @@ class SFTTrainer:
     ``cfg.data.max_episodes`` are used).
     """
 
+    @logs_to_run_dir
     def __init__(self, cfg: SFTConfig, episodes: Iterable[Episode] | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)
