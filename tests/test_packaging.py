@@ -32,12 +32,15 @@ def test_package_dir_mapping_matches_layout() -> None:
 
 
 def test_every_python_package_is_listed() -> None:
+    """Every folder under the mapped ones: the packages (with ``__init__.py``) and the folders of data
+    only (setuptools installs those as packages too, and warns about each one left out)."""
     listed = set(_setuptools_table()["packages"])
     on_disk = set()
     for package, folder in PACKAGE_DIRS.items():
-        for init in (ROOT / folder).rglob("__init__.py"):
-            relative = init.parent.relative_to(ROOT / folder)
-            on_disk.add(".".join([package, *relative.parts]))
+        for directory in [ROOT / folder, *(ROOT / folder).rglob("*")]:
+            if directory.is_dir() and directory.name != "__pycache__":
+                relative = directory.relative_to(ROOT / folder)
+                on_disk.add(".".join([package, *relative.parts]))
     assert on_disk - listed == set(), f"add these to pyproject.toml packages: {sorted(on_disk - listed)}"
     assert listed - on_disk == set(), f"listed but missing on disk: {sorted(listed - on_disk)}"
 
