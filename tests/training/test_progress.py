@@ -7,11 +7,14 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from toy_env import TOY_OVERRIDES
 
 from vla_rl.config import compose_train_config
+from vla_rl.training import loggers
+from vla_rl.training.loggers import ConsoleSink
 from vla_rl.training.progress import LOG_FILENAME, PROGRESS_ENV, bars_enabled, phase_bar, run_console
 from vla_rl.training.runner import Trainer
 
@@ -148,3 +151,21 @@ def test_a_phase_bar_shows_the_phase_the_rate_and_the_success(
     bar.close()
     shown = capfd.readouterr().err
     assert "evaluation" in shown and " 4/4 " in shown and "episode/s" in shown and "success=0.75" in shown
+
+
+def test_the_training_bar_of_a_chunk_trainer_counts_iterations_and_shows_env_steps_per_s(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    clock = [100.0]
+    monkeypatch.setattr(loggers, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    sink = ConsoleSink(10, 0, unit="iteration")  # opened at t = 100 s
+    clock[0] = 102.0
+    sink.log({"rollout/env_steps": 400.0, "rollout/success_rate": 0.25}, 1)  # 400 steps / 2 s
+    clock[0] = 104.0
+    sink.log({"rollout/env_steps": 800.0, "rollout/success_rate": 0.5}, 2)  # 1200 steps / 4 s
+    sink.close()
+    shown = capfd.readouterr().err
+    assert "sps=200, success=0.25" in shown
+    assert "sps=300, success=0.50" in shown
+    assert " 2/10 " in shown and "iteration/s" in shown

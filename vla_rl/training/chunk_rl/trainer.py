@@ -355,6 +355,7 @@ class ChunkRLTrainer:
             OmegaConf.to_container(OmegaConf.structured(self.cfg)),
             initial_env_steps=self.iteration,
             wandb_resume_id=self.wandb_run_id,
+            unit="iteration",
         )
         self.wandb_run_id = logger.wandb_run_id or self.wandb_run_id
         return logger
