@@ -133,3 +133,12 @@ def test_installed_distributions_are_the_pinned_versions() -> None:
         if not same:
             wrong.append(f"{name} {installed} installed, {pinned} pinned")
     assert wrong == [], f"the venv differs from {lock.relative_to(ROOT)} (`make venv` reinstalls): {wrong}"
+
+
+def test_every_installed_distribution_is_in_the_lock() -> None:
+    """Nothing unpinned: each distribution of the venv but the project itself is one the lock names."""
+    lock = _running_lock()
+    pinned = set(_lock_pins(lock))
+    installed = {canonicalize_name(d.metadata["Name"]) for d in metadata.distributions()}
+    unpinned = sorted(installed - pinned - {"vla-rl"})
+    assert unpinned == [], f"installed but not in {lock.relative_to(ROOT)}: {unpinned}"
