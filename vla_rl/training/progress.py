@@ -5,10 +5,11 @@
 * Python warnings (``logging.captureWarnings``) and the records of every library's loggers go to
   ``<run_dir>/train.log``, with vla_rl's own records; the console keeps vla_rl's messages and any
   logger's errors.
-* Other libraries' tqdm bars are off (Hugging Face's switches, and ``TQDM_DISABLE`` which the ``vla-rl``
-  command sets before tqdm is imported: tqdm reads it then); the run's own
-  bars (``phase_bar``) set ``disable`` explicitly and draw only on a terminal, so CI logs and redirected
-  output carry no bar updates. ``VLA_RL_PROGRESS=1`` or ``0`` forces them on or off.
+* Other libraries' tqdm bars are off: Hugging Face's through its switches, the rest through
+  ``TQDM_DISABLE``, which the ``vla-rl`` command sets before tqdm is imported (tqdm reads it then).
+
+The run's own bars (``phase_bar``) set ``disable`` themselves and draw only on a terminal, so CI logs and
+redirected output carry no bar updates; ``VLA_RL_PROGRESS=1`` or ``0`` forces them on or off.
 """
 
 from __future__ import annotations
