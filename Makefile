@@ -1,27 +1,54 @@
 # Two entry points: `make train` and `make test`. Both create or update the project-local
-# virtual environment `.venv` first. The CPU build of torch is installed explicitly so that
-# pip does not pull the multi-GB CUDA build on machines without a GPU.
+# virtual environment `.venv` first. Every venv installs the versions its lock file in constraints/
+# pins (pip-compile's output; `make lock` regenerates them), so a new upstream release cannot
+# change a fresh install. The locks pin the CPU build of torch so that pip does not pull the
+# multi-GB CUDA build on machines without a GPU.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 MW_VENV := .venv-metaworld
 MW_STAMP := $(MW_VENV)/.installed
+LOCK := constraints/main.txt
+MW_LOCK := constraints/metaworld.txt
+EXTRAS := dev,bench,vla,rewards,warp,ray,deploy,docs
+MW_EXTRAS := dev,vla,metaworld
+# The torch build, by default the lock's. Another build of the same version, e.g. CUDA on a GPU machine:
+# `make venv TORCH_SPEC=torch==2.13.0+cu130 TORCH_INDEX=https://download.pytorch.org/whl/cu130`.
+# TORCH_INDEX is an extra index for torch alone (empty: the configured ones and find-links).
+TORCH_SPEC ?= $(shell sed -n 's/^\(torch==[^ ]*\).*/\1/p' $(LOCK))
+TORCH_INDEX ?=
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: venv train test bench bench-gpu lint format clean ros
+# $(call install_locked,VENV,LOCK,EXTRAS): create VENV, then install pip and the build backend, torch
+# and the project with EXTRAS, every pip call constrained by LOCK (its torch line set to TORCH_SPEC).
+define install_locked
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	sed 's/^torch==.*/$(TORCH_SPEC)/' $(2) > $(1)/constraints.txt
+	$(1)/bin/python -m pip install --quiet -c $(1)/constraints.txt pip setuptools wheel
+	$(1)/bin/python -m pip install --quiet -c $(1)/constraints.txt $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(TORCH_SPEC)"
+	$(1)/bin/python -m pip install --quiet -c $(1)/constraints.txt --no-build-isolation -e ".[$(3)]"
+	touch $(1)/.installed
+endef
+
+.PHONY: venv train test bench bench-gpu lint format clean ros lock
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev,bench,vla,rewards,warp,ray,deploy]"
-	touch $(STAMP)
+$(STAMP): pyproject.toml Makefile $(LOCK)
+	$(call install_locked,$(VENV),$(LOCK),$(EXTRAS))
+
+# Regenerate both locks from pyproject.toml and constraints/base.in, keeping the pinned versions that
+# still fit; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release that resolves. It uses
+# the venv's pip-compile (pip-tools, in the dev extra) and does not reinstall the venv first.
+LOCK_ARGS ?=
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras \
+	--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) pyproject.toml constraints/base.in
+lock: | $(STAMP)
+	$(PIP_COMPILE) --extra $(EXTRAS) -o $(LOCK)
+	$(PIP_COMPILE) --extra $(MW_EXTRAS) -o $(MW_LOCK)
 
 train: venv
 	$(VENV)/bin/vla-rl train $(ARGS)
@@ -69,12 +96,8 @@ clean:
 # metaworld backend gets its own venv; `make test-metaworld` runs its tests there.
 $(MW_VENV): $(MW_STAMP)
 
-$(MW_STAMP): pyproject.toml Makefile
-	test -x $(MW_VENV)/bin/python || $(PYTHON) -m venv $(MW_VENV)
-	$(MW_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(MW_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(MW_VENV)/bin/python -m pip install --quiet -e ".[dev,vla,metaworld]"
-	touch $(MW_STAMP)
+$(MW_STAMP): pyproject.toml Makefile $(MW_LOCK)
+	$(call install_locked,$(MW_VENV),$(MW_LOCK),$(MW_EXTRAS))
 
 .PHONY: test-metaworld
 test-metaworld: $(MW_STAMP)

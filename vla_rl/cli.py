@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import os
 
+# Libraries' tqdm bars stay off (tqdm reads this on import); the run's own bars pass ``disable``
+# (vla_rl/training/progress.py).
+os.environ.setdefault("TQDM_DISABLE", "1")
+
 # Headless rendering and offline W&B unless the caller chose otherwise; set before the simulator
 # and wandb are imported.
 import vla_rl.sims  # noqa: E402, F401 - sets MUJOCO_GL when headless; imports no simulator

@@ -31,6 +31,7 @@ from safetensors.torch import load_file, save_file
 
 from vla_rl.config.load import ConfigError
 from vla_rl.config.schema import TrainConfig
+from vla_rl.training.progress import phase_bar
 from vla_rl.training.state_codec import decode_state, encode_state
 
 CHECKPOINTS_DIRNAME = "checkpoints"
@@ -87,16 +88,23 @@ def save_checkpoint(
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
+    bar = phase_bar("saving", 3, "stage", leave=False)  # write, fsync, move into place
+    bar.set_postfix_str(final.name)
     try:
         _write_contents(tmp, iteration, policy_state, trainer_state, config)
         if write_extra is not None:
             write_extra(tmp)
+        bar.update()
         _fsync_tree(tmp)
+        bar.update()
         _replace_dir(tmp, final)
         _fsync_dir(root)
+        bar.update()
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        bar.close()
     _write_text_atomic(root / LATEST_FILENAME, final.name + "\n")
     if keep > 0:
         prune_checkpoints(root, keep)

@@ -20,6 +20,7 @@ import torch
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import BatchedEnv, Observation
 from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.training.progress import phase_bar
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,7 @@ def run_episodes(
     successes: list[bool] = []
     success_once: list[bool] = []
     by_instruction: dict[str, list[bool]] = {}
+    bar = phase_bar("evaluation", int(quotas.sum()), "episode")
     obs, _ = env.reset(seed=seed)
     while (counted < quotas).any():
         step = env.step(act(obs).to(env.device))
@@ -160,6 +162,10 @@ def run_episodes(
             successes.append(bool(episode["success"][i]))
             success_once.append(bool(episode["success_once"][i]))
             counted[i] += 1
+        if successes:
+            bar.update(len(successes) - bar.n)
+            bar.set_postfix(success=f"{np.mean(successes):.2f}")
+    bar.close()
     count = len(returns)
     return EvalResult(
         success_rate=float(np.mean(successes)) if count else 0.0,

@@ -6,6 +6,7 @@ Heavy or optional libraries (tensorboard, wandb) are imported only when their si
 from __future__ import annotations
 
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,19 +26,27 @@ class MetricSink(ABC):
 
 
 class ConsoleSink(MetricSink):
-    """A tqdm bar over env steps with steps/s and success rate in the postfix."""
+    """The training phase's bar over env steps (or the ``unit`` the trainer counts in) with env steps/s
+    and success rate in the postfix. A trainer that logs no ``perf/env_steps_per_s`` but its
+    ``rollout/env_steps`` per iteration gets them over the wall time since the bar opened."""
 
-    def __init__(self, total_env_steps: int, initial_env_steps: int = 0) -> None:
-        from tqdm import tqdm
+    def __init__(self, total_env_steps: int, initial_env_steps: int = 0, unit: str = "step") -> None:
+        from vla_rl.training.progress import phase_bar
 
-        self._bar = tqdm(
-            total=total_env_steps, initial=initial_env_steps, unit="step", unit_scale=True, dynamic_ncols=True
-        )
+        # Env steps run into the millions: k/M prefixes; iterations are shown as counted.
+        scale = unit == "step"
+        self._bar = phase_bar("training", total_env_steps, unit, initial=initial_env_steps, scale=scale)
         self._last_steps = initial_env_steps
+        self._opened_s = time.perf_counter()
+        self._rollout_env_steps = 0.0
 
     def log(self, metrics: Mapping[str, float], env_steps: int) -> None:
         self._bar.update(max(env_steps - self._last_steps, 0))
         self._last_steps = env_steps
+        self._rollout_env_steps += metrics.get("rollout/env_steps", 0.0)
+        if "perf/env_steps_per_s" not in metrics and self._rollout_env_steps > 0:
+            elapsed_s = max(time.perf_counter() - self._opened_s, 1e-9)
+            metrics = {**metrics, "perf/env_steps_per_s": self._rollout_env_steps / elapsed_s}
         postfix = {}
         for key, label, fmt in _CONSOLE_FIELDS:
             if key in metrics:
@@ -135,11 +144,13 @@ def build_logger(
     config: dict[str, Any],
     initial_env_steps: int = 0,
     wandb_resume_id: str | None = None,
+    unit: str = "step",
 ) -> MultiLogger:
-    """Sinks chosen by ``cfg``; W&B and TensorBoard write under ``run_dir``."""
+    """Sinks chosen by ``cfg``; W&B and TensorBoard write under ``run_dir``. ``unit``: what the
+    console bar counts (``total_env_steps`` of them)."""
     sinks: list[MetricSink] = []
     if cfg.progress_bar:
-        sinks.append(ConsoleSink(total_env_steps, initial_env_steps))
+        sinks.append(ConsoleSink(total_env_steps, initial_env_steps, unit))
     if cfg.tensorboard:
         purge_step = initial_env_steps + 1 if initial_env_steps > 0 else None
         sinks.append(TensorBoardSink(run_dir / "tensorboard", purge_step))

@@ -36,6 +36,7 @@ from vla_rl.training.checkpoint import (
 from vla_rl.training.components import build_training_components
 from vla_rl.training.evaluate import EvalResult, evaluate
 from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.stop_signals import install_stop_handlers
@@ -71,6 +72,7 @@ class TrainResult:
 class Trainer:
     """Builds everything from a ``TrainConfig`` (restoring a checkpoint if ``cfg.resume`` says so)."""
 
+    @logs_to_run_dir
     def __init__(self, cfg: TrainConfig, env: BatchedEnv | None = None) -> None:
         """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
         self._built_from = time.perf_counter()
@@ -104,6 +106,7 @@ class Trainer:
             self._restore(checkpoint)
 
     # ------------------------------------------------------------------ loop
+    @logs_to_run_dir
     def train(self) -> TrainResult:
         cfg = self.cfg
         record_run_start(self.run_dir, cfg)
@@ -233,6 +236,7 @@ class Trainer:
         """Finish the current iteration, write a checkpoint and return from ``train``."""
         self._stop_requested = True
 
+    @logs_to_run_dir
     def evaluate(self, video: bool | None = None) -> EvalResult:
         """Evaluate the current policy as ``cfg.eval`` says; outputs go to ``<run_dir>/eval``."""
         ecfg = self.cfg.eval

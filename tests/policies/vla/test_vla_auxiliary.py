@@ -36,9 +36,9 @@ def test_sft_loss_adds_the_weighted_auxiliary_error():
     output = weighted.sft_loss(obs, actions, mask)
     assert output.metrics["aux_mse"] > 0.0
     # Same seed, same backbone: the cross-entropy is the plain policy's.
-    cross_entropy = float(plain.sft_loss(obs, actions, mask).loss)
+    cross_entropy = plain.sft_loss(obs, actions, mask).loss.item()
     assert output.metrics["cross_entropy"] == pytest.approx(cross_entropy, rel=1e-5)
-    assert float(output.loss) == pytest.approx(cross_entropy + 0.5 * output.metrics["aux_mse"], rel=1e-5)
+    assert output.loss.item() == pytest.approx(cross_entropy + 0.5 * output.metrics["aux_mse"], rel=1e-5)
     with pytest.raises(KeyError, match="aux_target_key 'privileged'"):
         weighted.sft_loss(make_obs(4), actions, mask)
     with pytest.raises(ValueError, match="aux_target_dim"):

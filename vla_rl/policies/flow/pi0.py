@@ -163,7 +163,7 @@ class Pi0Policy(ChunkPolicy):
             position_ids=inputs.attention_mask.cumsum(-1) - 1,
             token_type_ids=torch.zeros_like(embeds[:, :, 0]),
             use_cache=True,
-        ).past_key_values
+        ).cache
         return PrefixCache(key_values, inputs.attention_mask, key_values.get_seq_length(), inputs.state)
 
     def velocity(
@@ -188,7 +188,7 @@ class Pi0Policy(ChunkPolicy):
                 noise=x_t,
                 timestep=time.float(),
                 attention_mask=prefix.attention_mask,
-                past_key_values=prefix.key_values,
+                cache=prefix.key_values,
             )
         grown = prefix.key_values.get_seq_length() - prefix.prefix_length
         if grown > 0:

@@ -222,7 +222,7 @@ class TokenVLABase(ChunkPolicy):
         attention_mask: torch.Tensor,
         position_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         use_cache: bool = False,
     ) -> tuple[torch.Tensor, Cache | None]:
         """Language model over ``embeds`` (PaliGemma masking: ``token_type_ids`` 0 = bidirectional
@@ -233,10 +233,10 @@ class TokenVLABase(ChunkPolicy):
             attention_mask=attention_mask,
             position_ids=position_ids,
             token_type_ids=token_type_ids,
-            past_key_values=past_key_values,
+            cache=cache,
             use_cache=use_cache,
         )
-        return output.last_hidden_state, output.past_key_values
+        return output.last_hidden_state, output.cache
 
     def vocab_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """The backbone's language-model head (with Gemma's logit soft-capping when configured)."""

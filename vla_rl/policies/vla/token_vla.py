@@ -70,7 +70,7 @@ class TokenVLA(TokenVLABase):
             prompt.attention_mask,
             prompt.position_ids,
             torch.zeros_like(prompt.attention_mask),
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
         prompt_hidden = hidden[:, -1]
@@ -86,7 +86,7 @@ class TokenVLA(TokenVLABase):
                 break
             mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)
             hidden, cache = self.run_backbone(
-                self.embed_bins(chosen[:, None]), mask, position, None, past_key_values=cache, use_cache=True
+                self.embed_bins(chosen[:, None]), mask, position, None, cache=cache, use_cache=True
             )
             last = hidden[:, -1]
             position = position + 1

@@ -48,6 +48,7 @@ from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
 from vla_rl.training.evaluate import EvalResult
 from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
@@ -125,6 +126,7 @@ def evaluate_rl_policy(
 
 
 class ChunkRLTrainer:
+    @logs_to_run_dir
     def __init__(self, cfg: VLARLConfig) -> None:
         self._built_from = time.perf_counter()
         """When building began: loading the policies and the env counts against ``max_minutes``."""
@@ -236,6 +238,7 @@ class ChunkRLTrainer:
 
     # ----- the loop ---------------------------------------------------------------------------------------
 
+    @logs_to_run_dir
     def train(self) -> RLResult:
         cfg = self.cfg
         record_run_start(self.run_dir, cfg)
@@ -352,6 +355,7 @@ class ChunkRLTrainer:
     def request_stop(self) -> None:
         self._stop_requested = True
 
+    @logs_to_run_dir
     def evaluate(self, split: str) -> EvalResult:
         return evaluate_rl_policy(self.policy, self.cfg, split)
 
@@ -489,6 +493,7 @@ class ChunkRLTrainer:
             OmegaConf.to_container(OmegaConf.structured(self.cfg)),
             initial_env_steps=self.iteration,
             wandb_resume_id=self.wandb_run_id,
+            unit="iteration",
         )
         self.wandb_run_id = logger.wandb_run_id or self.wandb_run_id
         return logger

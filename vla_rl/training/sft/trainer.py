@@ -33,6 +33,7 @@ from vla_rl.training.checkpoint import (
 )
 from vla_rl.training.evaluate import EvalResult
 from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.run_record import record_run_start
 from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
@@ -79,6 +80,7 @@ class SFTTrainer:
     ``cfg.data.max_episodes`` are used).
     """
 
+    @logs_to_run_dir
     def __init__(self, cfg: SFTConfig, episodes: Iterable[Episode] | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.run_dir)
@@ -154,6 +156,7 @@ class SFTTrainer:
         metrics["train/epoch"] = float(self.sampler.epoch)
         return metrics
 
+    @logs_to_run_dir
     def train(self) -> SFTResult:
         """Train until ``cfg.steps`` optimizer steps (or a stop request), evaluating and
         checkpointing on the configured intervals, then checkpoint and run the final evaluation."""
@@ -200,6 +203,7 @@ class SFTTrainer:
         """Finish the current optimizer step, write a checkpoint and return from ``train``."""
         self._stop_requested = True
 
+    @logs_to_run_dir
     def evaluate(self, video: bool = False) -> EvalResult:
         """Success rate of the current policy in the simulator as ``cfg.eval`` says."""
         ecfg = self.cfg.eval
