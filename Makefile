@@ -12,7 +12,7 @@ MW_STAMP := $(MW_VENV)/.installed
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: venv train test bench bench-gpu lint format clean ros
+.PHONY: venv train test docs bench bench-gpu lint format clean ros
 
 venv: $(STAMP)
 
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "$(TORCH_SPEC)"
-	$(PIP) install --quiet -e ".[dev,bench,vla,rewards,warp,ray,deploy]"
+	$(PIP) install --quiet -e ".[dev,bench,vla,rewards,warp,ray,deploy,docs]"
 	touch $(STAMP)
 
 train: venv
@@ -30,6 +30,11 @@ train: venv
 test: venv ros
 	$(VENV)/bin/pytest -q $(ARGS)
 	$(MAKE) --no-print-directory test-metaworld
+	$(MAKE) --no-print-directory docs
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on broken links and references.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench: venv $(MW_STAMP)
 	$(PY) -m benchmarks.run_all $(ARGS)
@@ -61,7 +66,7 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(MW_VENV) runs outputs build *.egg-info
+	rm -rf $(VENV) $(MW_VENV) runs outputs build site *.egg-info
 
 # MetaWorld 3.1 pins mujoco==3.3.0 while the main venv carries MuJoCo 4 (for MuJoCo Warp), so the
 # metaworld backend gets its own venv; `make test-metaworld` runs its tests there.
