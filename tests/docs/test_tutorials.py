@@ -108,7 +108,7 @@ PLANS: dict[tuple[str, str], Run | Validate | NotRun] = {
     ("train_ppo.md", "vla-rl train run_dir=runs/reach"): Run(TRAIN_TINY, TRAINED),
     (
         "train_ppo.md",
-        "vla-rl eval --checkpoint runs/reach eval.num_episodes=128 env.split=ood_position",
+        "vla-rl eval --checkpoint runs/reach eval.num_episodes=128 eval.split=ood_position",
     ): Run(("eval.num_episodes=2", "eval.video=false"), "split ood_position"),
     (
         "train_ppo.md",
