@@ -27,7 +27,11 @@ ROOTS: tuple[tuple[str, str, str], ...] = (
         "RL fine-tuning of a VLA or flow policy (`configs/rl.yaml` and `configs/recipe/`).",
     ),
     ("vla-rl sft", "vla_rl.training.sft.config:SFTConfig", "Supervised fine-tuning (`configs/sft.yaml`)."),
-    ("vla-rl collect", "vla_rl.data.config:CollectConfig", "Recording demonstrations (`configs/collect.yaml`)."),
+    (
+        "vla-rl collect",
+        "vla_rl.data.config:CollectConfig",
+        "Recording demonstrations (`configs/collect.yaml`).",
+    ),
     (
         "vla-rl reward-train",
         "vla_rl.rewards.train_config:RewardTrainConfig",
@@ -62,13 +66,15 @@ def field_docstrings(cls: type) -> dict[str, str]:
             continue
         body = ast.parse(source).body[0].body
         for node, following in zip(body, [*body[1:], None], strict=True):
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                if (
-                    isinstance(following, ast.Expr)
-                    and isinstance(following.value, ast.Constant)
-                    and isinstance(following.value.value, str)
-                ):
-                    docs[node.target.id] = inspect.cleandoc(following.value.value)
+            documented = (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            )
+            if documented:
+                docs[node.target.id] = inspect.cleandoc(following.value.value)
     return docs
 
 

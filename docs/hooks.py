@@ -18,7 +18,8 @@ RESULT_SUFFIXES = (".md", ".png")
 
 
 def _config_reference() -> str:
-    spec = importlib.util.spec_from_file_location("gen_config_reference", DOCS_DIR / "gen_config_reference.py")
+    path = DOCS_DIR / "gen_config_reference.py"
+    spec = importlib.util.spec_from_file_location("gen_config_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.render()

@@ -45,6 +45,9 @@ class Run:
     substitute: tuple[tuple[str, str], ...] = ()
     needs: str | None = None
     """``roscore`` or ``namespace``: skipped with the reason when this machine lacks it."""
+    own_process: bool = False
+    """Run ``vla-rl`` as its own process: a Ray driver inside pytest's process, whose output pytest
+    captures, waited forever for its env workers."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,9 @@ RL_TINY = (
     *QUIET,
 )
 RAY_TINY = (*TRAIN_TINY, "env.num_envs=8")
+RAY_RANKS_TINY = (*RAY_TINY, "distributed.trainer_cpus=0")
+"""Two env workers take this 2-core machine's two CPUs; ranks that also asked one each would wait for
+CPUs forever (the tutorial says so)."""
 TRAINED = "evaluation ("
 COVERED_BY_REHEARSAL = "the rehearsal above starts these three processes itself and runs in this test"
 
@@ -196,12 +202,12 @@ PLANS: dict[tuple[str, str], Run | Validate | NotRun] = {
         "ray.md",
         "vla-rl train env=push distributed.runtime=ray distributed.env_workers=2 env.pipeline_stages=2 "
         "run_dir=runs/push_ray",
-    ): Run(RAY_TINY, TRAINED),
+    ): Run(RAY_TINY, TRAINED, own_process=True),
     (
         "ray.md",
         "vla-rl train env=push distributed.runtime=ray distributed.env_workers=2 distributed.trainer_ranks=2 "
         "run_dir=runs/push_ranks",
-    ): Run(RAY_TINY, TRAINED),
+    ): Run(RAY_RANKS_TINY, TRAINED, own_process=True),
     ("ray.md", "ray start --head --port=6379"): NotRun(
         "Ray's own command: it leaves a cluster daemon running on the machine"
     ),
@@ -264,7 +270,8 @@ def tutorial_commands() -> dict[str, list[str]]:
 
 
 def test_shell_commands_joins_continuations_and_drops_comments() -> None:
-    text = "x\n```bash\n# a comment\nvla-rl train a=1 \\\n    b=2   # note\n\nmake ros\n```\n```text\nout\n```\n"
+    text = "x\n```bash\n# a comment\nvla-rl train a=1 \\\n    b=2   # note\n\nmake ros\n```\n"
+    text += "```text\nout\n```\n"
     assert shell_commands(text) == ["vla-rl train a=1 b=2", "make ros"]
 
 
@@ -304,6 +311,7 @@ def _run_vla_rl(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[in
 
 def _run_shell(command: str, work_dir: Path, need: str | None) -> tuple[int, str]:
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "WANDB_MODE": "disabled"}
+    env.setdefault("OMP_NUM_THREADS", "1")
     if need == "roscore":  # the ROS 1 rehearsal binds every interface: keep it in a private namespace
         command = f"unshare -n sh -c {shlex.quote('ip link set lo up && exec ' + command)}"
     proc = subprocess.run(
@@ -359,7 +367,9 @@ def test_tutorial_commands_run_at_tiny_sizes(
             continue
         for old, new in plan.substitute:
             command = command.replace(old, new)
-        if argv[0] == "vla-rl":
+        if argv[0] == "vla-rl" and plan.own_process:
+            code, output = _run_shell(shlex.join([*shlex.split(command), *plan.tiny]), tmp_path, None)
+        elif argv[0] == "vla-rl":
             code, output = _run_vla_rl([*shlex.split(command)[1:], *plan.tiny], capsys)
         else:
             assert not plan.tiny, "tiny overrides apply to vla-rl commands; use substitute"
@@ -367,4 +377,4 @@ def test_tutorial_commands_run_at_tiny_sizes(
         assert code == 0, f"`{command}` exited {code}:\n{output[-4000:]}"
         assert plan.expect in output, f"`{command}` did not print {plan.expect!r}:\n{output[-4000:]}"
     if skipped:
-        pytest.skip("; ".join(skipped))
+        pytest.skip("ran the page's other commands; not run here: " + "; ".join(skipped))
