@@ -33,7 +33,7 @@ define install_locked
 	touch $(1)/.installed
 endef
 
-.PHONY: venv train test bench bench-gpu lint format clean ros lock
+.PHONY: venv train test docs bench bench-gpu lint format clean ros lock
 
 venv: $(STAMP)
 
@@ -59,6 +59,11 @@ test: venv ros
 	$(PY) tests/import_graph.py
 	$(VENV)/bin/pytest -q $(ARGS)
 	$(MAKE) --no-print-directory test-metaworld
+	$(MAKE) --no-print-directory docs
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict fails on broken links and references.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench: venv $(MW_STAMP)
 	$(PY) -m benchmarks.run_all $(ARGS)
@@ -90,7 +95,7 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(MW_VENV) runs outputs build *.egg-info
+	rm -rf $(VENV) $(MW_VENV) runs outputs build site *.egg-info
 
 # MetaWorld 3.1 pins mujoco==3.3.0 while the main venv carries MuJoCo 4 (for MuJoCo Warp), so the
 # metaworld backend gets its own venv; `make test-metaworld` runs its tests there.
