@@ -97,14 +97,8 @@ class TrainingLoop:
         try:
             self.before_training()
             while not self.budget_spent():
-                if self._stop_requested:
-                    run.stop_reason = "interrupted"
-                    break
-                clock.reserve_s = self.final_evaluation_s(run.history) + self._save_s
-                if not clock.room_for_update():
-                    run.stop_reason = self.time_reason
-                    self.log.info("stopping after %d updates: another update and the final evaluation "
-                             "would pass max_minutes=%g", self.iteration, clock.max_minutes)  # fmt: skip
+                if reason := self.stop_reason(run):
+                    run.stop_reason = reason
                     break
                 started = now_s()
                 try:
@@ -129,6 +123,25 @@ class TrainingLoop:
                 self.save()
             self.logger.close()
         return self.result(run)
+
+    def stop_reason(self, run: Run) -> str | None:
+        """Why the run stops before another update: a stop request, or no room under ``max_minutes``
+        for one more update and what follows it (the final evaluation and checkpoint)."""
+        if self._stop_requested:
+            return "interrupted"
+        clock = self.clock
+        assert clock is not None, "stop_reason runs inside train"
+        clock.reserve_s = self.final_evaluation_s(run.history) + self._save_s
+        if clock.room_for_update():
+            return None
+        self.log.info(
+            "stopping after %d updates: another update and the final evaluation (about %.0f s) would pass "
+            "max_minutes=%g",
+            self.iteration,
+            clock.reserve_s,
+            clock.max_minutes,
+        )
+        return self.time_reason
 
     def run_iteration(self) -> dict[str, float]:
         """One update: the source's batch, the algorithm's update; returns the iteration's metrics."""
@@ -160,12 +173,32 @@ class TrainingLoop:
         ``update_s``: ``algorithm.update``'s)."""
         return metrics
 
+    def updates_left(self) -> int:
+        return self.budget_total() - self.iteration
+
     def plan(self) -> str:
-        return f"plan: {self.budget_total() - self.log_step()} {self.log_unit}s"
+        """One line: what the run will do."""
+        return f"plan: {self.updates_left()} updates"
 
     def estimate(self, history: list[dict[str, float]]) -> str:
-        clock = self.clock
-        return f"first update took {clock.longest_update_s:.1f} s"  # type: ignore[union-attr]
+        """After the first update: about how long the run will take at the measured pace."""
+        clock, left = self.clock, self.updates_left()
+        assert clock is not None, "estimate runs inside train"
+        seconds = (
+            clock.elapsed_s
+            + left * clock.longest_update_s
+            + self.interval_evaluations_s(left)
+            + self.final_evaluation_s(history)
+        )
+        capped = f", capped at {clock.max_minutes:g} min" if clock.capped else ""
+        return (
+            f"first update took {clock.longest_update_s:.1f} s: about {seconds / 60:.1f} min for "
+            f"{left} more updates and the evaluations{capped}"
+        )
+
+    def interval_evaluations_s(self, updates: int) -> float:
+        """Seconds the evaluations during the next ``updates`` updates will take."""
+        return 0.0
 
     def final_evaluation_s(self, history: list[dict[str, float]]) -> float:
         """Seconds kept under ``max_minutes`` for the final evaluation."""

@@ -145,16 +145,14 @@ class Trainer(TrainingLoop):
     def plan(self) -> str:
         """One line: what ``train`` (and ``vla-rl train``'s final evaluation) will do, and the cap."""
         cfg = self.cfg
-        steps_per_update = cfg.algorithm.num_steps * self.env.num_envs
-        updates = math.ceil(max(cfg.total_env_steps - self.env_steps, 0) / steps_per_update)
         evaluation = (
             f"a final evaluation of {cfg.eval.num_episodes} episodes on {cfg.eval.split}"
             if cfg.eval.num_episodes > 0
             else "no evaluation"
         )
         line = (
-            f"plan: {updates} updates of {steps_per_update} env steps (to {cfg.total_env_steps} env steps), "
-            f"{evaluation}; {describe_cap(cfg.max_minutes)}"
+            f"plan: {self.updates_left()} updates of {self.steps_per_update} env steps "
+            f"(to {cfg.total_env_steps} env steps), {evaluation}; {describe_cap(cfg.max_minutes)}"
         )
         if cfg.max_minutes > 0 and cfg.eval.num_episodes > 0:
             line += (
@@ -162,17 +160,8 @@ class Trainer(TrainingLoop):
             )
         return line
 
-    def estimate(self, history: list[dict[str, float]]) -> str:
-        """After the first update: about how long the run will take at the measured pace."""
-        clock = self.clock
-        steps_per_update = self.cfg.algorithm.num_steps * self.env.num_envs
-        left = math.ceil(max(self.cfg.total_env_steps - self.env_steps, 0) / steps_per_update)
-        seconds = clock.elapsed_s + left * clock.longest_update_s + self.final_evaluation_s(history)
-        capped = f", capped at {self.cfg.max_minutes:g} min" if self.cfg.max_minutes > 0 else ""
-        return (
-            f"first update took {clock.longest_update_s:.1f} s: about {seconds / 60:.1f} min for "
-            f"{left + 1} updates and the final evaluation{capped}"
-        )
+    def updates_left(self) -> int:
+        return math.ceil(max(self.cfg.total_env_steps - self.env_steps, 0) / self.steps_per_update)
 
     def final_evaluation_s(self, history: list[dict[str, float]]) -> float:
         """Seconds kept for the final evaluation under ``max_minutes``: its batched env steps

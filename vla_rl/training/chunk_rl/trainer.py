@@ -261,7 +261,7 @@ class ChunkRLTrainer(TrainingLoop):
         else:
             evaluations = "no evaluations"
         cap = describe_cap(cfg.max_minutes)
-        updates = f"{cfg.iterations - self.iteration} updates (to update {cfg.iterations})"
+        updates = f"{self.updates_left()} updates (to update {cfg.iterations})"
         line = f"plan: {updates}; {evaluations}; {cap}"
         if cfg.max_minutes > 0:
             line += (
@@ -270,24 +270,11 @@ class ChunkRLTrainer(TrainingLoop):
             )
         return line
 
-    def estimate(self, history: list[dict[str, float]]) -> str:
-        """After the first update: about how long the run will take at the measured pace."""
-        clock, cfg = self.clock, self.cfg
-        left = cfg.iterations - self.iteration
-        interval_evals = (
-            left // cfg.eval.interval if cfg.eval.interval > 0 and cfg.eval.num_episodes > 0 else 0
-        )
-        seconds = (
-            clock.elapsed_s
-            + left * clock.longest_update_s
-            + interval_evals * self._evaluation_s(cfg.env.split)
-            + self.final_evaluation_s(history)
-        )
-        capped = f", capped at {cfg.max_minutes:g} min" if cfg.max_minutes > 0 else ""
-        return (
-            f"first update took {clock.longest_update_s:.1f} s: about {seconds / 60:.1f} min for "
-            f"{cfg.iterations} updates with evaluations{capped}"
-        )
+    def interval_evaluations_s(self, updates: int) -> float:
+        cfg = self.cfg
+        if cfg.eval.interval <= 0 or cfg.eval.num_episodes <= 0:
+            return 0.0
+        return updates // cfg.eval.interval * self._evaluation_s(cfg.env.split)
 
     def anneal_exploration(self, update: int) -> dict[str, float]:
         """Move the policy's exploration to its annealed settings at ``update`` (before its rollout,
