@@ -151,7 +151,7 @@ class TrainingLoop:
         losses = self.algorithm.update(batch)
         self.iteration += 1
         metrics.update({k if "/" in k else f"train/{k}": float(v) for k, v in losses.items()})
-        return self.add_metrics(metrics, batched - started, time.perf_counter() - batched)
+        return self.advance(metrics, batched - started, time.perf_counter() - batched)
 
     def next_batch(self) -> tuple[Any, dict[str, float]]:
         return self.source.next_batch()
@@ -168,9 +168,9 @@ class TrainingLoop:
         """The x-axis of the logged metrics."""
         return self.iteration
 
-    def add_metrics(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
-        """The subclass's own metrics of the update just made (``batch_s``: the source's time,
-        ``update_s``: ``algorithm.update``'s)."""
+    def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
+        """Count the update just made in the subclass's own units and add its metrics (``batch_s``:
+        the source's time, ``update_s``: ``algorithm.update``'s)."""
         return metrics
 
     def updates_left(self) -> int:

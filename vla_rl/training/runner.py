@@ -114,7 +114,7 @@ class Trainer(TrainingLoop):
             log.warning(self.run.events[-1])
         return batch
 
-    def add_metrics(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
+    def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         self.env_steps += self.steps_per_update
         started_s, started_steps = self._pace_from
         elapsed = time.perf_counter() - started_s

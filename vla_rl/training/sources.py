@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,8 @@ from vla_rl.rollout import RolloutBuffer, RolloutCollector
 from vla_rl.rollout.chunk_batch import ChunkBatch
 from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
+
+log = logging.getLogger(__name__)
 
 GROUP_SEED_STRIDE = 7919
 """Without a curriculum, group k of the run resets from ``seed * GROUP_SEED_STRIDE**2 + k``."""
@@ -62,11 +65,7 @@ class StateRollouts:
         if state.get("env") is not None:
             self.obs = self.env.load_state_dict(state["env"])
         else:
-            import logging
-
-            logging.getLogger(__name__).warning(
-                "the environment cannot snapshot its state; resuming from fresh episodes"
-            )
+            log.warning("the environment cannot snapshot its state; resuming from fresh episodes")
             self.obs, _ = self.env.reset(seed=self.seed + int(state["iteration"]))
 
 

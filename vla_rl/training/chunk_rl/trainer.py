@@ -200,7 +200,7 @@ class ChunkRLTrainer(TrainingLoop):
         batch, metrics = self.source.next_batch()
         return batch, {**exploration, **metrics}
 
-    def add_metrics(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
+    def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         metrics["perf/elapsed_min"] = self.clock.elapsed_s / 60.0 if self.clock else 0.0
         return metrics
 

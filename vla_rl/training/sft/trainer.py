@@ -126,7 +126,7 @@ class SFTTrainer(TrainingLoop):
     def budget_total(self) -> int:
         return self.cfg.steps
 
-    def add_metrics(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
+    def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         metrics["perf/step_time_s"] = batch_s + update_s
         return metrics
 
