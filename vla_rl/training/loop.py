@@ -26,7 +26,13 @@ import torch
 from omegaconf import OmegaConf
 
 from vla_rl.training.budget import WallClock, now_s
-from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, load_checkpoint, save_checkpoint
+from vla_rl.training.checkpoint import (
+    POLICY_DIRNAME,
+    Checkpoint,
+    find_resume_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from vla_rl.training.loggers import MultiLogger, build_logger
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.run_record import record_run_start
@@ -235,8 +241,6 @@ class TrainingLoop:
         self._stop_requested = True
 
     def _find_resume_checkpoint(self) -> Checkpoint | None:
-        from vla_rl.training.checkpoint import find_resume_checkpoint
-
         return find_resume_checkpoint(self.cfg.resume, self.run_dir)
 
     def state_dict(self) -> dict[str, Any]:
