@@ -4,10 +4,9 @@ Each iteration of the one loop (``vla_rl.training.loop``) takes a batch from its
 to the algorithm named in ``cfg.algorithm`` (``vla_ppo``: one continuous rollout of
 ``num_decisions`` decisions per world; ``vla_grpo``: one episode per world from shared group seeds,
 repeated until enough informative groups are in or ``max_sampling_rounds`` is reached; see
-``vla_rl.training.sources``). The policy is evaluated before the first
-iteration, so every run reports its own starting point, every ``eval.interval`` iterations and at the
-end, on ``env.split`` and on ``eval.ood_splits``. Rollout, log-prob recomputation and update times
-are logged separately.
+``vla_rl.training.sources``). The policy is evaluated before the first iteration, so every run
+reports its own starting point, every ``eval.interval`` iterations and at the end, on ``env.split``
+and on ``eval.ood_splits``. Rollout, log-prob recomputation and update times are logged separately.
 
 A checkpoint (``<run_dir>/checkpoints/iter_XXXXXX``) holds the policy as its ``save_pretrained``
 folder (``policy/``), the optimizer, the RNG states, the environment's state where it can snapshot
