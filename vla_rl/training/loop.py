@@ -86,6 +86,8 @@ class TrainingLoop:
         self._save_s = 0.0
         """The longest checkpoint write so far (kept in reserve under ``max_minutes``)."""
         self._stop_requested = False
+        self.run = Run(stop_reason=self.budget_reason, first_iteration=0)
+        """The current (or last) ``train`` call's record."""
         self.log = logging.getLogger(type(self).__module__)
         """The run's messages go out under the trainer's module."""
 

@@ -83,6 +83,8 @@ class Trainer(TrainingLoop):
 
             self.algorithm = build_data_parallel_ppo(cfg, self.policy, self.env, self.runtime)
         self.env_steps = 0
+        self._pace_from = (time.perf_counter(), 0)
+        """When and at which env step the env steps/s count starts (each ``train`` call resets it)."""
         self.steps_per_update = cfg.algorithm.num_steps * self.env.num_envs
         self.source = StateRollouts(self.env, self.collector, self.buffer, cfg.seed)
         self._worker_events_seen = len(_worker_events(self.env))
