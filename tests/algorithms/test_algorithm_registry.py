@@ -9,7 +9,7 @@ from vla_rl.algorithms.registry import ALGORITHMS, build_chunk_algorithm, regist
 
 
 def test_one_table_holds_both_families() -> None:
-    assert sorted(ALGORITHMS) == ["ppo", "vla_grpo", "vla_ppo"]
+    assert sorted(ALGORITHMS) == ["ppo", "sft", "vla_grpo", "vla_ppo"]
     assert registered_chunk_algorithms() == ["vla_grpo", "vla_ppo"]
 
 

@@ -129,6 +129,17 @@ def test_actor_learning_rate_decays_linearly_to_zero_after_the_warm_up():
     assert [without_warmup.actor_lr(step) for step in (1, 2, 4)] == pytest.approx([7.5e-4, 5e-4, 0.0])
 
 
+def test_without_an_iteration_the_warmup_counts_the_algorithms_own_updates_across_a_resume():
+    policy = flow_policy()
+    algorithm = ChunkPPO(policy, config(critic_warmup_iterations=2, actor_lr=1e-2))
+    assert algorithm.update(rollout(policy))["actor_updated"] == 0.0
+    resumed = ChunkPPO(policy, config(critic_warmup_iterations=2, actor_lr=1e-2))
+    resumed.load_state_dict(algorithm.state_dict())
+    assert resumed.updates == 1
+    assert resumed.update(rollout(policy, seed=1))["actor_updated"] == 0.0
+    assert resumed.update(rollout(policy, seed=2))["actor_updated"] == 1.0
+
+
 def test_a_decay_over_updates_is_updates_times_the_gradient_steps_of_one():
     # 2 epochs x 2 minibatches = 4 actor steps per update; a decay to 0 over 2 updates is step 8:
     # the first update's steps run at 7/8, 6/8, 5/8 and 4/8 of the rate, the second's end at 0.

@@ -6,7 +6,8 @@ one std over the batch, ``advantage_scale: batch``) and carried by every decisio
 (``score: return_to_go``: each decision's reward-to-go, centred per decision, by the same scale, or
 discounted by ``score_discount`` per decision and divided by its own std over the group's decisions);
 groups whose success rate lies outside ``keep_success_range`` (all fail or all succeed) are dropped,
-and the trainer collects more rollouts to refill the batch (dynamic sampling). An update may train
+and its batch source (``vla_rl.training.sources.GroupRollouts``) samples more rounds to refill
+the batch (dynamic sampling). An update may train
 on a random share of the kept decisions (``decision_fraction``).
 """
 
@@ -75,6 +76,7 @@ class ChunkGRPO(ChunkPolicyUpdate):
         groups = sum(r.groups for r in rollouts)
         kept = sum(r.kept_groups for r in rollouts)
         metrics = {"groups": float(groups), "kept_groups": float(kept)}
+        self.updates += 1
         if not parts:
             return metrics  # every group all-fail or all-success: nothing to learn from
         flat = concat_flat(parts)

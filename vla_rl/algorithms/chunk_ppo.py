@@ -19,8 +19,12 @@ class ChunkPPO(ChunkPolicyUpdate):
 
     uses_critic = True
 
-    def update(self, batch: ChunkBatch, iteration: int) -> dict[str, float]:
+    def update(self, batch: ChunkBatch, iteration: int | None = None) -> dict[str, float]:
+        """One update on a continuous rollout; ``iteration`` (default: the updates made so far)
+        decides whether the critic is still warming up."""
         cfg = self.cfg
+        iteration = self.updates if iteration is None else iteration
+        self.updates = iteration + 1
         if cfg.advantage_granularity == "step":
             advantages, returns = batch.step_gae(cfg.gamma, cfg.gae_lambda)
         else:

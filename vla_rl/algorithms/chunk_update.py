@@ -102,6 +102,8 @@ class ChunkPolicyUpdate:
         self.actor_steps = 0
         """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps`` and
         ``actor_lr_decay_steps``; saved in the checkpoint)."""
+        self.updates = 0
+        """Updates made so far (``critic_warmup_iterations`` counts them; saved in the checkpoint)."""
 
     @staticmethod
     def _param_groups(policy: ChunkPolicy, rates: dict[str, float | None]) -> list[dict]:
@@ -275,12 +277,14 @@ class ChunkPolicyUpdate:
             "optimizer": self.optimizer.state_dict(),
             "generator": self.generator.get_state(),
             "actor_steps": self.actor_steps,
+            "updates": self.updates,
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
         self.generator.set_state(state["generator"])  # type: ignore[arg-type]
         self.actor_steps = int(state.get("actor_steps", 0))  # type: ignore[call-overload]
+        self.updates = int(state.get("updates", 0))  # type: ignore[call-overload]
 
 
 def clip_gradients(module: nn.Module, max_norm: float) -> float:

@@ -1,9 +1,11 @@
-"""Algorithms by name (``algorithm.name``): one table for the state and the chunk learners.
+"""Algorithms by name (``algorithm.name``): one table for the state, chunk and supervised learners.
 
-The two families are built by two calls until they share one ``update(batch)`` contract: a state
-algorithm is ``cls(policy, cfg)`` with a ``PPOConfig``, a chunk algorithm
-``cls(policy, cfg, reference_policy)`` with a ``ChunkRLConfig``. An algorithm of your own plugs in
-as ``"package.module:Class"`` in place of a name.
+Every algorithm has the training loop's contract: ``update(batch) -> dict[str, float]`` (the batch
+its source gives: a ``RolloutBuffer``, a ``ChunkBatch``, GRPO's grouped rollouts, SFT's
+minibatches), ``state_dict()`` and ``load_state_dict(state)``. They differ in what builds them: a
+state algorithm is ``cls(policy, cfg)`` with a ``PPOConfig``, a chunk algorithm
+``cls(policy, cfg, reference_policy)`` with a ``ChunkRLConfig``, SFT ``cls(policy, optim, steps,
+device)``. An algorithm of your own plugs in as ``"package.module:Class"`` in place of a name.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ ALGORITHMS: dict[str, str] = {
     # Chunk algorithms: train a ChunkPolicy from a ChunkBatch (VLA and flow policies).
     "vla_ppo": "vla_rl.algorithms.chunk_ppo:ChunkPPO",
     "vla_grpo": "vla_rl.algorithms.chunk_grpo:ChunkGRPO",
+    # Supervised: train a ChunkPolicy on demonstration minibatches (vla-rl sft).
+    "sft": "vla_rl.algorithms.sft:SFT",
 }
 """Built-in algorithms: name -> ``"module:Class"``."""
 
@@ -28,7 +32,9 @@ register_algorithm = removed_decorator("register_algorithm", "algorithm.name")
 register_chunk_algorithm = removed_decorator("register_chunk_algorithm", "algorithm.name")
 
 STATE_ALGORITHMS = ("ppo",)
-"""The built-in names :func:`build_algorithm` builds; the rest are chunk algorithms."""
+"""The built-in names :func:`build_algorithm` builds."""
+SUPERVISED_ALGORITHMS = ("sft",)
+"""Built by ``vla-rl sft``; the rest are chunk algorithms."""
 
 
 def algorithm_class(name: str) -> type:
@@ -43,7 +49,7 @@ def registered_algorithms() -> list[str]:
 
 def registered_chunk_algorithms() -> list[str]:
     """The built-in chunk algorithms (``algorithm.name`` of a VLA RL recipe)."""
-    return sorted(set(ALGORITHMS) - set(STATE_ALGORITHMS))
+    return sorted(set(ALGORITHMS) - set(STATE_ALGORITHMS) - set(SUPERVISED_ALGORITHMS))
 
 
 def build_algorithm(cfg: PPOConfig, policy: ActorCriticPolicy) -> Any:

@@ -15,6 +15,11 @@ import math
 import time
 
 
+def now_s() -> float:
+    """The clock every budget decision reads (``time.perf_counter``)."""
+    return time.perf_counter()
+
+
 class WallClock:
     """The run's clock (continuing the time a resumed run had spent) against ``max_minutes``."""
 

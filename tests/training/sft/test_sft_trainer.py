@@ -11,7 +11,7 @@ from sft_tiny_policies import ChunkRegressor, toy_episodes
 
 from vla_rl.config.load import ConfigError
 from vla_rl.policies.registry import load_chunk_policy
-from vla_rl.training.checkpoint import list_checkpoints, load_checkpoint
+from vla_rl.training.checkpoint import list_checkpoints, load_checkpoint, save_checkpoint
 from vla_rl.training.sft.config import SFTConfig
 from vla_rl.training.sft.config_load import validate_sft_config
 from vla_rl.training.sft.trainer import POLICY_DIRNAME, SFTTrainer
@@ -207,3 +207,30 @@ def test_action_key_trains_on_the_clean_expert_column(tmp_path: Path) -> None:
     assert not all((episode.actions == 0).all() for episode in episodes)  # the inputs are untouched
     with pytest.raises(ConfigError, match="data.action_key.*'noisy'.*has: action, expert_action"):
         SFTTrainer(_cfg(tmp_path / "bad", **{"data.action_key": "noisy"}), episodes)
+
+
+def test_a_checkpoint_of_the_layout_before_the_one_loop_resumes_exactly(tmp_path: Path) -> None:
+    """Releases before the one loop wrote ``step``, ``optimizer`` and ``scheduler`` at the top of
+    the trainer state (no ``iteration``, no ``algorithm``)."""
+    episodes = toy_episodes(4)
+    straight = SFTTrainer(_cfg(tmp_path / "straight"), episodes)
+    expected = _losses(straight.train())
+    first = SFTTrainer(_cfg(tmp_path / "old", steps=8), episodes)
+    for _ in range(3):
+        first.train_step()
+    state = first.state_dict()
+    old = {key: value for key, value in state.items() if key not in ("iteration", "elapsed_s", "algorithm")}
+    old.update(state["algorithm"])
+    save_checkpoint(
+        tmp_path / "old",
+        3,
+        None,
+        old,
+        first.cfg,
+        write_extra=lambda d: first.policy.save_pretrained(d / "policy"),
+    )
+    assert set(load_checkpoint(tmp_path / "old").trainer_state) == {
+        "step", "policy_name", "optimizer", "scheduler", "sampler", "rng", "wandb_run_id"
+    }  # fmt: skip
+    resumed = SFTTrainer(_cfg(tmp_path / "old", resume=str(tmp_path / "old")), episodes)
+    assert _losses(resumed.train()) == expected[3:]

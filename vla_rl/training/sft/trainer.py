@@ -1,41 +1,34 @@
-"""Supervised fine-tuning of a chunk policy on demonstrations: sample -> loss -> AdamW step -> log.
+"""Supervised fine-tuning of a chunk policy on demonstrations: minibatches -> ``sft`` update -> log.
 
-A checkpoint (``<run_dir>/checkpoints/iter_XXXXXX``) holds the policy as its own ``save_pretrained``
-folder (``policy/``, loadable with ``load_chunk_policy``), the optimizer, the learning-rate
-schedule, the minibatch sampler and every global RNG state, and the resolved config; a resumed run
-therefore computes the same losses as one that never stopped.
+``SFTTrainer`` builds the policy, the demonstrations' minibatch source (``DemoBatches``) and the
+``sft`` algorithm (the policy's loss, AdamW, warm-up and cosine schedule) and hands them to the one
+loop (``vla_rl.training.loop``). A checkpoint (``<run_dir>/checkpoints/iter_XXXXXX``) holds the
+policy as its own ``save_pretrained`` folder (``policy/``, loadable with ``load_chunk_policy``), the
+optimizer, the learning-rate schedule, the minibatch sampler and every global RNG state, and the
+resolved config; a resumed run therefore computes the same losses as one that never stopped.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf
 
+from vla_rl.algorithms.registry import algorithm_class
 from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
 from vla_rl.envs.base import Observation
-from vla_rl.envs.batching import obs_to_device
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
-from vla_rl.training.checkpoint import (
-    POLICY_DIRNAME,
-    Checkpoint,
-    find_resume_checkpoint,
-    resolve_policy_dir,
-    save_checkpoint,
-)
+from vla_rl.training.budget import now_s
+from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, resolve_policy_dir
 from vla_rl.training.evaluate import EvalResult
-from vla_rl.training.loggers import MultiLogger, build_logger
+from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
-from vla_rl.training.run_record import record_run_start
-from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
 from vla_rl.training.sft.config import SFTConfig
 from vla_rl.training.sft.demonstrations import (
@@ -45,12 +38,10 @@ from vla_rl.training.sft.demonstrations import (
     with_action_labels,
 )
 from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
-from vla_rl.training.sft.lr_schedule import warmup_cosine_factor
-from vla_rl.training.stop_signals import install_stop_handlers
+from vla_rl.training.sources import DemoBatches
 
 log = logging.getLogger(__name__)
 
-"""Folder inside each checkpoint holding the policy's ``save_pretrained`` output."""
 EVAL_SEED_OFFSET = 1_000_003
 NORMALIZER_BATCH = 1024
 
@@ -73,20 +64,21 @@ class SFTResult:
     """Evaluation after the last step (None when interrupted or ``eval.num_episodes <= 0``)."""
 
 
-class SFTTrainer:
-    """Builds the policy, data, optimizer and schedule from an ``SFTConfig`` (resuming if asked).
+class SFTTrainer(TrainingLoop):
+    """Builds the policy, data, the ``sft`` algorithm (loss, AdamW, schedule) and its minibatch
+    source from an ``SFTConfig`` (resuming if asked) and trains them in the one loop.
 
     ``episodes`` replaces reading ``cfg.data.path`` (any iterable of ``Episode``; the first
     ``cfg.data.max_episodes`` are used).
     """
 
+    budget_reason = "steps"
+    log_unit = "step"
+
     @logs_to_run_dir
     def __init__(self, cfg: SFTConfig, episodes: Iterable[Episode] | None = None) -> None:
-        self.cfg = cfg
-        self.run_dir = Path(cfg.run_dir)
+        self.begin(cfg)
         self.device = torch.device(cfg.device)
-        torch.set_num_threads(cfg.torch_num_threads)
-        seed_everything(cfg.seed)
         if episodes is None:
             self.episodes = load_demonstrations(cfg.data.path, cfg.data.max_episodes)
         else:
@@ -110,98 +102,74 @@ class SFTTrainer:
             boundary_window=cfg.data.boundary_window,
             gripper_index=cfg.data.gripper_index,
         )
-        self.parameters = [p for p in self.policy.parameters() if p.requires_grad]
-        if not self.parameters:
-            raise ValueError(f"policy {cfg.policy.name!r} has no trainable parameters")
-        self.optimizer = torch.optim.AdamW(
-            self.parameters,
-            lr=cfg.optim.learning_rate,
-            betas=(cfg.optim.betas[0], cfg.optim.betas[1]),
-            weight_decay=cfg.optim.weight_decay,
-        )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
-        self.step = 0
-        self.wandb_run_id: str | None = None
-        self.last_checkpoint: Path | None = None
-        self._stop_requested = False
-        if checkpoint is not None:
-            self._restore(checkpoint)
+        self.source = DemoBatches(self.sampler, cfg.optim.grad_accum_steps)
+        self.algorithm = algorithm_class("sft")(self.policy, cfg.optim, cfg.steps, self.device)
+        self.resume(checkpoint)
 
-    # ------------------------------------------------------------------ training
+    @property
+    def step(self) -> int:
+        """Optimizer steps done (the loop's ``iteration``)."""
+        return self.iteration
+
     def train_step(self) -> dict[str, float]:
         """One optimizer step over ``grad_accum_steps`` minibatches; returns its metrics."""
-        ocfg = self.cfg.optim
-        self.policy.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        sums: dict[str, float] = {}
-        for _ in range(ocfg.grad_accum_steps):
-            batch = self.sampler.next_batch()
-            output = self.policy.sft_loss(
-                obs_to_device(batch.obs, self.device),
-                batch.action_chunk.to(self.device),
-                batch.chunk_mask.to(self.device),
-            )
-            (output.loss / ocfg.grad_accum_steps).backward()
-            for name, value in {"loss": float(output.loss.detach()), **output.metrics}.items():
-                sums[name] = sums.get(name, 0.0) + float(value) / ocfg.grad_accum_steps
-        max_norm = ocfg.grad_clip_norm if ocfg.grad_clip_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
-        learning_rate = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
-        self.step += 1
-        metrics = {f"train/{name}": value for name, value in sums.items()}
-        metrics["train/grad_norm"] = float(grad_norm)
-        metrics["train/learning_rate"] = float(learning_rate)
-        metrics["train/epoch"] = float(self.sampler.epoch)
+        return super().run_iteration()
+
+    # ----- the loop's hooks -------------------------------------------------------------------------------
+
+    def run_iteration(self) -> dict[str, float]:
+        return self.train_step()
+
+    def budget_spent(self) -> bool:
+        return self.iteration >= self.cfg.steps
+
+    def budget_total(self) -> int:
+        return self.cfg.steps
+
+    def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
+        metrics["perf/step_time_s"] = batch_s + update_s
         return metrics
 
-    @logs_to_run_dir
-    def train(self) -> SFTResult:
-        """Train until ``cfg.steps`` optimizer steps (or a stop request), evaluating and
-        checkpointing on the configured intervals, then checkpoint and run the final evaluation."""
-        cfg = self.cfg
-        record_run_start(self.run_dir, cfg)
-        logger = self._build_logger()
-        start = time.perf_counter()
-        result = SFTResult(steps=self.step, wall_time_s=0.0, stop_reason="steps", last_checkpoint=None)
-        restore_signals = self._install_signal_handlers()
-        try:
-            while self.step < cfg.steps:
-                if self._stop_requested:
-                    result.stop_reason = "interrupted"
-                    break
-                t0 = time.perf_counter()
-                metrics = self.train_step()
-                metrics["perf/step_time_s"] = time.perf_counter() - t0
-                result.history.append(metrics)
-                if self.step % cfg.logger.log_interval == 0:
-                    logger.log(metrics, self.step)
-                if self._periodic_eval_due():
-                    evaluation = self.evaluate()
-                    result.evaluations.append((self.step, evaluation))
-                    logger.log(eval_metrics(evaluation), self.step)
-                if self.step % cfg.checkpoint_interval == 0:
-                    self.save()
-            restore_signals()
-            if self.step > 0 and self._unsaved():
-                self.save()
-            if result.stop_reason == "steps" and cfg.eval.num_episodes > 0:
-                result.final_eval = self.evaluate(video=cfg.eval.video)
-                logger.log(eval_metrics(result.final_eval), self.step)
-        finally:
-            restore_signals()
-            if self.step > 0 and self._unsaved():
-                self.save()
-            logger.close()
-        result.steps = self.step
-        result.wall_time_s = time.perf_counter() - start
-        result.last_checkpoint = self.last_checkpoint
-        return result
+    def after_update(self, last: bool, run: Run) -> None:
+        ecfg = self.cfg.eval
+        if ecfg.interval > 0 and self.step % ecfg.interval == 0 and ecfg.num_episodes > 0 and not last:
+            evaluation = self.evaluate()
+            self.evaluations.append((self.step, evaluation))
+            self.logger.log(eval_metrics(evaluation), self.step)
 
-    def request_stop(self) -> None:
-        """Finish the current optimizer step, write a checkpoint and return from ``train``."""
-        self._stop_requested = True
+    def before_training(self) -> None:
+        self.evaluations: list[tuple[int, EvalResult]] = []
+        self.final_eval: EvalResult | None = None
+
+    def finish(self, run: Run) -> None:
+        """Checkpoint, then evaluate (unless interrupted)."""
+        if self.step > 0 and self.unsaved():
+            self.save()
+        if run.stop_reason == "steps" and self.cfg.eval.num_episodes > 0:
+            self.final_eval = self.evaluate(video=self.cfg.eval.video)
+            self.logger.log(eval_metrics(self.final_eval), self.step)
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"step": self.step, "policy_name": self.cfg.policy.name, **self.source.state_dict()}
+
+    def upgrade_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """Checkpoints before the one loop: ``step`` for ``iteration``, the optimizer and the
+        schedule outside ``algorithm``."""
+        if "algorithm" in state:
+            return state
+        algorithm = {"optimizer": state["optimizer"], "scheduler": state["scheduler"]}
+        return {**state, "iteration": state["step"], "algorithm": algorithm}
+
+    def result(self, run: Run) -> SFTResult:
+        return SFTResult(
+            steps=self.step,
+            wall_time_s=now_s() - run.started_s,
+            stop_reason=run.stop_reason,
+            last_checkpoint=self.last_checkpoint,
+            history=run.history,
+            evaluations=self.evaluations,
+            final_eval=self.final_eval,
+        )
 
     @logs_to_run_dir
     def evaluate(self, video: bool = False) -> EvalResult:
@@ -222,37 +190,6 @@ class SFTTrainer:
             summary_path=out_dir / f"eval_step_{self.step:06d}.json",
             ensemble_decay=ecfg.ensemble_decay,
         )
-
-    # ------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, Any]:
-        """Everything that changes during training except the policy weights."""
-        return {
-            "step": self.step,
-            "policy_name": self.cfg.policy.name,
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": {k: v for k, v in self.scheduler.state_dict().items() if k != "lr_lambdas"},
-            "sampler": self.sampler.state_dict(),
-            "rng": rng_state(),
-            "wandb_run_id": self.wandb_run_id,
-        }
-
-    def save(self) -> Path:
-        self.last_checkpoint = save_checkpoint(
-            self.run_dir,
-            self.step,
-            None,
-            self.state_dict(),
-            self.cfg,
-            keep=self.cfg.keep_checkpoints,
-            write_extra=lambda directory: self.policy.save_pretrained(directory / POLICY_DIRNAME),
-        )
-        return self.last_checkpoint
-
-    def _unsaved(self) -> bool:
-        return self.last_checkpoint is None or self.last_checkpoint.name != f"iter_{self.step:06d}"
-
-    def _find_resume_checkpoint(self) -> Checkpoint | None:
-        return find_resume_checkpoint(self.cfg.resume, self.run_dir)
 
     def _make_policy(self, checkpoint: Checkpoint | None) -> ChunkPolicy:
         pcfg = self.cfg.policy
@@ -291,43 +228,6 @@ class SFTTrainer:
         from vla_rl.sims.tasks.registry import object_state_transform
 
         return object_state_transform(self.cfg.env.task)
-
-    def _restore(self, checkpoint: Checkpoint) -> None:
-        state = checkpoint.trainer_state
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict({**state["scheduler"], "lr_lambdas": [None]})
-        self.sampler.load_state_dict(state["sampler"])
-        self.step = int(state["step"])
-        self.wandb_run_id = state.get("wandb_run_id")
-        set_rng_state(state["rng"])
-        self.last_checkpoint = checkpoint.path
-        log.info("resumed from %s (step %d)", checkpoint.path, self.step)
-
-    # ---------------------------------------------------------------- helpers
-    def _lr_factor(self, step: int) -> float:
-        ocfg = self.cfg.optim
-        return warmup_cosine_factor(step, self.cfg.steps, ocfg.warmup_steps, ocfg.min_lr_ratio)
-
-    def _periodic_eval_due(self) -> bool:
-        ecfg = self.cfg.eval
-        due = ecfg.interval > 0 and self.step % ecfg.interval == 0
-        return due and ecfg.num_episodes > 0 and self.step < self.cfg.steps
-
-    def _build_logger(self) -> MultiLogger:
-        logger = build_logger(
-            self.cfg.logger,
-            self.run_dir,
-            self.cfg.steps,
-            OmegaConf.to_container(OmegaConf.structured(self.cfg)),
-            initial_env_steps=self.step,
-            wandb_resume_id=self.wandb_run_id,
-        )
-        self.wandb_run_id = logger.wandb_run_id or self.wandb_run_id
-        return logger
-
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        """SIGTERM and the first Ctrl-C stop after the current step (with a checkpoint)."""
-        return install_stop_handlers(self.request_stop, lambda: self._stop_requested)
 
 
 def eval_metrics(result: EvalResult) -> dict[str, float]:

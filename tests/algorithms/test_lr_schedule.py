@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from vla_rl.training.sft.lr_schedule import warmup_cosine_factor
+from vla_rl.algorithms.lr_schedule import warmup_cosine_factor
 
 
 def test_warmup_then_cosine_to_zero() -> None:
