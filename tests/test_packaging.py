@@ -139,6 +139,12 @@ def test_every_installed_distribution_is_in_the_lock() -> None:
     """Nothing unpinned: each distribution of the venv but the project itself is one the lock names."""
     lock = _running_lock()
     pinned = set(_lock_pins(lock))
-    installed = {canonicalize_name(d.metadata["Name"]) for d in metadata.distributions()}
+    # Only the venv's own distributions: importing ROS 1 adds the system's dist-packages to sys.path.
+    venv = Path(sys.prefix).resolve()
+    installed = {
+        canonicalize_name(d.metadata["Name"])
+        for d in metadata.distributions()
+        if Path(str(d.locate_file(""))).resolve().is_relative_to(venv)
+    }
     unpinned = sorted(installed - pinned - {"vla-rl"})
     assert unpinned == [], f"installed but not in {lock.relative_to(ROOT)}: {unpinned}"
