@@ -202,7 +202,8 @@ def render() -> str:
             lines += [f"| `{key}` | {type_} | {default} | {doc} |" for key, type_, default, doc in rows]
             lines.append("")
     for key, table_path, kind, what in TYPED_OPTIONS:
-        lines += [f"## `{key}`", "", f"{what} Schemas are looked up in `{table_path.replace(':', '.')}`.", ""]
+        heading = f"## `{key}` {{ #{key.replace('.', '-')} }}"
+        lines += [heading, "", f"{what} Schemas are looked up in `{table_path.replace(':', '.')}`.", ""]
         for name, target in load(table_path).items():
             cls = options_class(load(target))
             tag = f"{key}-{name}".replace(".", "-").replace("_", "-")
