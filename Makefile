@@ -62,8 +62,9 @@ test: venv ros
 	$(MAKE) --no-print-directory docs
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict fails on broken links and references.
+# Not --quiet: mkdocs then drops warnings before --strict counts them, and a broken link passes.
 docs: venv
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 bench: venv $(MW_STAMP)
 	$(PY) -m benchmarks.run_all $(ARGS)

@@ -33,8 +33,9 @@ def cpu_description(cpuinfo: str | None = None) -> str:
     """The CPU's model name and its widest vector extension, e.g. ``AMD EPYC, avx2``.
 
     Hosts of one machine kind differ in CPU, and the same pi0 update took from 2.4 s to 7.0 s on
-    different hosts (README), so wall-clock figures name the CPU they were measured on. ``cpuinfo``
-    is the text of ``/proc/cpuinfo`` (read when None); without it the architecture alone is returned.
+    different hosts (benchmarks/results/rl_pick_place_runs.md), so wall-clock figures name the CPU
+    they were measured on. ``cpuinfo`` is the text of ``/proc/cpuinfo`` (read when None); without it
+    the architecture alone is returned.
     """
     if cpuinfo is None:
         try:

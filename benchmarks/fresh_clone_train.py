@@ -1,4 +1,4 @@
-"""Time the README's training command (`make train`) on a fresh clone.
+"""Time the quick start's training command (`make train`) on a fresh clone.
 
 Clones the current commit into a temporary directory, runs ``make train`` there (which creates
 the virtual environment, installs the package and trains the default job) and reports the wall

@@ -146,8 +146,8 @@ def train_ppo(task: str, setting: TaskSetting, reward_overrides: list[str], name
         return json.loads(record.read_text())
     overrides = [
         f"env={task}",
-        # The network the README's results were measured with (reach's default was this until
-        # 2026-11-27; it now uses its own [64, 64]).
+        # The network the results in benchmarks/results/reward_model_ppo.md were measured with
+        # (reach's default was this until 2026-11-27; it now uses its own [64, 64]).
         "policy.hidden_sizes=[256,256,128]",
         f"total_env_steps={setting.env_steps}",
         "max_minutes=0",

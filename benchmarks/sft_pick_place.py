@@ -72,7 +72,7 @@ EXECUTE_STEPS = 2
 """Actions of each 4-step chunk executed before re-planning in the evaluation, fixed for all
 families. ``benchmarks.sft_failure_stages`` measured whole chunks against re-planning after 2 at
 26.6 vs 54.7 % for the token VLA and 59.4 vs 53.1 % for the chunk VLA (32,000-step checkpoints;
-the chunk VLA reached 82.8 % with temporal ensembling), see README."""
+the chunk VLA reached 82.8 % with temporal ensembling), see benchmarks/results/sft_pick_place.md."""
 
 TOKEN_VLA_RECIPE = (
     "+policy.kwargs.state_token_sizes=[17,3,3,3,2,2,2]",

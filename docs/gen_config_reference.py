@@ -47,6 +47,24 @@ ROOTS: tuple[tuple[str, str, str], ...] = (
 """(command, ``module:class`` of its schema, what it configures). A schema that cannot be imported
 fails the build with its real error."""
 
+TYPED_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "reward.options",
+        "vla_rl.rewards.config:REWARD_MODEL_OPTIONS",
+        "reward model",
+        "The options of each built-in reward model (`reward.model`), checked when the config is validated.",
+    ),
+    (
+        "policy.kwargs",
+        "vla_rl.training.sft.policy_settings:FAMILY_SETTINGS",
+        "chunk-policy family",
+        "The build settings of each chunk-policy family (`vla-rl sft sft/policy=NAME`), checked when the "
+        "config is validated, before demonstrations or models load.",
+    ),
+)
+"""(key, ``module:attribute`` of its table name -> ``"module:attribute"`` of a ``Schema`` or a
+dataclass, what a name is, what the key holds): keys typed per name rather than by one dataclass."""
+
 
 def load(path: str) -> type:
     module_name, _, attribute = path.partition(":")
@@ -183,7 +201,25 @@ def render() -> str:
             lines += ["| key | type | default | description |", "|---|---|---|---|"]
             lines += [f"| `{key}` | {type_} | {default} | {doc} |" for key, type_, default, doc in rows]
             lines.append("")
+    for key, table_path, kind, what in TYPED_OPTIONS:
+        heading = f"## `{key}` {{ #{key.replace('.', '-')} }}"
+        lines += [heading, "", f"{what} Schemas are looked up in `{table_path.replace(':', '.')}`.", ""]
+        for name, target in load(table_path).items():
+            cls = options_class(load(target))
+            tag = f"{key}-{name}".replace(".", "-").replace("_", "-")
+            lines += [f"### `{name}` {{ #{tag} }}", "", f"The {kind} `{name}`: `{cls.__qualname__}`.", ""]
+            lines += ["| key | type | default | description |", "|---|---|---|---|"]
+            for _, _, rows in sections(cls, f"{key}.", tag):  # nested sections follow in the same table
+                for k, type_, default, doc in rows:
+                    default = "keys below" if default.startswith("[section]") else default
+                    lines.append(f"| `{k}` | {type_} | {default} | {doc} |")
+            lines.append("")
     return "\n".join(lines)
+
+
+def options_class(target: Any) -> type:
+    """The dataclass behind a table entry: the dataclass itself, or a ``Schema``'s ``type``."""
+    return target if isinstance(target, type) else target.type
 
 
 if __name__ == "__main__":

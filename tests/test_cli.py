@@ -97,3 +97,18 @@ def test_mujoco_train_then_eval_writes_video_and_summary(tmp_path: Path) -> None
     assert summary["num_episodes"] == 4 and summary["split"] == "train"
     frames = imageio.mimread(out_dir / "eval.mp4")
     assert frames[0].shape == (64, 2 * 64, 3) and len(frames) > 10
+
+
+@pytest.mark.parametrize("override", ["env.split=ood_position", "+env.split=ood_position"])
+def test_eval_refuses_env_split_naming_eval_split(
+    override: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``vla-rl eval`` measures ``eval.split``; an ``env.split`` override would be silently ignored, so
+    it is a ConfigError (exit 2) that names the key to use, before any checkpoint is read."""
+    from vla_rl.cli import main
+
+    code = main(["eval", "--checkpoint", str(tmp_path / "no_such_run"), override])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "config key 'env.split'" in err
+    assert "eval.split=ood_position" in err

@@ -48,6 +48,8 @@ EXIT_CONFIG_ERROR = 2
 EXIT_INTERRUPTED = 130
 EVAL_JOB_KEYS = ("checkpoint", "output_dir")
 """Keys of ``configs/eval.yaml``; every other override applies to the checkpoint's training config."""
+EVAL_SPLIT_KEY = "eval.split"
+"""What ``vla-rl eval`` measures; the checkpoint's ``env.split`` is the distribution it trained on."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,7 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. env=push env.num_envs=128")
     train.add_argument("--resume", metavar="PATH", help="run or checkpoint folder to continue exactly")
     evaluate = sub.add_parser("eval", help="evaluate a checkpoint, print the success rate, write videos")
-    evaluate.add_argument("overrides", nargs="*", help="e.g. eval.num_episodes=128 env.split=ood_all")
+    evaluate.add_argument("overrides", nargs="*", help="e.g. eval.num_episodes=128 eval.split=ood_all")
     evaluate.add_argument("--checkpoint", metavar="PATH", help="run or checkpoint folder")
     add_collect_parser(sub)
     add_sft_parser(sub)
@@ -126,6 +128,12 @@ def _train_config(overrides: list[str], resume: str | None) -> TrainConfig:
 
 
 def eval_command(args: argparse.Namespace) -> int:
+    split = _override_value(list(args.overrides), "env.split")
+    if split is not None:
+        raise ConfigError(
+            f"config key 'env.split': vla-rl eval measures the split that {EVAL_SPLIT_KEY} names (env.split "
+            f"is the one the checkpoint trained on); give {EVAL_SPLIT_KEY}={split}"
+        )
     job_overrides = [o for o in args.overrides if o.split("=", 1)[0].lstrip("+") in EVAL_JOB_KEYS]
     train_overrides = [o for o in args.overrides if o not in job_overrides]
     job = compose_config_module("eval", job_overrides)

@@ -79,3 +79,25 @@ def test_the_page_lists_every_field_of_each_command_schema(root: str) -> None:
     docs = gen.field_docstrings(cls)
     for name, text in docs.items():
         assert gen.markdown_docstring(text) in page, f"{root}.{name}'s docstring is not on the page"
+
+
+@pytest.mark.parametrize("key, table_path", [(key, path) for key, path, _, _ in gen.TYPED_OPTIONS])
+def test_the_page_lists_every_typed_option_of_each_name(key: str, table_path: str) -> None:
+    """``reward.options`` and ``policy.kwargs`` are typed per reward model and per policy family: each
+    name of the table gets a heading and every field of its dataclass a row under ``key``."""
+    page = gen.render()
+    table = gen.load(table_path)
+    assert table, table_path
+    for name, target in table.items():
+        cls = gen.options_class(gen.load(target))
+        assert dataclasses.is_dataclass(cls), (name, cls)
+        assert f"### `{name}`" in page
+        missing = [k for k in _all_keys(cls, f"{key}.") if f"| `{k}` |" not in page]
+        assert missing == [], f"{key} of {name}"
+
+
+def test_options_class_reads_a_schema_or_a_dataclass() -> None:
+    from vla_rl.config.structured import Schema
+
+    assert gen.options_class(_Inner) is _Inner
+    assert gen.options_class(Schema(_Inner)) is _Inner

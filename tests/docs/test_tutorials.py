@@ -104,8 +104,8 @@ RL_TINY = (
 )
 RAY_TINY = (*TRAIN_TINY, "env.num_envs=8")
 RAY_RANKS_TINY = (*RAY_TINY, "distributed.trainer_cpus=0")
-"""Two env workers take this 2-core machine's two CPUs; ranks that also asked one each would wait for
-CPUs forever (the tutorial says so)."""
+"""Two env workers take this 2-core machine's two CPUs; ranks that also asked one each would be a
+ConfigError before the run starts (the tutorial says so)."""
 TRAINED = "evaluation ("
 COVERED_BY_REHEARSAL = "the rehearsal above starts these three processes itself and runs in this test"
 

@@ -9,6 +9,7 @@ of the GPU (split evenly when more workers than slots share it).
 from __future__ import annotations
 
 from vla_rl.config.distributed import DistributedConfig
+from vla_rl.config.structured import ConfigError
 from vla_rl.distributed.placement import plan_placement
 from vla_rl.distributed.runtime import Resources, Runtime, make_runtime
 
@@ -19,11 +20,46 @@ def needs_runtime(cfg: DistributedConfig) -> bool:
 
 
 def make_training_runtime(cfg: DistributedConfig) -> Runtime | None:
-    """The runtime the run's workers share (``None`` when everything runs in the training loop)."""
+    """The runtime the run's workers share (``None`` when everything runs in the training loop).
+
+    ``ConfigError`` when the workers would ask Ray for more CPUs than it has free: Ray would wait for
+    them without end and the run would never start."""
     if not needs_runtime(cfg):
         return None
     options = {"address": cfg.ray_address} if cfg.runtime == "ray" else {}
-    return make_runtime(cfg.runtime, **options)
+    runtime = make_runtime(cfg.runtime, **options)
+    available = runtime.available_cpus()
+    shortfall = None if available is None else cpu_shortfall(cfg, available)
+    if shortfall is not None:
+        runtime.shutdown()
+        raise ConfigError(shortfall)
+    return runtime
+
+
+def requested_cpus(cfg: DistributedConfig) -> float:
+    """CPUs the run's workers ask of the runtime together: every env worker's and trainer rank's."""
+    return cfg.env_workers * cfg.env_worker_cpus + cfg.trainer_ranks * cfg.trainer_cpus
+
+
+def cpu_shortfall(cfg: DistributedConfig, available_cpus: float) -> str | None:
+    """What to change when the workers ask for more than ``available_cpus`` CPUs; None when they fit.
+
+    On a Ray cluster that adds nodes on demand (an autoscaler), CPUs not yet there count as missing."""
+    requested = requested_cpus(cfg)
+    if requested <= available_cpus:
+        return None
+    roles = [
+        (cfg.env_workers, "env workers", "distributed.env_worker_cpus", cfg.env_worker_cpus),
+        (cfg.trainer_ranks, "trainer ranks", "distributed.trainer_cpus", cfg.trainer_cpus),
+    ]
+    asking = [(count, what, key, cpus) for count, what, key, cpus in roles if count > 0 and cpus > 0]
+    keys = " and ".join(f"'{key}'" for _, _, key, _ in asking)
+    parts = " + ".join(f"{count} {what} x {cpus:g} ({key})" for count, what, key, cpus in asking)
+    return (
+        f"config key{'s' if len(asking) > 1 else ''} {keys}: the workers ask Ray for {requested:g} CPUs "
+        f"({parts}) but {available_cpus:g} are free, so they would wait for them for ever; ask for fewer "
+        f"CPUs per worker (a fraction such as 0.5, or 0) or run fewer workers"
+    )
 
 
 def worker_resources(

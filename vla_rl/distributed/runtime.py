@@ -60,6 +60,10 @@ class Runtime(ABC):
         """Errors a call raises when its worker died (in-process workers do not die alone)."""
         return ()
 
+    def available_cpus(self) -> float | None:
+        """CPUs free for new workers now; None when workers do not wait for CPUs (in-process)."""
+        return None
+
     def stop(self, worker: WorkerHandle) -> None:  # noqa: B027 - in-process workers just go out of scope
         """End ``worker`` and free what it was given (its resources, for the Ray runtime)."""
 
@@ -158,6 +162,10 @@ class RayRuntime(Runtime):
 
     def worker_death_errors(self) -> tuple[type[BaseException], ...]:
         return (self.ray.exceptions.RayActorError,)
+
+    def available_cpus(self) -> float:
+        """Ray's unreserved CPUs over the cluster (an actor asking for more waits until they are free)."""
+        return float(self.ray.available_resources().get("CPU", 0.0))
 
     def gpu_placement_group(self, num_gpus: int, strategy: str = "PACK", timeout_s: float = 60.0) -> Any:
         """A placement group of one ``{"GPU": 1}`` bundle per GPU, reserved (waits until it is)."""
