@@ -32,8 +32,8 @@ from vla_rl.training.checkpoint import latest_checkpoint, resolve_policy_dir
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
 from vla_rl.training.chunk_rl.exploration_anneal import run_updates
 from vla_rl.training.chunk_rl.trainer import load_rl_policy
+from vla_rl.training.executors import make_executor
 from vla_rl.training.sft.config_load import load_sft_config_file
-from vla_rl.training.sft.evaluate_chunks import make_executor
 
 REACHED_M = 0.03
 """Gripper-to-named-cube distance that counts as reaching it."""

@@ -23,7 +23,7 @@ from vla_rl.envs.base import BatchedEnv, Observation
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.training.budget import describe_cap, now_s
 from vla_rl.training.components import build_training_components
-from vla_rl.training.evaluate import EvalResult, evaluate
+from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
 from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import StateRollouts
@@ -196,7 +196,7 @@ class Trainer(TrainingLoop):
             video_envs=ecfg.video_envs,
             video_camera=ecfg.video_camera,
             video_size=ecfg.video_size,
-            seed=self.cfg.seed + 1_000_003,
+            seed=self.cfg.seed + EVAL_SEED_OFFSET,
             summary_path=out_dir / "eval_summary.json",
         )
 
