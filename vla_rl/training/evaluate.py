@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.base import ActorCriticPolicy
@@ -124,6 +125,28 @@ def evaluate(
         policy.train(was_training)
     write_summary(result, summary_path, video_dir)
     return result
+
+
+def evaluate_run(
+    policy: ActorCriticPolicy, cfg: TrainConfig, out_dir: Path, video: bool | None = None
+) -> EvalResult:
+    """A run's evaluation of ``policy`` as ``cfg.eval`` says (``video`` overrides ``cfg.eval.video``),
+    on the run's evaluation episodes; the summary and video go to ``out_dir``."""
+    ecfg = cfg.eval
+    return evaluate(
+        policy,
+        cfg.env,
+        ecfg.num_episodes,
+        deterministic=ecfg.deterministic,
+        video_dir=out_dir if (ecfg.video if video is None else video) else None,
+        split=ecfg.split,
+        num_envs=ecfg.num_envs,
+        video_envs=ecfg.video_envs,
+        video_camera=ecfg.video_camera,
+        video_size=ecfg.video_size,
+        seed=cfg.seed + EVAL_SEED_OFFSET,
+        summary_path=out_dir / "eval_summary.json",
+    )
 
 
 def write_summary(result: EvalResult, summary_path: str | Path | None, video_dir: str | Path | None) -> None:
