@@ -97,3 +97,20 @@ def test_mujoco_train_then_eval_writes_video_and_summary(tmp_path: Path) -> None
     assert summary["num_episodes"] == 4 and summary["split"] == "train"
     frames = imageio.mimread(out_dir / "eval.mp4")
     assert frames[0].shape == (64, 2 * 64, 3) and len(frames) > 10
+
+
+@pytest.mark.parametrize(("job", "command"), [("rl", "eval"), ("sft", "eval"), ("sft", "train")])
+def test_a_run_of_another_job_is_named_not_misread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str, command: str
+) -> None:
+    """``vla-rl eval`` evaluates PPO runs and ``vla-rl train --resume`` continues PPO and RL runs: a
+    folder of another job is a config error naming it, before anything loads."""
+    from vla_rl.cli import main
+    from vla_rl.training.checkpoint import save_checkpoint
+    from vla_rl.training.chunk_rl.config import VLARLConfig
+    from vla_rl.training.sft.config import SFTConfig
+
+    save_checkpoint(tmp_path, 1, None, {}, VLARLConfig() if job == "rl" else SFTConfig())
+    flag = "--checkpoint" if command == "eval" else "--resume"
+    assert main([command, flag, str(tmp_path)]) == 2
+    assert f"is a {job!r} run" in capsys.readouterr().err

@@ -42,7 +42,13 @@ from vla_rl.config.load import compose_config_module  # noqa: E402
 from vla_rl.real_world.cli import DEPLOY_COMMANDS, add_deploy_parsers  # noqa: E402
 from vla_rl.rewards.cli import add_reward_train_parser, reward_train_command  # noqa: E402
 from vla_rl.training.collect_cli import add_collect_parser, collect_command  # noqa: E402
-from vla_rl.training.jobs import job_config, override_value, resolve_run_checkpoint, train_job  # noqa: E402
+from vla_rl.training.jobs import (  # noqa: E402
+    job_config,
+    job_of_checkpoint,
+    override_value,
+    resolve_run_checkpoint,
+    train_job,
+)
 
 EXIT_BELOW_TARGET = 1
 EXIT_CONFIG_ERROR = 2
@@ -96,7 +102,7 @@ def train_command(args: argparse.Namespace) -> int:
     job = train_job(overrides, resume)
     if job == "sft":
         raise ConfigError(
-            f"config key 'resume': {resume} is a `vla-rl sft` run: continue it with that command"
+            f"config key 'resume': {resume} is a 'sft' run: continue it with `vla-rl sft --resume`"
         )
     cfg = job_config(job, overrides, resume)
     if job == "rl":
@@ -176,7 +182,13 @@ def eval_command(args: argparse.Namespace) -> int:
     from vla_rl.config import load_train_config_file
     from vla_rl.training.checkpoint import CONFIG_FILENAME, load_trained_actor_critic
 
-    directory = resolve_run_checkpoint(checkpoint_arg)
+    directory = resolve_run_checkpoint(checkpoint_arg, "checkpoint")
+    run_job = job_of_checkpoint(directory)
+    if run_job != "ppo":
+        raise ConfigError(
+            f"config key 'checkpoint': {checkpoint_arg} is a {run_job!r} run; `vla-rl eval` evaluates "
+            f"`vla-rl train` PPO runs (RL and SFT runs evaluate themselves: see their eval/ folder)"
+        )
     cfg = load_train_config_file(directory / CONFIG_FILENAME, train_overrides)
     output_dir = Path(job.output_dir) if job.output_dir else directory.parent.parent / "eval" / directory.name
 

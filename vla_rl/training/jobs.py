@@ -50,13 +50,13 @@ def override_value(overrides: Sequence[str], key: str) -> str | None:
     return None
 
 
-def resolve_run_checkpoint(path: str | Path) -> Path:
+def resolve_run_checkpoint(path: str | Path, key: str = RESUME_KEY) -> Path:
     """The checkpoint a run folder, its ``checkpoints`` folder or a checkpoint folder names,
-    absolute; a ``ConfigError`` when there is none."""
+    absolute; a ``ConfigError`` naming ``key`` when there is none."""
     try:
         return resolve_checkpoint_dir(path).resolve()
     except FileNotFoundError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(f"config key '{key}': {error}") from None
 
 
 def job_of_saved_config(saved: dict[str, Any]) -> str:
@@ -69,13 +69,17 @@ def job_of_saved_config(saved: dict[str, Any]) -> str:
     return "rl" if "execute_steps" in (saved.get("algorithm") or {}) else "ppo"
 
 
+def job_of_checkpoint(checkpoint: Path) -> str:
+    """The job of the run a checkpoint folder belongs to (its ``config.yaml``)."""
+    return job_of_saved_config(yaml.safe_load((checkpoint / CONFIG_FILENAME).read_text()) or {})
+
+
 def train_job(overrides: Sequence[str], resume: str | None) -> str:
     """``vla-rl train``'s job: the job of the run resumed from a path, else ``rl`` with a
     ``recipe=`` override and ``ppo`` without."""
     recipe = override_value(overrides, RECIPE_KEY)
     if resume and resume != "auto":
-        saved = yaml.safe_load((resolve_run_checkpoint(resume) / CONFIG_FILENAME).read_text()) or {}
-        job = job_of_saved_config(saved)
+        job = job_of_checkpoint(resolve_run_checkpoint(resume))
         if recipe is not None and job != "rl":
             raise ConfigError(
                 f"config key 'recipe': the run at {resume} is a {job!r} run, not an RL fine-tuning"
