@@ -69,9 +69,9 @@ def job_of_saved_config(saved: dict[str, Any]) -> str:
     return "rl" if "execute_steps" in (saved.get("algorithm") or {}) else "ppo"
 
 
-def job_of_checkpoint(checkpoint: Path) -> str:
-    """The job of the run a checkpoint folder belongs to (its ``config.yaml``)."""
-    return job_of_saved_config(yaml.safe_load((checkpoint / CONFIG_FILENAME).read_text()) or {})
+def job_of_checkpoint(folder: Path) -> str:
+    """The job of a checkpoint or run folder (its ``config.yaml``)."""
+    return job_of_saved_config(yaml.safe_load((folder / CONFIG_FILENAME).read_text()) or {})
 
 
 def train_job(overrides: Sequence[str], resume: str | None) -> str:
