@@ -10,8 +10,10 @@
     vla-rl sim-robot checkpoint=RUN [overrides...]    (the simulated robot as a ROS node)
     vla-rl policy-server checkpoint=RUN [overrides...]
 
-Overrides use Hydra syntax (``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are
-validated against the typed schema before anything is built.
+Which job ``train`` runs (``ppo``, or ``rl`` given a recipe) and how ``--resume PATH`` and
+``resume=auto`` find a run's config: ``vla_rl.training.jobs``. Overrides use Hydra syntax
+(``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are validated against the typed
+schema before anything is built.
 """
 
 from __future__ import annotations
