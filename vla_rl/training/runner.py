@@ -23,7 +23,7 @@ from vla_rl.envs.base import BatchedEnv, Observation
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.training.budget import describe_cap, now_s
 from vla_rl.training.components import build_training_components
-from vla_rl.training.evaluate import EvalResult, evaluate
+from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import StateRollouts
@@ -182,23 +182,7 @@ class Trainer(TrainingLoop):
     @logs_to_run_dir
     def evaluate(self, video: bool | None = None) -> EvalResult:
         """Evaluate the current policy as ``cfg.eval`` says; outputs go to ``<run_dir>/eval``."""
-        ecfg = self.cfg.eval
-        out_dir = self.run_dir / "eval"
-        record = ecfg.video if video is None else video
-        return evaluate(
-            self.policy,
-            self.cfg.env,
-            ecfg.num_episodes,
-            deterministic=ecfg.deterministic,
-            video_dir=out_dir if record else None,
-            split=ecfg.split,
-            num_envs=ecfg.num_envs,
-            video_envs=ecfg.video_envs,
-            video_camera=ecfg.video_camera,
-            video_size=ecfg.video_size,
-            seed=self.cfg.seed + 1_000_003,
-            summary_path=out_dir / "eval_summary.json",
-        )
+        return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", video)
 
     def close(self) -> None:
         if hasattr(self.algorithm, "close"):

@@ -40,15 +40,13 @@ from vla_rl.training.budget import describe_cap
 from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
-from vla_rl.training.evaluate import EvalResult
+from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
 from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
-from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
 from vla_rl.training.sources import ChunkRollouts, GroupRollouts
 
 log = logging.getLogger(__name__)
 
-EVAL_SEED_OFFSET = 1_000_003
 EVALUATION_SHARE = 0.5
 """Under ``max_minutes``, the share of the cap the evaluations before and after may take."""
 
@@ -102,13 +100,13 @@ def evaluate_rl_policy(
 ) -> EvalResult:
     """A run's evaluation of ``policy`` on ``split``: its episodes (seeds), execution and sampling
     settings; ``num_episodes`` and ``deterministic`` default to ``cfg.eval``'s."""
-    return evaluate_chunk_policy(
+    return evaluate(
         policy,
         cfg.env,
         cfg.eval.num_episodes if num_episodes is None else num_episodes,
-        cfg.algorithm.execute_steps,
-        seed=cfg.seed + EVAL_SEED_OFFSET,
         deterministic=cfg.eval.deterministic if deterministic is None else deterministic,
+        seed=cfg.seed + EVAL_SEED_OFFSET,
+        execute_steps=cfg.algorithm.execute_steps,
         temperature=cfg.algorithm.temperature if cfg.eval.temperature is None else cfg.eval.temperature,
         num_envs=cfg.eval.num_envs,
         split=split,
