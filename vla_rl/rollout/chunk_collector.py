@@ -34,7 +34,7 @@ from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
 from vla_rl.envs.staged import concat_observations
 from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
 from vla_rl.rewards.shaping import REWARDS, potential_shaping
-from vla_rl.rollout.chunk_batch import ChunkBatch
+from vla_rl.rollout.buffer import RolloutBuffer
 from vla_rl.rollout.gae import chunk_rewards
 
 
@@ -186,11 +186,16 @@ class ChunkCollector:
             outcome.step_rewards[world, outcome.truncated_obs[world][0]] += self.gamma * value
 
     def record(
-        self, batch: ChunkBatch, obs: Observation, step: ChunkStep, outcome: ChunkOutcome, valid: torch.Tensor
+        self,
+        batch: RolloutBuffer,
+        obs: Observation,
+        step: ChunkStep,
+        outcome: ChunkOutcome,
+        valid: torch.Tensor,
     ) -> None:
         """Store one decision with its chunk reward and discount (``chunk_rewards``)."""
         reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
-        batch.add(
+        batch.add_decision(
             obs,
             step.sample_info,
             step.log_prob,
@@ -207,11 +212,12 @@ class ChunkCollector:
 
     def collect(
         self, obs: Observation, num_decisions: int
-    ) -> tuple[ChunkBatch, Observation, ChunkRolloutStats]:
+    ) -> tuple[RolloutBuffer, Observation, ChunkRolloutStats]:
         """A continuous rollout of ``num_decisions`` decisions of every world (PPO)."""
         start = time.perf_counter()
         self.policy_time_s = self.sim_time_s = 0.0
-        batch, all_worlds = ChunkBatch(), torch.ones(self.env.num_envs, dtype=torch.bool)
+        batch = RolloutBuffer(num_decisions, self.env.num_envs)
+        all_worlds = torch.ones(self.env.num_envs, dtype=torch.bool)
         successes, returns = [], []
         for _ in range(num_decisions):
             step = self.sample(obs)
@@ -227,7 +233,7 @@ class ChunkCollector:
 
     def collect_episodes(
         self, world_seeds: list, max_decisions: int
-    ) -> tuple[ChunkBatch, torch.Tensor, torch.Tensor, ChunkRolloutStats]:
+    ) -> tuple[RolloutBuffer, torch.Tensor, torch.Tensor, ChunkRolloutStats]:
         """One episode per world, reset from ``world_seeds`` (one per world). Returns the batch,
         each world's success (bool [N]) and return ([N], summed until its episode ended)."""
         start = time.perf_counter()
@@ -235,7 +241,7 @@ class ChunkCollector:
         obs, _ = self.env.reset(seed=world_seeds)
         self.potential.fill_(float("nan"))
         num_envs = self.env.num_envs
-        batch = ChunkBatch()
+        batch = RolloutBuffer(max_decisions, num_envs)
         active = torch.ones(num_envs, dtype=torch.bool)
         success = torch.zeros(num_envs, dtype=torch.bool)
         returns = torch.zeros(num_envs)

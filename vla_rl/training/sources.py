@@ -19,7 +19,6 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rollout import RolloutBuffer, RolloutCollector
-from vla_rl.rollout.chunk_batch import ChunkBatch
 from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 
@@ -103,7 +102,7 @@ class GroupRollouts(ChunkRollouts):
         collector: ChunkCollector,
         cfg: Any,
         seed: int,
-        grouped_rows: Callable[[ChunkBatch, torch.Tensor, torch.Tensor], Any],
+        grouped_rows: Callable[[RolloutBuffer, torch.Tensor, torch.Tensor], Any],
     ) -> None:
         super().__init__(env, collector, 0, seed)
         self.cfg, self.seed, self.grouped_rows = cfg, seed, grouped_rows
