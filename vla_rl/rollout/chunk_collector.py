@@ -35,21 +35,8 @@ from vla_rl.envs.staged import concat_observations
 from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
 from vla_rl.rewards.shaping import REWARDS, potential_shaping
 from vla_rl.rollout.buffer import RolloutBuffer
+from vla_rl.rollout.collector import RolloutStats
 from vla_rl.rollout.gae import chunk_rewards
-
-
-@dataclass
-class ChunkRolloutStats:
-    """Summary of one collection (episode means are NaN when no episode ended)."""
-
-    episodes: int
-    success_rate: float
-    mean_return: float
-    env_steps: int
-    decisions: int
-    rollout_time_s: float
-    policy_time_s: float
-    sim_time_s: float
 
 
 @dataclass
@@ -212,7 +199,7 @@ class ChunkCollector:
 
     def collect(
         self, obs: Observation, num_decisions: int
-    ) -> tuple[RolloutBuffer, Observation, ChunkRolloutStats]:
+    ) -> tuple[RolloutBuffer, Observation, RolloutStats]:
         """A continuous rollout of ``num_decisions`` decisions of every world (PPO)."""
         start = time.perf_counter()
         self.policy_time_s = self.sim_time_s = 0.0
@@ -233,7 +220,7 @@ class ChunkCollector:
 
     def collect_episodes(
         self, world_seeds: list, max_decisions: int
-    ) -> tuple[RolloutBuffer, torch.Tensor, torch.Tensor, ChunkRolloutStats]:
+    ) -> tuple[RolloutBuffer, torch.Tensor, torch.Tensor, RolloutStats]:
         """One episode per world, reset from ``world_seeds`` (one per world). Returns the batch,
         each world's success (bool [N]) and return ([N], summed until its episode ended)."""
         start = time.perf_counter()
@@ -276,10 +263,10 @@ class ChunkCollector:
             sample_info={key: scatter(value) for key, value in step.sample_info.items()},
         )
 
-    def _stats(self, successes: list, returns: list, decisions: int, start: float) -> ChunkRolloutStats:
+    def _stats(self, successes: list, returns: list, decisions: int, start: float) -> RolloutStats:
         episodes = len(successes)
         nan = float("nan")
-        return ChunkRolloutStats(
+        return RolloutStats(
             episodes=episodes,
             success_rate=sum(successes) / episodes if episodes else nan,
             mean_return=sum(returns) / episodes if episodes else nan,
