@@ -34,22 +34,9 @@ from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
 from vla_rl.envs.staged import concat_observations
 from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
 from vla_rl.rewards.shaping import REWARDS, potential_shaping
-from vla_rl.rollout.chunk_batch import ChunkBatch
+from vla_rl.rollout.buffer import RolloutBuffer
+from vla_rl.rollout.collector import RolloutStats
 from vla_rl.rollout.gae import chunk_rewards
-
-
-@dataclass
-class ChunkRolloutStats:
-    """Summary of one collection (episode means are NaN when no episode ended)."""
-
-    episodes: int
-    success_rate: float
-    mean_return: float
-    env_steps: int
-    decisions: int
-    rollout_time_s: float
-    policy_time_s: float
-    sim_time_s: float
 
 
 @dataclass
@@ -186,11 +173,16 @@ class ChunkCollector:
             outcome.step_rewards[world, outcome.truncated_obs[world][0]] += self.gamma * value
 
     def record(
-        self, batch: ChunkBatch, obs: Observation, step: ChunkStep, outcome: ChunkOutcome, valid: torch.Tensor
+        self,
+        batch: RolloutBuffer,
+        obs: Observation,
+        step: ChunkStep,
+        outcome: ChunkOutcome,
+        valid: torch.Tensor,
     ) -> None:
         """Store one decision with its chunk reward and discount (``chunk_rewards``)."""
         reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
-        batch.add(
+        batch.add_decision(
             obs,
             step.sample_info,
             step.log_prob,
@@ -207,11 +199,12 @@ class ChunkCollector:
 
     def collect(
         self, obs: Observation, num_decisions: int
-    ) -> tuple[ChunkBatch, Observation, ChunkRolloutStats]:
+    ) -> tuple[RolloutBuffer, Observation, RolloutStats]:
         """A continuous rollout of ``num_decisions`` decisions of every world (PPO)."""
         start = time.perf_counter()
         self.policy_time_s = self.sim_time_s = 0.0
-        batch, all_worlds = ChunkBatch(), torch.ones(self.env.num_envs, dtype=torch.bool)
+        batch = RolloutBuffer(num_decisions, self.env.num_envs)
+        all_worlds = torch.ones(self.env.num_envs, dtype=torch.bool)
         successes, returns = [], []
         for _ in range(num_decisions):
             step = self.sample(obs)
@@ -227,7 +220,7 @@ class ChunkCollector:
 
     def collect_episodes(
         self, world_seeds: list, max_decisions: int
-    ) -> tuple[ChunkBatch, torch.Tensor, torch.Tensor, ChunkRolloutStats]:
+    ) -> tuple[RolloutBuffer, torch.Tensor, torch.Tensor, RolloutStats]:
         """One episode per world, reset from ``world_seeds`` (one per world). Returns the batch,
         each world's success (bool [N]) and return ([N], summed until its episode ended)."""
         start = time.perf_counter()
@@ -235,7 +228,7 @@ class ChunkCollector:
         obs, _ = self.env.reset(seed=world_seeds)
         self.potential.fill_(float("nan"))
         num_envs = self.env.num_envs
-        batch = ChunkBatch()
+        batch = RolloutBuffer(max_decisions, num_envs)
         active = torch.ones(num_envs, dtype=torch.bool)
         success = torch.zeros(num_envs, dtype=torch.bool)
         returns = torch.zeros(num_envs)
@@ -270,10 +263,10 @@ class ChunkCollector:
             sample_info={key: scatter(value) for key, value in step.sample_info.items()},
         )
 
-    def _stats(self, successes: list, returns: list, decisions: int, start: float) -> ChunkRolloutStats:
+    def _stats(self, successes: list, returns: list, decisions: int, start: float) -> RolloutStats:
         episodes = len(successes)
         nan = float("nan")
-        return ChunkRolloutStats(
+        return RolloutStats(
             episodes=episodes,
             success_rate=sum(successes) / episodes if episodes else nan,
             mean_return=sum(returns) / episodes if episodes else nan,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.batching import obs_to_device, select_worlds
 from vla_rl.envs.staged import StagedEnv, concat_observations
 from vla_rl.envs.timeline import Timeline
 from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
@@ -16,45 +17,38 @@ from vla_rl.rewards.env_wrapper import MODEL_REWARD_KEY, resolve_model_rewards
 from vla_rl.rollout.buffer import RolloutBuffer
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RolloutStats:
-    """Summary of one collected rollout. Episode means are NaN when no episode finished."""
+    """Summary of one collected rollout, of a state or a chunk policy. Episode means are NaN when no
+    episode finished; the fields a collector does not measure are NaN or None (left out of the
+    metrics)."""
 
     episodes: int
     """Episodes that finished during the rollout."""
     mean_return: float
     """Mean undiscounted return of the finished episodes."""
-    mean_length: float
+    mean_length: float = math.nan
     """Mean length (control steps) of the finished episodes."""
     success_rate: float
-    """Fraction of finished episodes successful at their last step."""
-    success_once_rate: float
+    """Fraction of finished episodes that ended in success."""
+    success_once_rate: float = math.nan
     """Fraction of finished episodes successful at any step."""
     env_steps: int
-    """Transitions collected (``num_steps * num_envs``)."""
+    """Control steps collected over all worlds."""
     rollout_time_s: float
     """Wall time of the whole collection."""
     sim_time_s: float
     """Part of it spent in ``env.step``."""
     policy_time_s: float
     """Part of it spent in policy inference (acting, truncation bootstrap, last value)."""
-    lost_steps: int = 0
-    """Transitions dropped because their env worker died before stepping them."""
+    lost_steps: int | None = None
+    """Transitions dropped because their env worker died before stepping them (state rollouts)."""
+    decisions: int | None = None
+    """Policy calls per world (chunk rollouts: each executes part of an action chunk)."""
 
     @property
     def env_steps_per_s(self) -> float:
         return self.env_steps / self.rollout_time_s if self.rollout_time_s > 0 else math.nan
-
-
-def select_rows(obs: Observation, rows: torch.Tensor | slice) -> Observation:
-    """The observations of the worlds ``rows`` (tensor keys indexed, lists picked)."""
-    if isinstance(rows, slice):
-        return {key: value[rows] for key, value in obs.items()}
-    index = rows.tolist()
-    return {
-        key: value[rows] if isinstance(value, torch.Tensor) else [value[i] for i in index]
-        for key, value in obs.items()
-    }
 
 
 class RolloutCollector:
@@ -78,8 +72,7 @@ class RolloutCollector:
         """Set to record the policy's span for each stage in pipelined collection."""
 
     def _to_buffer_device(self, obs: Observation) -> Observation:
-        device = self.buffer.device
-        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in obs.items()}
+        return obs_to_device(obs, self.buffer.device)
 
     def collect(self, obs: Observation, update_normalizer: bool = True) -> tuple[Observation, RolloutStats]:
         """Fill the buffer starting from ``obs``; ``update_normalizer=False`` for evaluation.
@@ -127,7 +120,7 @@ class RolloutCollector:
         """Stage s acts and starts stepping, then stage s + 1 waits for its physics, records, acts
         and starts, and so on: one stage simulates while the caller works on another."""
         num_steps, stages = self.buffer.num_steps, range(env.num_stages)
-        parts = [select_rows(obs, env.stage_rows(s)) for s in stages]
+        parts = [select_worlds(obs, env.stage_rows(s)) for s in stages]
         acts = [
             self._act if self.timeline is None else self.timeline.timed("policy", s, self._act)
             for s in stages
@@ -190,7 +183,7 @@ class RolloutCollector:
             tally.lost_steps += int(lost.sum())
         if bootstrap.any():
             ended = bootstrap.nonzero().squeeze(-1)
-            final_obs = select_rows(self._to_buffer_device(result.info["final_obs"]), ended)
+            final_obs = select_worlds(self._to_buffer_device(result.info["final_obs"]), ended)
             reward = reward.clone()
             reward[ended] += self.gamma * self.policy.get_value(final_obs).to(reward.dtype)
         done = terminated | truncated

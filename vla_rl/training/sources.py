@@ -19,8 +19,8 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rollout import RolloutBuffer, RolloutCollector
-from vla_rl.rollout.chunk_batch import ChunkBatch
-from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
+from vla_rl.rollout.chunk_collector import ChunkCollector
+from vla_rl.rollout.collector import RolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class GroupRollouts(ChunkRollouts):
         collector: ChunkCollector,
         cfg: Any,
         seed: int,
-        grouped_rows: Callable[[ChunkBatch, torch.Tensor, torch.Tensor], Any],
+        grouped_rows: Callable[[RolloutBuffer, torch.Tensor, torch.Tensor], Any],
     ) -> None:
         super().__init__(env, collector, 0, seed)
         self.cfg, self.seed, self.grouped_rows = cfg, seed, grouped_rows
@@ -152,7 +152,7 @@ class GroupRollouts(ChunkRollouts):
             self.curriculum.load_state_dict(state["curriculum"])
 
 
-def merge_stats(parts: list[ChunkRolloutStats]) -> ChunkRolloutStats:
+def merge_stats(parts: list[RolloutStats]) -> RolloutStats:
     """Statistics of several rollouts of one iteration as one."""
     episodes = sum(p.episodes for p in parts)
 
@@ -161,12 +161,12 @@ def merge_stats(parts: list[ChunkRolloutStats]) -> ChunkRolloutStats:
             return math.nan
         return sum(getattr(p, name) * p.episodes for p in parts if p.episodes) / episodes
 
-    return ChunkRolloutStats(
+    return RolloutStats(
         episodes=episodes,
         success_rate=weighted("success_rate"),
         mean_return=weighted("mean_return"),
         env_steps=sum(p.env_steps for p in parts),
-        decisions=sum(p.decisions for p in parts),
+        decisions=sum(p.decisions or 0 for p in parts),
         rollout_time_s=sum(p.rollout_time_s for p in parts),
         policy_time_s=sum(p.policy_time_s for p in parts),
         sim_time_s=sum(p.sim_time_s for p in parts),
