@@ -177,7 +177,7 @@ def sft_command(args: argparse.Namespace) -> int:
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    split = _override_value(list(args.overrides), "env.split")
+    split = override_value(list(args.overrides), "env.split")
     if split is not None:
         raise ConfigError(
             f"config key 'env.split': vla-rl eval measures the split that {EVAL_SPLIT_KEY} names (env.split "
