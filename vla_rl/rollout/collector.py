@@ -182,7 +182,6 @@ class RolloutCollector:
                 raise ValueError("a chunk policy's rollout needs num_decisions")
             return self._collect_decisions(obs, num_decisions, update)
         buffer = self.buffer
-        assert buffer is not None
         if num_decisions not in (None, buffer.num_steps):
             raise ValueError(f"the buffer holds {buffer.num_steps} steps, not {num_decisions}")
         buffer.clear()
@@ -211,14 +210,12 @@ class RolloutCollector:
     # ----- state policies: one step per decision, into the buffer -------------------------------------
 
     def _to_buffer_device(self, obs: Observation) -> Observation:
-        assert self.buffer is not None
         return obs_to_device(obs, self.buffer.device)
 
     def _collect_in_step(
         self, obs: Observation, update_normalizer: bool, tally: _EpisodeTally
     ) -> Observation:
         """All worlds act, then all step, ``num_steps`` times."""
-        assert self.buffer is not None
         for t in range(self.buffer.num_steps):
             tick = time.perf_counter()
             obs, step, action = self._act(obs, update_normalizer)
@@ -236,7 +233,6 @@ class RolloutCollector:
     ) -> Observation:
         """Stage s acts and starts stepping, then stage s + 1 waits for its physics, records, acts
         and starts, and so on: one stage simulates while the caller works on another."""
-        assert self.buffer is not None
         num_steps, stages = self.buffer.num_steps, range(env.num_stages)
         parts = [select_worlds(obs, env.stage_rows(s)) for s in stages]
         acts = [
@@ -286,7 +282,6 @@ class RolloutCollector:
         """Store the transition of ``rows`` at step ``t`` (truncations bootstrapped) and count the
         episodes that ended."""
         buffer = self.buffer
-        assert buffer is not None
         reward = result.reward.to(buffer.device, torch.float32)
         terminated = result.terminated.to(buffer.device)
         truncated = result.truncated.to(buffer.device)

@@ -60,7 +60,6 @@ class Rollouts:
 
     def next_batch(self) -> tuple[RolloutBuffer, dict[str, float]]:
         self.obs, stats = self.collector.collect(self.obs, self.num_decisions)
-        assert self.collector.buffer is not None
         return self.collector.buffer, stats_metrics(stats)
 
     def state_dict(self) -> dict[str, Any]:
