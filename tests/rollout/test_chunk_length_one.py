@@ -90,3 +90,14 @@ def test_chunk_policies_leave_clamping_to_the_env_unless_asked():
 def test_a_chunk_policy_without_a_normaliser_cannot_normalise():
     with pytest.raises(ValueError, match="normalize_obs"):
         RolloutCollector(TwoWorldEnv(), ConstantChunkPolicy(), gamma=0.5, normalize_obs=True)
+
+
+def test_the_rollout_length_is_the_state_buffers_or_the_chunk_callers():
+    env = CountingEnv()
+    buffer = RolloutBuffer(2, env.num_envs, env.observation_space, action_dim=1)
+    with pytest.raises(ValueError, match="pass buffer="):
+        RolloutCollector(env, LinearValuePolicy(), gamma=GAMMA)
+    with pytest.raises(ValueError, match="holds 2 steps, not 3"):
+        RolloutCollector(env, LinearValuePolicy(), buffer, GAMMA).collect(env.reset()[0], 3)
+    with pytest.raises(ValueError, match="needs num_decisions"):
+        RolloutCollector(TwoWorldEnv(), ConstantChunkPolicy(), gamma=0.5).collect(TwoWorldEnv().reset()[0])
