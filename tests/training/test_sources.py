@@ -43,6 +43,8 @@ def stats(episodes: int, success_rate: float, mean_return: float) -> RolloutStat
 class FakeCollector:
     """Records the seeds and decision cap of each round; every second world succeeds."""
 
+    chunked = True
+
     def __init__(self) -> None:
         self.rounds: list[tuple[list, int]] = []
         self.potential = torch.zeros(4)

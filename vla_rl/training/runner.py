@@ -26,7 +26,7 @@ from vla_rl.training.components import build_training_components
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
-from vla_rl.training.sources import StateRollouts
+from vla_rl.training.sources import Rollouts
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Trainer(TrainingLoop):
         self._pace_from = (time.perf_counter(), 0)
         """When and at which env step the env steps/s count starts (each ``train`` call resets it)."""
         self.steps_per_update = cfg.algorithm.num_steps * self.env.num_envs
-        self.source = StateRollouts(self.env, self.collector, self.buffer, cfg.seed)
+        self.source = Rollouts(self.env, self.collector, cfg.seed)
         self._worker_events_seen = len(_worker_events(self.env))
         self.resume(self._find_resume_checkpoint())
 
