@@ -103,7 +103,8 @@ def main() -> None:
         collect_s = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            batch, trainer.obs, _ = trainer.collector.collect(trainer.obs, acfg.num_decisions)
+            trainer.obs, _ = trainer.collector.collect(trainer.obs, acfg.num_decisions)
+            batch = trainer.collector.buffer
             collect_s.append(time.perf_counter() - start)
         algorithm, policy = trainer.algorithm, trainer.policy
         weights = copy.deepcopy(policy.state_dict())

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from vla_rl.sims.mujoco.observations import split_fields
 from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M
 from vla_rl.sims.tasks.pick_place import COLOURS, SUCCESS_DISTANCE_M, PickPlaceTask
@@ -32,8 +31,9 @@ from vla_rl.training.checkpoint import latest_checkpoint, resolve_policy_dir
 from vla_rl.training.chunk_rl.config_load import load_rl_config_file
 from vla_rl.training.chunk_rl.exploration_anneal import run_updates
 from vla_rl.training.chunk_rl.trainer import load_rl_policy
+from vla_rl.training.executors import make_executor
+from vla_rl.training.jobs import job_of_checkpoint
 from vla_rl.training.sft.config_load import load_sft_config_file
-from vla_rl.training.sft.evaluate_chunks import make_executor
 
 REACHED_M = 0.03
 """Gripper-to-named-cube distance that counts as reaching it."""
@@ -45,8 +45,7 @@ STAGES = ("reached", "lifted", "lifted_other", "over_pad", "success")
 def run_policy(run_dir: Path) -> tuple[ChunkPolicy, EnvConfig, int, bool]:
     """The last checkpoint's policy of an SFT or RL run folder, with the env, the actions executed
     per chunk and the greedy flag of that run's evaluation."""
-    raw = OmegaConf.load(run_dir / "config.yaml")
-    if "data" in raw:  # vla-rl sft
+    if job_of_checkpoint(run_dir) == "sft":
         cfg = load_sft_config_file(run_dir / "config.yaml")
         checkpoint = latest_checkpoint(run_dir / "checkpoints")
         if checkpoint is None:

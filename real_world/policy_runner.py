@@ -64,12 +64,10 @@ def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
 
     from vla_rl.policies.base import ActorCriticPolicy
     from vla_rl.policies.registry import policy_class
-    from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_checkpoint_dir
+    from vla_rl.training.checkpoint import CONFIG_FILENAME
+    from vla_rl.training.jobs import resolve_run_checkpoint
 
-    try:
-        directory = resolve_checkpoint_dir(checkpoint).resolve()
-    except FileNotFoundError as error:
-        raise ConfigError(f"config key 'checkpoint': {error}") from None
+    directory = resolve_run_checkpoint(checkpoint, "checkpoint")
     name = OmegaConf.select(OmegaConf.load(directory / CONFIG_FILENAME), "policy.name")
     if issubclass(policy_class(str(name)), ActorCriticPolicy):
         return _load_actor_critic(directory)

@@ -112,3 +112,20 @@ def test_eval_refuses_env_split_naming_eval_split(
     err = capsys.readouterr().err
     assert "config key 'env.split'" in err
     assert "eval.split=ood_position" in err
+
+
+@pytest.mark.parametrize(("job", "command"), [("rl", "eval"), ("sft", "eval"), ("sft", "train")])
+def test_a_run_of_another_job_is_named_not_misread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], job: str, command: str
+) -> None:
+    """``vla-rl eval`` evaluates PPO runs and ``vla-rl train --resume`` continues PPO and RL runs: a
+    folder of another job is a config error naming it, before anything loads."""
+    from vla_rl.cli import main
+    from vla_rl.training.checkpoint import save_checkpoint
+    from vla_rl.training.chunk_rl.config import VLARLConfig
+    from vla_rl.training.sft.config import SFTConfig
+
+    save_checkpoint(tmp_path, 1, None, {}, VLARLConfig() if job == "rl" else SFTConfig())
+    flag = "--checkpoint" if command == "eval" else "--resume"
+    assert main([command, flag, str(tmp_path)]) == 2
+    assert f"is a {job!r} run" in capsys.readouterr().err

@@ -10,8 +10,10 @@
     vla-rl sim-robot checkpoint=RUN [overrides...]    (the simulated robot as a ROS node)
     vla-rl policy-server checkpoint=RUN [overrides...]
 
-Overrides use Hydra syntax (``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are
-validated against the typed schema before anything is built.
+Which job ``train`` runs (``ppo``, or ``rl`` given a recipe) and how ``--resume PATH`` and
+``resume=auto`` find a run's config: ``vla_rl.training.jobs``. Overrides use Hydra syntax
+(``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are validated against the typed
+schema before anything is built.
 """
 
 from __future__ import annotations
@@ -32,16 +34,23 @@ os.environ.setdefault("WANDB_MODE", "offline")
 
 import argparse  # noqa: E402
 import logging  # noqa: E402
+import math  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-from vla_rl.config import ConfigError, TrainConfig, compose_train_config, load_train_config_file  # noqa: E402
+from vla_rl.config import ConfigError  # noqa: E402
 from vla_rl.config.load import compose_config_module  # noqa: E402
 from vla_rl.real_world.cli import DEPLOY_COMMANDS, add_deploy_parsers  # noqa: E402
 from vla_rl.rewards.cli import add_reward_train_parser, reward_train_command  # noqa: E402
 from vla_rl.training.collect_cli import add_collect_parser, collect_command  # noqa: E402
-from vla_rl.training.sft.cli import add_sft_parser, sft_command  # noqa: E402
+from vla_rl.training.jobs import (  # noqa: E402
+    job_config,
+    job_of_checkpoint,
+    override_value,
+    resolve_run_checkpoint,
+    train_job,
+)
 
 EXIT_BELOW_TARGET = 1
 EXIT_CONFIG_ERROR = 2
@@ -53,7 +62,7 @@ EVAL_SPLIT_KEY = "eval.split"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _build_parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("OpenGL").setLevel(logging.WARNING)
@@ -70,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vla-rl", description="Train and evaluate robot manipulation policies with RL."
     )
@@ -82,19 +91,26 @@ def _build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("overrides", nargs="*", help="e.g. eval.num_episodes=128 eval.split=ood_all")
     evaluate.add_argument("--checkpoint", metavar="PATH", help="run or checkpoint folder")
     add_collect_parser(sub)
-    add_sft_parser(sub)
+    sft = sub.add_parser("sft", help="supervised fine-tuning of a chunk policy on demonstrations")
+    sft.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data.path=DIR data.max_episodes=50")
+    sft.add_argument("--resume", metavar="PATH", help="run or checkpoint folder to continue exactly")
     add_reward_train_parser(sub)
     add_deploy_parsers(sub)
     return parser
 
 
 def train_command(args: argparse.Namespace) -> int:
-    from vla_rl.training.chunk_rl.cli import is_rl_job, rl_train_command
-
-    resume = args.resume or _override_value(list(args.overrides), "resume")
-    if is_rl_job(list(args.overrides), resume):
-        return rl_train_command([o for o in args.overrides if not o.startswith("resume=")], resume)
-    cfg = _train_config(list(args.overrides), args.resume)
+    """PPO of a state policy, or RL fine-tuning of a chunk policy (``vla_rl.training.jobs``)."""
+    overrides = list(args.overrides)
+    resume = args.resume or override_value(overrides, "resume")
+    job = train_job(overrides, resume)
+    if job == "sft":
+        raise ConfigError(
+            f"config key 'resume': {resume} is a 'sft' run: continue it with `vla-rl sft --resume`"
+        )
+    cfg = job_config(job, overrides, resume)
+    if job == "rl":
+        return _train_rl(cfg)
     from vla_rl.training.runner import Trainer
 
     trainer = Trainer(cfg)
@@ -115,20 +131,53 @@ def train_command(args: argparse.Namespace) -> int:
     return _check_target(evaluation.success_rate, cfg.success_target)
 
 
-def _train_config(overrides: list[str], resume: str | None) -> TrainConfig:
-    """The composed default config, or, when resuming, the run's own config; overrides on top."""
-    resume = resume or _override_value(overrides, "resume")
-    if resume is None or resume == "auto":
-        return compose_train_config(overrides)
-    from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_checkpoint_dir
+def _train_rl(cfg) -> int:  # noqa: ANN001 - VLARLConfig; imported lazily
+    """Train; print the success before and after RL on every evaluated split."""
+    from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer
 
-    checkpoint = _resolve(resume, resolve_checkpoint_dir)
-    overrides = [o for o in overrides if not o.startswith("resume=")] + [f"resume={checkpoint}"]
-    return load_train_config_file(checkpoint / CONFIG_FILENAME, overrides)
+    trainer = ChunkRLTrainer(cfg)
+    try:
+        result = trainer.train()
+    finally:
+        trainer.close()
+    print(
+        f"trained {result.iterations} iterations in {result.wall_time_s / 60:.2f} min "
+        f"({result.stop_reason}); checkpoint: {result.last_checkpoint}"
+    )
+    for split in [cfg.env.split, *cfg.eval.ood_splits]:
+        before, after = result.success(0, split), result.success(result.iterations, split)
+        if math.isnan(before) and math.isnan(after):
+            continue
+        after_text = (
+            "not evaluated after (max_minutes)" if math.isnan(after) else f"{100 * after:.1f} % after"
+        )
+        print(f"success on {split}: {100 * before:.1f} % before RL, {after_text}")
+    if result.stop_reason == "interrupted":
+        return EXIT_INTERRUPTED
+    final = result.success(result.iterations, cfg.env.split)
+    return _check_target(0.0 if math.isnan(final) else final, cfg.success_target)
+
+
+def sft_command(args: argparse.Namespace) -> int:
+    """Train, print the final evaluation; exit 1 below ``success_target``, 130 when interrupted."""
+    cfg = job_config("sft", list(args.overrides), args.resume)
+    from vla_rl.training.sft.trainer import SFTTrainer
+
+    result = SFTTrainer(cfg).train()
+    print(
+        f"trained {result.steps} steps in {result.wall_time_s / 60:.2f} min ({result.stop_reason}); "
+        f"checkpoint: {result.last_checkpoint}"
+    )
+    if result.stop_reason == "interrupted":
+        return EXIT_INTERRUPTED
+    if result.final_eval is None:
+        return 0
+    _print_eval(result.final_eval)
+    return _check_target(result.final_eval.success_rate, cfg.success_target)
 
 
 def eval_command(args: argparse.Namespace) -> int:
-    split = _override_value(list(args.overrides), "env.split")
+    split = override_value(list(args.overrides), "env.split")
     if split is not None:
         raise ConfigError(
             f"config key 'env.split': vla-rl eval measures the split that {EVAL_SPLIT_KEY} names (env.split "
@@ -140,50 +189,29 @@ def eval_command(args: argparse.Namespace) -> int:
     checkpoint_arg = args.checkpoint or job.checkpoint
     if not checkpoint_arg:
         raise ConfigError("config key 'checkpoint': give --checkpoint PATH (a run or checkpoint folder)")
-    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_trained_actor_critic, resolve_checkpoint_dir
+    from vla_rl.config import load_train_config_file
+    from vla_rl.training.checkpoint import CONFIG_FILENAME, load_trained_actor_critic
 
-    directory = _resolve(checkpoint_arg, resolve_checkpoint_dir)
+    directory = resolve_run_checkpoint(checkpoint_arg, "checkpoint")
+    run_job = job_of_checkpoint(directory)
+    if run_job != "ppo":
+        raise ConfigError(
+            f"config key 'checkpoint': {checkpoint_arg} is a {run_job!r} run; `vla-rl eval` evaluates "
+            f"`vla-rl train` PPO runs (RL and SFT runs evaluate themselves: see their eval/ folder)"
+        )
     cfg = load_train_config_file(directory / CONFIG_FILENAME, train_overrides)
     output_dir = Path(job.output_dir) if job.output_dir else directory.parent.parent / "eval" / directory.name
 
     import torch
 
-    from vla_rl.training.evaluate import evaluate
+    from vla_rl.training.evaluate import evaluate_run
 
     torch.set_num_threads(cfg.torch_num_threads)
     policy = load_trained_actor_critic(cfg, directory).to(cfg.env.device)
-    result = evaluate(
-        policy,
-        cfg.env,
-        cfg.eval.num_episodes,
-        deterministic=cfg.eval.deterministic,
-        video_dir=output_dir if cfg.eval.video else None,
-        split=cfg.eval.split,
-        num_envs=cfg.eval.num_envs,
-        video_envs=cfg.eval.video_envs,
-        video_camera=cfg.eval.video_camera,
-        video_size=cfg.eval.video_size,
-        seed=cfg.seed + 1_000_003,
-        summary_path=output_dir / "eval_summary.json",
-    )
+    result = evaluate_run(policy, cfg, output_dir)
     _print_eval(result)
     print(f"outputs: {output_dir}")
     return _check_target(result.success_rate, cfg.success_target)
-
-
-def _resolve(path: str, resolver) -> Path:  # noqa: ANN001 - resolve_checkpoint_dir
-    try:
-        return resolver(path).resolve()
-    except FileNotFoundError as error:
-        raise ConfigError(str(error)) from None
-
-
-def _override_value(overrides: list[str], key: str) -> str | None:
-    for override in overrides:
-        name, _, value = override.partition("=")
-        if name.lstrip("+~") == key:
-            return None if value in ("", "null") else value
-    return None
 
 
 def _print_eval(result) -> None:  # noqa: ANN001 - EvalResult; imported lazily

@@ -8,7 +8,7 @@ import torch
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.policies.registry import build_chunk_policy
-from vla_rl.rollout.chunk_batch import ChunkBatch
+from vla_rl.rollout.buffer import RolloutBuffer
 
 PROPRIO_DIM = 5
 
@@ -47,11 +47,11 @@ def rollout(
     seed: int = 0,
     with_value: bool = True,
     log_prob_level: str = "chunk",
-) -> ChunkBatch:
+) -> RolloutBuffer:
     """Decisions sampled by ``policy`` with random rewards, 2 executed steps each; world 1's episode
     ends at the first step of decision 1."""
     generator = torch.Generator().manual_seed(seed)
-    batch = ChunkBatch()
+    batch = RolloutBuffer(num_decisions, num_worlds)
     with torch.no_grad():
         for t in range(num_decisions):
             obs = random_obs(num_worlds, generator)
@@ -64,7 +64,7 @@ def rollout(
             step_rewards[~executed] = 0.0
             reward = step_rewards[:, 0] + 0.9 * step_rewards[:, 1]
             valid = torch.ones(num_worlds, dtype=torch.bool)
-            batch.add(
+            batch.add_decision(
                 obs,
                 step.sample_info,
                 step.log_prob,

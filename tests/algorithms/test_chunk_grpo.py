@@ -132,7 +132,7 @@ def test_filtered_groups_contribute_nothing_to_the_gradient():
     other = rollout(policy, seed=7, with_value=False)
     for t in range(batch.num_decisions):
         for key in ("proprio",):
-            other.obs[t][key][2:] = batch.obs[t][key][2:]
+            other.obs[key][t][2:] = batch.obs[key][t][2:]
         for key in other.sample_info:
             other.sample_info[key][t][2:] = batch.sample_info[key][t][2:]
     regrouped = algorithm.grouped_rows(other, success, torch.zeros(4))

@@ -30,7 +30,7 @@ def test_first_minibatch_has_ratio_one_and_no_clipping(exploration):
 def test_recomputed_log_probs_replace_stale_ones():
     policy = flow_policy(exploration="flow_sde")
     batch = rollout(policy)
-    batch.log_probs = [lp + 5.0 for lp in batch.log_probs]  # a rollout model that disagreed
+    batch.log_probs = batch.log_probs + 5.0  # a rollout model that disagreed
     algorithm = ChunkPPO(policy, config())
     flat = prepared(algorithm, batch)
     assert algorithm.losses(flat).ratio_mean == pytest.approx(1.0, abs=1e-5)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from backend_cases import EPISODE_STEPS, NUM_ENVS
 
-from vla_rl.rollout.chunk_collector import ChunkCollector
+from vla_rl.rollout.collector import RolloutCollector
 
 
 def _actions(env, steps: int, seed: int = 0) -> list[torch.Tensor]:
@@ -162,7 +162,9 @@ def test_action_chunk_stops_at_episode_end_inside_the_chunk(env, case):
     env.reset(seed=6)
     env.step(torch.zeros(NUM_ENVS, env.action_dim, device=env.device))
     chunk_len = EPISODE_STEPS + 1
-    collector = ChunkCollector(env, SimpleNamespace(chunk_len=chunk_len), execute_steps=chunk_len, gamma=1.0)
+    collector = RolloutCollector(
+        env, SimpleNamespace(chunk_len=chunk_len), gamma=1.0, execute_steps=chunk_len
+    )
     actions = torch.stack(_actions(env, chunk_len, seed=6), dim=1)
     outcome = collector.execute(actions, active=torch.ones(NUM_ENVS, dtype=torch.bool))
     left = EPISODE_STEPS - 1

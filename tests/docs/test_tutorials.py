@@ -324,16 +324,9 @@ def _validate(argv: list[str]) -> None:
     """Compose and validate the command's config as the command would, without running it."""
     overrides = [a for a in argv[1:] if not a.startswith("--")]
     if argv[0] == "train":
-        from vla_rl.training.chunk_rl.cli import is_rl_job
+        from vla_rl.training.jobs import job_config, train_job
 
-        if is_rl_job(overrides, None):
-            from vla_rl.training.chunk_rl.config_load import compose_rl_config
-
-            compose_rl_config(overrides)
-        else:
-            from vla_rl.config import compose_train_config
-
-            compose_train_config(overrides)
+        job_config(train_job(overrides, None), overrides)
     elif argv[0] in ("deploy", "policy-server", "sim-robot"):
         from vla_rl.real_world.deploy_config import compose_deploy_config
 

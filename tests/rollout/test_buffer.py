@@ -70,3 +70,49 @@ def test_minibatch_order_depends_on_the_generator_only():
 def test_obs_keys_restrict_what_is_stored():
     buffer = RolloutBuffer(2, 1, SPACE, action_dim=1, obs_keys=["proprio"])
     assert list(buffer.obs) == ["proprio"]
+
+
+def add_decision(buffer: RolloutBuffer, t: int, with_value: bool = True) -> None:
+    """Decision ``t`` of 2 worlds: ids 10 * t + world, per-action log-probs [2, 3] in bfloat16."""
+    ids = torch.arange(2, dtype=torch.float32) + 10 * t
+    buffer.add_decision(
+        {"proprio": ids[:, None].repeat(1, 3), "instruction": [f"task {t}", f"task {t}"]},
+        {"noise": ids[:, None, None].repeat(1, 4, 2)},
+        ids[:, None].repeat(1, 3).to(torch.bfloat16),
+        ids if with_value else None,
+        ids,
+        torch.full((2,), 0.5),
+        torch.tensor([False, t == 1]),
+        torch.tensor([True, t < 2]),
+    )
+
+
+def test_a_chunk_rollout_allocates_its_fields_on_the_first_decision():
+    buffer = RolloutBuffer(num_steps=5, num_envs=2)
+    for t in range(3):  # stops before the 5 it has room for, as GRPO's episodes do
+        add_decision(buffer, t)
+    assert buffer.num_decisions == 3
+    assert buffer.sample_info["noise"].shape == (5, 2, 4, 2)
+    assert buffer.log_probs.dtype == torch.bfloat16 and buffer.log_probs.shape == (5, 2, 3)
+    assert buffer.stacked("rewards").tolist() == [[0.0, 1.0], [10.0, 11.0], [20.0, 21.0]]
+    assert buffer.stacked("dones").tolist() == [[False, False], [False, True], [False, False]]
+    assert buffer.discounts[:3].eq(0.5).all()
+    flat = buffer.flat({"advantages": torch.arange(6.0).view(3, 2)})
+    # Decision-major rows: (decision 0, world 0), (0, 1), (1, 0), ...
+    assert flat.obs["proprio"][:, 0].tolist() == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0]
+    assert flat.obs["instruction"] == ["task 0", "task 0", "task 1", "task 1", "task 2", "task 2"]
+    assert flat.sample_info["noise"][:, 0, 0].tolist() == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0]
+    assert flat.tensors["valid"].tolist() == [True, True, True, True, True, False]
+    assert flat.tensors["old_value"].tolist() == [0.0, 1.0, 10.0, 11.0, 20.0, 21.0]
+    assert flat.tensors["advantages"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_chunk_rollout_without_a_critic_stores_no_values():
+    buffer = RolloutBuffer(num_steps=2, num_envs=2)
+    for t in range(2):
+        add_decision(buffer, t, with_value=False)
+    assert buffer.values is None and "old_value" not in buffer.flat({}).tensors
+    with pytest.raises(ValueError, match="critic's values"):
+        buffer.gae(lam=0.95)
+    with pytest.raises(RuntimeError, match="full"):
+        add_decision(buffer, 2)

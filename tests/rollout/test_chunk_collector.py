@@ -2,7 +2,7 @@ import pytest
 import torch
 from chunk_fakes import ConstantChunkPolicy, TwoWorldEnv
 
-from vla_rl.rollout.chunk_collector import ChunkCollector
+from vla_rl.rollout.collector import RolloutCollector
 
 
 def test_continuous_rollout_matches_hand_computation():
@@ -12,9 +12,10 @@ def test_continuous_rollout_matches_hand_computation():
     # Decision 1: world 0 hits its time limit at the 1st step (V(final) = 10 * 3 = 30 bootstraps:
     #   reward 1 + 0.5 * 30 = 16, discount 0.5) and holds still for the 2nd; world 1: 1.5, 0.25.
     env, policy = TwoWorldEnv(), ConstantChunkPolicy()
-    collector = ChunkCollector(env, policy, execute_steps=2, gamma=0.5)
+    collector = RolloutCollector(env, policy, execute_steps=2, gamma=0.5)
     obs, _ = env.reset()
-    batch, obs, stats = collector.collect(obs, num_decisions=2)
+    _, stats = collector.collect(obs, num_decisions=2)
+    batch = collector.buffer
     torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[1.5, 1.5], [16.0, 1.5]]))
     torch.testing.assert_close(batch.stacked("discounts"), torch.tensor([[0.25, 0.25], [0.5, 0.25]]))
     assert batch.stacked("dones").tolist() == [[False, True], [True, True]]
@@ -27,7 +28,7 @@ def test_continuous_rollout_matches_hand_computation():
 
 def test_episode_rollout_masks_entries_after_the_end_and_scores_each_world():
     env, policy = TwoWorldEnv(), ConstantChunkPolicy()
-    collector = ChunkCollector(env, policy, execute_steps=2, gamma=1.0, with_value=False)
+    collector = RolloutCollector(env, policy, execute_steps=2, gamma=1.0, with_value=False)
     batch, success, returns, _ = collector.collect_episodes([7, 7], max_decisions=10)
     assert env.reset_seeds == [[7, 7]]
     assert batch.num_decisions == 2  # world 0 needs two decisions (3 steps), world 1 one
@@ -41,7 +42,7 @@ def test_episode_rollout_masks_entries_after_the_end_and_scores_each_world():
 
 def test_execute_steps_must_fit_the_chunk():
     with pytest.raises(ValueError, match="execute_steps"):
-        ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(chunk_len=2), execute_steps=3, gamma=0.9)
+        RolloutCollector(TwoWorldEnv(), ConstantChunkPolicy(chunk_len=2), execute_steps=3, gamma=0.9)
 
 
 def test_reward_scale_multiplies_stored_rewards_not_the_bootstrap_or_episode_returns():
@@ -49,13 +50,14 @@ def test_reward_scale_multiplies_stored_rewards_not_the_bootstrap_or_episode_ret
     # world 0's time-limit step gives 0.1 + 0.5 * V(final) = 0.1 + 15 = 15.1 (V is already in the
     # critic's scaled units); episode returns in the statistics stay in the environment's units.
     env, policy = TwoWorldEnv(), ConstantChunkPolicy()
-    collector = ChunkCollector(env, policy, execute_steps=2, gamma=0.5, reward_scale=0.1)
+    collector = RolloutCollector(env, policy, execute_steps=2, gamma=0.5, reward_scale=0.1)
     obs, _ = env.reset()
-    batch, _, stats = collector.collect(obs, num_decisions=2)
+    _, stats = collector.collect(obs, num_decisions=2)
+    batch = collector.buffer
     torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[0.15, 0.15], [15.1, 0.15]]))
-    reference = ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(), execute_steps=2, gamma=0.5)
+    reference = RolloutCollector(TwoWorldEnv(), ConstantChunkPolicy(), execute_steps=2, gamma=0.5)
     obs, _ = reference.env.reset()
-    _, _, reference_stats = reference.collect(obs, num_decisions=2)
+    _, reference_stats = reference.collect(obs, num_decisions=2)
     assert stats.mean_return == pytest.approx(reference_stats.mean_return)
 
 
@@ -65,16 +67,17 @@ def test_success_reward_pays_the_success_flag_only():
     # = 0.05; decision 1: world 0 reaches its time limit at the 1st step (0 + 0.5 * V(final) = 15),
     # world 1 again 0.05.
     env, policy = TwoWorldEnv(), ConstantChunkPolicy()
-    collector = ChunkCollector(env, policy, execute_steps=2, gamma=0.5, reward_scale=0.1, reward="success")
+    collector = RolloutCollector(env, policy, execute_steps=2, gamma=0.5, reward_scale=0.1, reward="success")
     obs, _ = env.reset()
-    batch, _, stats = collector.collect(obs, num_decisions=2)
+    _, stats = collector.collect(obs, num_decisions=2)
+    batch = collector.buffer
     torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[0.0, 0.05], [15.0, 0.05]]))
     assert stats.success_rate == pytest.approx(2 / 3)
 
 
 def test_unknown_reward_is_refused():
     with pytest.raises(ValueError, match="reward must be one of"):
-        ChunkCollector(TwoWorldEnv(), ConstantChunkPolicy(), execute_steps=2, gamma=0.9, reward="shaped")
+        RolloutCollector(TwoWorldEnv(), ConstantChunkPolicy(), execute_steps=2, gamma=0.9, reward="shaped")
 
 
 class SquaredCountRewardEnv(TwoWorldEnv):
@@ -93,11 +96,12 @@ def test_progress_shaping_adds_the_potential_difference_by_hand():
     # Decision 1: world 0 t=3 hits its time limit: 2 * (0.5 * 9 - 4) = 1, plus 0.5 * V(final) = 15:
     #   16 (its hold step is not counted); world 1's new episode: t=1 (0), t=2 (1 + 2): 1.5.
     env, policy = SquaredCountRewardEnv(), ConstantChunkPolicy()
-    collector = ChunkCollector(
+    collector = RolloutCollector(
         env, policy, execute_steps=2, gamma=0.5, reward="success", progress_shaping=2.0
     )
     obs, _ = env.reset()
-    batch, _, _ = collector.collect(obs, num_decisions=2)
+    collector.collect(obs, num_decisions=2)
+    batch = collector.buffer
     torch.testing.assert_close(batch.stacked("rewards"), torch.tensor([[1.0, 1.5], [16.0, 1.5]]))
     # World 0's hold step already began its next episode (t=1, phi 1); world 1 ended (phi unknown).
     assert collector.potential[0].item() == 1.0 and torch.isnan(collector.potential[1])
@@ -106,7 +110,7 @@ def test_progress_shaping_adds_the_potential_difference_by_hand():
 def test_progress_shaping_sums_to_the_potential_change_over_an_episode():
     # gamma 1: the terms of world 0's 3-step episode telescope to phi(s_3) - phi(s_1) = 9 - 1 = 8.
     env = SquaredCountRewardEnv()
-    collector = ChunkCollector(
+    collector = RolloutCollector(
         env,
         ConstantChunkPolicy(),
         execute_steps=1,
@@ -121,7 +125,7 @@ def test_progress_shaping_sums_to_the_potential_change_over_an_episode():
 
 def test_images_are_skipped_on_every_step_of_a_chunk_but_the_last():
     env, policy = TwoWorldEnv(), ConstantChunkPolicy(chunk_len=3)
-    collector = ChunkCollector(env, policy, execute_steps=3, gamma=0.5)
+    collector = RolloutCollector(env, policy, execute_steps=3, gamma=0.5)
     obs, _ = env.reset()
     collector.collect(obs, num_decisions=2)
     assert len(env.actions) == 6

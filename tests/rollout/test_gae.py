@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from vla_rl.rollout import compute_gae
-from vla_rl.rollout.chunk_batch import ChunkBatch
+from vla_rl.rollout.buffer import RolloutBuffer
 from vla_rl.rollout.gae import chunk_rewards
 
 
@@ -54,17 +54,17 @@ def test_chunk_level_gae_matches_hand_computation():
     torch.testing.assert_close(returns, torch.tensor([[1.5], [3.0]]))
 
 
-def test_per_step_gae_of_a_chunk_batch_matches_hand_computation():
+def test_per_step_gae_of_a_chunk_rollout_matches_hand_computation():
     # One world, two decisions of 2 steps; gamma 0.5, lambda 1 (Monte Carlo with bootstrap).
     # Steps: r = 1, 2 | 3, (not executed: the episode ended at the first step of decision 1).
     # V(decision 0) = 1 for both its steps, V(decision 1) = 2, last value 10 (cut by the end).
     # A(s2) = 3 - 2 = 1; A(s1) = 2 + 0.5 * 2 - 1 + 0.5 * 1 = 2.5; A(s0) = 1 + 0.5 * 1 - 1 + 0.5 * 2.5 = 1.75.
-    batch = ChunkBatch()
+    batch = RolloutBuffer(num_steps=2, num_envs=1)
     for rewards, executed, value, done in (
         ([1.0, 2.0], [True, True], 1.0, False),
         ([3.0, 0.0], [True, False], 2.0, True),
     ):
-        batch.add(
+        batch.add_decision(
             {"proprio": torch.zeros(1, 1)},
             {},
             torch.zeros(1),

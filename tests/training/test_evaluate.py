@@ -103,7 +103,14 @@ def test_success_is_also_reported_per_instruction() -> None:
             info = {"success": success, "final_obs": self._obs(), "episode": episode}
             return StepResult(self._obs(), success.float(), ~done, done, info)
 
-    result = run_episodes(lambda obs: torch.zeros(2, 1), TwoTasks(), num_episodes=8, seed=0)
+    class ZeroActions:
+        def act(self, obs: dict) -> torch.Tensor:
+            return torch.zeros(2, 1)
+
+        def episodes_ended(self, done: torch.Tensor) -> None:
+            pass
+
+    result = run_episodes(ZeroActions(), TwoTasks(), num_episodes=8, seed=0)
     assert result.success_by_instruction == {"open the drawer": 0.5, "press the button": 0.0}
     assert result.success_rate == 0.25
 
@@ -138,3 +145,20 @@ def test_observations_reach_the_policy_on_its_device() -> None:
     result = evaluate(policy, _env_cfg(), num_episodes=4)
     assert result.num_episodes == 4
     assert set(policy.seen) == {"meta"}
+
+
+def test_sampled_evaluation_draws_from_its_own_seeded_stream() -> None:
+    """A state policy sampling its actions gets the same episodes whatever the global generator
+    holds, and the global generator is where it was (a run's training does not feel its evaluations)."""
+    cfg = _env_cfg()
+    policy = _policy(cfg)
+    results = []
+    for global_seed in (1, 2):
+        torch.manual_seed(global_seed)
+        expected = torch.rand(3)
+        torch.manual_seed(global_seed)
+        results.append(evaluate(policy, cfg, num_episodes=6, deterministic=False, seed=7))
+        assert torch.equal(torch.rand(3), expected)
+    assert results[0] == results[1]
+    other_seed = evaluate(policy, cfg, num_episodes=6, deterministic=False, seed=8)
+    assert other_seed.mean_return != results[0].mean_return

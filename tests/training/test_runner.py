@@ -74,11 +74,11 @@ def test_sigterm_stops_after_the_iteration_with_a_checkpoint(tmp_path: Path) -> 
     collect = trainer.collector.collect
     calls = []
 
-    def collect_then_signal(obs):  # noqa: ANN001, ANN202
+    def collect_then_signal(obs, num_decisions):  # noqa: ANN001, ANN202
         calls.append(1)
         if len(calls) == 2:
             os.kill(os.getpid(), signal.SIGTERM)
-        return collect(obs)
+        return collect(obs, num_decisions)
 
     trainer.collector.collect = collect_then_signal
     previous_handler = signal.getsignal(signal.SIGTERM)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from vla_rl.rollout.chunk_collector import ChunkRolloutStats
+from vla_rl.rollout.collector import RolloutStats
 from vla_rl.training.sources import GROUP_SEED_STRIDE, GroupRollouts, merge_stats, stats_metrics
 
 
@@ -27,12 +27,23 @@ class FakeEnv:
         raise NotImplementedError  # a backend that cannot snapshot
 
 
-def stats(episodes: int, success_rate: float, mean_return: float) -> ChunkRolloutStats:
-    return ChunkRolloutStats(episodes, success_rate, mean_return, 40, 8, 1.0, 0.5, 0.25)
+def stats(episodes: int, success_rate: float, mean_return: float) -> RolloutStats:
+    return RolloutStats(
+        episodes=episodes,
+        success_rate=success_rate,
+        mean_return=mean_return,
+        env_steps=40,
+        decisions=8,
+        rollout_time_s=1.0,
+        policy_time_s=0.5,
+        sim_time_s=0.25,
+    )
 
 
 class FakeCollector:
     """Records the seeds and decision cap of each round; every second world succeeds."""
+
+    chunked = True
 
     def __init__(self) -> None:
         self.rounds: list[tuple[list, int]] = []

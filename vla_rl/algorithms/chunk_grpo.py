@@ -27,7 +27,8 @@ from vla_rl.algorithms.grpo_advantages import (
     returns_to_go,
     weight_negatives,
 )
-from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch, concat_flat
+from vla_rl.rollout.buffer import RolloutBuffer
+from vla_rl.rollout.flat_batch import FlatBatch, concat_flat
 
 
 @dataclass
@@ -44,7 +45,9 @@ class ChunkGRPO(ChunkPolicyUpdate):
     uses_critic = False
     episodic = True
 
-    def grouped_rows(self, batch: ChunkBatch, success: torch.Tensor, returns: torch.Tensor) -> GroupedRollout:
+    def grouped_rows(
+        self, batch: RolloutBuffer, success: torch.Tensor, returns: torch.Tensor
+    ) -> GroupedRollout:
         """Advantages from the episodes' scores; only the decisions of informative groups remain."""
         cfg = self.cfg
         num_worlds = len(success)

@@ -7,7 +7,8 @@ import torch
 from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
 from vla_rl.algorithms.ppo import explained_variance
 from vla_rl.algorithms.surrogate import normalize_advantages
-from vla_rl.rollout.chunk_batch import ChunkBatch, FlatBatch
+from vla_rl.rollout.buffer import RolloutBuffer
+from vla_rl.rollout.flat_batch import FlatBatch
 
 
 class ChunkPPO(ChunkPolicyUpdate):
@@ -15,11 +16,11 @@ class ChunkPPO(ChunkPolicyUpdate):
 
     ``advantage_granularity``: ``chunk`` runs GAE over decisions (a chunk's executed rewards summed,
     its successor discounted by ``gamma ** steps``); ``step`` runs it over control steps and gives
-    each executed action its own advantage (``ChunkBatch.step_gae``)."""
+    each executed action its own advantage (``RolloutBuffer.step_gae``)."""
 
     uses_critic = True
 
-    def update(self, batch: ChunkBatch, iteration: int | None = None) -> dict[str, float]:
+    def update(self, batch: RolloutBuffer, iteration: int | None = None) -> dict[str, float]:
         """One update on a continuous rollout; ``iteration`` (default: the updates made so far)
         decides whether the critic is still warming up."""
         cfg = self.cfg

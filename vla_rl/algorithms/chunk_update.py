@@ -19,7 +19,7 @@ from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.algorithms.surrogate import clipped_surrogate, clipped_value_loss, kl_to_reference, masked_mean
 from vla_rl.envs.batching import module_device, obs_to_device
 from vla_rl.policies.chunk_policy import ChunkPolicy, check_log_prob_level
-from vla_rl.rollout.chunk_batch import FlatBatch, concat_zero_padded
+from vla_rl.rollout.flat_batch import FlatBatch, concat_zero_padded
 
 VALUE_HEAD_PREFIX = "value_head."
 NOISE_HEAD_PREFIX = "noise_head."

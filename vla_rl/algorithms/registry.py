@@ -1,7 +1,7 @@
 """Algorithms by name (``algorithm.name``): one table for the state, chunk and supervised learners.
 
 Every algorithm has the training loop's contract: ``update(batch) -> dict[str, float]`` (the batch
-its source gives: a ``RolloutBuffer``, a ``ChunkBatch``, GRPO's grouped rollouts, SFT's
+its source gives: a ``RolloutBuffer`` (of state steps or chunk decisions), GRPO's grouped rollouts, SFT's
 minibatches), ``state_dict()`` and ``load_state_dict(state)``. They differ in what builds them: a
 state algorithm is ``cls(policy, cfg)`` with a ``PPOConfig``, a chunk algorithm
 ``cls(policy, cfg, reference_policy)`` with a ``ChunkRLConfig``, SFT ``cls(policy, optim, steps,
@@ -20,7 +20,7 @@ from vla_rl.registry import removed_decorator, resolve
 ALGORITHMS: dict[str, str] = {
     # State algorithms: train an ActorCriticPolicy from a RolloutBuffer.
     "ppo": "vla_rl.algorithms.ppo:PPO",
-    # Chunk algorithms: train a ChunkPolicy from a ChunkBatch (VLA and flow policies).
+    # Chunk algorithms: train a ChunkPolicy from a RolloutBuffer of decisions (VLA and flow policies).
     "vla_ppo": "vla_rl.algorithms.chunk_ppo:ChunkPPO",
     "vla_grpo": "vla_rl.algorithms.chunk_grpo:ChunkGRPO",
     # Supervised: train a ChunkPolicy on demonstration minibatches (vla-rl sft).

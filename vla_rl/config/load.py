@@ -81,7 +81,18 @@ def check_reward_config(reward: RewardConfig, env_cameras: list[str]) -> None:
             )
 
 
+def job_check(job: str) -> Check[Any]:
+    """``job`` is the command's: ``vla-rl train`` runs ``ppo``, or ``rl`` given ``recipe=NAME``;
+    ``vla-rl sft`` runs ``sft``."""
+    return Check(
+        "job",
+        lambda c: c.job == job,
+        f"is {job!r} here: `vla-rl train` runs 'ppo', `vla-rl train recipe=NAME` 'rl', `vla-rl sft` 'sft'",
+    )
+
+
 TRAIN_CHECKS: list[Check[TrainConfig]] = [
+    job_check("ppo"),
     Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
     Check("env.control_hz", lambda c: c.env.control_hz > 0, "must be positive"),
     Check(

@@ -51,6 +51,9 @@ class EvalConfig:
 
 @dataclass
 class TrainConfig:
+    job: str = "ppo"
+    """The job that wrote this config (``vla_rl.training.jobs``), recorded so ``--resume`` runs the same
+    job; fixed by the command, not a setting."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """Simulator and task."""
     policy: PolicyConfig = field(default_factory=PolicyConfig)

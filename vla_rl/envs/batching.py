@@ -12,8 +12,10 @@ def obs_to_device(obs: Observation, device: torch.device | str) -> Observation:
     return {key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in obs.items()}
 
 
-def select_worlds(obs: Observation, indices: torch.Tensor) -> Observation:
-    """Rows ``indices`` (int64 [M]) of every batched entry."""
+def select_worlds(obs: Observation, indices: torch.Tensor | slice) -> Observation:
+    """Rows ``indices`` (int64 [M], or a slice) of every batched entry."""
+    if isinstance(indices, slice):
+        return {key: value[indices] for key, value in obs.items()}
     picked: Observation = {}
     rows = indices.tolist()
     for key, value in obs.items():

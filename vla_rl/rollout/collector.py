@@ -1,4 +1,36 @@
-"""Steps a batched environment with a policy and fills a ``RolloutBuffer``."""
+"""Steps a batched environment with a policy, state or chunk, and fills a ``RolloutBuffer``.
+
+One collector for both kinds of policy; a state policy is the chunk case of chunk length 1 (one
+decision per control step), collected step by step into a buffer allocated up front (and pipelined
+over a ``StagedEnv``'s stages). Both share the truncation bootstrap (a time-limit step's reward
+becomes ``r + gamma * V(final obs)``, formed in float32), the episode statistics (float32 means), and
+two explicit options: ``normalize_obs`` (update the policy's observation normaliser while
+collecting; default on for state policies, off for chunk policies, which normalise inside) and
+``clamp_actions`` (clamp what is sent to the env to [-1, 1]; default on for state policies, chunk
+policies leave that to the env).
+
+Chunk policies: every ``execute_steps`` control steps the policy is called once on the batch and
+each world executes the first ``execute_steps`` actions of its chunk. A world whose episode ends
+inside a chunk holds still (zero action) for the rest of it, so no action planned for one episode
+acts in the next; its reward from then on is not counted. A chunk's reward is the discounted sum over
+the steps it executed (``chunk_rewards``). Stored rewards are the environment's times
+``reward_scale`` (so a critic fits returns of order one); episode returns in the statistics are not.
+``reward="success"`` stores the task's per-step success flag (1 in a success state, else 0) in
+place of its shaped reward (the binary outcome reward of SimpleVLA-RL, paid per step).
+``progress_shaping=c`` adds ``c * (gamma * phi(s') - phi(s))`` to every step, with ``phi`` the task's
+dense reward read as a potential (``vla_rl.rewards.shaping.potential_shaping``): credit for progress
+that sums to ``c * (gamma^T phi_T - phi_0)`` over an episode, so holding a state of high progress
+earns nothing. The first step of an episode gets no shaping term (the reset state's potential is
+not observed).
+
+Two ways to collect:
+
+* ``collect``: a continuous rollout (PPO) of ``num_decisions`` decisions of every world (a state
+  policy's buffer fixes it: ``buffer.num_steps``); the filled storage is ``collector.buffer``.
+* ``collect_episodes``: one episode per world of a chunk policy from given reset seeds (GRPO: worlds
+  of a group share a seed and so an initial state). Entries after a world's episode ended are
+  marked invalid.
+"""
 
 from __future__ import annotations
 
@@ -9,101 +41,176 @@ from dataclasses import dataclass, field
 import torch
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
 from vla_rl.envs.staged import StagedEnv, concat_observations
 from vla_rl.envs.timeline import Timeline
 from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
+from vla_rl.policies.chunk_policy import ChunkPolicy, ChunkStep
 from vla_rl.rewards.env_wrapper import MODEL_REWARD_KEY, resolve_model_rewards
+from vla_rl.rewards.shaping import REWARDS, potential_shaping
 from vla_rl.rollout.buffer import RolloutBuffer
+from vla_rl.rollout.gae import chunk_rewards
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RolloutStats:
-    """Summary of one collected rollout. Episode means are NaN when no episode finished."""
+    """Summary of one collected rollout, of a state or a chunk policy. Episode means are NaN when no
+    episode finished; the fields a collector does not measure are NaN or None (left out of the
+    metrics)."""
 
     episodes: int
     """Episodes that finished during the rollout."""
     mean_return: float
     """Mean undiscounted return of the finished episodes."""
-    mean_length: float
+    mean_length: float = math.nan
     """Mean length (control steps) of the finished episodes."""
     success_rate: float
-    """Fraction of finished episodes successful at their last step."""
-    success_once_rate: float
+    """Fraction of finished episodes that ended in success."""
+    success_once_rate: float = math.nan
     """Fraction of finished episodes successful at any step."""
     env_steps: int
-    """Transitions collected (``num_steps * num_envs``)."""
+    """Control steps collected over all worlds."""
     rollout_time_s: float
     """Wall time of the whole collection."""
     sim_time_s: float
     """Part of it spent in ``env.step``."""
     policy_time_s: float
     """Part of it spent in policy inference (acting, truncation bootstrap, last value)."""
-    lost_steps: int = 0
-    """Transitions dropped because their env worker died before stepping them."""
+    lost_steps: int | None = None
+    """Transitions dropped because their env worker died before stepping them (state rollouts)."""
+    decisions: int | None = None
+    """Policy calls per world (chunk rollouts: each executes part of an action chunk)."""
 
     @property
     def env_steps_per_s(self) -> float:
         return self.env_steps / self.rollout_time_s if self.rollout_time_s > 0 else math.nan
 
 
-def select_rows(obs: Observation, rows: torch.Tensor | slice) -> Observation:
-    """The observations of the worlds ``rows`` (tensor keys indexed, lists picked)."""
-    if isinstance(rows, slice):
-        return {key: value[rows] for key, value in obs.items()}
-    index = rows.tolist()
-    return {
-        key: value[rows] if isinstance(value, torch.Tensor) else [value[i] for i in index]
-        for key, value in obs.items()
-    }
+@dataclass
+class ChunkOutcome:
+    """What executing one chunk in every world produced."""
+
+    obs: Observation
+    """Observation after the chunk (worlds that ended already show their next episode)."""
+    step_rewards: torch.Tensor
+    """[N, H] rewards of the executed steps (0 elsewhere)."""
+    executed: torch.Tensor
+    """bool [N, H]: steps executed within the decision's episode."""
+    ended: torch.Tensor
+    """bool [N]: the episode ended inside the chunk."""
+    success: torch.Tensor
+    """bool [N]: that episode ended in success."""
+    episode_return: torch.Tensor
+    """[N] its undiscounted return (valid where ``ended``)."""
+    truncated_obs: dict[int, tuple[int, Observation]]
+    """world -> (step index, final observation) for time-limit ends (for bootstrapping)."""
 
 
 class RolloutCollector:
-    """Collects ``buffer.num_steps`` steps per world and returns the next observation.
-
-    Truncated (time-limit) episodes are bootstrapped: the stored reward becomes
-    ``r + gamma * V(final_obs)`` and the step is marked done, which equals continuing the
-    return past the time limit with the critic's estimate.
-    """
+    """Runs a state policy (``ActorCriticPolicy``, into ``buffer``) or a ``ChunkPolicy`` (into a
+    ``RolloutBuffer`` of decisions made by each ``collect``) in a ``BatchedEnv``; see the module's
+    docstring. The chunk options (``execute_steps`` .. ``progress_shaping``) apply to chunk policies."""
 
     def __init__(
-        self, env: BatchedEnv, policy: ActorCriticPolicy, buffer: RolloutBuffer, gamma: float
+        self,
+        env: BatchedEnv,
+        policy: ActorCriticPolicy | ChunkPolicy,
+        buffer: RolloutBuffer | None = None,
+        gamma: float | None = None,
+        *,
+        normalize_obs: bool | None = None,
+        clamp_actions: bool | None = None,
+        execute_steps: int = 1,
+        temperature: float = 1.0,
+        log_prob_level: str = "chunk",
+        with_value: bool = True,
+        reward_scale: float = 1.0,
+        reward: str = "dense",
+        progress_shaping: float = 0.0,
     ) -> None:
-        if buffer.num_envs != env.num_envs:
+        if gamma is None:
+            raise TypeError("RolloutCollector needs gamma")
+        state_policy = isinstance(policy, ActorCriticPolicy)
+        self.chunked = not state_policy
+        """Decisions of a chunk policy (else steps of a state policy)."""
+        if state_policy and buffer is None:
+            raise ValueError("a state policy is collected into a RolloutBuffer: pass buffer=")
+        if buffer is not None and buffer.num_envs != env.num_envs:
             raise ValueError(f"buffer holds {buffer.num_envs} worlds but the env has {env.num_envs}")
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be one of {list(REWARDS)}, got {reward!r}")
+        chunk_len = policy.chunk_len if self.chunked else 1
+        if not 1 <= execute_steps <= chunk_len:
+            raise ValueError(f"execute_steps must lie in [1, chunk_len={chunk_len}], got {execute_steps}")
+        self.normalize_obs = state_policy if normalize_obs is None else normalize_obs
+        """Update the policy's observation normaliser while collecting (``update_normalizer``)."""
+        if self.normalize_obs and not hasattr(policy, "update_normalizer"):
+            raise ValueError(f"normalize_obs: {type(policy).__name__} has no update_normalizer")
+        self.clamp_actions = state_policy if clamp_actions is None else clamp_actions
+        """Clamp the actions sent to the env to [-1, 1]."""
         self.env = env
         self.policy = policy
         self.buffer = buffer
         self.gamma = gamma
+        self.execute_steps = execute_steps
+        self.temperature = temperature
+        self.log_prob_level = log_prob_level
+        self.with_value = with_value
+        self.reward_scale = reward_scale
+        self.reward_of = REWARDS[reward]
+        self.progress_shaping = progress_shaping
+        self.potential = torch.full((env.num_envs,), float("nan"))
+        """phi of each world's current state (the dense reward it was reached with); NaN after a reset."""
+        self.policy_time_s = 0.0
+        self.sim_time_s = 0.0
         self.timeline: Timeline | None = None
         """Set to record the policy's span for each stage in pipelined collection."""
 
-    def _to_buffer_device(self, obs: Observation) -> Observation:
-        device = self.buffer.device
-        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in obs.items()}
-
-    def collect(self, obs: Observation, update_normalizer: bool = True) -> tuple[Observation, RolloutStats]:
-        """Fill the buffer starting from ``obs``; ``update_normalizer=False`` for evaluation.
+    def collect(
+        self, obs: Observation, num_decisions: int | None = None, update_normalizer: bool | None = None
+    ) -> tuple[Observation, RolloutStats]:
+        """A continuous rollout from ``obs`` into ``self.buffer``; returns the next observation.
+        ``num_decisions`` (chunk policies; a state policy's buffer fixes it) and
+        ``update_normalizer`` (default ``normalize_obs``; False for evaluation) are optional.
 
         A ``StagedEnv`` is stepped stage by stage (pipelined): each stage's physics runs in the
         background while the policy acts for the next stage.
         """
+        update = self.normalize_obs if update_normalizer is None else update_normalizer
+        if self.chunked:
+            if num_decisions is None:
+                raise ValueError("a chunk policy's rollout needs num_decisions")
+            return self._collect_decisions(obs, num_decisions, update)
         buffer = self.buffer
+        if num_decisions not in (None, buffer.num_steps):
+            raise ValueError(f"the buffer holds {buffer.num_steps} steps, not {num_decisions}")
         buffer.clear()
         self._pending_rewards: list = []
         tally = _EpisodeTally()
         start = time.perf_counter()
         with torch.inference_mode():
             if isinstance(self.env, StagedEnv) and self.env.num_stages > 1:
-                obs = self._collect_pipelined(self.env, obs, update_normalizer, tally)
+                obs = self._collect_pipelined(self.env, obs, update, tally)
             else:
-                obs = self._collect_in_step(obs, update_normalizer, tally)
+                obs = self._collect_in_step(obs, update, tally)
             tick = time.perf_counter()
             resolve_model_rewards(self._pending_rewards, buffer.rewards)
             obs = self._to_buffer_device(obs)
             buffer.last_value.copy_(self.policy.get_value(obs))
             tally.policy_time_s += time.perf_counter() - tick
         buffer.step = buffer.num_steps
-        return obs, tally.stats(buffer, time.perf_counter() - start)
+        env_steps = buffer.num_steps * buffer.num_envs
+        return obs, tally.stats(env_steps, time.perf_counter() - start, lost_steps=tally.lost_steps)
+
+    def _bootstrap(self, rewards: torch.Tensor, index: object, values: torch.Tensor) -> None:
+        """The truncation bootstrap, for state and chunk rollouts alike: ``rewards[index] += gamma *
+        V(final obs)``, in the rewards' float32."""
+        rewards[index] += self.gamma * values.to(rewards.dtype)
+
+    # ----- state policies: one step per decision, into the buffer -------------------------------------
+
+    def _to_buffer_device(self, obs: Observation) -> Observation:
+        return obs_to_device(obs, self.buffer.device)
 
     def _collect_in_step(
         self, obs: Observation, update_normalizer: bool, tally: _EpisodeTally
@@ -127,7 +234,7 @@ class RolloutCollector:
         """Stage s acts and starts stepping, then stage s + 1 waits for its physics, records, acts
         and starts, and so on: one stage simulates while the caller works on another."""
         num_steps, stages = self.buffer.num_steps, range(env.num_stages)
-        parts = [select_rows(obs, env.stage_rows(s)) for s in stages]
+        parts = [select_worlds(obs, env.stage_rows(s)) for s in stages]
         acts = [
             self._act if self.timeline is None else self.timeline.timed("policy", s, self._act)
             for s in stages
@@ -155,12 +262,13 @@ class RolloutCollector:
         return concat_observations(parts)
 
     def _act(self, obs: Observation, update_normalizer: bool) -> tuple[Observation, PolicyStep, torch.Tensor]:
-        """(observation on the buffer's device, the policy's step, clamped action on the env's device)."""
+        """(observation on the buffer's device, the policy's step, action on the env's device)."""
         obs = self._to_buffer_device(obs)
         if update_normalizer:
-            self.policy.update_normalizer(obs)
-        step = self.policy.act(obs)
-        return obs, step, step.action.clamp(-1.0, 1.0).to(self.env.device)
+            self.policy.update_normalizer(obs)  # type: ignore[union-attr]
+        step = self.policy.act(obs)  # type: ignore[union-attr]
+        action = step.action.clamp(-1.0, 1.0) if self.clamp_actions else step.action
+        return obs, step, action.to(self.env.device)
 
     def _record(
         self,
@@ -190,9 +298,9 @@ class RolloutCollector:
             tally.lost_steps += int(lost.sum())
         if bootstrap.any():
             ended = bootstrap.nonzero().squeeze(-1)
-            final_obs = select_rows(self._to_buffer_device(result.info["final_obs"]), ended)
+            final_obs = select_worlds(self._to_buffer_device(result.info["final_obs"]), ended)
             reward = reward.clone()
-            reward[ended] += self.gamma * self.policy.get_value(final_obs).to(reward.dtype)
+            self._bootstrap(reward, ended, self.policy.get_value(final_obs))  # type: ignore[union-attr]
         done = terminated | truncated
         if MODEL_REWARD_KEY in result.info:
             self._pending_rewards.append((t, rows, result.info[MODEL_REWARD_KEY]))
@@ -200,6 +308,181 @@ class RolloutCollector:
         finished = done if lost is None else done & ~lost.to(done.device)
         if "episode" in result.info and finished.any():
             tally.add(result.info["episode"], finished)
+
+    # ----- chunk policies: one decision per execute_steps control steps -------------------------------
+
+    @torch.no_grad()
+    def sample(
+        self, obs: Observation, *, deterministic: bool = False, with_value: bool | None = None
+    ) -> ChunkStep:
+        """One decision of the chunk policy for every world of ``obs``."""
+        start = time.perf_counter()
+        step = self.policy.sample(  # type: ignore[union-attr]
+            obs_to_device(obs, module_device(self.policy)),
+            temperature=self.temperature,
+            deterministic=deterministic,
+            log_prob_level=self.log_prob_level,
+            with_value=self.with_value if with_value is None else with_value,
+        )
+        self.policy_time_s += time.perf_counter() - start
+        return step
+
+    def execute(self, actions: torch.Tensor, active: torch.Tensor) -> ChunkOutcome:
+        """Run ``execute_steps`` control steps; ``actions`` [N, chunk_len, A]; worlds not ``active``
+        (or whose episode ends on the way) hold still."""
+        num_envs, horizon = self.env.num_envs, self.execute_steps
+        step_rewards = torch.zeros(num_envs, horizon)
+        executed = torch.zeros(num_envs, horizon, dtype=torch.bool)
+        ended = torch.zeros(num_envs, dtype=torch.bool)
+        success = torch.zeros(num_envs, dtype=torch.bool)
+        episode_return = torch.zeros(num_envs)
+        truncated_obs: dict[int, tuple[int, Observation]] = {}
+        running = active.clone()
+        obs: Observation = {}
+        for j in range(horizon):
+            action = torch.where(running[:, None], actions[:, j].float(), torch.zeros_like(actions[:, j]))
+            if self.clamp_actions:
+                action = action.clamp(-1.0, 1.0)
+            start = time.perf_counter()
+            if j < horizon - 1:  # only the observation after the chunk is decided on
+                self.env.skip_images_next_step()
+            result = self.env.step(action.to(self.env.device))
+            self.sim_time_s += time.perf_counter() - start
+            done = result.done.cpu()
+            reward = self.reward_of(result).cpu().float()
+            if self.progress_shaping:
+                reward = reward + self._shaping(result, done)
+            reward = self.reward_scale * reward
+            step_rewards[:, j] = torch.where(running, reward, 0.0)
+            executed[:, j] = running
+            finished = running & done
+            if finished.any():
+                episode = result.info["episode"]
+                success |= finished & episode["success"].cpu().bool()
+                episode_return = torch.where(finished, episode["return"].cpu().float(), episode_return)
+                for world in torch.nonzero(finished & result.truncated.cpu()).flatten().tolist():
+                    truncated_obs[world] = (j, select_worlds(result.info["final_obs"], torch.tensor([world])))
+            ended |= finished
+            running &= ~done
+            obs = result.obs
+        return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs)
+
+    def _shaping(self, result: StepResult, done: torch.Tensor) -> torch.Tensor:
+        """``progress_shaping * (gamma * phi(s') - phi(s))`` per world (0 where phi(s) is unknown:
+        after a reset; a checkpoint keeps it across a resume)."""
+        phi_next = result.reward.cpu().float()
+        known = ~torch.isnan(self.potential)
+        term = potential_shaping(torch.where(known, self.potential, 0.0), phi_next, self.gamma)
+        self.potential = torch.where(done, float("nan"), phi_next)
+        return self.progress_shaping * torch.where(known, term, 0.0)
+
+    def bootstrap_truncations(self, outcome: ChunkOutcome) -> None:
+        """Add ``gamma * V(final obs)`` to the reward of each step that hit the time limit."""
+        if not outcome.truncated_obs or not self.with_value:
+            return
+        worlds = list(outcome.truncated_obs)
+        parts = [outcome.truncated_obs[w][1] for w in worlds]
+        values = self.sample(concat_observations(parts), deterministic=True, with_value=True).value
+        assert values is not None
+        steps = torch.tensor([outcome.truncated_obs[w][0] for w in worlds])
+        self._bootstrap(outcome.step_rewards, (torch.tensor(worlds), steps), values.cpu())
+
+    def record(
+        self,
+        batch: RolloutBuffer,
+        obs: Observation,
+        step: ChunkStep,
+        outcome: ChunkOutcome,
+        valid: torch.Tensor,
+    ) -> None:
+        """Store one decision with its chunk reward and discount (``chunk_rewards``)."""
+        reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
+        batch.add_decision(
+            obs,
+            step.sample_info,
+            step.log_prob,
+            step.value,
+            reward,
+            discount,
+            outcome.ended,
+            valid,
+            outcome.step_rewards,
+            outcome.executed,
+        )
+
+    def _collect_decisions(
+        self, obs: Observation, num_decisions: int, update_normalizer: bool
+    ) -> tuple[Observation, RolloutStats]:
+        """A continuous rollout of ``num_decisions`` decisions of every world into a new buffer."""
+        start = time.perf_counter()
+        self.policy_time_s = self.sim_time_s = 0.0
+        batch = self.buffer = RolloutBuffer(num_decisions, self.env.num_envs)
+        all_worlds = torch.ones(self.env.num_envs, dtype=torch.bool)
+        tally = _EpisodeTally()
+        for _ in range(num_decisions):
+            if update_normalizer:
+                self.policy.update_normalizer(obs)  # type: ignore[union-attr]
+            step = self.sample(obs)
+            outcome = self.execute(step.actions.cpu(), all_worlds)
+            self.bootstrap_truncations(outcome)
+            self.record(batch, obs, step, outcome, all_worlds)
+            tally.add_outcomes(outcome.success, outcome.episode_return, outcome.ended)
+            obs = outcome.obs
+        if self.with_value:
+            batch.last_value = self.sample(obs, with_value=True).value.cpu().float()  # type: ignore[union-attr]
+        return obs, self._chunk_stats(tally, num_decisions, start)
+
+    def collect_episodes(
+        self, world_seeds: list, max_decisions: int
+    ) -> tuple[RolloutBuffer, torch.Tensor, torch.Tensor, RolloutStats]:
+        """One episode per world of a chunk policy, reset from ``world_seeds`` (one per world).
+        Returns the batch, each world's success (bool [N]) and return ([N], summed until its episode
+        ended)."""
+        start = time.perf_counter()
+        self.policy_time_s = self.sim_time_s = 0.0
+        obs, _ = self.env.reset(seed=world_seeds)
+        self.potential.fill_(float("nan"))
+        num_envs = self.env.num_envs
+        batch = RolloutBuffer(max_decisions, num_envs)
+        active = torch.ones(num_envs, dtype=torch.bool)
+        success = torch.zeros(num_envs, dtype=torch.bool)
+        returns = torch.zeros(num_envs)
+        decisions = 0
+        while active.any() and decisions < max_decisions:
+            step = self._sample_active(obs, active)
+            outcome = self.execute(step.actions, active)
+            self.record(batch, obs, step, outcome, active)
+            success |= outcome.success
+            returns += outcome.step_rewards.sum(dim=1)
+            active &= ~outcome.ended
+            obs = outcome.obs
+            decisions += 1
+        tally = _EpisodeTally()
+        tally.add_outcomes(success, returns, torch.ones(num_envs, dtype=torch.bool))
+        return batch, success, returns, self._chunk_stats(tally, decisions, start)
+
+    def _sample_active(self, obs: Observation, active: torch.Tensor) -> ChunkStep:
+        """Sample for the active worlds only; inactive rows are zeros (their entries do not train)."""
+        rows = torch.nonzero(active).squeeze(1)
+        step = self.sample(select_worlds(obs, rows))
+        num_envs = len(active)
+
+        def scatter(tensor: torch.Tensor) -> torch.Tensor:
+            full = torch.zeros((num_envs, *tensor.shape[1:]), dtype=tensor.dtype)
+            full[rows] = tensor.detach().cpu()
+            return full
+
+        return ChunkStep(
+            actions=scatter(step.actions),
+            log_prob=scatter(step.log_prob),
+            value=None if step.value is None else scatter(step.value),
+            sample_info={key: scatter(value) for key, value in step.sample_info.items()},
+        )
+
+    def _chunk_stats(self, tally: _EpisodeTally, decisions: int, start: float) -> RolloutStats:
+        tally.policy_time_s, tally.sim_time_s = self.policy_time_s, self.sim_time_s
+        env_steps = decisions * self.execute_steps * self.env.num_envs
+        return tally.stats(env_steps, time.perf_counter() - start, decisions=decisions)
 
 
 @dataclass
@@ -221,7 +504,19 @@ class _EpisodeTally:
         self.successes.append(episode["success"][ended].float().cpu())
         self.successes_once.append(episode["success_once"][ended].float().cpu())
 
-    def stats(self, buffer: RolloutBuffer, rollout_time_s: float) -> RolloutStats:
+    def add_outcomes(self, success: torch.Tensor, returns: torch.Tensor, ended: torch.Tensor) -> None:
+        """Episodes of a chunk rollout: success and return where ``ended`` (lengths not measured)."""
+        self.returns.append(returns[ended].float().cpu())
+        self.successes.append(success[ended].float().cpu())
+
+    def stats(
+        self,
+        env_steps: int,
+        rollout_time_s: float,
+        *,
+        lost_steps: int | None = None,
+        decisions: int | None = None,
+    ) -> RolloutStats:
         def mean(chunks: list[torch.Tensor]) -> float:
             values = torch.cat(chunks) if chunks else torch.empty(0)
             return float(values.mean()) if values.numel() else math.nan
@@ -232,9 +527,10 @@ class _EpisodeTally:
             mean_length=mean(self.lengths),
             success_rate=mean(self.successes),
             success_once_rate=mean(self.successes_once),
-            env_steps=buffer.num_steps * buffer.num_envs,
+            env_steps=env_steps,
             rollout_time_s=rollout_time_s,
             sim_time_s=self.sim_time_s,
             policy_time_s=self.policy_time_s,
-            lost_steps=self.lost_steps,
+            lost_steps=lost_steps,
+            decisions=decisions,
         )

@@ -1,4 +1,4 @@
-"""Evaluate a policy on whole episodes of a fresh environment, optionally recording a video.
+"""Evaluate a policy (state or chunk) on whole episodes of a fresh environment, optionally recording a video.
 
 Every world contributes a fixed quota of its *first* episodes (the quotas sum to
 ``num_episodes``), so short episodes, which finish more often, are not over-counted. The video
@@ -10,25 +10,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import EnvConfig, make_env
-from vla_rl.envs.base import BatchedEnv, Observation
+from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.training.executors import Executor, make_executor
 from vla_rl.training.progress import phase_bar
 
 log = logging.getLogger(__name__)
 
+EVAL_SEED_OFFSET = 1_000_003
+"""A run's evaluations use the episodes (and sampling noise) of seed ``cfg.seed + EVAL_SEED_OFFSET``:
+fixed per run, apart from training's."""
 SUMMARY_FILENAME = "eval_summary.json"
-ActFn = Callable[[Observation], torch.Tensor]
-"""Observation of every world -> actions [N, action_dim] in [-1, 1]."""
-DoneFn = Callable[[torch.Tensor], None]
-"""Called with the bool [N] mask of worlds whose episode just ended."""
 VIDEO_FILENAME = "eval.mp4"
 
 
@@ -66,56 +67,86 @@ def episode_quotas(num_episodes: int, num_envs: int) -> np.ndarray:
 
 @torch.no_grad()
 def evaluate(
-    policy: ActorCriticPolicy,
+    policy: ActorCriticPolicy | ChunkPolicy,
     env_cfg: EnvConfig,
     num_episodes: int,
     deterministic: bool = True,
     video_dir: str | Path | None = None,
     split: str | None = None,
     *,
+    seed: int = EVAL_SEED_OFFSET,
+    execute_steps: int = 0,
+    temperature: float = 1.0,
+    ensemble_decay: float | None = None,
     num_envs: int = 0,
     video_envs: int = 4,
     video_camera: str = "front",
     video_size: int = 128,
-    seed: int = 1_000_003,
     summary_path: str | Path | None = None,
 ) -> EvalResult:
-    """Run ``num_episodes`` episodes of ``policy`` on a fresh env built from ``env_cfg``.
+    """Run ``num_episodes`` episodes of ``policy`` (a state or a chunk policy) on a fresh env built
+    from ``env_cfg``.
 
-    ``split`` overrides ``env_cfg.split``; ``num_envs <= 0`` uses ``env_cfg.num_envs`` (never more
-    worlds than episodes). With ``video_dir`` an mp4 of ``video_envs`` worlds side by side is
-    written there. The summary JSON goes to ``summary_path`` (default ``video_dir``/eval_summary.json).
+    A chunk policy executes ``execute_steps`` actions of each chunk before re-planning (``<= 0``:
+    whole chunks), or ensembles its plans with ``ensemble_decay`` (``vla_rl.training.executors``);
+    ``temperature`` scales its sampling noise. ``split`` overrides ``env_cfg.split``;
+    ``num_envs <= 0`` uses ``env_cfg.num_envs`` (never more worlds than episodes). With
+    ``video_dir`` an mp4 of the first episode of ``video_envs`` worlds side by side is written
+    there. The summary JSON goes to ``summary_path`` (default ``video_dir``/eval_summary.json).
+
+    The evaluation draws from its own random stream seeded with ``seed`` and leaves the global
+    generators as they were, so it can run in the middle of training without changing what
+    training does next.
     """
     split = split or env_cfg.split
     worlds = min(num_envs if num_envs > 0 else env_cfg.num_envs, max(num_episodes, 1))
     eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split, pipeline_stages=1)
+
+    def executor(num_worlds: int) -> Executor:
+        return make_executor(policy, num_worlds, execute_steps, deterministic, temperature, ensemble_decay)
+
     was_training = policy.training
     policy.eval()
-
-    # The env may return its observations on another device than the policy's (a policy kept on
-    # the CPU beside a GPU simulator that returns CUDA tensors, or the reverse).
-    device = next(policy.parameters()).device
-
-    def act(obs: Observation) -> torch.Tensor:
-        obs = {
-            key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in obs.items()
-        }
-        return policy.act(obs, deterministic=deterministic).action.clamp(-1.0, 1.0)
-
     try:
-        env = make_env(eval_cfg)
-        try:
-            result = run_episodes(act, env, num_episodes, seed)
-        finally:
-            env.close()
-        result.split = split
-        if video_dir is not None and video_envs > 0:
-            video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
-            result.video_path = record_video(act, video_cfg, video_camera, seed, video_dir)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            env = make_env(eval_cfg)
+            try:
+                result = run_episodes(executor(env.num_envs), env, num_episodes, seed)
+            finally:
+                env.close()
+            result.split = split
+            if video_dir is not None and video_envs > 0:
+                video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
+                result.video_path = record_video(
+                    executor(video_envs), video_cfg, video_camera, seed, video_dir
+                )
     finally:
         policy.train(was_training)
     write_summary(result, summary_path, video_dir)
     return result
+
+
+def evaluate_run(
+    policy: ActorCriticPolicy, cfg: TrainConfig, out_dir: Path, video: bool | None = None
+) -> EvalResult:
+    """A run's evaluation of ``policy`` as ``cfg.eval`` says (``video`` overrides ``cfg.eval.video``),
+    on the run's evaluation episodes; the summary and video go to ``out_dir``."""
+    ecfg = cfg.eval
+    return evaluate(
+        policy,
+        cfg.env,
+        ecfg.num_episodes,
+        deterministic=ecfg.deterministic,
+        video_dir=out_dir if (ecfg.video if video is None else video) else None,
+        split=ecfg.split,
+        num_envs=ecfg.num_envs,
+        video_envs=ecfg.video_envs,
+        video_camera=ecfg.video_camera,
+        video_size=ecfg.video_size,
+        seed=cfg.seed + EVAL_SEED_OFFSET,
+        summary_path=out_dir / "eval_summary.json",
+    )
 
 
 def write_summary(result: EvalResult, summary_path: str | Path | None, video_dir: str | Path | None) -> None:
@@ -127,13 +158,10 @@ def write_summary(result: EvalResult, summary_path: str | Path | None, video_dir
         Path(summary_path).write_text(json.dumps(dataclasses.asdict(result), indent=2) + "\n")
 
 
-def run_episodes(
-    act: ActFn, env: BatchedEnv, num_episodes: int, seed: int, on_done: DoneFn | None = None
-) -> EvalResult:
-    """Step ``env`` with ``act`` until every world has finished its quota of first episodes.
+def run_episodes(executor: Executor, env: BatchedEnv, num_episodes: int, seed: int) -> EvalResult:
+    """Step ``env`` with ``executor`` until every world has finished its quota of first episodes.
 
-    ``on_done`` hears of every step on which some episode ended (before the next ``act``), for
-    actors that keep per-world state such as an open-loop plan.
+    The executor hears of every step on which some episode ended (before its next ``act``).
     """
     quotas = episode_quotas(num_episodes, env.num_envs)
     counted = np.zeros(env.num_envs, dtype=np.int64)
@@ -145,13 +173,12 @@ def run_episodes(
     bar = phase_bar("evaluation", int(quotas.sum()), "episode")
     obs, _ = env.reset(seed=seed)
     while (counted < quotas).any():
-        step = env.step(act(obs).to(env.device))
+        step = env.step(executor.act(obs).to(env.device))
         obs = step.obs
         done = step.done.cpu()
         if not bool(done.any()):
             continue
-        if on_done is not None:
-            on_done(done)
+        executor.episodes_ended(done)
         episode = {k: v.cpu().numpy() for k, v in step.info["episode"].items()}
         instructions = step.info["final_obs"].get("instruction")  # absent on plain Gymnasium envs
         for i in np.flatnonzero(done.numpy() & (counted < quotas)):
@@ -190,12 +217,7 @@ def video_env_config(cfg: EnvConfig, video_envs: int, camera: str, size: int) ->
 
 
 def record_video(
-    act: ActFn,
-    cfg: EnvConfig,
-    camera: str,
-    seed: int,
-    video_dir: str | Path,
-    on_done: DoneFn | None = None,
+    executor: Executor, cfg: EnvConfig, camera: str, seed: int, video_dir: str | Path
 ) -> str | None:
     """Record each world's first episode side by side; finished worlds hold their last frame."""
     import imageio.v2 as imageio
@@ -211,10 +233,9 @@ def record_video(
         finished = torch.zeros(env.num_envs, dtype=torch.bool)
         last = obs[key].cpu().clone()
         while not bool(finished.all()):
-            step = env.step(act(obs).to(env.device))
+            step = env.step(executor.act(obs).to(env.device))
             done = step.done.cpu()
-            if on_done is not None:
-                on_done(done)
+            executor.episodes_ended(done)
             current = torch.where(
                 done[:, None, None, None], step.info["final_obs"][key].cpu(), step.obs[key].cpu()
             )

@@ -23,10 +23,10 @@ from vla_rl.envs.base import BatchedEnv, Observation
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.training.budget import describe_cap, now_s
 from vla_rl.training.components import build_training_components
-from vla_rl.training.evaluate import EvalResult, evaluate
+from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
-from vla_rl.training.sources import StateRollouts
+from vla_rl.training.sources import Rollouts
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Trainer(TrainingLoop):
         self._pace_from = (time.perf_counter(), 0)
         """When and at which env step the env steps/s count starts (each ``train`` call resets it)."""
         self.steps_per_update = cfg.algorithm.num_steps * self.env.num_envs
-        self.source = StateRollouts(self.env, self.collector, self.buffer, cfg.seed)
+        self.source = Rollouts(self.env, self.collector, cfg.seed)
         self._worker_events_seen = len(_worker_events(self.env))
         self.resume(self._find_resume_checkpoint())
 
@@ -182,23 +182,7 @@ class Trainer(TrainingLoop):
     @logs_to_run_dir
     def evaluate(self, video: bool | None = None) -> EvalResult:
         """Evaluate the current policy as ``cfg.eval`` says; outputs go to ``<run_dir>/eval``."""
-        ecfg = self.cfg.eval
-        out_dir = self.run_dir / "eval"
-        record = ecfg.video if video is None else video
-        return evaluate(
-            self.policy,
-            self.cfg.env,
-            ecfg.num_episodes,
-            deterministic=ecfg.deterministic,
-            video_dir=out_dir if record else None,
-            split=ecfg.split,
-            num_envs=ecfg.num_envs,
-            video_envs=ecfg.video_envs,
-            video_camera=ecfg.video_camera,
-            video_size=ecfg.video_size,
-            seed=self.cfg.seed + 1_000_003,
-            summary_path=out_dir / "eval_summary.json",
-        )
+        return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", video)
 
     def close(self) -> None:
         if hasattr(self.algorithm, "close"):

@@ -1,7 +1,7 @@
 """Batch sources of the training loop: ``next_batch() -> (batch, metrics)``, with a state to resume.
 
-* ``StateRollouts``: rollouts of a state policy into its ``RolloutBuffer`` (state PPO).
-* ``ChunkRollouts``: a continuous rollout of ``num_decisions`` decisions of a chunk policy (chunk PPO).
+* ``Rollouts``: a continuous rollout of a state or chunk policy into the collector's ``RolloutBuffer``
+  (state and chunk PPO).
 * ``GroupRollouts``: GRPO's episodes from shared group seeds (fresh ones, or a curriculum's),
   sampled in rounds until enough groups are informative (dynamic sampling).
 * ``DemoBatches``: the minibatches of one SFT optimizer step, drawn from the demonstrations.
@@ -19,8 +19,7 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rollout import RolloutBuffer, RolloutCollector
-from vla_rl.rollout.chunk_batch import ChunkBatch
-from vla_rl.rollout.chunk_collector import ChunkCollector, ChunkRolloutStats
+from vla_rl.rollout.collector import RolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 
 log = logging.getLogger(__name__)
@@ -47,51 +46,40 @@ def env_state(env: BatchedEnv) -> dict[str, Any] | None:
         return None
 
 
-class StateRollouts:
-    """``num_steps`` steps of every world into the buffer, continuing from the last observation."""
+class Rollouts:
+    """A continuous rollout of every world, state policy or chunk policy: the collector's
+    ``num_decisions`` decisions (a state policy's buffer fixes them), continuing from the last
+    observation (episodes go on across rollouts, and across a resume where the env can snapshot
+    its state)."""
 
-    def __init__(self, env: BatchedEnv, collector: RolloutCollector, buffer: RolloutBuffer, seed: int):
-        self.env, self.collector, self.buffer, self.seed = env, collector, buffer, seed
+    def __init__(
+        self, env: BatchedEnv, collector: RolloutCollector, seed: int, num_decisions: int | None = None
+    ) -> None:
+        self.env, self.collector, self.seed, self.num_decisions = env, collector, seed, num_decisions
         self.obs, _ = env.reset(seed=seed)
 
     def next_batch(self) -> tuple[RolloutBuffer, dict[str, float]]:
-        self.obs, stats = self.collector.collect(self.obs)
-        return self.buffer, stats_metrics(stats)
+        self.obs, stats = self.collector.collect(self.obs, self.num_decisions)
+        return self.collector.buffer, stats_metrics(stats)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"env": env_state(self.env)}
+        state: dict[str, Any] = {"env": env_state(self.env)}
+        if self.collector.chunked:
+            state["potential"] = self.collector.potential.clone()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("env") is not None:
             self.obs = self.env.load_state_dict(state["env"])
-        else:
+        elif not self.collector.chunked:
+            # (A chunk rollout goes on from the fresh episodes its worlds were reset to.)
             log.warning("the environment cannot snapshot its state; resuming from fresh episodes")
             self.obs, _ = self.env.reset(seed=self.seed + int(state["iteration"]))
-
-
-class ChunkRollouts:
-    """A continuous rollout of ``num_decisions`` decisions of every world (episodes go on across
-    rollouts, and across a resume where the env can snapshot its state)."""
-
-    def __init__(self, env: BatchedEnv, collector: ChunkCollector, num_decisions: int, seed: int) -> None:
-        self.env, self.collector, self.num_decisions = env, collector, num_decisions
-        self.obs, _ = env.reset(seed=seed)
-
-    def next_batch(self) -> tuple[Any, dict[str, float]]:
-        batch, self.obs, stats = self.collector.collect(self.obs, self.num_decisions)
-        return batch, stats_metrics(stats)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"env": env_state(self.env), "potential": self.collector.potential.clone()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("env") is not None:
-            self.obs = self.env.load_state_dict(state["env"])
         if state.get("potential") is not None:
             self.collector.potential = state["potential"].clone()
 
 
-class GroupRollouts(ChunkRollouts):
+class GroupRollouts(Rollouts):
     """GRPO's batch: rounds of one episode per world, ``group_size`` worlds per group resetting from
     one group seed, until ``groups_per_update`` groups (default: one round's) were informative or
     ``max_sampling_rounds`` rounds ran. ``grouped_rows(batch, success, returns)`` is the
@@ -100,13 +88,13 @@ class GroupRollouts(ChunkRollouts):
     def __init__(
         self,
         env: BatchedEnv,
-        collector: ChunkCollector,
+        collector: RolloutCollector,
         cfg: Any,
         seed: int,
-        grouped_rows: Callable[[ChunkBatch, torch.Tensor, torch.Tensor], Any],
+        grouped_rows: Callable[[RolloutBuffer, torch.Tensor, torch.Tensor], Any],
     ) -> None:
-        super().__init__(env, collector, 0, seed)
-        self.cfg, self.seed, self.grouped_rows = cfg, seed, grouped_rows
+        super().__init__(env, collector, seed)
+        self.cfg, self.grouped_rows = cfg, grouped_rows
         self.curriculum = SeedCurriculum(cfg.curriculum_pool, seed) if cfg.curriculum_pool > 0 else None
         self.group_counter = 0
 
@@ -152,7 +140,7 @@ class GroupRollouts(ChunkRollouts):
             self.curriculum.load_state_dict(state["curriculum"])
 
 
-def merge_stats(parts: list[ChunkRolloutStats]) -> ChunkRolloutStats:
+def merge_stats(parts: list[RolloutStats]) -> RolloutStats:
     """Statistics of several rollouts of one iteration as one."""
     episodes = sum(p.episodes for p in parts)
 
@@ -161,12 +149,12 @@ def merge_stats(parts: list[ChunkRolloutStats]) -> ChunkRolloutStats:
             return math.nan
         return sum(getattr(p, name) * p.episodes for p in parts if p.episodes) / episodes
 
-    return ChunkRolloutStats(
+    return RolloutStats(
         episodes=episodes,
         success_rate=weighted("success_rate"),
         mean_return=weighted("mean_return"),
         env_steps=sum(p.env_steps for p in parts),
-        decisions=sum(p.decisions for p in parts),
+        decisions=sum(p.decisions or 0 for p in parts),
         rollout_time_s=sum(p.rollout_time_s for p in parts),
         policy_time_s=sum(p.policy_time_s for p in parts),
         sim_time_s=sum(p.sim_time_s for p in parts),

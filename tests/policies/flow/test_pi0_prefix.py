@@ -11,7 +11,7 @@ from flow_fixtures import INSTRUCTIONS, make_obs, make_pi0
 from benchmarks.pi0_update_speed import step_by_step_transitions
 from vla_rl.policies.flow.exploration import chain_log_prob_and_entropy
 from vla_rl.policies.flow.pi0_prefix import PREFIX_KEYS, PREFIX_MASK, repeat_prefix
-from vla_rl.rollout.chunk_batch import concat_zero_padded
+from vla_rl.rollout.flat_batch import concat_zero_padded
 
 torch.set_num_threads(1)
 

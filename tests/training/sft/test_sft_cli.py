@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 from sft_tiny_policies import toy_episodes
 
 import vla_rl.training.sft.trainer as trainer_module
+from vla_rl.cli import build_parser, sft_command
 from vla_rl.config.load import ConfigError
-from vla_rl.training.sft.cli import add_sft_parser, sft_command
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_sft_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+def _parse(argv: list[str]):  # noqa: ANN202 - argparse.Namespace
+    return build_parser().parse_args(argv)
 
 
 def _overrides(run_dir: Path) -> list[str]:

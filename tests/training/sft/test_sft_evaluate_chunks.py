@@ -11,7 +11,8 @@ import torch
 from sft_tiny_policies import ScriptedChunkPolicy, ZeroChunkPolicy, _FixedChunkPolicy
 
 from vla_rl.envs import EnvConfig
-from vla_rl.training.sft.evaluate_chunks import ChunkExecutor, TemporalEnsembleExecutor, evaluate_chunk_policy
+from vla_rl.training.evaluate import evaluate
+from vla_rl.training.executors import ChunkExecutor, TemporalEnsembleExecutor
 
 
 class _CountingChunks(_FixedChunkPolicy):
@@ -79,7 +80,7 @@ def test_temporal_ensemble_averages_every_plan_for_the_step_weighted_by_age() ->
 
 def test_temporal_ensemble_scripted_expert_succeeds_on_reach() -> None:
     expert = ScriptedChunkPolicy("reach", chunk_len=2)
-    result = evaluate_chunk_policy(expert, _reach(), 16, execute_steps=0, seed=3, ensemble_decay=0.0)
+    result = evaluate(expert, _reach(), 16, execute_steps=0, seed=3, ensemble_decay=0.0)
     assert result.num_episodes == 16 and result.success_rate >= 0.9
 
 
@@ -89,13 +90,11 @@ def _reach(num_envs: int = 8) -> EnvConfig:
 
 def test_scripted_expert_succeeds_and_zero_actions_fail_on_reach(tmp_path: Path) -> None:
     expert = ScriptedChunkPolicy("reach", chunk_len=2)
-    result = evaluate_chunk_policy(
-        expert, _reach(), 16, execute_steps=1, seed=3, summary_path=tmp_path / "s.json"
-    )
+    result = evaluate(expert, _reach(), 16, execute_steps=1, seed=3, summary_path=tmp_path / "s.json")
     assert result.num_episodes == 16 and result.success_rate >= 0.9
     assert 1 <= result.mean_length <= 40
     assert json.loads((tmp_path / "s.json").read_text())["success_rate"] == result.success_rate
-    zero = evaluate_chunk_policy(ZeroChunkPolicy(chunk_len=4), _reach(), 16, execute_steps=4, seed=3)
+    zero = evaluate(ZeroChunkPolicy(chunk_len=4), _reach(), 16, execute_steps=4, seed=3)
     assert zero.num_episodes == 16 and zero.success_rate <= 0.3
     assert zero.mean_length == 40.0
 
@@ -106,7 +105,7 @@ def test_evaluation_leaves_global_rng_and_training_mode_alone() -> None:
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    evaluate_chunk_policy(policy, _reach(2), 2, execute_steps=2, seed=1)
+    evaluate(policy, _reach(2), 2, execute_steps=2, seed=1)
     assert torch.equal(torch.rand(3), expected)
     assert policy.training
 
@@ -115,8 +114,15 @@ def test_video_of_the_first_episodes_is_written(tmp_path: Path) -> None:
     import imageio.v2 as imageio
 
     cfg = EnvConfig(task="reach", num_envs=2, num_threads=1, max_episode_steps=6)
-    result = evaluate_chunk_policy(
-        ZeroChunkPolicy(chunk_len=2), cfg, 2, 2, seed=0, video_dir=tmp_path, video_envs=2, video_size=32
+    result = evaluate(
+        ZeroChunkPolicy(chunk_len=2),
+        cfg,
+        2,
+        execute_steps=2,
+        seed=0,
+        video_dir=tmp_path,
+        video_envs=2,
+        video_size=32,
     )
     assert result.video_path == str(tmp_path / "eval.mp4")
     frames = imageio.mimread(result.video_path)

@@ -103,6 +103,9 @@ class RLEvalConfig:
 
 @dataclass
 class VLARLConfig:
+    job: str = "rl"
+    """The job that wrote this config (``vla_rl.training.jobs``), recorded so ``--resume`` runs the same
+    job; fixed by the command, not a setting."""
     policy: RLPolicyConfig = field(default_factory=RLPolicyConfig)
     """The policy to fine-tune."""
     algorithm: ChunkRLConfig = field(default_factory=ChunkRLConfig)

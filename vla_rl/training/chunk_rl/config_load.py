@@ -13,6 +13,7 @@ from vla_rl.config.load import (
     ConfigError,
     check_reward_config,
     compose_config_module,
+    job_check,
     load_config_file,
     validate_structured,
 )
@@ -175,6 +176,7 @@ def _valid_bounds(bounds: list[float]) -> bool:
 
 
 RL_CHECKS: list[Check[VLARLConfig]] = [
+    job_check("rl"),
     Check("policy.name", lambda c: bool(c.policy.name), "must name a registered chunk policy"),
     Check(
         "policy.init_from",

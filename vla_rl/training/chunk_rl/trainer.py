@@ -34,21 +34,19 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
-from vla_rl.rollout.chunk_collector import ChunkCollector
+from vla_rl.rollout.collector import RolloutCollector
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.training.budget import describe_cap
 from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
-from vla_rl.training.evaluate import EvalResult
+from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
 from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
-from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
-from vla_rl.training.sources import ChunkRollouts, GroupRollouts
+from vla_rl.training.sources import GroupRollouts, Rollouts
 
 log = logging.getLogger(__name__)
 
-EVAL_SEED_OFFSET = 1_000_003
 EVALUATION_SHARE = 0.5
 """Under ``max_minutes``, the share of the cap the evaluations before and after may take."""
 
@@ -102,13 +100,13 @@ def evaluate_rl_policy(
 ) -> EvalResult:
     """A run's evaluation of ``policy`` on ``split``: its episodes (seeds), execution and sampling
     settings; ``num_episodes`` and ``deterministic`` default to ``cfg.eval``'s."""
-    return evaluate_chunk_policy(
+    return evaluate(
         policy,
         cfg.env,
         cfg.eval.num_episodes if num_episodes is None else num_episodes,
-        cfg.algorithm.execute_steps,
-        seed=cfg.seed + EVAL_SEED_OFFSET,
         deterministic=cfg.eval.deterministic if deterministic is None else deterministic,
+        seed=cfg.seed + EVAL_SEED_OFFSET,
+        execute_steps=cfg.algorithm.execute_steps,
         temperature=cfg.algorithm.temperature if cfg.eval.temperature is None else cfg.eval.temperature,
         num_envs=cfg.eval.num_envs,
         split=split,
@@ -117,7 +115,7 @@ def evaluate_rl_policy(
 
 class ChunkRLTrainer(TrainingLoop):
     """Chunk RL: a policy loaded from ``policy.init_from``, an env, the ``algorithm.name`` algorithm
-    and its rollouts (``GroupRollouts`` for GRPO, ``ChunkRollouts`` otherwise) in the one loop."""
+    and its rollouts (``GroupRollouts`` for GRPO, ``Rollouts`` otherwise) in the one loop."""
 
     @logs_to_run_dir
     def __init__(self, cfg: VLARLConfig) -> None:
@@ -135,11 +133,11 @@ class ChunkRLTrainer(TrainingLoop):
             self.reference = self._load_policy(reference_dir).eval().requires_grad_(False)
         self.algorithm = build_chunk_algorithm(acfg, self.policy, self.reference)
         self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
-        self.collector = ChunkCollector(
+        self.collector = RolloutCollector(
             self.env,
             self.policy,
-            acfg.execute_steps,
-            acfg.gamma,
+            gamma=acfg.gamma,
+            execute_steps=acfg.execute_steps,
             temperature=acfg.temperature,
             log_prob_level=acfg.log_prob_level,
             with_value=self.algorithm.uses_critic,
@@ -148,11 +146,11 @@ class ChunkRLTrainer(TrainingLoop):
             progress_shaping=acfg.progress_shaping,
         )
         if self.algorithm.episodic:
-            self.source: ChunkRollouts = GroupRollouts(
+            self.source: Rollouts = GroupRollouts(
                 self.env, self.collector, acfg, cfg.seed, self.algorithm.grouped_rows
             )
         else:
-            self.source = ChunkRollouts(self.env, self.collector, acfg.num_decisions, cfg.seed)
+            self.source = Rollouts(self.env, self.collector, cfg.seed, acfg.num_decisions)
         self.evaluations: list[dict[str, Any]] = []
         self._final_splits = [cfg.env.split, *cfg.eval.ood_splits] if cfg.eval.num_episodes > 0 else []
         """The splits the final evaluation runs on."""

@@ -9,12 +9,10 @@ from vla_rl.training.sft.config import (
     SFTPolicyConfig,
 )
 from vla_rl.training.sft.config_load import compose_sft_config, load_sft_config_file, validate_sft_config
-from vla_rl.training.sft.evaluate_chunks import ChunkExecutor, evaluate_chunk_policy
 from vla_rl.training.sft.trainer import SFTResult, SFTTrainer
 
 __all__ = [
     "ChunkBatch",
-    "ChunkExecutor",
     "ChunkSampler",
     "SFTConfig",
     "SFTDataConfig",
@@ -25,7 +23,6 @@ __all__ = [
     "SFTTrainer",
     "chunk_indices",
     "compose_sft_config",
-    "evaluate_chunk_policy",
     "load_sft_config_file",
     "validate_sft_config",
 ]

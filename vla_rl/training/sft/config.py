@@ -93,6 +93,9 @@ class SFTEvalConfig:
 
 @dataclass
 class SFTConfig:
+    job: str = "sft"
+    """The job that wrote this config (``vla_rl.training.jobs``), recorded so ``--resume`` runs the same
+    job; fixed by the command, not a setting."""
     data: SFTDataConfig = field(default_factory=SFTDataConfig)
     """Demonstrations."""
     policy: SFTPolicyConfig = field(default_factory=SFTPolicyConfig)

@@ -11,7 +11,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vla_rl.config.load import Check, compose_config_module, load_config_file, validate_structured
+from vla_rl.config.load import Check, compose_config_module, job_check, load_config_file, validate_structured
 from vla_rl.training.sft.config import SFTConfig
 from vla_rl.training.sft.policy_settings import check_policy_kwargs
 
@@ -37,6 +37,7 @@ def validate_sft_config(raw: DictConfig | dict[str, Any]) -> SFTConfig:
 
 
 SFT_CHECKS: list[Check[SFTConfig]] = [
+    job_check("sft"),
     Check("policy.name", lambda c: bool(c.policy.name), "must name a registered chunk policy"),
     Check("steps", lambda c: c.steps > 0, "must be positive"),
     Check("batch_size", lambda c: c.batch_size > 0, "must be positive"),

@@ -26,7 +26,7 @@ from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
 from vla_rl.training.budget import now_s
 from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, resolve_policy_dir
-from vla_rl.training.evaluate import EvalResult
+from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
 from vla_rl.training.loop import Run, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
@@ -37,12 +37,10 @@ from vla_rl.training.sft.demonstrations import (
     take_episodes,
     with_action_labels,
 )
-from vla_rl.training.sft.evaluate_chunks import evaluate_chunk_policy
 from vla_rl.training.sources import DemoBatches
 
 log = logging.getLogger(__name__)
 
-EVAL_SEED_OFFSET = 1_000_003
 NORMALIZER_BATCH = 1024
 
 
@@ -176,14 +174,14 @@ class SFTTrainer(TrainingLoop):
         """Success rate of the current policy in the simulator as ``cfg.eval`` says."""
         ecfg = self.cfg.eval
         out_dir = self.run_dir / "eval"
-        return evaluate_chunk_policy(
+        return evaluate(
             self.policy,
             self.cfg.env,
             ecfg.num_episodes,
-            ecfg.execute_steps,
-            seed=self.cfg.seed + EVAL_SEED_OFFSET,
-            video_dir=out_dir if video else None,
             deterministic=ecfg.deterministic,
+            video_dir=out_dir if video else None,
+            seed=self.cfg.seed + EVAL_SEED_OFFSET,
+            execute_steps=ecfg.execute_steps,
             temperature=ecfg.temperature,
             video_envs=ecfg.video_envs,
             video_camera=ecfg.video_camera,

@@ -1,6 +1,6 @@
 import torch
 
-from vla_rl.rollout.chunk_batch import concat_zero_padded
+from vla_rl.rollout.flat_batch import concat_zero_padded
 
 
 def test_concat_zero_padded_pads_later_dims_at_their_end():

@@ -1,27 +1,48 @@
-"""Evaluate a chunk policy in the simulator: plan a chunk, execute its first actions, re-plan.
+"""How a policy acts in an evaluation: one action per world and step, whatever the policy's kind.
 
-Each world keeps its own plan: it asks the policy for a new chunk when it has executed
-``execute_steps`` actions of the current one, or when its episode has just restarted (autoreset),
-so a plan never leaks into the next episode. Only the worlds that need a plan are sent to the
-policy. Episode counting follows ``vla_rl.training.evaluate`` (every world contributes a fixed quota
-of its first episodes), and so do the summary and the video.
-
-The evaluation draws from its own seeded random stream and leaves the global generators as they
-were, so it can run in the middle of training without changing what training does next.
+A state policy (``ActorCriticPolicy``) acts on every step (``StateActor``). A chunk policy plans a
+chunk and executes its first actions open loop (``ChunkExecutor``), or averages every plan made for
+the step (``TemporalEnsembleExecutor``). Each keeps its own per-world state, which
+``episodes_ended`` clears for worlds whose episode just restarted (autoreset), so a plan never
+leaks into the next episode.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
+from typing import Protocol
 
 import torch
 
-from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import Observation
 from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
+from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.training.evaluate import EvalResult, record_video, run_episodes, video_env_config, write_summary
+
+
+class Executor(Protocol):
+    """A policy acting in a batched env."""
+
+    def act(self, obs: Observation) -> torch.Tensor:
+        """Actions [N, action_dim] in [-1, 1] for the current observation of every world."""
+
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        """Hear of the bool [N] mask of worlds whose episode just ended (before the next ``act``)."""
+
+
+class StateActor:
+    """A state policy's action for every world on every step (a chunk of one action)."""
+
+    def __init__(self, policy: ActorCriticPolicy, deterministic: bool = True) -> None:
+        self.policy = policy
+        self.deterministic = deterministic
+
+    def act(self, obs: Observation) -> torch.Tensor:
+        # The env may return its observations on another device than the policy's.
+        obs = obs_to_device(obs, module_device(self.policy))
+        return self.policy.act(obs, deterministic=self.deterministic).action.clamp(-1.0, 1.0)
+
+    def episodes_ended(self, done: torch.Tensor) -> None:
+        """A state policy keeps nothing between steps."""
 
 
 class ChunkExecutor:
@@ -113,72 +134,18 @@ class TemporalEnsembleExecutor:
 
 
 def make_executor(
-    policy: ChunkPolicy,
+    policy: ChunkPolicy | ActorCriticPolicy,
     num_envs: int,
-    execute_steps: int,
+    execute_steps: int = 0,
     deterministic: bool = True,
     temperature: float = 1.0,
     ensemble_decay: float | None = None,
-) -> ChunkExecutor | TemporalEnsembleExecutor:
-    """Temporal ensembling when ``ensemble_decay`` is set, else chunks executed ``execute_steps``
-    actions at a time."""
+) -> Executor:
+    """A state policy's ``StateActor``; for a chunk policy temporal ensembling when
+    ``ensemble_decay`` is set, else chunks executed ``execute_steps`` actions at a time (``<= 0``:
+    whole chunks)."""
+    if not isinstance(policy, ChunkPolicy):
+        return StateActor(policy, deterministic)
     if ensemble_decay is None:
         return ChunkExecutor(policy, num_envs, execute_steps, deterministic, temperature)
     return TemporalEnsembleExecutor(policy, num_envs, ensemble_decay, deterministic, temperature)
-
-
-@torch.no_grad()
-def evaluate_chunk_policy(
-    policy: ChunkPolicy,
-    env_cfg: EnvConfig,
-    num_episodes: int,
-    execute_steps: int,
-    seed: int,
-    video_dir: str | Path | None = None,
-    *,
-    deterministic: bool = True,
-    temperature: float = 1.0,
-    num_envs: int = 0,
-    split: str | None = None,
-    video_envs: int = 4,
-    video_camera: str = "front",
-    video_size: int = 128,
-    summary_path: str | Path | None = None,
-    ensemble_decay: float | None = None,
-) -> EvalResult:
-    """Success rate (and return, length) of ``policy`` over ``num_episodes`` episodes of a fresh env.
-
-    ``execute_steps <= 0`` executes whole chunks. ``num_envs <= 0`` uses ``env_cfg.num_envs`` worlds
-    (never more than episodes); ``split`` overrides ``env_cfg.split``. With ``video_dir`` an mp4 of
-    the first episode of ``video_envs`` worlds is written there, with ``eval_summary.json``.
-    ``ensemble_decay`` switches to temporal ensembling (``TemporalEnsembleExecutor``).
-    """
-    split = split or env_cfg.split
-    worlds = min(num_envs if num_envs > 0 else env_cfg.num_envs, max(num_episodes, 1))
-    eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split, pipeline_stages=1)
-    was_training = policy.training
-    policy.eval()
-    try:
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            env = make_env(eval_cfg)
-            try:
-                executor = make_executor(
-                    policy, env.num_envs, execute_steps, deterministic, temperature, ensemble_decay
-                )
-                result = run_episodes(executor.act, env, num_episodes, seed, executor.episodes_ended)
-            finally:
-                env.close()
-            result.split = split
-            if video_dir is not None and video_envs > 0:
-                video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
-                recorder = make_executor(
-                    policy, video_envs, execute_steps, deterministic, temperature, ensemble_decay
-                )
-                result.video_path = record_video(
-                    recorder.act, video_cfg, video_camera, seed, video_dir, recorder.episodes_ended
-                )
-    finally:
-        policy.train(was_training)
-    write_summary(result, summary_path, video_dir)
-    return result

@@ -1,0 +1,100 @@
+"""The jobs the command line runs, and how a command finds its job and config, in one place.
+
+``vla-rl train`` runs ``ppo`` (a state policy, ``configs/train.yaml``) or, given ``recipe=NAME``,
+``rl`` (RL fine-tuning of a chunk policy, ``configs/rl.yaml`` and ``configs/recipe``); ``vla-rl
+sft`` runs ``sft`` (``configs/sft.yaml``). Every run writes its job into its ``config.yaml``
+(``job: ppo|rl|sft``), so ``--resume PATH`` runs the job that wrote the folder. Run folders written
+before that key existed are told apart by their keys (``job_of_saved_config``).
+
+Resuming from a path loads the run's own ``config.yaml`` with the command's overrides on top and
+``resume`` set to the checkpoint; ``resume=auto`` (or ``--resume auto``) composes the config as a
+new run would and continues from the latest checkpoint of its ``run_dir``, if any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from vla_rl.config.load import ConfigError
+from vla_rl.registry import resolve
+from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_checkpoint_dir
+
+COMPOSE = {
+    "ppo": "vla_rl.config.load:compose_train_config",
+    "rl": "vla_rl.training.chunk_rl.config_load:compose_rl_config",
+    "sft": "vla_rl.training.sft.config_load:compose_sft_config",
+}
+"""Job -> its config composed from ``configs/`` with Hydra-syntax overrides."""
+LOAD_SAVED = {
+    "ppo": "vla_rl.config.load:load_train_config_file",
+    "rl": "vla_rl.training.chunk_rl.config_load:load_rl_config_file",
+    "sft": "vla_rl.training.sft.config_load:load_sft_config_file",
+}
+"""Job -> its config loaded from a run's ``config.yaml`` with overrides."""
+RECIPE_KEY = "recipe"
+"""The override that picks an RL recipe, and with it the ``rl`` job of ``vla-rl train``."""
+RESUME_KEY = "resume"
+
+
+def override_value(overrides: Sequence[str], key: str) -> str | None:
+    """The value a Hydra-syntax override gives ``key`` (``+``/``~`` prefixes ignored); ``None`` when
+    none does or it is empty or ``null``."""
+    for override in overrides:
+        name, _, value = override.partition("=")
+        if name.lstrip("+~") == key:
+            return None if value in ("", "null") else value
+    return None
+
+
+def resolve_run_checkpoint(path: str | Path, key: str = RESUME_KEY) -> Path:
+    """The checkpoint a run folder, its ``checkpoints`` folder or a checkpoint folder names,
+    absolute; a ``ConfigError`` naming ``key`` when there is none."""
+    try:
+        return resolve_checkpoint_dir(path).resolve()
+    except FileNotFoundError as error:
+        raise ConfigError(f"config key '{key}': {error}") from None
+
+
+def job_of_saved_config(saved: dict[str, Any]) -> str:
+    """The job of a saved ``config.yaml``: its ``job`` key or, in a run folder written without it,
+    its keys (``data`` only in SFT configs, ``algorithm.execute_steps`` only in RL configs)."""
+    if "job" in saved:
+        return str(saved["job"])
+    if "data" in saved:
+        return "sft"
+    return "rl" if "execute_steps" in (saved.get("algorithm") or {}) else "ppo"
+
+
+def job_of_checkpoint(folder: Path) -> str:
+    """The job of a checkpoint or run folder (its ``config.yaml``)."""
+    return job_of_saved_config(yaml.safe_load((folder / CONFIG_FILENAME).read_text()) or {})
+
+
+def train_job(overrides: Sequence[str], resume: str | None) -> str:
+    """``vla-rl train``'s job: the job of the run resumed from a path, else ``rl`` with a
+    ``recipe=`` override and ``ppo`` without."""
+    recipe = override_value(overrides, RECIPE_KEY)
+    if resume and resume != "auto":
+        job = job_of_checkpoint(resolve_run_checkpoint(resume))
+        if recipe is not None and job != "rl":
+            raise ConfigError(
+                f"config key 'recipe': the run at {resume} is a {job!r} run, not an RL fine-tuning"
+            )
+        return job
+    return "rl" if recipe is not None else "ppo"
+
+
+def job_config(job: str, overrides: Sequence[str], resume: str | None = None) -> Any:
+    """The validated config of ``job``: composed from ``configs/`` or, when ``resume`` (or a
+    ``resume=`` override) names a run or checkpoint folder, that run's own config; ``overrides`` on top."""
+    resume = resume or override_value(overrides, RESUME_KEY)
+    kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") != RESUME_KEY]
+    if resume is None or resume == "auto":
+        return resolve(COMPOSE, job, "job")([*kept, *(["resume=auto"] if resume == "auto" else [])])
+    checkpoint = resolve_run_checkpoint(resume)
+    kept = [o for o in kept if o.partition("=")[0].lstrip("+~") != RECIPE_KEY]  # the saved config holds it
+    return resolve(LOAD_SAVED, job, "job")(checkpoint / CONFIG_FILENAME, [*kept, f"resume={checkpoint}"])
