@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from vla_rl.rollout.collector import RolloutStats
-from vla_rl.training.sources import GROUP_SEED_STRIDE, GroupRollouts, merge_stats, stats_metrics
+from vla_rl.rollout.stats import RolloutStats, merge_stats, stats_metrics
+from vla_rl.training.sources import GROUP_SEED_STRIDE, GroupRollouts
 
 
 class FakeEnv:

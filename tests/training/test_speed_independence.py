@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_chunk_rl import chunk_rl_overrides, flow_policy_dir
 
 from vla_rl.config import compose_train_config
 from vla_rl.envs import make_env
@@ -88,52 +89,21 @@ def test_state_ppo_gives_the_same_weights_slowed_down_and_resumed(tmp_path, monk
     assert_same_weights(fast, slow)
 
 
-def flow_policy_dir(tmp_path: Path) -> Path:
-    from vla_rl.policies.registry import build_chunk_policy
-
-    torch.manual_seed(0)
-    policy = build_chunk_policy(
-        "flow_mlp", chunk_len=4, action_dim=4, proprio_dim=24, hidden_sizes=[32], num_denoising_steps=3
-    )
-    policy.save_pretrained(tmp_path / "sft_policy")
-    return tmp_path / "sft_policy"
-
-
-def chunk_rl_overrides(recipe: str, algorithm: str, init_from: Path, run_dir: Path) -> list[str]:
+def schedule_overrides(recipe: str, algorithm: str, init_from: Path, run_dir: Path) -> list[str]:
     """``recipe`` for the tiny flow policy on ``reach``, with every step schedule moving within 4
     updates: the actor's warm-up and decay, the critic's warm-up and the exploration anneal."""
     return [
-        f"recipe={recipe}",
-        f"algorithm.name={algorithm}",
-        "policy.name=flow_mlp",
-        f"policy.init_from={init_from}",
-        "policy.freeze=[]",
+        *chunk_rl_overrides(run_dir, init_from, recipe, algorithm),
         "++policy.exploration.exploration=flow_sde",
         "++policy.exploration.noise_level=0.5",
         "++policy.exploration_final.noise_level=0.2",
         "policy.exploration_anneal_updates=3",
-        "algorithm.log_prob_level=chunk",
-        "algorithm.num_decisions=2",
-        "algorithm.num_minibatches=2",
         "algorithm.num_epochs=2",
         "algorithm.actor_lr_warmup_steps=2",
         "algorithm.actor_lr_decay_steps=10",
         "algorithm.group_size=2",
         "algorithm.keep_success_range=[0.0,1.0]",
-        "env=reach",
-        "env.cameras=[]",
-        "env.num_envs=4",
-        "env.num_threads=1",
-        "env.max_episode_steps=8",
-        "eval.num_episodes=2",
-        "eval.interval=1",
         "max_minutes=30",  # a cap far away: the budget code runs, and stops nothing
-        "checkpoint_interval=1",
-        "torch_num_threads=1",
-        "logger.progress_bar=false",
-        "logger.tensorboard=false",
-        "logger.wandb_mode=disabled",
-        f"run_dir={run_dir}",
     ]
 
 
@@ -161,7 +131,7 @@ def test_chunk_rl_gives_the_same_weights_slowed_down_and_resumed(
 
     def overrides(name: str) -> list[str]:
         return [
-            *chunk_rl_overrides(recipe, algorithm, init_from, tmp_path / name),
+            *schedule_overrides(recipe, algorithm, init_from, tmp_path / name),
             f"algorithm.critic_warmup_iterations={critic_warmup}",
         ]
 

@@ -30,7 +30,7 @@ from vla_rl.distributed.runtime import Resources, Runtime
 from vla_rl.distributed.weights import VersionedWeights, broadcast_weights, cpu_state
 from vla_rl.envs.registry import make_env
 from vla_rl.rollout import RolloutCollector
-from vla_rl.rollout.collector import RolloutStats
+from vla_rl.rollout.stats import RolloutStats
 from vla_rl.training.components import build_learner
 
 

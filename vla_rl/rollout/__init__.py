@@ -1,7 +1,8 @@
 """On-policy rollout storage, advantage estimation and collection."""
 
 from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
-from vla_rl.rollout.collector import RolloutCollector, RolloutStats
+from vla_rl.rollout.collector import RolloutCollector
 from vla_rl.rollout.gae import compute_gae
+from vla_rl.rollout.stats import RolloutStats
 
 __all__ = ["Minibatch", "RolloutBuffer", "RolloutCollector", "RolloutStats", "compute_gae"]

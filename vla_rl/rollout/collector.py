@@ -34,9 +34,8 @@ Two ways to collect:
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -50,40 +49,7 @@ from vla_rl.rewards.env_wrapper import MODEL_REWARD_KEY, resolve_model_rewards
 from vla_rl.rewards.shaping import REWARDS, potential_shaping
 from vla_rl.rollout.buffer import RolloutBuffer
 from vla_rl.rollout.gae import chunk_rewards
-
-
-@dataclass(kw_only=True)
-class RolloutStats:
-    """Summary of one collected rollout, of a state or a chunk policy. Episode means are NaN when no
-    episode finished; the fields a collector does not measure are NaN or None (left out of the
-    metrics)."""
-
-    episodes: int
-    """Episodes that finished during the rollout."""
-    mean_return: float
-    """Mean undiscounted return of the finished episodes."""
-    mean_length: float = math.nan
-    """Mean length (control steps) of the finished episodes."""
-    success_rate: float
-    """Fraction of finished episodes that ended in success."""
-    success_once_rate: float = math.nan
-    """Fraction of finished episodes successful at any step."""
-    env_steps: int
-    """Control steps collected over all worlds."""
-    rollout_time_s: float
-    """Wall time of the whole collection."""
-    sim_time_s: float
-    """Part of it spent in ``env.step``."""
-    policy_time_s: float
-    """Part of it spent in policy inference (acting, truncation bootstrap, last value)."""
-    lost_steps: int | None = None
-    """Transitions dropped because their env worker died before stepping them (state rollouts)."""
-    decisions: int | None = None
-    """Policy calls per world (chunk rollouts: each executes part of an action chunk)."""
-
-    @property
-    def env_steps_per_s(self) -> float:
-        return self.env_steps / self.rollout_time_s if self.rollout_time_s > 0 else math.nan
+from vla_rl.rollout.stats import EpisodeTally, RolloutStats
 
 
 @dataclass
@@ -186,7 +152,7 @@ class RolloutCollector:
             raise ValueError(f"the buffer holds {buffer.num_steps} steps, not {num_decisions}")
         buffer.clear()
         self._pending_rewards: list = []
-        tally = _EpisodeTally()
+        tally = EpisodeTally()
         start = time.perf_counter()
         with torch.inference_mode():
             if isinstance(self.env, StagedEnv) and self.env.num_stages > 1:
@@ -212,9 +178,7 @@ class RolloutCollector:
     def _to_buffer_device(self, obs: Observation) -> Observation:
         return obs_to_device(obs, self.buffer.device)
 
-    def _collect_in_step(
-        self, obs: Observation, update_normalizer: bool, tally: _EpisodeTally
-    ) -> Observation:
+    def _collect_in_step(self, obs: Observation, update_normalizer: bool, tally: EpisodeTally) -> Observation:
         """All worlds act, then all step, ``num_steps`` times."""
         for t in range(self.buffer.num_steps):
             tick = time.perf_counter()
@@ -229,7 +193,7 @@ class RolloutCollector:
         return obs
 
     def _collect_pipelined(
-        self, env: StagedEnv, obs: Observation, update_normalizer: bool, tally: _EpisodeTally
+        self, env: StagedEnv, obs: Observation, update_normalizer: bool, tally: EpisodeTally
     ) -> Observation:
         """Stage s acts and starts stepping, then stage s + 1 waits for its physics, records, acts
         and starts, and so on: one stage simulates while the caller works on another."""
@@ -277,7 +241,7 @@ class RolloutCollector:
         obs: Observation,
         step: PolicyStep,
         result: StepResult,
-        tally: _EpisodeTally,
+        tally: EpisodeTally,
     ) -> None:
         """Store the transition of ``rows`` at step ``t`` (truncations bootstrapped) and count the
         episodes that ended."""
@@ -418,7 +382,7 @@ class RolloutCollector:
         self.policy_time_s = self.sim_time_s = 0.0
         batch = self.buffer = RolloutBuffer(num_decisions, self.env.num_envs)
         all_worlds = torch.ones(self.env.num_envs, dtype=torch.bool)
-        tally = _EpisodeTally()
+        tally = EpisodeTally()
         for _ in range(num_decisions):
             if update_normalizer:
                 self.policy.update_normalizer(obs)  # type: ignore[union-attr]
@@ -457,7 +421,7 @@ class RolloutCollector:
             active &= ~outcome.ended
             obs = outcome.obs
             decisions += 1
-        tally = _EpisodeTally()
+        tally = EpisodeTally()
         tally.add_outcomes(success, returns, torch.ones(num_envs, dtype=torch.bool))
         return batch, success, returns, self._chunk_stats(tally, decisions, start)
 
@@ -479,58 +443,7 @@ class RolloutCollector:
             sample_info={key: scatter(value) for key, value in step.sample_info.items()},
         )
 
-    def _chunk_stats(self, tally: _EpisodeTally, decisions: int, start: float) -> RolloutStats:
+    def _chunk_stats(self, tally: EpisodeTally, decisions: int, start: float) -> RolloutStats:
         tally.policy_time_s, tally.sim_time_s = self.policy_time_s, self.sim_time_s
         env_steps = decisions * self.execute_steps * self.env.num_envs
         return tally.stats(env_steps, time.perf_counter() - start, decisions=decisions)
-
-
-@dataclass
-class _EpisodeTally:
-    """Episodes finished during one collection, and where its time went."""
-
-    returns: list[torch.Tensor] = field(default_factory=list)
-    lengths: list[torch.Tensor] = field(default_factory=list)
-    successes: list[torch.Tensor] = field(default_factory=list)
-    successes_once: list[torch.Tensor] = field(default_factory=list)
-    sim_time_s: float = 0.0
-    policy_time_s: float = 0.0
-    lost_steps: int = 0
-
-    def add(self, episode: dict[str, torch.Tensor], done: torch.Tensor) -> None:
-        ended = done.to(episode["return"].device)
-        self.returns.append(episode["return"][ended].float().cpu())
-        self.lengths.append(episode["length"][ended].float().cpu())
-        self.successes.append(episode["success"][ended].float().cpu())
-        self.successes_once.append(episode["success_once"][ended].float().cpu())
-
-    def add_outcomes(self, success: torch.Tensor, returns: torch.Tensor, ended: torch.Tensor) -> None:
-        """Episodes of a chunk rollout: success and return where ``ended`` (lengths not measured)."""
-        self.returns.append(returns[ended].float().cpu())
-        self.successes.append(success[ended].float().cpu())
-
-    def stats(
-        self,
-        env_steps: int,
-        rollout_time_s: float,
-        *,
-        lost_steps: int | None = None,
-        decisions: int | None = None,
-    ) -> RolloutStats:
-        def mean(chunks: list[torch.Tensor]) -> float:
-            values = torch.cat(chunks) if chunks else torch.empty(0)
-            return float(values.mean()) if values.numel() else math.nan
-
-        return RolloutStats(
-            episodes=int(sum(chunk.numel() for chunk in self.returns)),
-            mean_return=mean(self.returns),
-            mean_length=mean(self.lengths),
-            success_rate=mean(self.successes),
-            success_once_rate=mean(self.successes_once),
-            env_steps=env_steps,
-            rollout_time_s=rollout_time_s,
-            sim_time_s=self.sim_time_s,
-            policy_time_s=self.policy_time_s,
-            lost_steps=lost_steps,
-            decisions=decisions,
-        )

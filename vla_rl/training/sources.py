@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Callable
@@ -19,23 +18,13 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rollout import RolloutBuffer, RolloutCollector
-from vla_rl.rollout.collector import RolloutStats
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
+from vla_rl.rollout.stats import merge_stats, stats_metrics
 
 log = logging.getLogger(__name__)
 
 GROUP_SEED_STRIDE = 7919
 """Without a curriculum, group k of the run resets from ``seed * GROUP_SEED_STRIDE**2 + k``."""
-
-
-def stats_metrics(stats: Any) -> dict[str, float]:
-    """A rollout's statistics as ``perf/<name>_s`` and ``rollout/<name>`` scalars (NaN dropped)."""
-    raw = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(vars(stats))
-    return {
-        f"{'perf' if name.endswith('_s') else 'rollout'}/{name}": float(value)
-        for name, value in raw.items()
-        if isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value))
-    }
 
 
 def env_state(env: BatchedEnv) -> dict[str, Any] | None:
@@ -138,27 +127,6 @@ class GroupRollouts(Rollouts):
         self.group_counter = int(state.get("group_counter", 0))
         if self.curriculum is not None and state.get("curriculum") is not None:
             self.curriculum.load_state_dict(state["curriculum"])
-
-
-def merge_stats(parts: list[RolloutStats]) -> RolloutStats:
-    """Statistics of several rollouts of one iteration as one."""
-    episodes = sum(p.episodes for p in parts)
-
-    def weighted(name: str) -> float:
-        if episodes == 0:
-            return math.nan
-        return sum(getattr(p, name) * p.episodes for p in parts if p.episodes) / episodes
-
-    return RolloutStats(
-        episodes=episodes,
-        success_rate=weighted("success_rate"),
-        mean_return=weighted("mean_return"),
-        env_steps=sum(p.env_steps for p in parts),
-        decisions=sum(p.decisions or 0 for p in parts),
-        rollout_time_s=sum(p.rollout_time_s for p in parts),
-        policy_time_s=sum(p.policy_time_s for p in parts),
-        sim_time_s=sum(p.sim_time_s for p in parts),
-    )
 
 
 class DemoBatches:

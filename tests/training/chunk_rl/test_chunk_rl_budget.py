@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from test_chunk_rl_trainer import overrides, sft_policy_dir
+from tiny_chunk_rl import flow_policy_dir, overrides
 
 import vla_rl.training.budget as budget_module
 import vla_rl.training.chunk_rl.trainer as trainer_module
@@ -29,7 +29,7 @@ def run_on_hand_clock(tmp_path, monkeypatch, eval_s: float, update_s: float, *ex
         monkeypatch.setattr(module, "time", SimpleNamespace(perf_counter=clock.perf_counter))
     cfg = compose_rl_config(
         [
-            *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
+            *overrides(tmp_path / "run", flow_policy_dir(tmp_path)),
             "iterations=1000",
             "max_minutes=1",
             "eval.interval=0",

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
+from tiny_chunk_rl import flow_policy_dir, overrides
 
 from vla_rl.cli import main
 from vla_rl.config.load import ConfigError
@@ -15,56 +15,10 @@ from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
 from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer, load_rl_policy
 
-PROPRIO_DIM = 24
-
-
-def sft_policy_dir(tmp_path: Path) -> Path:
-    torch.manual_seed(0)
-    policy = build_chunk_policy(
-        "flow_mlp",
-        chunk_len=4,
-        action_dim=4,
-        proprio_dim=PROPRIO_DIM,
-        hidden_sizes=[32],
-        num_denoising_steps=3,
-    )
-    directory = tmp_path / "sft_policy"
-    policy.save_pretrained(directory)
-    return directory
-
-
-def overrides(
-    run_dir: Path, init_from: Path, recipe: str = "pi0_flow_sde", algorithm: str = "vla_ppo"
-) -> list[str]:
-    return [
-        f"recipe={recipe}",
-        f"algorithm.name={algorithm}",
-        "policy.name=flow_mlp",
-        f"policy.init_from={init_from}",
-        "policy.freeze=[]",  # the pi0 recipe freezes pi0's prefix
-        "algorithm.log_prob_level=chunk",
-        "algorithm.num_decisions=2",
-        "algorithm.num_minibatches=2",
-        "env=reach",
-        "env.cameras=[]",
-        "env.num_envs=4",
-        "env.num_threads=1",
-        "env.max_episode_steps=8",
-        "eval.num_episodes=2",
-        "eval.interval=1",
-        "iterations=2",
-        "checkpoint_interval=1",
-        "torch_num_threads=1",
-        "logger.progress_bar=false",
-        "logger.tensorboard=false",
-        "logger.wandb_mode=disabled",
-        f"run_dir={run_dir}",
-    ]
-
 
 def test_ppo_run_evaluates_before_and_after_checkpoints_and_resumes(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    assert main(["train", *overrides(run_dir, sft_policy_dir(tmp_path))]) == 0
+    assert main(["train", *overrides(run_dir, flow_policy_dir(tmp_path))]) == 0
     printed = capsys.readouterr().out
     assert "trained 2 iterations" in printed and "before RL" in printed
     evaluations = json.loads((run_dir / "evaluations.json").read_text())
@@ -92,7 +46,7 @@ def test_ppo_run_evaluates_before_and_after_checkpoints_and_resumes(tmp_path, ca
 )
 def test_flow_noise_run_saves_an_overridden_exploration_field_with_the_policy(tmp_path, field, value):
     run_dir = tmp_path / "run"
-    args = [*overrides(run_dir, sft_policy_dir(tmp_path), "pi0_flow_noise_ppo"), "iterations=1"]
+    args = [*overrides(run_dir, flow_policy_dir(tmp_path), "pi0_flow_noise_ppo"), "iterations=1"]
     assert main(["train", *args, f"++policy.exploration.{field}={value}"]) == 0
     saved = json.loads(
         (run_dir / "checkpoints" / "iter_000001" / "policy" / "flow_mlp_config.json").read_text()
@@ -104,7 +58,7 @@ def test_flow_noise_run_saves_an_overridden_exploration_field_with_the_policy(tm
 def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curriculum_pool):
     cfg = compose_rl_config(
         [
-            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
+            *overrides(tmp_path / "run", flow_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
             "algorithm.group_size=2",
             f"algorithm.curriculum_pool={curriculum_pool}",
         ]
@@ -129,7 +83,7 @@ def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curricul
 def test_grpo_with_returns_to_go_updates_the_policy_from_a_real_rollout(tmp_path):
     cfg = compose_rl_config(
         [
-            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
+            *overrides(tmp_path / "run", flow_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
             "algorithm.group_size=2",
             "algorithm.keep_success_range=[0.0,1.0]",  # every group trains, whatever its success
             "algorithm.score=return_to_go",
@@ -151,7 +105,7 @@ def test_grpo_with_returns_to_go_updates_the_policy_from_a_real_rollout(tmp_path
 def test_grpo_collects_rounds_until_the_update_has_its_groups(tmp_path, groups_per_update, rounds):
     cfg = compose_rl_config(
         [
-            *overrides(tmp_path / "run", sft_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
+            *overrides(tmp_path / "run", flow_policy_dir(tmp_path), "token_vla_grpo", "vla_grpo"),
             "algorithm.group_size=2",  # 4 worlds: 2 groups per rollout
             "algorithm.keep_success_range=[0.0,1.0]",  # every group counts, whatever its success
             f"algorithm.groups_per_update={groups_per_update}",
@@ -167,33 +121,8 @@ def test_grpo_collects_rounds_until_the_update_has_its_groups(tmp_path, groups_p
     assert metrics["train/kept_groups"] == 2 * rounds
 
 
-def test_bad_rl_configs_fail_before_any_work(tmp_path):
-    with pytest.raises(ConfigError, match="policy.init_from"):
-        compose_rl_config(["recipe=token_vla_ppo"])
-    with pytest.raises(ConfigError, match="group_size"):
-        compose_rl_config(["recipe=token_vla_grpo", "policy.init_from=x", "env.num_envs=6"])
-    with pytest.raises(ConfigError, match="algorithm"):
-        compose_rl_config(["recipe=token_vla_ppo", "policy.init_from=x", "algorithm.clip_low=1.5"])
-    with pytest.raises(ConfigError, match="reward must be one of"):
-        compose_rl_config(["recipe=token_vla_ppo", "policy.init_from=x", "algorithm.reward=shaped"])
-    assert main(["train", "recipe=token_vla_ppo", f"policy.init_from={tmp_path / 'missing'}"]) == 2
-
-
-def test_rl_yaml_lists_the_algorithm_defaults_of_the_schema():
-    from dataclasses import asdict
-
-    from omegaconf import OmegaConf
-
-    from vla_rl.algorithms.chunk_config import ChunkRLConfig
-
-    listed = OmegaConf.to_container(
-        OmegaConf.load(Path(__file__).parents[3] / "configs" / "rl.yaml").algorithm
-    )
-    assert listed == asdict(ChunkRLConfig())
-
-
 def test_freeze_keeps_the_named_parameters_fixed(tmp_path):
-    init_from = sft_policy_dir(tmp_path)
+    init_from = flow_policy_dir(tmp_path)
     cfg = compose_rl_config(
         [
             *overrides(tmp_path / "run", init_from),
@@ -216,37 +145,6 @@ def test_freeze_keeps_the_named_parameters_fixed(tmp_path):
         )
 
 
-@pytest.mark.parametrize(
-    "recipe",
-    [
-        "token_vla_ppo",
-        "token_vla_grpo",
-        "pi0_flow_sde",
-        "pi0_flow_sde_ppo",
-        "pi0_flow_noise",
-        "pi0_flow_noise_ppo",
-    ],
-)
-def test_every_recipe_composes_and_validates(recipe):
-    cfg = compose_rl_config([f"recipe={recipe}", "policy.init_from=x"])
-    if cfg.algorithm.name == "vla_grpo":
-        assert cfg.env.num_envs % cfg.algorithm.group_size == 0
-    if recipe.startswith("pi0"):
-        assert cfg.policy.exploration.exploration == recipe.removeprefix("pi0_").removesuffix("_ppo")
-    else:  # both token recipes take the policy from recipe/parts/token_vla_policy.yaml
-        assert cfg.policy.name == "token_vla"
-        assert "backbone.model.language_model.layers.1." in cfg.policy.freeze
-    # A budget in updates and a wall-clock cap beside it; a decay of the actor's rate ends at the
-    # budget's last actor step (the pi0 PPO recipes: at twice the budget, so it ends at half the rate).
-    assert cfg.iterations > 0 and cfg.max_minutes > 0
-    acfg = cfg.algorithm
-    if acfg.actor_lr_decay_steps:
-        steps_per_update = acfg.num_epochs * acfg.num_minibatches
-        warmup = acfg.critic_warmup_iterations if acfg.name == "vla_ppo" else 0
-        ends_at = 2 * cfg.iterations if recipe.startswith("pi0") else cfg.iterations
-        assert acfg.actor_lr_decay_steps == (ends_at - warmup) * steps_per_update
-
-
 @pytest.mark.parametrize("model_weight", [0.0, 1.0])
 def test_a_reward_model_pays_the_vla_learner(tmp_path, model_weight):
     """With the environment's weight 0 the returns are the model's: all zero at model weight 0."""
@@ -258,7 +156,7 @@ def test_a_reward_model_pays_the_vla_learner(tmp_path, model_weight):
     LearnedRewardModel(LearnedRewardConfig(image_size=image_px)).save_pretrained(tmp_path / "reward_model")
     cfg = compose_rl_config(
         [
-            *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
+            *overrides(tmp_path / "run", flow_policy_dir(tmp_path)),
             "reward=learned",
             f"reward.path={tmp_path / 'reward_model'}",
             "reward.cameras=[front]",
@@ -285,7 +183,7 @@ def test_eval_num_envs_fixes_the_evaluated_episodes_whatever_the_training_worlds
     training worlds evaluates what a 2-world run evaluates, and 4 evaluation worlds something else."""
     from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy
 
-    init_from = sft_policy_dir(tmp_path)
+    init_from = flow_policy_dir(tmp_path)
 
     def returns(*extra: str) -> float:
         cfg = compose_rl_config([*overrides(tmp_path / "run", init_from), "eval.num_episodes=4", *extra])
@@ -302,7 +200,7 @@ def test_eval_temperature_samples_the_evaluation_apart_from_the_rollouts(tmp_pat
     (here the flow policy's noise multiplier); unset, the evaluation samples as the rollouts do."""
     from vla_rl.training.chunk_rl.trainer import evaluate_rl_policy, load_rl_policy
 
-    init_from = sft_policy_dir(tmp_path)
+    init_from = flow_policy_dir(tmp_path)
 
     def returns(*extra: str) -> float:
         cfg = compose_rl_config([*overrides(tmp_path / "run", init_from), "eval.num_episodes=4", *extra])
@@ -325,82 +223,3 @@ def test_rl_token_policies_decode_only_the_executed_actions(tmp_path):
     assert cfg.algorithm.execute_steps == 2
     policy = load_rl_policy(cfg, tmp_path / "token_vla")
     assert policy.decoded_steps == 2 and policy.chunk_len == 4
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ("algorithm.actor_lr_decay_minutes=60", "algorithm.actor_lr_decay_steps"),
-        ("+policy.exploration_anneal_minutes=60", "policy.exploration_anneal_updates"),
-    ],
-)
-def test_a_schedule_on_the_clock_is_refused_naming_its_replacement(tmp_path, capsys, old, new):
-    args = [*overrides(tmp_path / "run", tmp_path / "missing"), old]
-    with pytest.raises(ConfigError, match=f"{old.split('=')[0].lstrip('+')}' was removed.*'{new}'"):
-        compose_rl_config(args)
-    assert main(["train", *args]) == 2  # before any model or env loads
-    assert new in capsys.readouterr().err
-
-
-def saved_config_of_an_earlier_run(tmp_path: Path, decay_minutes: float, anneal_minutes: float) -> Path:
-    """A run's ``config.yaml`` as runs before the step schedules saved it (with both clock keys)."""
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.to_container(
-        OmegaConf.structured(compose_rl_config(overrides(tmp_path / "old", tmp_path / "sft")))
-    )
-    del cfg["policy"]["exploration_anneal_updates"]
-    cfg["policy"]["exploration_anneal_minutes"] = anneal_minutes
-    cfg["algorithm"]["actor_lr_decay_minutes"] = decay_minutes
-    path = tmp_path / "old" / "config.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(OmegaConf.create(cfg), path)
-    return path
-
-
-def test_saved_configs_of_earlier_runs_load_or_name_the_migration(tmp_path):
-    from vla_rl.training.chunk_rl.config_load import load_rl_config_file
-
-    # Off (0), as every run without a clock schedule saved them: they load as they are.
-    cfg = load_rl_config_file(saved_config_of_an_earlier_run(tmp_path, 0.0, 0.0))
-    assert cfg.algorithm.actor_lr_decay_steps == 0 and cfg.policy.exploration_anneal_updates == 0
-    assert cfg.policy.exploration.exploration == "flow_sde" and cfg.policy.exploration.noise_level == 0.3
-    # On: a resume must choose the steps; the error says which key and how to override it.
-    path = saved_config_of_an_earlier_run(tmp_path, 60.0, 0.0)
-    with pytest.raises(
-        ConfigError, match="~algorithm.actor_lr_decay_minutes.*algorithm.actor_lr_decay_steps="
-    ):
-        load_rl_config_file(path)
-    resumed = load_rl_config_file(
-        path, ["~algorithm.actor_lr_decay_minutes", "algorithm.actor_lr_decay_steps=64"]
-    )
-    assert resumed.algorithm.actor_lr_decay_steps == 64
-    # An evaluation does not use the learning rate: the decay is dropped.
-    assert load_rl_config_file(path, for_evaluation=True).algorithm.actor_lr_decay_steps == 0
-    with pytest.raises(ConfigError, match="policy.exploration_anneal_updates"):
-        load_rl_config_file(saved_config_of_an_earlier_run(tmp_path, 0.0, 30.0), for_evaluation=True)
-
-
-@pytest.mark.parametrize(
-    ("override", "message"),
-    [
-        ("++policy.exploration.noise_levle=0.3", "unknown config key 'policy.exploration.noise_levle'"),
-        ("policy.exploration.noise_level=high", "config key 'policy.exploration.noise_level'"),
-        ("policy.exploration.exploration=flow_sdee", "'policy.exploration.exploration': must be one of"),
-        ("policy.exploration.noise_level=-0.1", "'policy.exploration.noise_level': must be >= 0"),
-        ("++policy.exploration.noise_std_bounds=[0.2,0.1]", "'policy.exploration.noise_std_bounds'"),
-        ("++policy.exploration.noise_mean=ode", "'policy.exploration.noise_mean': must be one of"),
-        ("++policy.exploration.noise_std_profile=steep", "'policy.exploration.noise_std_profile'"),
-        ("++policy.exploration.chain_log_prob=max", "'policy.exploration.chain_log_prob'"),
-        ("++policy.exploration.noisy_chunk_steps=-1", "'policy.exploration.noisy_chunk_steps'"),
-        ("++policy.exploration.reuse_frozen_prefix=false", "reuse_frozen_prefix': is a pi0 setting"),
-        ("policy.name=token_vla", "'policy.exploration': token_vla has no exploration settings"),
-    ],
-)
-def test_exploration_settings_are_checked_before_anything_loads(tmp_path, capsys, override, message):
-    # policy.init_from names no folder: an error raised after validation would be a different one.
-    args = [*overrides(tmp_path / "run", tmp_path / "missing"), override]
-    with pytest.raises(ConfigError, match=message):
-        compose_rl_config(args)
-    assert main(["train", *args]) == 2
-    assert "error: " in capsys.readouterr().err

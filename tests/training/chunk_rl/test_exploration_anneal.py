@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from test_chunk_rl_trainer import overrides, sft_policy_dir
+from tiny_chunk_rl import flow_policy_dir, overrides
 
 from vla_rl.config.load import ConfigError
 from vla_rl.policies.flow.exploration import NoiseHead
@@ -94,7 +94,7 @@ def test_a_run_anneals_before_its_rollouts_and_a_loaded_checkpoint_takes_the_noi
     # at 0.2, and a checkpoint after 2 updates is loaded (for evaluation or a resume) at 0.1.
     cfg = compose_rl_config(
         [
-            *overrides(tmp_path / "run", sft_policy_dir(tmp_path)),
+            *overrides(tmp_path / "run", flow_policy_dir(tmp_path)),
             "+policy.exploration_final.noise_level=0.1",
             "policy.exploration_anneal_updates=2",
         ]
