@@ -5,6 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from vla_rl.algorithms.grpo_advantages import ADVANTAGE_SCALES
+from vla_rl.config.structured import (
+    Check,
+    check_values,
+    in_unit_interval,
+    not_negative,
+    one_of,
+    positive,
+    value_check,
+)
 from vla_rl.policies.chunk_policy import LOG_PROB_LEVELS
 
 SCORES = ("success", "return", "return_to_go")
@@ -132,85 +141,74 @@ class ChunkRLConfig:
     seeds, more often those the policy fails (``vla_rl.rollout.seed_curriculum``); 0: fresh seeds."""
 
     def validate(self) -> None:
-        from vla_rl.algorithms.registry import registered_chunk_algorithms
-        from vla_rl.registry import is_import_path
+        """``ConfigError`` (a ``ValueError``) naming ``algorithm.<key>`` for the first bad value."""
+        check_values(self, chunk_rl_checks(), "algorithm")
 
-        if self.name not in registered_chunk_algorithms() and not is_import_path(self.name):
-            raise ValueError(f"unknown algorithm {self.name!r}; allowed: {registered_chunk_algorithms()}")
-        if self.log_prob_level not in LOG_PROB_LEVELS:
-            raise ValueError(
-                f"log_prob_level must be one of {list(LOG_PROB_LEVELS)}, got {self.log_prob_level!r}"
-            )
-        if self.advantage_granularity not in ADVANTAGE_GRANULARITIES:
-            raise ValueError(
-                f"advantage_granularity must be one of {list(ADVANTAGE_GRANULARITIES)}, "
-                f"got {self.advantage_granularity!r}"
-            )
-        if self.advantage_granularity == "step" and self.log_prob_level == "chunk":
-            raise ValueError("advantage_granularity 'step' needs log_prob_level 'token' or 'action'")
-        from vla_rl.rewards.shaping import REWARDS
 
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {list(REWARDS)}, got {self.reward!r}")
-        if self.score not in SCORES:
-            raise ValueError(f"score must be one of {list(SCORES)}, got {self.score!r}")
-        if not 0.0 < self.score_discount <= 1.0:
-            raise ValueError(f"score_discount must lie in (0, 1], got {self.score_discount}")
-        if self.score_discount < 1.0 and self.score != "return_to_go":
-            raise ValueError(f"score_discount below 1 needs score 'return_to_go', got {self.score!r}")
-        if self.advantage_scale not in ADVANTAGE_SCALES:
-            raise ValueError(
-                f"advantage_scale must be one of {list(ADVANTAGE_SCALES)}, got {self.advantage_scale!r}"
-            )
-        positive = {
-            "execute_steps": self.execute_steps,
-            "num_decisions": self.num_decisions,
-            "num_epochs": self.num_epochs,
-            "num_minibatches": self.num_minibatches,
-            "temperature": self.temperature,
-            "reward_scale": self.reward_scale,
-            "actor_lr": self.actor_lr,
-            "value_lr": self.value_lr,
-            "max_sampling_rounds": self.max_sampling_rounds,
-        }
-        if self.noise_head_lr is not None and self.noise_head_lr <= 0:
-            raise ValueError(f"noise_head_lr must be > 0 or None, got {self.noise_head_lr}")
-        if self.progress_shaping < 0:
-            raise ValueError(f"progress_shaping must be >= 0, got {self.progress_shaping}")
-        if self.actor_lr_warmup_steps < 0:
-            raise ValueError(f"actor_lr_warmup_steps must be >= 0, got {self.actor_lr_warmup_steps}")
-        if self.actor_lr_decay_steps and self.actor_lr_decay_steps <= self.actor_lr_warmup_steps:
-            raise ValueError(
-                f"actor_lr_decay_steps must be 0 or above actor_lr_warmup_steps "
-                f"({self.actor_lr_warmup_steps}), got {self.actor_lr_decay_steps}"
-            )
-        if self.groups_per_update < 0:
-            raise ValueError(f"groups_per_update must be >= 0, got {self.groups_per_update}")
-        if self.curriculum_pool < 0:
-            raise ValueError(f"curriculum_pool must be >= 0, got {self.curriculum_pool}")
-        bad = {name: value for name, value in positive.items() if value <= 0}
-        if bad:
-            raise ValueError(f"these settings must be > 0: {bad}")
-        if not 0.0 < self.decision_fraction <= 1.0:
-            raise ValueError(f"decision_fraction must lie in (0, 1], got {self.decision_fraction}")
-        if self.decision_fraction < 1.0 and self.name != "vla_grpo":
-            raise ValueError(f"decision_fraction below 1 is a GRPO setting; {self.name} trains on every row")
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2, got {self.group_size}")
-        if not 0.0 < self.clip_low < 1.0 or self.clip_high <= 0.0:
-            raise ValueError(
-                f"need 0 < clip_low < 1 and clip_high > 0, got {self.clip_low}, {self.clip_high}"
-            )
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise ValueError(f"dual_clip must be > 1 or None, got {self.dual_clip}")
-        if not 0.0 <= self.negative_advantage_weight <= 1.0:
-            raise ValueError(
-                f"negative_advantage_weight must lie in [0, 1], got {self.negative_advantage_weight}"
-            )
-        if len(self.keep_success_range) != 2:
-            raise ValueError(f"keep_success_range must be [low, high], got {self.keep_success_range}")
-        low, high = self.keep_success_range
-        if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(
-                f"keep_success_range must satisfy 0 <= low <= high <= 1, got {self.keep_success_range}"
-            )
+def chunk_rl_checks() -> list[Check[ChunkRLConfig]]:
+    """The value checks of ``ChunkRLConfig`` (built on use: they read the registries' names)."""
+    from vla_rl.algorithms.registry import registered_chunk_algorithms
+    from vla_rl.registry import is_import_path
+    from vla_rl.rewards.shaping import REWARDS
+
+    algorithms = registered_chunk_algorithms()
+    return [
+        Check(
+            "name",
+            lambda c: c.name in algorithms or is_import_path(c.name),
+            f"unknown algorithm; allowed: {algorithms} (or your own as 'package.module:Class')",
+        ),
+        one_of("log_prob_level", LOG_PROB_LEVELS),
+        one_of("advantage_granularity", ADVANTAGE_GRANULARITIES),
+        Check(
+            "advantage_granularity",
+            lambda c: c.advantage_granularity != "step" or c.log_prob_level != "chunk",
+            "'step' needs log_prob_level 'token' or 'action'",
+        ),
+        one_of("reward", REWARDS),
+        one_of("score", SCORES),
+        in_unit_interval("score_discount", open_low=True),
+        Check(
+            "score_discount",
+            lambda c: c.score_discount == 1.0 or c.score == "return_to_go",
+            "below 1 needs score 'return_to_go'",
+        ),
+        one_of("advantage_scale", ADVANTAGE_SCALES),
+        *positive(
+            "execute_steps",
+            "num_decisions",
+            "num_epochs",
+            "num_minibatches",
+            "temperature",
+            "reward_scale",
+            "actor_lr",
+            "value_lr",
+            "noise_head_lr",
+            "max_sampling_rounds",
+        ),
+        *not_negative("progress_shaping", "actor_lr_warmup_steps", "groups_per_update", "curriculum_pool"),
+        Check(
+            "actor_lr_decay_steps",
+            lambda c: c.actor_lr_decay_steps == 0 or c.actor_lr_decay_steps > c.actor_lr_warmup_steps,
+            "must be 0 or above actor_lr_warmup_steps",
+        ),
+        in_unit_interval("decision_fraction", open_low=True),
+        Check(
+            "decision_fraction",
+            lambda c: c.decision_fraction == 1.0 or c.name == "vla_grpo",
+            "below 1 is a GRPO setting (other algorithms train on every row)",
+        ),
+        Check("group_size", lambda c: c.group_size >= 2, "must be at least 2"),
+        Check("clip_low", lambda c: 0.0 < c.clip_low < 1.0, "must be in (0, 1)"),
+        *positive("clip_high"),
+        value_check("dual_clip", lambda v: v > 1.0, "must be above 1, or null to disable it"),
+        in_unit_interval("negative_advantage_weight"),
+        Check(
+            "keep_success_range",
+            lambda c: (
+                len(c.keep_success_range) == 2
+                and 0.0 <= c.keep_success_range[0] <= c.keep_success_range[1] <= 1.0
+            ),
+            "must be [low, high] with 0 <= low <= high <= 1",
+        ),
+    ]

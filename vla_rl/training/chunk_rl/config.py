@@ -6,8 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
-from vla_rl.config.schema import LoggerConfig
-from vla_rl.envs.config import EnvConfig
+from vla_rl.config.schema import RunConfig
 from vla_rl.rewards.config import RewardConfig
 
 
@@ -102,42 +101,28 @@ class RLEvalConfig:
 
 
 @dataclass
-class VLARLConfig:
+class VLARLConfig(RunConfig):
+    """``vla-rl train recipe=NAME``: RL fine-tuning of a chunk policy (``configs/rl.yaml``)."""
+
     job: str = "rl"
-    """The job that wrote this config (``vla_rl.training.jobs``), recorded so ``--resume`` runs the same
-    job; fixed by the command, not a setting."""
+    run_dir: str = "runs/rl"
+    checkpoint_interval: int = 10
+    keep_checkpoints: int = 2
+    torch_num_threads: int = 2
     policy: RLPolicyConfig = field(default_factory=RLPolicyConfig)
     """The policy to fine-tune."""
     algorithm: ChunkRLConfig = field(default_factory=ChunkRLConfig)
     """PPO or GRPO and their settings."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Simulator and task (cameras and image size must match what the policy was trained on)."""
     eval: RLEvalConfig = field(default_factory=RLEvalConfig)
     """Evaluation in the simulator."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Reward from a reward model (default: the environment's). With a model, PPO needs
     ``algorithm.reward=dense`` and GRPO ``algorithm.score=return`` so the model's reward is what counts."""
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
-    """Where metrics go (``log_interval`` counts iterations)."""
     iterations: int = 100
     """The run's budget in updates (iterations of rollout + update); every schedule counts them."""
     max_minutes: float = 0.0
     """Wall-clock cap of the whole run in minutes, evaluations included (a resumed run counts the time
     before its checkpoint): training stops early enough to leave time for the final evaluation,
     measured on the first one; <= 0: none. It only stops a run, it never changes its maths."""
-    seed: int = 0
-    """Seeds the rollouts, the minibatch order and the evaluation worlds."""
-    run_dir: str = "runs/rl"
-    """Output folder for checkpoints, logs and evaluation summaries."""
-    checkpoint_interval: int = 10
-    """Write a checkpoint every this many iterations (and at the end or on a stop signal)."""
-    keep_checkpoints: int = 2
-    """Checkpoints kept on disk (oldest pruned); <= 0 keeps all."""
-    resume: str | None = None
-    """Checkpoint or run folder to continue from; ``auto`` = this run_dir's latest, if any."""
     device: str = "cpu"
     """Torch device of the policy."""
-    torch_num_threads: int = 2
-    """Threads torch uses on CPU."""
-    success_target: float | None = None
-    """If set, the command exits with status 1 when the final success rate is below it."""

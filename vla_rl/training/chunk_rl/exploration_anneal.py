@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vla_rl.config.structured import Check, not_negative
 from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config import RLPolicyConfig
 
@@ -23,25 +24,47 @@ ANNEALED_KEYS = ("noise_level", "noise_std_bounds")
 """The exploration settings that can move during a run (the fields of ``AnnealedExploration``)."""
 
 
-def check_exploration_anneal(policy: RLPolicyConfig) -> list[tuple[str, str]]:
-    """(key, problem) of every inconsistency between ``policy.exploration_final``, its start in
-    ``policy.exploration`` and ``policy.exploration_anneal_updates``."""
-    final, start = policy.exploration_final.given(), policy.exploration.given()
-    errors: list[tuple[str, str]] = []
-    if policy.exploration_anneal_updates < 0:
-        errors.append(("policy.exploration_anneal_updates", "must be >= 0"))
-    if not final:
-        return errors
-    if policy.exploration_anneal_updates <= 0:
-        errors.append(("policy.exploration_anneal_updates", "must be > 0 when exploration_final is set"))
-    for key, end in final.items():
-        if key not in start:
-            errors.append((f"policy.exploration_final.{key}", f"needs its start in policy.exploration.{key}"))
-        elif len(_as_list(start[key])) != len(_as_list(end)):
-            errors.append(
-                (f"policy.exploration_final.{key}", f"{end!r} does not match its start {start[key]!r}")
-            )
-    return errors
+def valid_bounds(bounds: list[float] | None) -> bool:
+    """Whether ``bounds`` are Flow-Noise's ``[min, max]`` std bounds (None: not set)."""
+    return bounds is None or (len(bounds) == 2 and 0.0 < bounds[0] < bounds[1])
+
+
+BOUNDS = "must be [min, max] with 0 < min < max"
+ANNEAL_CHECKS: list[Check[RLPolicyConfig]] = [
+    *not_negative("exploration_final.noise_level", "exploration_anneal_updates"),
+    Check(
+        "exploration_final.noise_std_bounds",
+        lambda p: valid_bounds(p.exploration_final.noise_std_bounds),
+        BOUNDS,
+    ),
+    Check(
+        "exploration_anneal_updates",
+        lambda p: p.exploration_anneal_updates > 0 or not p.exploration_final.given(),
+        "must be positive when exploration_final is set",
+    ),
+    *(
+        Check(
+            f"exploration_final.{key}",
+            lambda p, key=key: getattr(p.exploration_final, key) is None or key in p.exploration.given(),
+            f"needs its start in policy.exploration.{key}",
+        )
+        for key in ANNEALED_KEYS
+    ),
+    *(
+        Check(
+            f"exploration_final.{key}",
+            lambda p, key=key: (
+                getattr(p.exploration_final, key) is None
+                or len(_as_list(getattr(p.exploration, key)))
+                == len(_as_list(getattr(p.exploration_final, key)))
+            ),
+            f"must have as many numbers as its start, policy.exploration.{key}",
+        )
+        for key in ANNEALED_KEYS
+    ),
+]
+"""The checks of ``policy.exploration_final`` against its start in ``policy.exploration`` and
+``policy.exploration_anneal_updates`` (keys below ``policy``)."""
 
 
 def annealed_exploration(
