@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vla_rl.algorithms.config import ACTOR_CRITIC_CHECKS, ActorCriticConfig
 from vla_rl.algorithms.grpo_advantages import ADVANTAGE_SCALES
 from vla_rl.config.structured import (
     Check,
@@ -21,8 +22,11 @@ ADVANTAGE_GRANULARITIES = ("chunk", "step")
 
 
 @dataclass
-class ChunkRLConfig:
+class ChunkRLConfig(ActorCriticConfig):
     """PPO and GRPO settings; defaults follow the published VLA recipes (see the README)."""
+
+    num_epochs: int = 2
+    value_coef: float = 0.5
 
     name: str = "vla_ppo"
     """``vla_ppo`` (critic, GAE over chunks) or ``vla_grpo`` (group-relative, no critic)."""
@@ -34,12 +38,6 @@ class ChunkRLConfig:
     """Sampling temperature (token policies) or noise multiplier (flow policies) in rollouts."""
     num_decisions: int = 16
     """PPO: decisions per world per iteration (rollout length in chunks)."""
-    num_epochs: int = 2
-    """Passes over each rollout."""
-    num_minibatches: int = 4
-    """Minibatches per epoch."""
-    gamma: float = 0.99
-    """Discount per control step (a chunk of k executed steps discounts by gamma ** k)."""
     reward_scale: float = 1.0
     """Factor on the environment's rewards before GAE; a value head that starts near 0 fits returns
     of order one in a few iterations, not hundreds (advantages are standardised, so the policy
@@ -54,8 +52,6 @@ class ChunkRLConfig:
     - phi(s))`` with ``phi`` the task's dense reward (its progress towards success). It telescopes
     over an episode, so unlike the dense reward itself it cannot pay a policy for holding a state
     of high progress (Ng et al. 1999: the optimal policy is unchanged); 0 disables."""
-    gae_lambda: float = 0.95
-    """GAE lambda, per decision (``chunk``) or per control step (``step``)."""
     advantage_granularity: str = "chunk"
     """PPO: ``chunk`` (each chunk one step of GAE, its executed rewards summed) or ``step`` (GAE
     over control steps, one advantage per executed action; token or action log-probs)."""
@@ -65,14 +61,8 @@ class ChunkRLConfig:
     """Upper clip range ("clip-higher"): ratios above ``1 + clip_high`` are clipped."""
     dual_clip: float | None = 3.0
     """Cap of the loss of negative-advantage samples at ``dual_clip * |A|``; None disables."""
-    value_clip: float = 0.2
-    """Clip of the value update around the rollout's values; <= 0 disables."""
     huber_delta: float | None = 10.0
     """Huber threshold of the value loss; None: squared error."""
-    value_coef: float = 0.5
-    """Weight of the value loss."""
-    entropy_coef: float = 0.0
-    """Weight of the entropy bonus; 0 disables."""
     kl_coef: float = 0.0
     """Weight of the KL to the reference (starting) policy; 0 disables and skips the reference."""
     actor_lr: float = 1e-4
@@ -94,8 +84,6 @@ class ChunkRLConfig:
     ``critic_warmup_iterations``), so a decay that ends with a budget of ``iterations`` updates is
     ``(iterations - critic_warmup_iterations) * num_epochs * num_minibatches``. The count lives in
     the checkpoint: the rate of a step is the same on any machine and after a resume."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip; <= 0 disables."""
     critic_warmup_iterations: int = 0
     """PPO: first iterations update the value head only."""
     critic_trains_features: bool = False
@@ -103,8 +91,6 @@ class ChunkRLConfig:
     keeps them the actor's alone and trains the value head only."""
     recompute_log_probs: bool = True
     """Recompute the behaviour log-probabilities with the training model after the rollout."""
-    normalize_advantages: bool = True
-    """PPO: standardise advantages over the valid entries of the rollout."""
     group_size: int = 8
     """GRPO: episodes per group (same initial state)."""
     score: str = "success"
@@ -158,6 +144,7 @@ def chunk_rl_checks() -> list[Check[ChunkRLConfig]]:
             lambda c: c.name in algorithms or is_import_path(c.name),
             f"unknown algorithm; allowed: {algorithms} (or your own as 'package.module:Class')",
         ),
+        *ACTOR_CRITIC_CHECKS,
         one_of("log_prob_level", LOG_PROB_LEVELS),
         one_of("advantage_granularity", ADVANTAGE_GRANULARITIES),
         Check(
@@ -177,8 +164,6 @@ def chunk_rl_checks() -> list[Check[ChunkRLConfig]]:
         *positive(
             "execute_steps",
             "num_decisions",
-            "num_epochs",
-            "num_minibatches",
             "temperature",
             "reward_scale",
             "actor_lr",

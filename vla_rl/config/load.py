@@ -11,12 +11,13 @@ from typing import Any, Generic, TypeVar
 
 from omegaconf import DictConfig
 
-from vla_rl.algorithms.config import LR_SCHEDULES
+from vla_rl.algorithms.config import ACTOR_CRITIC_CHECKS, LR_SCHEDULES
 from vla_rl.config.schema import RunConfig, TrainConfig
 from vla_rl.config.structured import (  # noqa: F401 - re-exported: callers import them from here too
     Check,
     ConfigError,
     Schema,
+    check_values,
     compose_config_module,
     in_unit_interval,
     load_config_file,
@@ -29,7 +30,7 @@ from vla_rl.config.structured import (  # noqa: F401 - re-exported: callers impo
 )
 from vla_rl.envs.config import ENV_CHECKS
 from vla_rl.registry import is_import_path, resolve
-from vla_rl.rewards.config import REWARD_MODEL_OPTIONS, REWARD_OPTIONS_KEY, RewardConfig, reward_config_errors
+from vla_rl.rewards.config import REWARD_CHECKS, REWARD_MODEL_OPTIONS, REWARD_OPTIONS_KEY
 
 RunT = TypeVar("RunT", bound=RunConfig)
 WANDB_MODES = ("offline", "online", "disabled")
@@ -86,13 +87,11 @@ def run_checks(job: str) -> list[Check[Any]]:
     ]
 
 
-def check_reward_config(reward: RewardConfig, env_cameras: list[str]) -> None:
-    """``ConfigError`` for the first invalid value of a ``reward`` group, its model's options
-    included (checked against the model's typed options, nothing loads)."""
-    errors = reward_config_errors(reward, env_cameras)
-    if errors:
-        key, message = errors[0]
-        raise ConfigError(f"config key '{key}': {message}")
+def check_reward_config(config: Any) -> None:
+    """``ConfigError`` for the first invalid value of the ``reward`` group of a run's ``config``, its
+    model's options included (checked against the model's typed options, nothing loads)."""
+    check_values(config, REWARD_CHECKS)
+    reward = config.reward
     if reward.model in REWARD_MODEL_OPTIONS:
         schema: Schema[Any] = resolve(REWARD_MODEL_OPTIONS, reward.model, "reward model options")
         schema.validate(reward.options, REWARD_OPTIONS_KEY)
@@ -144,17 +143,13 @@ def _train_checks() -> list[Check[TrainConfig]]:
             "must divide the minibatch size (num_steps * env.num_envs / num_minibatches)",
         ),
         one_of("policy.image_encoder", sorted(IMAGE_ENCODERS)),
-        *positive("algorithm.num_steps", "algorithm.num_epochs"),
+        *nested("algorithm", ACTOR_CRITIC_CHECKS),
+        *positive("algorithm.num_steps"),
         Check(
             "algorithm.num_minibatches",
-            lambda c: (
-                c.algorithm.num_minibatches > 0
-                and (c.algorithm.num_steps * c.env.num_envs) % c.algorithm.num_minibatches == 0
-            ),
-            "must be positive and divide num_steps * env.num_envs",
+            lambda c: (c.algorithm.num_steps * c.env.num_envs) % c.algorithm.num_minibatches == 0,
+            "must divide num_steps * env.num_envs",
         ),
-        in_unit_interval("algorithm.gamma", open_low=True),
-        in_unit_interval("algorithm.gae_lambda"),
         *positive("algorithm.clip_ratio", "algorithm.learning_rate"),
         one_of("algorithm.lr_schedule", LR_SCHEDULES),
         Check(
@@ -168,7 +163,7 @@ def _train_checks() -> list[Check[TrainConfig]]:
 
 
 def _finish_train_config(config: TrainConfig) -> None:
-    check_reward_config(config.reward, config.env.cameras)
+    check_reward_config(config)
     if config.env.backend == "gymnasium":
         from vla_rl.envs.gym_adapter import unknown_task_reason
 

@@ -10,8 +10,14 @@ from vla_rl.config.schema import RunConfig
 from vla_rl.rewards.config import RewardConfig
 
 
+class _OptionalSettings:
+    def given(self) -> dict[str, Any]:
+        """The settings that are set (not None), as ``set_exploration`` keywords."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
 @dataclass
-class ExplorationSettings:
+class ExplorationSettings(_OptionalSettings):
     """A flow policy's exploration for RL (``pi0``, ``flow_mlp``; ``vla_rl.policies.flow.exploration``).
     None keeps the value the checkpoint was saved with."""
 
@@ -39,22 +45,15 @@ class ExplorationSettings:
     """``pi0`` only: while the VLM is frozen, encode each observation's prefix once per update and
     reuse it in every epoch."""
 
-    def given(self) -> dict[str, Any]:
-        """The settings that are set (not None), as ``set_exploration`` keywords."""
-        return {name: value for name, value in asdict(self).items() if value is not None}
-
 
 @dataclass
-class AnnealedExploration:
+class AnnealedExploration(_OptionalSettings):
     """Where the annealed exploration settings end (None: that setting is not annealed)."""
 
     noise_level: float | None = None
     """Flow-SDE's ``a`` (or Euler-Maruyama's std) at update ``exploration_anneal_updates`` (>= 0)."""
     noise_std_bounds: list[float] | None = None
     """Flow-Noise's ``[min, max]`` std bounds at update ``exploration_anneal_updates`` (0 < min < max)."""
-
-    def given(self) -> dict[str, Any]:
-        return {name: value for name, value in asdict(self).items() if value is not None}
 
 
 @dataclass

@@ -20,7 +20,7 @@ from vla_rl.config.structured import (
     positive,
 )
 from vla_rl.training.chunk_rl.config import RLPolicyConfig, VLARLConfig
-from vla_rl.training.chunk_rl.exploration_anneal import ANNEAL_CHECKS, BOUNDS, valid_bounds
+from vla_rl.training.chunk_rl.exploration_anneal import ANNEAL_CHECKS, bounds_check
 
 FLOW_POLICIES = ("pi0", "flow_mlp")
 """The chunk-policy families whose chain exploration ``policy.exploration`` sets."""
@@ -119,7 +119,7 @@ def _exploration_checks() -> list[Check[RLPolicyConfig]]:
         one_of("exploration.noise_mean", NOISE_MEANS),
         one_of("exploration.chain_log_prob", CHAIN_LOG_PROBS),
         *not_negative("exploration.noise_level", "exploration.noisy_chunk_steps"),
-        Check("exploration.noise_std_bounds", lambda p: valid_bounds(p.exploration.noise_std_bounds), BOUNDS),
+        bounds_check("exploration.noise_std_bounds"),
         Check(
             "exploration.sde_one_step",
             lambda p: (
@@ -177,7 +177,7 @@ def _finish_rl_config(cfg: VLARLConfig) -> None:
         )
     check_values(cfg.policy, _exploration_checks(), "policy")
     cfg.algorithm.validate()
-    check_reward_config(cfg.reward, cfg.env.cameras)
+    check_reward_config(cfg)
 
 
 RL_JOB = JobSchema("rl", VLARLConfig, "rl", _rl_checks, _finish_rl_config)

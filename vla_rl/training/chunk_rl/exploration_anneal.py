@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from vla_rl.config.structured import Check, not_negative
+from vla_rl.config.structured import Check, not_negative, value_check
 from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config import RLPolicyConfig
 
@@ -24,19 +24,16 @@ ANNEALED_KEYS = ("noise_level", "noise_std_bounds")
 """The exploration settings that can move during a run (the fields of ``AnnealedExploration``)."""
 
 
-def valid_bounds(bounds: list[float] | None) -> bool:
-    """Whether ``bounds`` are Flow-Noise's ``[min, max]`` std bounds (None: not set)."""
-    return bounds is None or (len(bounds) == 2 and 0.0 < bounds[0] < bounds[1])
+def bounds_check(key: str) -> Check[Any]:
+    """``key`` holds Flow-Noise's std bounds ``[min, max]``, or None (not set)."""
+    return value_check(
+        key, lambda b: len(b) == 2 and 0.0 < b[0] < b[1], "must be [min, max] with 0 < min < max"
+    )
 
 
-BOUNDS = "must be [min, max] with 0 < min < max"
 ANNEAL_CHECKS: list[Check[RLPolicyConfig]] = [
     *not_negative("exploration_final.noise_level", "exploration_anneal_updates"),
-    Check(
-        "exploration_final.noise_std_bounds",
-        lambda p: valid_bounds(p.exploration_final.noise_std_bounds),
-        BOUNDS,
-    ),
+    bounds_check("exploration_final.noise_std_bounds"),
     Check(
         "exploration_anneal_updates",
         lambda p: p.exploration_anneal_updates > 0 or not p.exploration_final.given(),
@@ -45,20 +42,12 @@ ANNEAL_CHECKS: list[Check[RLPolicyConfig]] = [
     *(
         Check(
             f"exploration_final.{key}",
-            lambda p, key=key: getattr(p.exploration_final, key) is None or key in p.exploration.given(),
-            f"needs its start in policy.exploration.{key}",
-        )
-        for key in ANNEALED_KEYS
-    ),
-    *(
-        Check(
-            f"exploration_final.{key}",
             lambda p, key=key: (
                 getattr(p.exploration_final, key) is None
-                or len(_as_list(getattr(p.exploration, key)))
-                == len(_as_list(getattr(p.exploration_final, key)))
+                or len(_as_list(getattr(p.exploration_final, key)))
+                == len(_as_list(getattr(p.exploration, key) or []))
             ),
-            f"must have as many numbers as its start, policy.exploration.{key}",
+            f"needs its start in policy.exploration.{key}, as many numbers as it",
         )
         for key in ANNEALED_KEYS
     ),
