@@ -161,16 +161,8 @@ def chunk_rl_checks() -> list[Check[ChunkRLConfig]]:
             "below 1 needs score 'return_to_go'",
         ),
         one_of("advantage_scale", ADVANTAGE_SCALES),
-        *positive(
-            "execute_steps",
-            "num_decisions",
-            "temperature",
-            "reward_scale",
-            "actor_lr",
-            "value_lr",
-            "noise_head_lr",
-            "max_sampling_rounds",
-        ),
+        *positive("execute_steps", "num_decisions", "temperature", "reward_scale", "max_sampling_rounds"),
+        *positive("actor_lr", "value_lr", "noise_head_lr"),
         *not_negative("progress_shaping", "actor_lr_warmup_steps", "groups_per_update", "curriculum_pool"),
         Check(
             "actor_lr_decay_steps",
