@@ -97,10 +97,8 @@ class IsaacLabSettings:
     spec: TaskSpec
     success_terms: tuple[str, ...] | None
     """Explicit ``options.success_terms`` (checked against the env), or None for the spec's default."""
-    policy_group: str
-    privileged_group: str
-    action_bound: float
-    seeding: str
+    options: IsaacLabOptions
+    """The backend's own settings (observation groups, action bound, seeding)."""
 
     @property
     def sim_device(self) -> str:
@@ -149,8 +147,5 @@ def settings_from_config(cfg: EnvConfig) -> IsaacLabSettings:
         instruction=instruction,
         spec=spec or TaskSpec(instruction),
         success_terms=None if options.success_terms is None else tuple(options.success_terms),
-        policy_group=options.policy_group,
-        privileged_group=options.privileged_group,
-        action_bound=options.action_bound,
-        seeding=options.seeding,
+        options=options,
     )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from vla_rl.config.load import JobSchema, check_reward_config
 from vla_rl.config.structured import (
@@ -100,11 +100,8 @@ def migrate_clock_schedules(raw: DictConfig | dict[str, Any], ignore: Sequence[s
         if value and old_key not in ignore:
             raise _removed_key_error(old_key)
         parent, _, leaf = old_key.rpartition(".")
-        node = OmegaConf.select(config, parent)
-        was_struct = OmegaConf.is_struct(node)
-        OmegaConf.set_struct(node, False)
-        node.pop(leaf)
-        OmegaConf.set_struct(node, was_struct)
+        with open_dict(OmegaConf.select(config, parent)) as node:
+            node.pop(leaf)
     return config
 
 
