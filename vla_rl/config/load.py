@@ -24,7 +24,6 @@ from vla_rl.config.structured import (  # noqa: F401 - re-exported: callers impo
     nested,
     not_negative,
     one_of,
-    override_error,
     positive,
     validate_structured,
 )
