@@ -25,6 +25,7 @@ ADVANTAGE_GRANULARITIES = ("chunk", "step")
 class ChunkRLConfig(ActorCriticConfig):
     """PPO and GRPO settings; defaults follow the published VLA recipes (see the README)."""
 
+    # ActorCriticConfig's settings with this config's defaults (documented there):
     num_epochs: int = 2
     value_coef: float = 0.5
 

@@ -103,6 +103,7 @@ class RLEvalConfig:
 class VLARLConfig(RunConfig):
     """``vla-rl train recipe=NAME``: RL fine-tuning of a chunk policy (``configs/rl.yaml``)."""
 
+    # RunConfig's settings with this config's defaults (documented there):
     job: str = "rl"
     run_dir: str = "runs/rl"
     checkpoint_interval: int = 10

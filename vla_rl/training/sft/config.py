@@ -94,6 +94,7 @@ class SFTEvalConfig:
 class SFTConfig(RunConfig):
     """``vla-rl sft``: supervised fine-tuning of a chunk policy on demonstrations (``configs/sft.yaml``)."""
 
+    # RunConfig's settings with this config's defaults (documented there):
     job: str = "sft"
     run_dir: str = "runs/sft"
     checkpoint_interval: int = 500
