@@ -30,14 +30,22 @@ def _widths(*keys: str) -> list[Check[Any]]:
     ]
 
 
+# The checks of the sizes the settings of every family have, and those of the VLA families.
+_CHUNK_SIZES: list[Check[Any]] = [*positive("chunk_len", "action_dim"), *not_negative("proprio_dim")]
+_VLA: list[Check[Any]] = [
+    *_CHUNK_SIZES,
+    *positive("value_hidden_dim"),
+    Check("camera_keys", lambda s: len(s.camera_keys) > 0, "must name at least one camera"),
+]
+
+
 def _token_vla_checks() -> list[Check[Any]]:
     from vla_rl.policies.vla.config import TINY_BACKBONE_ARGS
 
     return [
-        *positive("chunk_len", "action_dim", "image_size", "max_instruction_tokens", "value_hidden_dim"),
+        *_VLA,
+        *positive("image_size", "max_instruction_tokens"),
         Check("num_bins", lambda s: s.num_bins >= 2, "must be at least 2"),
-        Check("camera_keys", lambda s: len(s.camera_keys) > 0, "must name at least one camera"),
-        *not_negative("proprio_dim"),
         value_check(
             "backbone",
             lambda sizes: set(sizes) <= set(TINY_BACKBONE_ARGS) and all(v > 0 for v in sizes.values()),
@@ -50,25 +58,19 @@ def _token_vla_checks() -> list[Check[Any]]:
 def _pi0_checks() -> list[Check[Any]]:
     from vla_rl.policies.flow.pi0_io import TINY_CONFIG_ARGS
 
-    return [
-        *positive(
-            "chunk_len", "action_dim", "num_denoising_steps", "value_hidden_dim", *sorted(TINY_CONFIG_ARGS)
-        ),
-        Check("camera_keys", lambda s: len(s.camera_keys) > 0, "must name at least one camera"),
-        *not_negative("proprio_dim"),
-    ]
+    return [*_VLA, *positive("num_denoising_steps", *sorted(TINY_CONFIG_ARGS))]
 
 
 def _flow_mlp_checks() -> list[Check[Any]]:
     from vla_rl.policies.layers import ACTIVATIONS, is_image_key
 
     return [
-        *positive("chunk_len", "action_dim", "feature_dim", "num_denoising_steps"),
+        *_CHUNK_SIZES,
+        *positive("feature_dim", "num_denoising_steps"),
         value_check(
             "vector_obs_dims", lambda dims: all(d >= 0 for d in dims.values()), "widths must not be negative"
         ),
         Check("image_keys", lambda s: all(is_image_key(key) for key in s.image_keys), "must be rgb_* keys"),
-        *not_negative("proprio_dim"),
         *_widths("hidden_sizes", "value_hidden_sizes", "cnn_channels"),
         Check(
             "time_embed_dim",
@@ -83,8 +85,7 @@ def _gaussian_checks() -> list[Check[Any]]:
     from vla_rl.policies.layers import ACTIVATIONS
 
     return [
-        *positive("chunk_len", "action_dim"),
-        *not_negative("proprio_dim"),
+        *_CHUNK_SIZES,
         one_of("policy.name", ("mlp", "cnn")),
         one_of("policy.activation", sorted(ACTIVATIONS)),
         *_widths("policy.hidden_sizes"),
