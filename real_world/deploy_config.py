@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from vla_rl.real_world.safety_config import SafetyConfig
 from vla_rl.real_world.topics import RobotTopics
 
-from vla_rl.config.load import Check, ConfigError, compose_config_module, validate_structured
+from vla_rl.config.structured import (
+    Check,
+    ConfigError,
+    compose_config_module,
+    not_negative,
+    one_of,
+    positive,
+    validate_structured,
+)
 from vla_rl.envs.config import EnvConfig
 
 TRANSPORTS = ("ros1", "ros2")
@@ -113,26 +121,14 @@ class DeployConfig:
 
 
 DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
-    Check("robot.transport", lambda c: c.robot.transport in TRANSPORTS, f"must be one of {TRANSPORTS}"),
-    Check("policy.mode", lambda c: c.policy.mode in ("local", "remote"), "must be local or remote"),
-    Check("policy.timeout_s", lambda c: c.policy.timeout_s > 0, "must be > 0"),
-    Check(
-        "action_queue.merge", lambda c: c.action_queue.merge in MERGE_MODES, f"must be one of {MERGE_MODES}"
-    ),
-    Check("action_queue.refill_threshold", lambda c: c.action_queue.refill_threshold >= 1, "must be >= 1"),
-    Check("episodes", lambda c: c.episodes >= 1, "must be >= 1"),
-    Check("max_steps", lambda c: c.max_steps >= 0, "must be >= 0"),
-    Check("robot.sync_slop_s", lambda c: c.robot.sync_slop_s >= 0, "must be >= 0"),
-    Check(
-        "robot.image_transport",
-        lambda c: c.robot.image_transport in IMAGE_TRANSPORTS,
-        f"must be one of {IMAGE_TRANSPORTS}",
-    ),
-    Check(
-        "robot.command_type",
-        lambda c: c.robot.command_type in COMMAND_TYPES,
-        f"must be one of {COMMAND_TYPES}",
-    ),
+    one_of("robot.transport", TRANSPORTS),
+    one_of("policy.mode", ("local", "remote")),
+    *positive("policy.timeout_s"),
+    one_of("action_queue.merge", MERGE_MODES),
+    *positive("action_queue.refill_threshold", "episodes"),
+    *not_negative("max_steps", "robot.sync_slop_s"),
+    one_of("robot.image_transport", IMAGE_TRANSPORTS),
+    one_of("robot.command_type", COMMAND_TYPES),
     Check(
         "robot.command_type",
         lambda c: not c.robot.simulated or c.robot.command_type == "joint_trajectory",

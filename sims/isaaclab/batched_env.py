@@ -107,18 +107,17 @@ class IsaacLabBatchedEnv(BatchedEnv):
         return tuple(name for name in wanted if name in available)
 
     def _observation(self, groups: dict[str, Any], images: dict[str, Any]) -> Observation:
-        if self._settings.policy_group not in groups:
+        options = self._settings.options
+        if options.policy_group not in groups:
             raise ValueError(
-                f"env.options.policy_group: {self._settings.policy_group!r} is not an observation group of "
+                f"env.options.policy_group: {options.policy_group!r} is not an observation group of "
                 f"{self._settings.task!r}; groups: {sorted(groups)}"
             )
         obs: Observation = {
-            "proprio": flatten_group(groups[self._settings.policy_group], self.num_envs, self.device)
+            "proprio": flatten_group(groups[options.policy_group], self.num_envs, self.device)
         }
-        if self._settings.privileged_group in groups:
-            obs["privileged"] = flatten_group(
-                groups[self._settings.privileged_group], self.num_envs, self.device
-            )
+        if options.privileged_group in groups:
+            obs["privileged"] = flatten_group(groups[options.privileged_group], self.num_envs, self.device)
         for name, image in images.items():
             obs[f"rgb_{name}"] = rgb_uint8(image, self.device)
         obs["instruction"] = list(self._instructions)
@@ -173,7 +172,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
     def _reset_worlds(self, ids: list[int], seeds: list[int] | None) -> Observation:
         if seeds is None:
             groups = self._reset_ids(ids)
-        elif self._settings.seeding == "per_world":
+        elif self._settings.options.seeding == "per_world":
             for world, seed in zip(ids, seeds, strict=True):
                 self._env.seed(seed)
                 groups = self._reset_ids([world])
@@ -218,7 +217,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
             self.action_dim,
             self._action_low,
             self._action_high,
-            self._settings.action_bound,
+            self._settings.options.action_bound,
             self._sim_device,
         )
         if self._capture is not None:

@@ -3,7 +3,7 @@
 Isaac Lab tasks bring their own robot, controller, physics rate and randomisation, so of the generic
 ``EnvConfig`` fields only ``task`` (a registered Isaac Lab id such as ``Isaac-Lift-Cube-Franka-v0``),
 ``num_envs``, ``device``, ``max_episode_steps``, ``cameras`` and ``image_size`` are used. The backend's
-own settings come from ``cfg.options`` (see ``OPTION_DEFAULTS``).
+own settings come from ``cfg.options`` (``IsaacLabOptions``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vla_rl.config.structured import Schema, one_of, value_check
 from vla_rl.envs.config import EnvConfig
 
 
@@ -48,23 +49,39 @@ DEFAULT_SUCCESS_TERMS = ("success", "object_reached_goal")
 
 SEEDING_MODES = ("per_world", "batch")
 
-OPTION_DEFAULTS: dict[str, object] = {
-    "instruction": None,
-    # str: overrides the task's instruction (required for tasks missing from TASK_SPECS).
-    "success_terms": None,
-    # list[str]: termination terms meaning success; every one must exist in the env.
-    "policy_group": "policy",
-    # observation group exposed as "proprio".
-    "privileged_group": "critic",
-    # observation group exposed as "privileged" where the task has it.
-    "action_bound": 1.0,
-    # for unbounded Isaac Lab action spaces: action = unit action * action_bound (the task's action
-    # terms then apply their own scale, e.g. 0.5 rad per unit for Franka joint targets).
-    "seeding": "per_world",
-    # "per_world": seeded resets reset worlds one by one, each after seeding with its own seed, so
-    # equal seeds give equal initial states (costs one reset call per world). "batch": one seed from
-    # all given seeds, one batched reset (fast; equal seeds need not give equal states).
-}
+
+@dataclass
+class IsaacLabOptions:
+    """The backend's own settings, ``env.options``."""
+
+    instruction: str | None = None
+    """Overrides the task's instruction (required for tasks missing from ``TASK_SPECS``)."""
+    success_terms: list[str] | None = None
+    """Termination terms meaning success; every one must exist in the env."""
+    policy_group: str = "policy"
+    """Observation group exposed as ``proprio``."""
+    privileged_group: str = "critic"
+    """Observation group exposed as ``privileged`` where the task has it."""
+    action_bound: float = 1.0
+    """For unbounded Isaac Lab action spaces: action = unit action * action_bound (the task's action
+    terms then apply their own scale, e.g. 0.5 rad per unit for Franka joint targets)."""
+    seeding: str = "per_world"
+    """``per_world``: seeded resets reset worlds one by one, each after seeding with its own seed, so
+    equal seeds give equal initial states (costs one reset call per world). ``batch``: one seed from
+    all given seeds, one batched reset (fast; equal seeds need not give equal states)."""
+
+
+OPTIONS = Schema(
+    IsaacLabOptions,
+    [
+        value_check("action_bound", lambda v: math.isfinite(v) and v > 0, "must be a finite number > 0"),
+        one_of("seeding", SEEDING_MODES),
+        *(
+            value_check(key, bool, "must be an observation group name")
+            for key in ("policy_group", "privileged_group")
+        ),
+    ],
+)
 
 
 @dataclass(frozen=True)
@@ -80,10 +97,8 @@ class IsaacLabSettings:
     spec: TaskSpec
     success_terms: tuple[str, ...] | None
     """Explicit ``options.success_terms`` (checked against the env), or None for the spec's default."""
-    policy_group: str
-    privileged_group: str
-    action_bound: float
-    seeding: str
+    options: IsaacLabOptions
+    """The backend's own settings (observation groups, action bound, seeding)."""
 
     @property
     def sim_device(self) -> str:
@@ -97,12 +112,7 @@ def find_task_spec(task: str) -> TaskSpec | None:
 
 def settings_from_config(cfg: EnvConfig) -> IsaacLabSettings:
     """Checks ``cfg`` and returns the backend's settings; raises ``ValueError`` naming the bad key."""
-    unknown = sorted(set(cfg.options) - set(OPTION_DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f"env.options: unknown isaaclab option(s) {unknown}; known: {sorted(OPTION_DEFAULTS)}"
-        )
-    options = {**OPTION_DEFAULTS, **cfg.options}
+    options = OPTIONS.validate(cfg.options, "env.options")
     if not isinstance(cfg.task, str) or not cfg.task:
         raise ValueError("env.task must be a registered Isaac Lab task id, e.g. 'Isaac-Lift-Cube-Franka-v0'")
     if cfg.num_envs < 1:
@@ -120,25 +130,12 @@ def settings_from_config(cfg: EnvConfig) -> IsaacLabSettings:
         raise ValueError(f"env.image_size must be >= 1 when cameras are rendered, got {cfg.image_size}")
 
     spec = find_task_spec(cfg.task)
-    instruction = options["instruction"] if options["instruction"] is not None else spec and spec.instruction
+    instruction = options.instruction if options.instruction is not None else spec and spec.instruction
     if not isinstance(instruction, str) or not instruction.strip():
         raise ValueError(
             f"env.options.instruction: task {cfg.task!r} has no instruction in this backend's table; "
             "give one as a non-empty string"
         )
-    success_terms = options["success_terms"]
-    if success_terms is not None:
-        if isinstance(success_terms, str) or not all(isinstance(t, str) for t in success_terms):
-            raise ValueError(f"env.options.success_terms must be a list of term names, got {success_terms!r}")
-        success_terms = tuple(success_terms)
-    action_bound = options["action_bound"]
-    if not isinstance(action_bound, int | float) or not math.isfinite(action_bound) or action_bound <= 0:
-        raise ValueError(f"env.options.action_bound must be a finite number > 0, got {action_bound!r}")
-    if options["seeding"] not in SEEDING_MODES:
-        raise ValueError(f"env.options.seeding must be one of {SEEDING_MODES}, got {options['seeding']!r}")
-    for key in ("policy_group", "privileged_group"):
-        if not isinstance(options[key], str) or not options[key]:
-            raise ValueError(f"env.options.{key} must be an observation group name, got {options[key]!r}")
 
     return IsaacLabSettings(
         task=cfg.task,
@@ -149,9 +146,6 @@ def settings_from_config(cfg: EnvConfig) -> IsaacLabSettings:
         image_size=int(cfg.image_size),
         instruction=instruction,
         spec=spec or TaskSpec(instruction),
-        success_terms=success_terms,
-        policy_group=options["policy_group"],
-        privileged_group=options["privileged_group"],
-        action_bound=float(action_bound),
-        seeding=options["seeding"],
+        success_terms=None if options.success_terms is None else tuple(options.success_terms),
+        options=options,
     )

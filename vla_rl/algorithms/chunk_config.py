@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vla_rl.algorithms.config import ACTOR_CRITIC_CHECKS, ActorCriticConfig
 from vla_rl.algorithms.grpo_advantages import ADVANTAGE_SCALES
+from vla_rl.config.structured import (
+    Check,
+    check_values,
+    in_unit_interval,
+    not_negative,
+    one_of,
+    positive,
+    value_check,
+)
 from vla_rl.policies.chunk_policy import LOG_PROB_LEVELS
 
 SCORES = ("success", "return", "return_to_go")
@@ -12,8 +22,12 @@ ADVANTAGE_GRANULARITIES = ("chunk", "step")
 
 
 @dataclass
-class ChunkRLConfig:
+class ChunkRLConfig(ActorCriticConfig):
     """PPO and GRPO settings; defaults follow the published VLA recipes (see the README)."""
+
+    # ActorCriticConfig's settings with this config's defaults (documented there):
+    num_epochs: int = 2
+    value_coef: float = 0.5
 
     name: str = "vla_ppo"
     """``vla_ppo`` (critic, GAE over chunks) or ``vla_grpo`` (group-relative, no critic)."""
@@ -25,12 +39,6 @@ class ChunkRLConfig:
     """Sampling temperature (token policies) or noise multiplier (flow policies) in rollouts."""
     num_decisions: int = 16
     """PPO: decisions per world per iteration (rollout length in chunks)."""
-    num_epochs: int = 2
-    """Passes over each rollout."""
-    num_minibatches: int = 4
-    """Minibatches per epoch."""
-    gamma: float = 0.99
-    """Discount per control step (a chunk of k executed steps discounts by gamma ** k)."""
     reward_scale: float = 1.0
     """Factor on the environment's rewards before GAE; a value head that starts near 0 fits returns
     of order one in a few iterations, not hundreds (advantages are standardised, so the policy
@@ -45,8 +53,6 @@ class ChunkRLConfig:
     - phi(s))`` with ``phi`` the task's dense reward (its progress towards success). It telescopes
     over an episode, so unlike the dense reward itself it cannot pay a policy for holding a state
     of high progress (Ng et al. 1999: the optimal policy is unchanged); 0 disables."""
-    gae_lambda: float = 0.95
-    """GAE lambda, per decision (``chunk``) or per control step (``step``)."""
     advantage_granularity: str = "chunk"
     """PPO: ``chunk`` (each chunk one step of GAE, its executed rewards summed) or ``step`` (GAE
     over control steps, one advantage per executed action; token or action log-probs)."""
@@ -56,14 +62,8 @@ class ChunkRLConfig:
     """Upper clip range ("clip-higher"): ratios above ``1 + clip_high`` are clipped."""
     dual_clip: float | None = 3.0
     """Cap of the loss of negative-advantage samples at ``dual_clip * |A|``; None disables."""
-    value_clip: float = 0.2
-    """Clip of the value update around the rollout's values; <= 0 disables."""
     huber_delta: float | None = 10.0
     """Huber threshold of the value loss; None: squared error."""
-    value_coef: float = 0.5
-    """Weight of the value loss."""
-    entropy_coef: float = 0.0
-    """Weight of the entropy bonus; 0 disables."""
     kl_coef: float = 0.0
     """Weight of the KL to the reference (starting) policy; 0 disables and skips the reference."""
     actor_lr: float = 1e-4
@@ -85,8 +85,6 @@ class ChunkRLConfig:
     ``critic_warmup_iterations``), so a decay that ends with a budget of ``iterations`` updates is
     ``(iterations - critic_warmup_iterations) * num_epochs * num_minibatches``. The count lives in
     the checkpoint: the rate of a step is the same on any machine and after a resume."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip; <= 0 disables."""
     critic_warmup_iterations: int = 0
     """PPO: first iterations update the value head only."""
     critic_trains_features: bool = False
@@ -94,8 +92,6 @@ class ChunkRLConfig:
     keeps them the actor's alone and trains the value head only."""
     recompute_log_probs: bool = True
     """Recompute the behaviour log-probabilities with the training model after the rollout."""
-    normalize_advantages: bool = True
-    """PPO: standardise advantages over the valid entries of the rollout."""
     group_size: int = 8
     """GRPO: episodes per group (same initial state)."""
     score: str = "success"
@@ -132,85 +128,65 @@ class ChunkRLConfig:
     seeds, more often those the policy fails (``vla_rl.rollout.seed_curriculum``); 0: fresh seeds."""
 
     def validate(self) -> None:
-        from vla_rl.algorithms.registry import registered_chunk_algorithms
-        from vla_rl.registry import is_import_path
+        """``ConfigError`` (a ``ValueError``) naming ``algorithm.<key>`` for the first bad value."""
+        check_values(self, chunk_rl_checks(), "algorithm")
 
-        if self.name not in registered_chunk_algorithms() and not is_import_path(self.name):
-            raise ValueError(f"unknown algorithm {self.name!r}; allowed: {registered_chunk_algorithms()}")
-        if self.log_prob_level not in LOG_PROB_LEVELS:
-            raise ValueError(
-                f"log_prob_level must be one of {list(LOG_PROB_LEVELS)}, got {self.log_prob_level!r}"
-            )
-        if self.advantage_granularity not in ADVANTAGE_GRANULARITIES:
-            raise ValueError(
-                f"advantage_granularity must be one of {list(ADVANTAGE_GRANULARITIES)}, "
-                f"got {self.advantage_granularity!r}"
-            )
-        if self.advantage_granularity == "step" and self.log_prob_level == "chunk":
-            raise ValueError("advantage_granularity 'step' needs log_prob_level 'token' or 'action'")
-        from vla_rl.rewards.shaping import REWARDS
 
-        if self.reward not in REWARDS:
-            raise ValueError(f"reward must be one of {list(REWARDS)}, got {self.reward!r}")
-        if self.score not in SCORES:
-            raise ValueError(f"score must be one of {list(SCORES)}, got {self.score!r}")
-        if not 0.0 < self.score_discount <= 1.0:
-            raise ValueError(f"score_discount must lie in (0, 1], got {self.score_discount}")
-        if self.score_discount < 1.0 and self.score != "return_to_go":
-            raise ValueError(f"score_discount below 1 needs score 'return_to_go', got {self.score!r}")
-        if self.advantage_scale not in ADVANTAGE_SCALES:
-            raise ValueError(
-                f"advantage_scale must be one of {list(ADVANTAGE_SCALES)}, got {self.advantage_scale!r}"
-            )
-        positive = {
-            "execute_steps": self.execute_steps,
-            "num_decisions": self.num_decisions,
-            "num_epochs": self.num_epochs,
-            "num_minibatches": self.num_minibatches,
-            "temperature": self.temperature,
-            "reward_scale": self.reward_scale,
-            "actor_lr": self.actor_lr,
-            "value_lr": self.value_lr,
-            "max_sampling_rounds": self.max_sampling_rounds,
-        }
-        if self.noise_head_lr is not None and self.noise_head_lr <= 0:
-            raise ValueError(f"noise_head_lr must be > 0 or None, got {self.noise_head_lr}")
-        if self.progress_shaping < 0:
-            raise ValueError(f"progress_shaping must be >= 0, got {self.progress_shaping}")
-        if self.actor_lr_warmup_steps < 0:
-            raise ValueError(f"actor_lr_warmup_steps must be >= 0, got {self.actor_lr_warmup_steps}")
-        if self.actor_lr_decay_steps and self.actor_lr_decay_steps <= self.actor_lr_warmup_steps:
-            raise ValueError(
-                f"actor_lr_decay_steps must be 0 or above actor_lr_warmup_steps "
-                f"({self.actor_lr_warmup_steps}), got {self.actor_lr_decay_steps}"
-            )
-        if self.groups_per_update < 0:
-            raise ValueError(f"groups_per_update must be >= 0, got {self.groups_per_update}")
-        if self.curriculum_pool < 0:
-            raise ValueError(f"curriculum_pool must be >= 0, got {self.curriculum_pool}")
-        bad = {name: value for name, value in positive.items() if value <= 0}
-        if bad:
-            raise ValueError(f"these settings must be > 0: {bad}")
-        if not 0.0 < self.decision_fraction <= 1.0:
-            raise ValueError(f"decision_fraction must lie in (0, 1], got {self.decision_fraction}")
-        if self.decision_fraction < 1.0 and self.name != "vla_grpo":
-            raise ValueError(f"decision_fraction below 1 is a GRPO setting; {self.name} trains on every row")
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2, got {self.group_size}")
-        if not 0.0 < self.clip_low < 1.0 or self.clip_high <= 0.0:
-            raise ValueError(
-                f"need 0 < clip_low < 1 and clip_high > 0, got {self.clip_low}, {self.clip_high}"
-            )
-        if self.dual_clip is not None and self.dual_clip <= 1.0:
-            raise ValueError(f"dual_clip must be > 1 or None, got {self.dual_clip}")
-        if not 0.0 <= self.negative_advantage_weight <= 1.0:
-            raise ValueError(
-                f"negative_advantage_weight must lie in [0, 1], got {self.negative_advantage_weight}"
-            )
-        if len(self.keep_success_range) != 2:
-            raise ValueError(f"keep_success_range must be [low, high], got {self.keep_success_range}")
-        low, high = self.keep_success_range
-        if not 0.0 <= low <= high <= 1.0:
-            raise ValueError(
-                f"keep_success_range must satisfy 0 <= low <= high <= 1, got {self.keep_success_range}"
-            )
+def chunk_rl_checks() -> list[Check[ChunkRLConfig]]:
+    """The value checks of ``ChunkRLConfig`` (built on use: they read the registries' names)."""
+    from vla_rl.algorithms.registry import registered_chunk_algorithms
+    from vla_rl.registry import is_import_path
+    from vla_rl.rewards.shaping import REWARDS
+
+    algorithms = registered_chunk_algorithms()
+    return [
+        Check(
+            "name",
+            lambda c: c.name in algorithms or is_import_path(c.name),
+            f"unknown algorithm; allowed: {algorithms} (or your own as 'package.module:Class')",
+        ),
+        *ACTOR_CRITIC_CHECKS,
+        one_of("log_prob_level", LOG_PROB_LEVELS),
+        one_of("advantage_granularity", ADVANTAGE_GRANULARITIES),
+        Check(
+            "advantage_granularity",
+            lambda c: c.advantage_granularity != "step" or c.log_prob_level != "chunk",
+            "'step' needs log_prob_level 'token' or 'action'",
+        ),
+        one_of("reward", REWARDS),
+        one_of("score", SCORES),
+        in_unit_interval("score_discount", open_low=True),
+        Check(
+            "score_discount",
+            lambda c: c.score_discount == 1.0 or c.score == "return_to_go",
+            "below 1 needs score 'return_to_go'",
+        ),
+        one_of("advantage_scale", ADVANTAGE_SCALES),
+        *positive("execute_steps", "num_decisions", "temperature", "reward_scale", "max_sampling_rounds"),
+        *positive("actor_lr", "value_lr", "noise_head_lr"),
+        *not_negative("progress_shaping", "actor_lr_warmup_steps", "groups_per_update", "curriculum_pool"),
+        Check(
+            "actor_lr_decay_steps",
+            lambda c: c.actor_lr_decay_steps == 0 or c.actor_lr_decay_steps > c.actor_lr_warmup_steps,
+            "must be 0 or above actor_lr_warmup_steps",
+        ),
+        in_unit_interval("decision_fraction", open_low=True),
+        Check(
+            "decision_fraction",
+            lambda c: c.decision_fraction == 1.0 or c.name == "vla_grpo",
+            "below 1 is a GRPO setting (other algorithms train on every row)",
+        ),
+        Check("group_size", lambda c: c.group_size >= 2, "must be at least 2"),
+        Check("clip_low", lambda c: 0.0 < c.clip_low < 1.0, "must be in (0, 1)"),
+        *positive("clip_high"),
+        value_check("dual_clip", lambda v: v > 1.0, "must be above 1, or null to disable it"),
+        in_unit_interval("negative_advantage_weight"),
+        Check(
+            "keep_success_range",
+            lambda c: (
+                len(c.keep_success_range) == 2
+                and 0.0 <= c.keep_success_range[0] <= c.keep_success_range[1] <= 1.0
+            ),
+            "must be [low, high] with 0 <= low <= high <= 1",
+        ),
+    ]

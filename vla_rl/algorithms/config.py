@@ -1,35 +1,58 @@
-"""Typed configuration of PPO (the ``algorithm`` group of the Hydra configs)."""
+"""Typed configuration of PPO (the ``algorithm`` group of the Hydra configs) and the settings it
+shares with RL of chunk policies (``chunk_config.ChunkRLConfig``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from vla_rl.config.structured import Check, in_unit_interval, positive
 
 LR_SCHEDULES = ("adaptive", "fixed", "linear")
 """The values of ``PPOConfig.lr_schedule``."""
 
 
 @dataclass
-class PPOConfig:
-    name: str = "ppo"
-    """Algorithm: ``ppo`` (``vla_rl.algorithms.registry.ALGORITHMS``) or ``package.module:Class``."""
-    num_steps: int = 32
-    """Control steps collected per world per iteration (rollout length T)."""
+class ActorCriticConfig:
+    """The settings of an actor-critic update that PPO of a state policy (``PPOConfig``) and RL of a
+    chunk policy (``ChunkRLConfig``) share."""
+
     num_epochs: int = 5
     """Passes over each rollout."""
     num_minibatches: int = 4
-    """Minibatches per epoch; the batch is ``num_steps * num_envs`` transitions."""
+    """Minibatches per epoch (state PPO: of a batch of ``num_steps * num_envs`` transitions)."""
     gamma: float = 0.99
-    """Discount factor."""
+    """Discount factor per control step (a chunk of k executed steps discounts by ``gamma ** k``)."""
     gae_lambda: float = 0.95
-    """GAE lambda."""
-    clip_ratio: float = 0.2
-    """Surrogate clipping epsilon."""
+    """GAE lambda (chunk PPO: per decision, or per control step with ``advantage_granularity: step``)."""
     value_clip: float = 0.2
     """Clip range of the value update around the rollout's values; ``<= 0`` disables."""
     value_coef: float = 1.0
     """Weight of the value loss."""
     entropy_coef: float = 0.0
     """Weight of the entropy bonus; 0 disables."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip; ``<= 0`` disables."""
+    normalize_advantages: bool = True
+    """Standardise advantages to zero mean and unit std (state PPO: per minibatch; chunk PPO: over
+    the valid entries of the rollout)."""
+
+
+ACTOR_CRITIC_CHECKS: list[Check[ActorCriticConfig]] = [
+    *positive("num_epochs", "num_minibatches"),
+    in_unit_interval("gamma", open_low=True),
+    in_unit_interval("gae_lambda"),
+]
+"""The checks of the shared settings (keys below ``algorithm``)."""
+
+
+@dataclass
+class PPOConfig(ActorCriticConfig):
+    name: str = "ppo"
+    """Algorithm: ``ppo`` (``vla_rl.algorithms.registry.ALGORITHMS``) or ``package.module:Class``."""
+    num_steps: int = 32
+    """Control steps collected per world per iteration (rollout length T)."""
+    clip_ratio: float = 0.2
+    """Surrogate clipping epsilon."""
     learning_rate: float = 1e-3
     """Initial Adam learning rate."""
     lr_schedule: str = "adaptive"
@@ -40,7 +63,3 @@ class PPOConfig:
     """Updates over which ``linear`` decays the learning rate to 0 (required > 0 for ``linear``)."""
     desired_kl: float = 0.01
     """Target KL for the adaptive schedule."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip; ``<= 0`` disables."""
-    normalize_advantages: bool = True
-    """Normalise advantages per minibatch to zero mean, unit std."""

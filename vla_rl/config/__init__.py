@@ -1,5 +1,6 @@
 """Typed configuration: the machinery (``structured``: ``ConfigError``, checks, Hydra composition)
-and a training run's schema (``schema``: ``TrainConfig``) with its validation (``load``).
+and the schemas of runs (``schema``: ``RunConfig``, ``TrainConfig``) with the one path that composes,
+loads and validates every job's config (``load``: ``JobSchema``).
 
 The names below are imported on first use, so ``from vla_rl.config import ConfigError`` loads only
 ``vla_rl.config.structured``, not the schemas of every layer that ``TrainConfig`` composes.

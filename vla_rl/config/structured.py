@@ -8,8 +8,9 @@ naming the dotted key before any work starts.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -99,11 +100,54 @@ def validate_structured(
         if not prefix:
             raise
         raise ConfigError(f"config key '{_post_init_key(schema, prefix, str(error))}': {error}") from None
+    check_values(config, checks, prefix)
+    return config
+
+
+def check_values(config: ConfigT, checks: Iterable[Check[ConfigT]], prefix: str = "") -> None:
+    """Apply ``checks`` to ``config`` in order: the first that fails is a ``ConfigError`` naming its
+    dotted key (below ``prefix``) and the value found there."""
     for check in checks:
         if not check.holds(config):
-            value = OmegaConf.select(OmegaConf.structured(config), check.key)
+            value = attrgetter(check.key)(config)
             raise ConfigError(f"config key '{_full_key(prefix, check.key)}': {check.message} (got {value!r})")
-    return config
+
+
+def value_check(key: str, holds: Callable[[Any], bool], message: str) -> Check[Any]:
+    """A check of the value at the dotted ``key`` (read by attribute path) alone: ``holds(value)``
+    must be true; ``None`` (an optional setting left unset) passes."""
+    return Check(key, lambda c, get=attrgetter(key): get(c) is None or holds(get(c)), message)
+
+
+def positive(*keys: str) -> list[Check[Any]]:
+    """One check per dotted key: its value must be positive (``None`` passes)."""
+    return [value_check(key, lambda v: v > 0, "must be positive") for key in keys]
+
+
+def not_negative(*keys: str) -> list[Check[Any]]:
+    """One check per dotted key: its value must not be negative (``None`` passes)."""
+    return [value_check(key, lambda v: v >= 0, "must not be negative") for key in keys]
+
+
+def in_unit_interval(key: str, *, open_low: bool = False) -> Check[Any]:
+    """The value at ``key`` must lie in ``[0, 1]``, or ``(0, 1]`` with ``open_low`` (``None`` passes)."""
+    if open_low:
+        return value_check(key, lambda v: 0 < v <= 1, "must be in (0, 1]")
+    return value_check(key, lambda v: 0 <= v <= 1, "must be in [0, 1]")
+
+
+def nested(prefix: str, checks: Iterable[Check[Any]]) -> list[Check[Any]]:
+    """The ``checks`` of a section, applied to the section at the dotted ``prefix`` of a larger config."""
+    section = attrgetter(prefix)
+    return [
+        Check(f"{prefix}.{c.key}", lambda config, c=c: c.holds(section(config)), c.message) for c in checks
+    ]
+
+
+def one_of(key: str, choices: Iterable[str]) -> Check[Any]:
+    """The value at ``key`` must be one of ``choices`` (``None`` passes)."""
+    allowed = tuple(choices)
+    return value_check(key, lambda v: v in allowed, "must be one of " + ", ".join(map(repr, allowed)))
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,17 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vla_rl.config.structured import Check, ConfigError, compose_config_module, validate_structured
+from vla_rl.config.structured import (
+    Check,
+    ConfigError,
+    compose_config_module,
+    nested,
+    not_negative,
+    positive,
+    validate_structured,
+)
 from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
-from vla_rl.envs.config import EnvConfig
+from vla_rl.envs.config import ENV_CHECKS, EnvConfig
 
 COLLECT_CONFIG_NAME = "collect"
 
@@ -86,14 +94,10 @@ COLLECT_CHECKS: tuple[Check[CollectConfig], ...] = (
         lambda c: c.env.control_mode == "ee_delta_pos",
         "scripted experts act in 'ee_delta_pos'",
     ),
-    Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
-    Check("env.image_size", lambda c: c.env.image_size > 0, "must be positive"),
-    Check("env.num_threads", lambda c: c.env.num_threads > 0, "must be positive"),
-    Check("num_episodes", lambda c: c.num_episodes > 0, "must be positive"),
-    Check("noise_std", lambda c: c.noise_std >= 0, "must not be negative"),
+    *nested("env", ENV_CHECKS),
+    *positive("num_episodes", "torch_num_threads"),
+    *not_negative("noise_std", "video.crf"),
     Check("output_dir", lambda c: bool(c.output_dir), "must name the dataset directory"),
-    Check("video.crf", lambda c: c.video.crf >= 0, "must not be negative"),
-    Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
 )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vla_rl.config.structured import Check, positive
+
 
 @dataclass
 class EnvConfig:
@@ -47,3 +49,15 @@ class EnvConfig:
     """Torch device of returned tensors."""
     options: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options passed through unchanged (e.g. Gymnasium ``make`` kwargs)."""
+
+
+ENV_CHECKS: list[Check[EnvConfig]] = [
+    *positive("num_envs", "control_hz"),
+    Check(
+        "physics_dt_s",
+        lambda env: 0 < env.physics_dt_s <= 1.0 / env.control_hz,
+        "must be positive and at most one control period",
+    ),
+    *positive("image_size", "num_threads", "pipeline_stages"),
+]
+"""The value checks of an ``env`` group, whatever the job reads it (``nested("env", ENV_CHECKS)``)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from vla_rl.config.structured import Check, in_unit_interval, one_of, positive
+
 FREQUENCIES = ("step", "every_k", "episode_end")
 SHAPINGS = ("none", "potential")
 REWARD_OPTIONS_KEY = "reward.options"
@@ -60,29 +62,31 @@ class RewardConfig:
     environment's part only)."""
 
 
-def reward_config_errors(cfg: RewardConfig, env_cameras: list[str]) -> list[tuple[str, str]]:
-    """(dotted key, message) of every invalid value; empty when ``cfg`` is usable."""
-    errors: list[tuple[str, str]] = []
-    if not cfg.model:
-        if cfg.options:
-            errors.append(("reward.options", "are the options of a reward model: set reward.model too"))
-        return errors
-    if cfg.frequency not in FREQUENCIES:
-        errors.append(("reward.frequency", f"must be one of {list(FREQUENCIES)}"))
-    if cfg.shaping not in SHAPINGS:
-        errors.append(("reward.shaping", f"must be one of {list(SHAPINGS)}"))
-    if cfg.every_k < 1:
-        errors.append(("reward.every_k", "must be at least 1"))
-    if not cfg.cameras:
-        errors.append(("reward.cameras", "name at least one camera"))
-    missing = [camera for camera in cfg.cameras if camera not in env_cameras]
-    if missing:
-        errors.append(("reward.cameras", f"{missing} not rendered: add them to env.cameras ({env_cameras})"))
-    if not 0.0 <= cfg.gamma <= 1.0:
-        errors.append(("reward.gamma", "must be in [0, 1]"))
-    if not 0.0 <= cfg.success_threshold <= 1.0:
-        errors.append(("reward.success_threshold", "must be in [0, 1]"))
-    return errors
+REWARD_CHECKS: list[Check[Any]] = [
+    Check(
+        "reward.options",
+        lambda c: bool(c.reward.model) or not c.reward.options,
+        "are the options of a reward model: set reward.model too",
+    ),
+    *(
+        Check(check.key, lambda c, check=check: not c.reward.model or check.holds(c), check.message)
+        for check in [
+            one_of("reward.frequency", FREQUENCIES),
+            one_of("reward.shaping", SHAPINGS),
+            *positive("reward.every_k"),
+            Check("reward.cameras", lambda c: len(c.reward.cameras) > 0, "must name at least one camera"),
+            Check(
+                "reward.cameras",
+                lambda c: set(c.reward.cameras) <= set(c.env.cameras),
+                "not rendered: each must be in env.cameras",
+            ),
+            in_unit_interval("reward.gamma"),
+            in_unit_interval("reward.success_threshold"),
+        ]
+    ),
+]
+"""The checks of the ``reward`` group of a run's config (with a model; its ``env`` renders the
+cameras the model reads)."""
 
 
 def is_torch_device(name: str) -> bool:

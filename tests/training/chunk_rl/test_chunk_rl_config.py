@@ -18,9 +18,9 @@ def test_bad_rl_configs_fail_before_any_work(tmp_path):
         compose_rl_config(["recipe=token_vla_ppo"])
     with pytest.raises(ConfigError, match="group_size"):
         compose_rl_config(["recipe=token_vla_grpo", "policy.init_from=x", "env.num_envs=6"])
-    with pytest.raises(ConfigError, match="algorithm"):
+    with pytest.raises(ConfigError, match="'algorithm.clip_low'"):
         compose_rl_config(["recipe=token_vla_ppo", "policy.init_from=x", "algorithm.clip_low=1.5"])
-    with pytest.raises(ConfigError, match="reward must be one of"):
+    with pytest.raises(ConfigError, match="'algorithm.reward': must be one of"):
         compose_rl_config(["recipe=token_vla_ppo", "policy.init_from=x", "algorithm.reward=shaped"])
     assert main(["train", "recipe=token_vla_ppo", f"policy.init_from={tmp_path / 'missing'}"]) == 2
 
@@ -129,7 +129,7 @@ def test_saved_configs_of_earlier_runs_load_or_name_the_migration(tmp_path):
         ("++policy.exploration.noise_levle=0.3", "unknown config key 'policy.exploration.noise_levle'"),
         ("policy.exploration.noise_level=high", "config key 'policy.exploration.noise_level'"),
         ("policy.exploration.exploration=flow_sdee", "'policy.exploration.exploration': must be one of"),
-        ("policy.exploration.noise_level=-0.1", "'policy.exploration.noise_level': must be >= 0"),
+        ("policy.exploration.noise_level=-0.1", "'policy.exploration.noise_level': must not be negative"),
         ("++policy.exploration.noise_std_bounds=[0.2,0.1]", "'policy.exploration.noise_std_bounds'"),
         ("++policy.exploration.noise_mean=ode", "'policy.exploration.noise_mean': must be one of"),
         ("++policy.exploration.noise_std_profile=steep", "'policy.exploration.noise_std_profile'"),

@@ -49,8 +49,14 @@ def test_bounds_move_entry_by_entry():
             ["+policy.exploration_final.sde_one_step=true"],
             "unknown config key 'policy.exploration_final.sde_one_step'",
         ),
-        (["+policy.exploration_final.noise_level=0.1"], "'policy.exploration_anneal_updates': must be > 0"),
-        (["policy.exploration_anneal_updates=-1"], "'policy.exploration_anneal_updates': must be >= 0"),
+        (
+            ["+policy.exploration_final.noise_level=0.1"],
+            "'policy.exploration_anneal_updates': must be positive when exploration_final is set",
+        ),
+        (
+            ["policy.exploration_anneal_updates=-1"],
+            "'policy.exploration_anneal_updates': must not be negative",
+        ),
         (["policy.exploration_anneal_updates=1.5"], "'policy.exploration_anneal_updates'"),
         (
             ["+policy.exploration_final.noise_std_bounds=[0.04,0.08]", "policy.exploration_anneal_updates=5"],
@@ -60,7 +66,10 @@ def test_bounds_move_entry_by_entry():
             ["+policy.exploration_final.noise_level=[0.1,0.2]", "policy.exploration_anneal_updates=5"],
             "noise_level",
         ),
-        (["+policy.exploration_final.noise_level=-0.1", "policy.exploration_anneal_updates=5"], ">= 0"),
+        (
+            ["+policy.exploration_final.noise_level=-0.1", "policy.exploration_anneal_updates=5"],
+            "'policy.exploration_final.noise_level': must not be negative",
+        ),
         (
             [
                 "+policy.exploration.noise_std_bounds=[0.08,0.16]",

@@ -85,7 +85,7 @@ def test_validated_kwargs_build_and_build_rejects_what_validation_rejects() -> N
     [
         (["+policy.kwargs.hiden_sizes=[8]"], "unknown config key 'policy.kwargs.hiden_sizes'"),
         (["policy.kwargs.chunk_len=four"], "'policy.kwargs.chunk_len'"),
-        (["policy.kwargs.chunk_len=0"], "'policy.kwargs.chunk_len': must be at least 1"),
+        (["policy.kwargs.chunk_len=0"], "'policy.kwargs.chunk_len': must be positive"),
         (["policy.kwargs.hidden_sizes=[64,0]"], "'policy.kwargs.hidden_sizes': must be positive"),
         (["+policy.kwargs.time_embed_dim=7"], "'policy.kwargs.time_embed_dim': must be even"),
         (["+policy.kwargs.activation=swish"], "'policy.kwargs.activation'"),

@@ -6,13 +6,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
-from vla_rl.config.schema import LoggerConfig
-from vla_rl.envs.config import EnvConfig
+from vla_rl.config.schema import RunConfig
 from vla_rl.rewards.config import RewardConfig
 
 
+class _OptionalSettings:
+    def given(self) -> dict[str, Any]:
+        """The settings that are set (not None), as ``set_exploration`` keywords."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
 @dataclass
-class ExplorationSettings:
+class ExplorationSettings(_OptionalSettings):
     """A flow policy's exploration for RL (``pi0``, ``flow_mlp``; ``vla_rl.policies.flow.exploration``).
     None keeps the value the checkpoint was saved with."""
 
@@ -40,22 +45,15 @@ class ExplorationSettings:
     """``pi0`` only: while the VLM is frozen, encode each observation's prefix once per update and
     reuse it in every epoch."""
 
-    def given(self) -> dict[str, Any]:
-        """The settings that are set (not None), as ``set_exploration`` keywords."""
-        return {name: value for name, value in asdict(self).items() if value is not None}
-
 
 @dataclass
-class AnnealedExploration:
+class AnnealedExploration(_OptionalSettings):
     """Where the annealed exploration settings end (None: that setting is not annealed)."""
 
     noise_level: float | None = None
     """Flow-SDE's ``a`` (or Euler-Maruyama's std) at update ``exploration_anneal_updates`` (>= 0)."""
     noise_std_bounds: list[float] | None = None
     """Flow-Noise's ``[min, max]`` std bounds at update ``exploration_anneal_updates`` (0 < min < max)."""
-
-    def given(self) -> dict[str, Any]:
-        return {name: value for name, value in asdict(self).items() if value is not None}
 
 
 @dataclass
@@ -102,42 +100,29 @@ class RLEvalConfig:
 
 
 @dataclass
-class VLARLConfig:
+class VLARLConfig(RunConfig):
+    """``vla-rl train recipe=NAME``: RL fine-tuning of a chunk policy (``configs/rl.yaml``)."""
+
+    # RunConfig's settings with this config's defaults (documented there):
     job: str = "rl"
-    """The job that wrote this config (``vla_rl.training.jobs``), recorded so ``--resume`` runs the same
-    job; fixed by the command, not a setting."""
+    run_dir: str = "runs/rl"
+    checkpoint_interval: int = 10
+    keep_checkpoints: int = 2
+    torch_num_threads: int = 2
     policy: RLPolicyConfig = field(default_factory=RLPolicyConfig)
     """The policy to fine-tune."""
     algorithm: ChunkRLConfig = field(default_factory=ChunkRLConfig)
     """PPO or GRPO and their settings."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Simulator and task (cameras and image size must match what the policy was trained on)."""
     eval: RLEvalConfig = field(default_factory=RLEvalConfig)
     """Evaluation in the simulator."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Reward from a reward model (default: the environment's). With a model, PPO needs
     ``algorithm.reward=dense`` and GRPO ``algorithm.score=return`` so the model's reward is what counts."""
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
-    """Where metrics go (``log_interval`` counts iterations)."""
     iterations: int = 100
     """The run's budget in updates (iterations of rollout + update); every schedule counts them."""
     max_minutes: float = 0.0
     """Wall-clock cap of the whole run in minutes, evaluations included (a resumed run counts the time
     before its checkpoint): training stops early enough to leave time for the final evaluation,
     measured on the first one; <= 0: none. It only stops a run, it never changes its maths."""
-    seed: int = 0
-    """Seeds the rollouts, the minibatch order and the evaluation worlds."""
-    run_dir: str = "runs/rl"
-    """Output folder for checkpoints, logs and evaluation summaries."""
-    checkpoint_interval: int = 10
-    """Write a checkpoint every this many iterations (and at the end or on a stop signal)."""
-    keep_checkpoints: int = 2
-    """Checkpoints kept on disk (oldest pruned); <= 0 keeps all."""
-    resume: str | None = None
-    """Checkpoint or run folder to continue from; ``auto`` = this run_dir's latest, if any."""
     device: str = "cpu"
     """Torch device of the policy."""
-    torch_num_threads: int = 2
-    """Threads torch uses on CPU."""
-    success_target: float | None = None
-    """If set, the command exits with status 1 when the final success rate is below it."""

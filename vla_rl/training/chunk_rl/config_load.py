@@ -6,21 +6,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vla_rl.config.load import (
+from vla_rl.config.load import JobSchema, check_reward_config
+from vla_rl.config.structured import (
     Check,
     ConfigError,
-    check_reward_config,
+    check_values,
     compose_config_module,
-    job_check,
     load_config_file,
-    validate_structured,
+    not_negative,
+    one_of,
+    positive,
 )
-from vla_rl.training.chunk_rl.config import ExplorationSettings, VLARLConfig
-from vla_rl.training.chunk_rl.exploration_anneal import check_exploration_anneal
+from vla_rl.training.chunk_rl.config import RLPolicyConfig, VLARLConfig
+from vla_rl.training.chunk_rl.exploration_anneal import ANNEAL_CHECKS, bounds_check
 
-RL_CONFIG_NAME = "rl"
 FLOW_POLICIES = ("pi0", "flow_mlp")
 """The chunk-policy families whose chain exploration ``policy.exploration`` sets."""
 
@@ -44,7 +45,7 @@ EVALUATION_IGNORES = ("algorithm.actor_lr_decay_minutes",)
 
 def compose_rl_config(overrides: Sequence[str] = ()) -> VLARLConfig:
     """``configs/rl.yaml`` (a recipe from ``configs/recipe``) plus Hydra-syntax ``overrides``."""
-    return validate_rl_config(compose_config_module(RL_CONFIG_NAME, without_removed_keys(overrides)))
+    return validate_rl_config(compose_config_module(RL_JOB.config_name, without_removed_keys(overrides)))
 
 
 def load_rl_config_file(
@@ -58,23 +59,9 @@ def load_rl_config_file(
 
 
 def validate_rl_config(raw: DictConfig | dict[str, Any], for_evaluation: bool = False) -> VLARLConfig:
-    """Merge ``raw`` into ``VLARLConfig`` and check every value: unknown keys, wrong types and bad
-    values are a ``ConfigError`` naming the key, before anything is built or loaded."""
-    raw = migrate_clock_schedules(raw, ignore=EVALUATION_IGNORES if for_evaluation else ())
-    cfg = validate_structured(VLARLConfig, raw, RL_CHECKS)
-    try:
-        cfg.algorithm.validate()
-    except ValueError as error:
-        raise ConfigError(f"config key 'algorithm': {error}") from None
-    check_reward_config(cfg.reward, cfg.env.cameras)
-    errors = [
-        *exploration_errors(cfg.policy.exploration, cfg.policy.name),
-        *check_exploration_anneal(cfg.policy),
-    ]
-    if errors:
-        key, problem = errors[0]
-        raise ConfigError(f"config key '{key}': {problem}")
-    return cfg
+    """Merge ``raw`` into ``VLARLConfig`` and check every value (``RL_JOB``), after removing the
+    wall-clock schedules of an earlier release (``migrate_clock_schedules``)."""
+    return RL_JOB.validate(migrate_clock_schedules(raw, ignore=EVALUATION_IGNORES if for_evaluation else ()))
 
 
 def without_removed_keys(overrides: Sequence[str], ignore: Sequence[str] = ()) -> list[str]:
@@ -113,128 +100,82 @@ def migrate_clock_schedules(raw: DictConfig | dict[str, Any], ignore: Sequence[s
         if value and old_key not in ignore:
             raise _removed_key_error(old_key)
         parent, _, leaf = old_key.rpartition(".")
-        node = OmegaConf.select(config, parent)
-        was_struct = OmegaConf.is_struct(node)
-        OmegaConf.set_struct(node, False)
-        node.pop(leaf)
-        OmegaConf.set_struct(node, was_struct)
+        with open_dict(OmegaConf.select(config, parent)) as node:
+            node.pop(leaf)
     return config
 
 
-def exploration_errors(settings: ExplorationSettings, policy_name: str) -> list[tuple[str, str]]:
-    """(key, problem) of every exploration setting the policy family cannot take or whose value is
-    out of range, checked without loading anything."""
-    given = settings.given()
-    if not given:
-        return []
-    if policy_name not in FLOW_POLICIES:
-        return [
-            (
-                "policy.exploration",
-                f"{policy_name} has no exploration settings (flow policies {list(FLOW_POLICIES)} have; "
-                "token policies explore through algorithm.temperature)",
-            )
-        ]
+def _exploration_checks() -> list[Check[RLPolicyConfig]]:
+    """The checks of ``policy.exploration`` of a flow policy; a setting left at None (the
+    checkpoint's value) passes."""
     from vla_rl.policies.flow.exploration import CHAIN_LOG_PROBS, EXPLORATIONS, NOISE_MEANS, STD_PROFILES
 
-    errors = []
-    choices = {
-        "exploration": tuple(EXPLORATIONS),
-        "noise_std_profile": STD_PROFILES,
-        "noise_mean": NOISE_MEANS,
-        "chain_log_prob": CHAIN_LOG_PROBS,
-    }
-    for name, allowed in choices.items():
-        if name in given and given[name] not in allowed:
-            errors.append(
-                (f"policy.exploration.{name}", f"must be one of {list(allowed)}, got {given[name]!r}")
-            )
-    if given.get("noise_level", 0.0) < 0.0:
-        errors.append(("policy.exploration.noise_level", f"must be >= 0, got {given['noise_level']}"))
-    if given.get("noisy_chunk_steps", 0) < 0:
-        errors.append(
-            ("policy.exploration.noisy_chunk_steps", f"must be >= 0, got {given['noisy_chunk_steps']}")
-        )
-    if "noise_std_bounds" in given and not _valid_bounds(given["noise_std_bounds"]):
-        errors.append(
-            (
-                "policy.exploration.noise_std_bounds",
-                f"must be [min, max] with 0 < min < max, got {given['noise_std_bounds']}",
-            )
-        )
-    if given.get("sde_one_step") and given.get("exploration", "flow_sde") != "flow_sde":
-        errors.append(("policy.exploration.sde_one_step", "applies to exploration flow_sde only"))
-    if "reuse_frozen_prefix" in given and policy_name != "pi0":
-        errors.append(
-            ("policy.exploration.reuse_frozen_prefix", f"is a pi0 setting; {policy_name} has no prefix")
-        )
-    return errors
-
-
-def _valid_bounds(bounds: list[float]) -> bool:
-    return len(bounds) == 2 and 0.0 < bounds[0] < bounds[1]
-
-
-RL_CHECKS: list[Check[VLARLConfig]] = [
-    job_check("rl"),
-    Check("policy.name", lambda c: bool(c.policy.name), "must name a registered chunk policy"),
-    Check(
-        "policy.init_from",
-        lambda c: bool(c.policy.init_from) or bool(c.resume),
-        "must point at the SFT checkpoint to fine-tune",
-    ),
-    Check("iterations", lambda c: c.iterations > 0, "must be positive"),
-    Check(
-        "policy.exploration_final.noise_level",
-        lambda c: (
-            c.policy.exploration_final.noise_level is None or c.policy.exploration_final.noise_level >= 0
+    return [
+        one_of("exploration.exploration", EXPLORATIONS),
+        one_of("exploration.noise_std_profile", STD_PROFILES),
+        one_of("exploration.noise_mean", NOISE_MEANS),
+        one_of("exploration.chain_log_prob", CHAIN_LOG_PROBS),
+        *not_negative("exploration.noise_level", "exploration.noisy_chunk_steps"),
+        bounds_check("exploration.noise_std_bounds"),
+        Check(
+            "exploration.sde_one_step",
+            lambda p: (
+                not p.exploration.sde_one_step or (p.exploration.exploration or "flow_sde") == "flow_sde"
+            ),
+            "applies to exploration flow_sde only",
         ),
-        "must be >= 0",
-    ),
-    Check(
-        "policy.exploration_final.noise_std_bounds",
-        lambda c: (
-            c.policy.exploration_final.noise_std_bounds is None
-            or _valid_bounds(c.policy.exploration_final.noise_std_bounds)
+        Check(
+            "exploration.reuse_frozen_prefix",
+            lambda p: p.exploration.reuse_frozen_prefix is None or p.name == "pi0",
+            "is a pi0 setting; other policies have no prefix",
         ),
-        "must be [min, max] with 0 < min < max",
-    ),
-    Check(
-        "reward.worker",
-        lambda c: not (c.reward.model and c.reward.worker),
-        "background scoring is supported by the PPO collector of `vla-rl train` only",
-    ),
-    Check(
-        "algorithm.reward",
-        lambda c: not c.reward.model or c.algorithm.name != "vla_ppo" or c.algorithm.reward == "dense",
-        "must be 'dense' with a reward model (the model's reward replaces the step reward)",
-    ),
-    Check(
-        "algorithm.score",
-        lambda c: not c.reward.model or c.algorithm.name != "vla_grpo" or c.algorithm.score != "success",
-        "must be 'return' or 'return_to_go' with a reward model (success would ignore the model)",
-    ),
-    Check(
-        "eval.temperature",
-        lambda c: c.eval.temperature is None or c.eval.temperature > 0,
-        "must be positive, or null for the rollouts' algorithm.temperature",
-    ),
-    Check("checkpoint_interval", lambda c: c.checkpoint_interval > 0, "must be positive"),
-    Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
-    Check("env.num_envs", lambda c: c.env.num_envs > 0, "must be positive"),
-    Check(
-        "env.num_envs",
-        lambda c: c.algorithm.name != "vla_grpo" or c.env.num_envs % c.algorithm.group_size == 0,
-        "must be a multiple of algorithm.group_size for GRPO",
-    ),
-    Check(
-        "logger.wandb_mode",
-        lambda c: c.logger.wandb_mode in ("offline", "online", "disabled"),
-        "must be 'offline', 'online' or 'disabled'",
-    ),
-    Check(
-        "success_target",
-        lambda c: c.success_target is None or 0 <= c.success_target <= 1,
-        "must be in [0, 1]",
-    ),
-]
+        *ANNEAL_CHECKS,
+    ]
+
+
+def _rl_checks() -> list[Check[VLARLConfig]]:
+    return [
+        Check("policy.name", lambda c: bool(c.policy.name), "must name a registered chunk policy"),
+        Check(
+            "policy.init_from",
+            lambda c: bool(c.policy.init_from) or bool(c.resume),
+            "must point at the SFT checkpoint to fine-tune",
+        ),
+        *positive("iterations"),
+        Check(
+            "reward.worker",
+            lambda c: not (c.reward.model and c.reward.worker),
+            "background scoring is supported by the PPO collector of `vla-rl train` only",
+        ),
+        Check(
+            "algorithm.reward",
+            lambda c: not c.reward.model or c.algorithm.name != "vla_ppo" or c.algorithm.reward == "dense",
+            "must be 'dense' with a reward model (the model's reward replaces the step reward)",
+        ),
+        Check(
+            "algorithm.score",
+            lambda c: not c.reward.model or c.algorithm.name != "vla_grpo" or c.algorithm.score != "success",
+            "must be 'return' or 'return_to_go' with a reward model (success would ignore the model)",
+        ),
+        *positive("eval.temperature"),
+        Check(
+            "env.num_envs",
+            lambda c: c.algorithm.name != "vla_grpo" or c.env.num_envs % c.algorithm.group_size == 0,
+            "must be a multiple of algorithm.group_size for GRPO",
+        ),
+    ]
+
+
+def _finish_rl_config(cfg: VLARLConfig) -> None:
+    if cfg.policy.exploration.given() and cfg.policy.name not in FLOW_POLICIES:
+        raise ConfigError(
+            f"config key 'policy.exploration': {cfg.policy.name} has no exploration settings (flow "
+            f"policies {list(FLOW_POLICIES)} have; token policies explore through algorithm.temperature)"
+        )
+    check_values(cfg.policy, _exploration_checks(), "policy")
+    cfg.algorithm.validate()
+    check_reward_config(cfg)
+
+
+RL_JOB = JobSchema("rl", VLARLConfig, "rl", _rl_checks, _finish_rl_config)
+"""``vla-rl train recipe=NAME``'s job: RL fine-tuning of a chunk policy."""

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from vla_rl.config.structured import Check, not_negative, value_check
 from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config import RLPolicyConfig
 
@@ -23,25 +24,36 @@ ANNEALED_KEYS = ("noise_level", "noise_std_bounds")
 """The exploration settings that can move during a run (the fields of ``AnnealedExploration``)."""
 
 
-def check_exploration_anneal(policy: RLPolicyConfig) -> list[tuple[str, str]]:
-    """(key, problem) of every inconsistency between ``policy.exploration_final``, its start in
-    ``policy.exploration`` and ``policy.exploration_anneal_updates``."""
-    final, start = policy.exploration_final.given(), policy.exploration.given()
-    errors: list[tuple[str, str]] = []
-    if policy.exploration_anneal_updates < 0:
-        errors.append(("policy.exploration_anneal_updates", "must be >= 0"))
-    if not final:
-        return errors
-    if policy.exploration_anneal_updates <= 0:
-        errors.append(("policy.exploration_anneal_updates", "must be > 0 when exploration_final is set"))
-    for key, end in final.items():
-        if key not in start:
-            errors.append((f"policy.exploration_final.{key}", f"needs its start in policy.exploration.{key}"))
-        elif len(_as_list(start[key])) != len(_as_list(end)):
-            errors.append(
-                (f"policy.exploration_final.{key}", f"{end!r} does not match its start {start[key]!r}")
-            )
-    return errors
+def bounds_check(key: str) -> Check[Any]:
+    """``key`` holds Flow-Noise's std bounds ``[min, max]``, or None (not set)."""
+    return value_check(
+        key, lambda b: len(b) == 2 and 0.0 < b[0] < b[1], "must be [min, max] with 0 < min < max"
+    )
+
+
+ANNEAL_CHECKS: list[Check[RLPolicyConfig]] = [
+    *not_negative("exploration_final.noise_level", "exploration_anneal_updates"),
+    bounds_check("exploration_final.noise_std_bounds"),
+    Check(
+        "exploration_anneal_updates",
+        lambda p: p.exploration_anneal_updates > 0 or not p.exploration_final.given(),
+        "must be positive when exploration_final is set",
+    ),
+    *(
+        Check(
+            f"exploration_final.{key}",
+            lambda p, key=key: (
+                getattr(p.exploration_final, key) is None
+                or len(_as_list(getattr(p.exploration_final, key)))
+                == len(_as_list(getattr(p.exploration, key) or []))
+            ),
+            f"needs its start in policy.exploration.{key}, as many numbers as it",
+        )
+        for key in ANNEALED_KEYS
+    ),
+]
+"""The checks of ``policy.exploration_final`` against its start in ``policy.exploration`` and
+``policy.exploration_anneal_updates`` (keys below ``policy``)."""
 
 
 def annealed_exploration(

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from vla_rl.config.schema import LoggerConfig
-from vla_rl.envs.config import EnvConfig
+from vla_rl.config.schema import RunConfig
 
 
 @dataclass
@@ -92,10 +91,14 @@ class SFTEvalConfig:
 
 
 @dataclass
-class SFTConfig:
+class SFTConfig(RunConfig):
+    """``vla-rl sft``: supervised fine-tuning of a chunk policy on demonstrations (``configs/sft.yaml``)."""
+
+    # RunConfig's settings with this config's defaults (documented there):
     job: str = "sft"
-    """The job that wrote this config (``vla_rl.training.jobs``), recorded so ``--resume`` runs the same
-    job; fixed by the command, not a setting."""
+    run_dir: str = "runs/sft"
+    checkpoint_interval: int = 500
+    keep_checkpoints: int = 2
     data: SFTDataConfig = field(default_factory=SFTDataConfig)
     """Demonstrations."""
     policy: SFTPolicyConfig = field(default_factory=SFTPolicyConfig)
@@ -104,27 +107,9 @@ class SFTConfig:
     """AdamW, learning-rate schedule, clipping, accumulation."""
     eval: SFTEvalConfig = field(default_factory=SFTEvalConfig)
     """Evaluation in the simulator."""
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Simulator and task used for evaluation (cameras and image size must match the data)."""
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
-    """Where metrics go (``log_interval`` counts optimizer steps)."""
     steps: int = 1000
     """Optimizer steps to train for."""
     batch_size: int = 32
     """Samples per minibatch (per accumulation step)."""
-    seed: int = 0
-    """Seeds the policy initialisation, the minibatch order and the evaluation worlds."""
-    run_dir: str = "runs/sft"
-    """Output folder for checkpoints, logs and videos."""
-    checkpoint_interval: int = 500
-    """Write a checkpoint every this many optimizer steps (and at the end or on a stop signal)."""
-    keep_checkpoints: int = 2
-    """Checkpoints kept on disk (oldest pruned); ``<= 0`` keeps all."""
-    resume: str | None = None
-    """Checkpoint or run folder to continue from exactly; ``auto`` = this run_dir's latest, if any."""
     device: str = "cpu"
     """Torch device of the policy and the batches."""
-    torch_num_threads: int = 1
-    """Threads torch uses on CPU."""
-    success_target: float | None = None
-    """If set, ``vla-rl sft`` exits with status 1 when the final success rate is below it."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vla_rl.config.structured import Check, ConfigError, Schema
+from vla_rl.config.structured import Check, ConfigError, Schema, not_negative, one_of, positive, value_check
 from vla_rl.registry import resolve
 
 POLICY_KWARGS_KEY = "policy.kwargs"
@@ -23,33 +23,32 @@ FAMILY_SETTINGS: dict[str, str] = {
 }
 """Built-in chunk-policy family -> ``"module:attribute"`` of the dataclass of its ``policy.kwargs``."""
 
-_SIZES: list[Check[Any]] = [
-    Check("chunk_len", lambda s: s.chunk_len >= 1, "must be at least 1"),
-    Check("action_dim", lambda s: s.action_dim >= 1, "must be at least 1"),
+
+def _widths(*keys: str) -> list[Check[Any]]:
+    return [
+        value_check(key, lambda widths: all(w > 0 for w in widths), "must be positive widths") for key in keys
+    ]
+
+
+# The checks of the sizes the settings of every family have, and those of the VLA families.
+_CHUNK_SIZES: list[Check[Any]] = [*positive("chunk_len", "action_dim"), *not_negative("proprio_dim")]
+_VLA: list[Check[Any]] = [
+    *_CHUNK_SIZES,
+    *positive("value_hidden_dim"),
+    Check("camera_keys", lambda s: len(s.camera_keys) > 0, "must name at least one camera"),
 ]
-
-
-def _positive(values: list[int] | None) -> bool:
-    return values is None or all(value > 0 for value in values)
 
 
 def _token_vla_checks() -> list[Check[Any]]:
     from vla_rl.policies.vla.config import TINY_BACKBONE_ARGS
 
     return [
-        *_SIZES,
+        *_VLA,
+        *positive("image_size", "max_instruction_tokens"),
         Check("num_bins", lambda s: s.num_bins >= 2, "must be at least 2"),
-        Check("camera_keys", lambda s: len(s.camera_keys) > 0, "must name at least one camera"),
-        Check("image_size", lambda s: s.image_size is None or s.image_size > 0, "must be positive"),
-        Check("proprio_dim", lambda s: s.proprio_dim >= 0, "must not be negative"),
-        Check("max_instruction_tokens", lambda s: s.max_instruction_tokens >= 1, "must be at least 1"),
-        Check("value_hidden_dim", lambda s: s.value_hidden_dim >= 1, "must be at least 1"),
-        Check(
+        value_check(
             "backbone",
-            lambda s: (
-                set(s.backbone or {}) <= set(TINY_BACKBONE_ARGS)
-                and _positive(list((s.backbone or {}).values()))
-            ),
+            lambda sizes: set(sizes) <= set(TINY_BACKBONE_ARGS) and all(v > 0 for v in sizes.values()),
             f"takes positive sizes named {list(TINY_BACKBONE_ARGS)}",
         ),
         Check("lora", lambda s: s.lora is None or s.lora.rank >= 1, "rank must be at least 1"),
@@ -59,50 +58,26 @@ def _token_vla_checks() -> list[Check[Any]]:
 def _pi0_checks() -> list[Check[Any]]:
     from vla_rl.policies.flow.pi0_io import TINY_CONFIG_ARGS
 
-    return [
-        *_SIZES,
-        Check("camera_keys", lambda s: len(s.camera_keys) > 0, "must name at least one camera"),
-        Check("proprio_dim", lambda s: s.proprio_dim >= 0, "must not be negative"),
-        Check(
-            "num_denoising_steps",
-            lambda s: s.num_denoising_steps is None or s.num_denoising_steps >= 1,
-            "must be at least 1",
-        ),
-        Check("value_hidden_dim", lambda s: s.value_hidden_dim >= 1, "must be at least 1"),
-        *(
-            Check(
-                name,
-                lambda s, name=name: getattr(s, name) is None or getattr(s, name) > 0,
-                "must be positive",
-            )
-            for name in sorted(TINY_CONFIG_ARGS)
-        ),
-    ]
+    return [*_VLA, *positive("num_denoising_steps", *sorted(TINY_CONFIG_ARGS))]
 
 
 def _flow_mlp_checks() -> list[Check[Any]]:
     from vla_rl.policies.layers import ACTIVATIONS, is_image_key
 
     return [
-        *_SIZES,
-        Check(
-            "vector_obs_dims",
-            lambda s: all(dim >= 0 for dim in s.vector_obs_dims.values()),
-            "widths must not be negative",
+        *_CHUNK_SIZES,
+        *positive("feature_dim", "num_denoising_steps"),
+        value_check(
+            "vector_obs_dims", lambda dims: all(d >= 0 for d in dims.values()), "widths must not be negative"
         ),
         Check("image_keys", lambda s: all(is_image_key(key) for key in s.image_keys), "must be rgb_* keys"),
-        Check("proprio_dim", lambda s: s.proprio_dim is None or s.proprio_dim >= 0, "must not be negative"),
-        Check("hidden_sizes", lambda s: _positive(s.hidden_sizes), "must be positive widths"),
-        Check("value_hidden_sizes", lambda s: _positive(s.value_hidden_sizes), "must be positive widths"),
-        Check("cnn_channels", lambda s: _positive(s.cnn_channels), "must be positive widths"),
-        Check("feature_dim", lambda s: s.feature_dim >= 1, "must be at least 1"),
+        *_widths("hidden_sizes", "value_hidden_sizes", "cnn_channels"),
         Check(
             "time_embed_dim",
             lambda s: s.time_embed_dim >= 2 and s.time_embed_dim % 2 == 0,
             "must be even and at least 2",
         ),
-        Check("activation", lambda s: s.activation in ACTIVATIONS, f"must be one of {sorted(ACTIVATIONS)}"),
-        Check("num_denoising_steps", lambda s: s.num_denoising_steps >= 1, "must be at least 1"),
+        one_of("activation", sorted(ACTIVATIONS)),
     ]
 
 
@@ -110,15 +85,10 @@ def _gaussian_checks() -> list[Check[Any]]:
     from vla_rl.policies.layers import ACTIVATIONS
 
     return [
-        *_SIZES,
-        Check("proprio_dim", lambda s: s.proprio_dim is None or s.proprio_dim >= 0, "must not be negative"),
-        Check("policy.name", lambda s: s.policy.name in ("mlp", "cnn"), "must be 'mlp' or 'cnn'"),
-        Check(
-            "policy.activation",
-            lambda s: s.policy.activation in ACTIVATIONS,
-            f"must be one of {sorted(ACTIVATIONS)}",
-        ),
-        Check("policy.hidden_sizes", lambda s: _positive(s.policy.hidden_sizes), "must be positive widths"),
+        *_CHUNK_SIZES,
+        one_of("policy.name", ("mlp", "cnn")),
+        one_of("policy.activation", sorted(ACTIVATIONS)),
+        *_widths("policy.hidden_sizes"),
     ]
 
 
