@@ -30,7 +30,6 @@ import torch
 from vla_rl.algorithms.registry import build_chunk_algorithm
 from vla_rl.config.load import ConfigError
 from vla_rl.envs import make_env
-from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
@@ -41,7 +40,7 @@ from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
 from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
-from vla_rl.training.loop import Run, TrainingLoop
+from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import GroupRollouts, Rollouts
 
@@ -52,15 +51,12 @@ EVALUATION_SHARE = 0.5
 
 
 @dataclass
-class RLResult:
-    iterations: int
-    wall_time_s: float
-    stop_reason: str
-    """``iterations``, ``time`` (``max_minutes`` reached) or ``interrupted``."""
-    last_checkpoint: Path | None
+class RLResult(RunResult):
+    """``RunResult`` (``stop_reason``: ``iterations``, ``time`` or ``interrupted``; ``wall_time_s``: the
+    run's, across resumes) and the evaluations."""
+
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     """``{"iteration", "minutes", "split", "success_rate", ...}`` of every evaluation, in order."""
-    history: list[dict[str, float]] = field(default_factory=list)
 
     def success(self, iteration: int, split: str) -> float:
         """Success rate of the evaluation at ``iteration`` on ``split`` (NaN if none)."""
@@ -117,6 +113,8 @@ class ChunkRLTrainer(TrainingLoop):
     """Chunk RL: a policy loaded from ``policy.init_from``, an env, the ``algorithm.name`` algorithm
     and its rollouts (``GroupRollouts`` for GRPO, ``Rollouts`` otherwise) in the one loop."""
 
+    result_type = RLResult
+
     @logs_to_run_dir
     def __init__(self, cfg: VLARLConfig) -> None:
         self.begin(cfg)
@@ -155,15 +153,6 @@ class ChunkRLTrainer(TrainingLoop):
         self._final_splits = [cfg.env.split, *cfg.eval.ood_splits] if cfg.eval.num_episodes > 0 else []
         """The splits the final evaluation runs on."""
         self.resume(checkpoint)
-
-    @property
-    def obs(self) -> Observation:
-        """The observation the next continuous rollout starts from."""
-        return self.source.obs
-
-    @obs.setter
-    def obs(self, obs: Observation) -> None:
-        self.source.obs = obs
 
     @property
     def curriculum(self) -> SeedCurriculum | None:
@@ -235,15 +224,12 @@ class ChunkRLTrainer(TrainingLoop):
         """Checkpoints before the algorithms counted their own updates: the run's iteration."""
         return {**state, "algorithm": {"updates": int(state["iteration"]), **state["algorithm"]}}
 
-    def result(self, run: Run) -> RLResult:
-        return RLResult(
-            iterations=self.iteration,
-            wall_time_s=self.clock.elapsed_s,
-            stop_reason=run.stop_reason,
-            last_checkpoint=self.last_checkpoint,
-            evaluations=list(self.evaluations),
-            history=run.history,
-        )
+    def result_fields(self) -> dict[str, Any]:
+        return {"evaluations": list(self.evaluations)}
+
+    def wall_time_s(self, run: Run) -> float:
+        """The run's wall time, building and earlier ``train`` calls included."""
+        return self.clock.elapsed_s if self.clock else 0.0
 
     def plan(self) -> str:
         """One line: what the run will do (updates, evaluations, cap) and the rule that keeps the cap."""
@@ -351,6 +337,3 @@ class ChunkRLTrainer(TrainingLoop):
             self.logger.log({f"eval_{split}/success_rate": evaluation.success_rate}, self.iteration)
             log.info("iteration %d: %s success %.1f %%", self.iteration, split, 100 * evaluation.success_rate)
         (self.run_dir / "evaluations.json").write_text(json.dumps(self.evaluations, indent=1))
-
-    def close(self) -> None:
-        self.env.close()
