@@ -34,7 +34,6 @@ from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.rollout.collector import RolloutCollector
-from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.training.budget import describe_cap
 from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
@@ -122,13 +121,13 @@ class ChunkRLTrainer(TrainingLoop):
         start_dir = (
             checkpoint.path / POLICY_DIRNAME if checkpoint else resolve_policy_dir(cfg.policy.init_from)
         )
-        self.policy = self._load_policy(start_dir)
+        self.policy = load_rl_policy(cfg, start_dir)
         self._freeze(self.policy)
         acfg = cfg.algorithm
         self.reference = None
         if acfg.kl_coef > 0:
             reference_dir = resolve_policy_dir(cfg.policy.init_from) if cfg.policy.init_from else start_dir
-            self.reference = self._load_policy(reference_dir).eval().requires_grad_(False)
+            self.reference = load_rl_policy(cfg, reference_dir).eval().requires_grad_(False)
         self.algorithm = build_chunk_algorithm(acfg, self.policy, self.reference)
         self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
         self.collector = RolloutCollector(
@@ -153,17 +152,6 @@ class ChunkRLTrainer(TrainingLoop):
         self._final_splits = [cfg.env.split, *cfg.eval.ood_splits] if cfg.eval.num_episodes > 0 else []
         """The splits the final evaluation runs on."""
         self.resume(checkpoint)
-
-    @property
-    def curriculum(self) -> SeedCurriculum | None:
-        return getattr(self.source, "curriculum", None)
-
-    @property
-    def group_counter(self) -> int:
-        return getattr(self.source, "group_counter", 0)
-
-    def _load_policy(self, directory: Path) -> ChunkPolicy:
-        return load_rl_policy(self.cfg, directory)
 
     def _freeze(self, policy: ChunkPolicy) -> None:
         prefixes = tuple(self.cfg.policy.freeze)
