@@ -9,7 +9,6 @@ the backend can snapshot one, so a resumed run produces the same numbers as one 
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from dataclasses import dataclass
@@ -26,8 +25,6 @@ from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import Rollouts
-
-log = logging.getLogger(__name__)
 
 EVALUATION_PACE_FACTOR = 2.0
 """The final evaluation is budgeted at this many times the training rollouts' time per batched env
@@ -92,7 +89,7 @@ class Trainer(TrainingLoop):
         for event in _worker_events(self.env)[self._worker_events_seen :]:
             self._worker_events_seen += 1
             self.run.events.append(f"iteration {self.iteration + 1}: {event}")
-            log.warning(self.run.events[-1])
+            self.log.warning(self.run.events[-1])
         return batch
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:

@@ -18,7 +18,6 @@ updates (or gradient steps); the wall clock (``max_minutes``) only decides when 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -42,8 +41,6 @@ from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import GroupRollouts, Rollouts
-
-log = logging.getLogger(__name__)
 
 EVALUATION_SHARE = 0.5
 """Under ``max_minutes``, the share of the cap the evaluations before and after may take."""
@@ -168,11 +165,13 @@ class ChunkRLTrainer(TrainingLoop):
     # ----- the loop's hooks -------------------------------------------------------------------------------
 
     def next_batch(self) -> tuple[Any, dict[str, float]]:
-        """The exploration moves to its annealed settings first, so the rollout and its update see
-        the same chains."""
-        exploration = self.anneal_exploration(self.iteration)
+        """The policy's exploration moves to its annealed settings at this update first, so the
+        rollout and its update see the same chains; the settings are logged with the rollout's metrics."""
+        settings = exploration_at(self.cfg.policy, self.iteration)
+        if settings:
+            self.policy.set_exploration(**settings)  # type: ignore[operator]
         batch, metrics = self.source.next_batch()
-        return batch, {**exploration, **metrics}
+        return batch, {**exploration_metrics(settings), **metrics}
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         metrics["perf/elapsed_min"] = self.clock.elapsed_s / 60.0 if self.clock else 0.0
@@ -188,7 +187,7 @@ class ChunkRLTrainer(TrainingLoop):
             if clock.fits(self._evaluation_s(cfg.env.split) + clock.longest_update_s):
                 self._evaluate_all(splits=[cfg.env.split])
             else:
-                log.info("iteration %d: evaluation skipped to keep within max_minutes", self.iteration)
+                self.log.info("iteration %d: evaluation skipped to keep within max_minutes", self.iteration)
 
     def finish(self, run: Run) -> None:
         if run.stop_reason != "interrupted" and self._final_splits and self._unevaluated():
@@ -247,14 +246,6 @@ class ChunkRLTrainer(TrainingLoop):
             return 0.0
         return updates // cfg.eval.interval * self._evaluation_s(cfg.env.split)
 
-    def anneal_exploration(self, update: int) -> dict[str, float]:
-        """Move the policy's exploration to its annealed settings at ``update`` (before its rollout,
-        so the rollout and its update see the same chains); returns them as metrics."""
-        settings = exploration_at(self.cfg.policy, update)
-        if settings:
-            self.policy.set_exploration(**settings)  # type: ignore[operator]
-        return exploration_metrics(settings)
-
     @logs_to_run_dir
     def evaluate(self, split: str) -> EvalResult:
         return evaluate_rl_policy(self.policy, self.cfg, split)
@@ -271,7 +262,7 @@ class ChunkRLTrainer(TrainingLoop):
         seconds, cap_s = self._evaluation_s(cfg.env.split), cfg.max_minutes * 60.0
         if cfg.max_minutes > 0 and 2 * seconds > EVALUATION_SHARE * cap_s:
             self._final_splits = []
-            log.warning(
+            self.log.warning(
                 "an evaluation of %s took %.0f s: with max_minutes=%g there is no room for evaluations "
                 "before and after, so this run ends without a final evaluation (evaluate its checkpoint "
                 "with benchmarks.rl_checkpoint_eval)",
@@ -281,7 +272,7 @@ class ChunkRLTrainer(TrainingLoop):
             )
             return
         if cfg.max_minutes > 0 and 2 * seconds * len(self._final_splits) > EVALUATION_SHARE * cap_s:
-            log.warning(
+            self.log.warning(
                 "an evaluation of %s took %.0f s: with max_minutes=%g this run evaluates %s only "
                 "(out-of-distribution splits %s dropped)",
                 cfg.env.split,
@@ -323,5 +314,7 @@ class ChunkRLTrainer(TrainingLoop):
             entry.update({k: v for k, v in asdict(evaluation).items() if k != "video_path"})
             self.evaluations.append(entry)
             self.logger.log({f"eval_{split}/success_rate": evaluation.success_rate}, self.iteration)
-            log.info("iteration %d: %s success %.1f %%", self.iteration, split, 100 * evaluation.success_rate)
+            self.log.info(
+                "iteration %d: %s success %.1f %%", self.iteration, split, 100 * evaluation.success_rate
+            )
         (self.run_dir / "evaluations.json").write_text(json.dumps(self.evaluations, indent=1))

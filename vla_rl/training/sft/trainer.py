@@ -10,7 +10,6 @@ resolved config; a resumed run therefore computes the same losses as one that ne
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,8 +35,6 @@ from vla_rl.training.sft.demonstrations import (
     with_action_labels,
 )
 from vla_rl.training.sources import DemoBatches
-
-log = logging.getLogger(__name__)
 
 NORMALIZER_BATCH = 1024
 
