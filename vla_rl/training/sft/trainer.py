@@ -57,7 +57,8 @@ class SFTResult(RunResult):
 
 class SFTTrainer(TrainingLoop):
     """Builds the policy, data, the ``sft`` algorithm (loss, AdamW, schedule) and its minibatch
-    source from an ``SFTConfig`` (resuming if asked) and trains them in the one loop.
+    source from an ``SFTConfig`` (resuming if asked) and trains them in the one loop; each iteration
+    (``run_iteration``) is one optimizer step over ``grad_accum_steps`` minibatches.
 
     ``episodes`` replaces reading ``cfg.data.path`` (any iterable of ``Episode``; the first
     ``cfg.data.max_episodes`` are used).
@@ -103,14 +104,7 @@ class SFTTrainer(TrainingLoop):
         """Optimizer steps done (the loop's ``iteration``)."""
         return self.iteration
 
-    def train_step(self) -> dict[str, float]:
-        """One optimizer step over ``grad_accum_steps`` minibatches; returns its metrics."""
-        return super().run_iteration()
-
     # ----- the loop's hooks -------------------------------------------------------------------------------
-
-    def run_iteration(self) -> dict[str, float]:
-        return self.train_step()
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         metrics["perf/step_time_s"] = batch_s + update_s
