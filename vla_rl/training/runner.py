@@ -57,7 +57,6 @@ class Trainer(TrainingLoop):
         """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
         self.begin(cfg)
         self.runtime = make_training_runtime(cfg.distributed)
-        """Where the env workers and trainer ranks run (``None``: all in this process)."""
         env = env if env is not None else build_training_env(cfg.env, cfg.distributed, self.runtime)
         self.env = wrap_with_reward_model(env, cfg.reward)
         parts = build_training_components(cfg, self.env)
