@@ -116,19 +116,12 @@ def train_command(args: argparse.Namespace) -> int:
     trainer = Trainer(cfg)
     try:
         result = trainer.train()
-        print(
-            f"trained {result.iterations} iterations, {result.env_steps} env steps in "
-            f"{result.wall_time_s / 60:.2f} min ({result.stop_reason}); checkpoint: {result.last_checkpoint}"
-        )
-        if result.stop_reason == "interrupted":
-            return EXIT_INTERRUPTED
-        if cfg.eval.num_episodes <= 0:
-            return 0
-        evaluation = trainer.evaluate()
+        print(f"trained {result.iterations} iterations, {result.env_steps} env steps in {_took(result)}")
+        evaluated = result.stop_reason != "interrupted" and cfg.eval.num_episodes > 0
+        evaluation = trainer.evaluate() if evaluated else None
     finally:
         trainer.close()
-    _print_eval(evaluation)
-    return _check_target(evaluation.success_rate, cfg.success_target)
+    return _final_evaluation(result.stop_reason, evaluation, cfg.success_target)
 
 
 def _train_rl(cfg) -> int:  # noqa: ANN001 - VLARLConfig; imported lazily
@@ -140,10 +133,7 @@ def _train_rl(cfg) -> int:  # noqa: ANN001 - VLARLConfig; imported lazily
         result = trainer.train()
     finally:
         trainer.close()
-    print(
-        f"trained {result.iterations} iterations in {result.wall_time_s / 60:.2f} min "
-        f"({result.stop_reason}); checkpoint: {result.last_checkpoint}"
-    )
+    print(f"trained {result.iterations} iterations in {_took(result)}")
     for split in [cfg.env.split, *cfg.eval.ood_splits]:
         before, after = result.success(0, split), result.success(result.iterations, split)
         if math.isnan(before) and math.isnan(after):
@@ -164,16 +154,24 @@ def sft_command(args: argparse.Namespace) -> int:
     from vla_rl.training.sft.trainer import SFTTrainer
 
     result = SFTTrainer(cfg).train()
-    print(
-        f"trained {result.steps} steps in {result.wall_time_s / 60:.2f} min ({result.stop_reason}); "
-        f"checkpoint: {result.last_checkpoint}"
-    )
-    if result.stop_reason == "interrupted":
+    print(f"trained {result.steps} steps in {_took(result)}")
+    return _final_evaluation(result.stop_reason, result.final_eval, cfg.success_target)
+
+
+def _took(result) -> str:  # noqa: ANN001 - RunResult; imported lazily
+    """How long a run took, why it stopped and its last checkpoint, for the ``trained ...`` line."""
+    return f"{result.wall_time_s / 60:.2f} min ({result.stop_reason}); checkpoint: {result.last_checkpoint}"
+
+
+def _final_evaluation(stop_reason: str, evaluation, target: float | None) -> int:  # noqa: ANN001 - EvalResult
+    """Print the final evaluation; 130 when the run was interrupted, 0 without an evaluation, else
+    ``_check_target``'s exit code."""
+    if stop_reason == "interrupted":
         return EXIT_INTERRUPTED
-    if result.final_eval is None:
+    if evaluation is None:
         return 0
-    _print_eval(result.final_eval)
-    return _check_target(result.final_eval.success_rate, cfg.success_target)
+    _print_eval(evaluation)
+    return _check_target(evaluation.success_rate, target)
 
 
 def eval_command(args: argparse.Namespace) -> int:

@@ -63,8 +63,6 @@ class ChunkExecutor:
         self.plan = torch.zeros(num_envs, policy.chunk_len, policy.action_dim)
         self.cursor = torch.full((num_envs,), self.execute_steps, dtype=torch.long)
         """Index of the next action of each world's plan; ``execute_steps`` means "re-plan"."""
-        self.policy_calls = 0
-        """Times the policy was asked for chunks (one call covers every world re-planning then)."""
 
     def act(self, obs: Observation) -> torch.Tensor:
         """Actions [N, action_dim] in [-1, 1] for the current observation of every world."""
@@ -74,7 +72,6 @@ class ChunkExecutor:
             step = self.policy.sample(subset, temperature=self.temperature, deterministic=self.deterministic)
             self.plan[replan] = step.actions.detach().float().cpu()
             self.cursor[replan] = 0
-            self.policy_calls += 1
         actions = self.plan[torch.arange(len(self.cursor)), self.cursor]
         self.cursor += 1
         return actions.clamp(-1.0, 1.0)
@@ -106,7 +103,6 @@ class TemporalEnsembleExecutor:
         self.weighted_sum = torch.zeros(num_envs, policy.chunk_len, policy.action_dim)
         """[N, k, A]: sum of weighted predictions for the step k steps from now."""
         self.weight_total = torch.zeros(num_envs, policy.chunk_len)
-        self.policy_calls = 0
 
     def act(self, obs: Observation) -> torch.Tensor:
         step = self.policy.sample(
@@ -114,7 +110,6 @@ class TemporalEnsembleExecutor:
             temperature=self.temperature,
             deterministic=self.deterministic,
         )
-        self.policy_calls += 1
         chunk = step.actions.detach().float().cpu()
         self.weighted_sum += self.age_weights[None, :, None] * chunk
         self.weight_total += self.age_weights[None, :]

@@ -91,7 +91,6 @@ class WandbSink(MetricSink):
     ) -> None:
         import wandb
 
-        self._wandb = wandb
         self._run = wandb.init(
             mode=cfg.wandb_mode,
             project=cfg.wandb_project,

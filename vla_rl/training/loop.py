@@ -55,6 +55,26 @@ class Run:
     """When the ``train`` call began (``budget.now_s``)."""
 
 
+@dataclass
+class RunResult:
+    """What a ``train`` call returns; a way of learning adds its own fields (``result_fields``)."""
+
+    iterations: int
+    """Updates completed in total (including those before a resume)."""
+    wall_time_s: float
+    """Wall time of this ``train`` call (chunk RL: of the whole run, across resumes)."""
+    stop_reason: str
+    """The budget's config key when it was spent (``iterations``, ``steps``, ``total_env_steps``), the
+    ``max_minutes`` stop (``time`` or ``max_minutes``) or ``interrupted``."""
+    last_checkpoint: Path | None
+    """The checkpoint written last."""
+    history: list[dict[str, float]] = field(default_factory=list)
+    """Metrics of every update of this call, in order."""
+    events: list[str] = field(default_factory=list)
+    """What happened to the workers during this call (a dead env worker replaced, trainer ranks
+    restarted from a checkpoint)."""
+
+
 class TrainingLoop:
     """The loop and everything around it. A subclass's ``__init__`` calls :meth:`begin`, builds
     ``policy``, ``algorithm`` and ``source`` (``next_batch() -> (batch, metrics)``,
@@ -62,12 +82,15 @@ class TrainingLoop:
     found (:meth:`_find_resume_checkpoint`)."""
 
     budget_reason = "iterations"
-    """``stop_reason`` when the budget is spent; ``time_reason`` when ``max_minutes`` stops the run."""
+    """The config key of the budget (``budget_total``), and the ``stop_reason`` when it is spent;
+    ``time_reason`` when ``max_minutes`` stops the run."""
     time_reason = "time"
     log_unit = "iteration"
     """What the console bar counts (``log_step`` of them, up to ``budget_total``)."""
     saves_pretrained = True
     """The policy goes to the checkpoint as its ``save_pretrained`` folder (False: ``policy.safetensors``)."""
+    result_type: type[RunResult] = RunResult
+    """What ``train`` returns: ``RunResult`` and the fields ``result_fields`` adds."""
 
     def begin(self, cfg: Any) -> None:
         self._built_from = now_s()
@@ -90,6 +113,10 @@ class TrainingLoop:
         """The current (or last) ``train`` call's record."""
         self.log = logging.getLogger(type(self).__module__)
         """The run's messages go out under the trainer's module."""
+        self.env: Any = None
+        """The training env, where the way of learning has one (closed by ``close``)."""
+        self.runtime: Any = None
+        """Where env workers and trainer ranks run (``None``: all in this process)."""
 
     # ----- the loop ---------------------------------------------------------------------------------------
 
@@ -167,13 +194,14 @@ class TrainingLoop:
     # ----- what a way of learning says (defaults: none) ----------------------------------------------------
 
     def budget_spent(self) -> bool:
-        return self.iteration >= self.cfg.iterations
+        return self.log_step() >= self.budget_total()
 
     def budget_total(self) -> int:
-        return self.cfg.iterations
+        """The budget, in the units ``log_step`` counts: the config's ``budget_reason`` key."""
+        return getattr(self.cfg, self.budget_reason)
 
     def log_step(self) -> int:
-        """The x-axis of the logged metrics."""
+        """The x-axis of the logged metrics and what the budget counts."""
         return self.iteration
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
@@ -233,8 +261,42 @@ class TrainingLoop:
         return state
 
     def result(self, run: Run) -> Any:
-        """The subclass's result object of a ``train`` call."""
-        raise NotImplementedError
+        """The ``train`` call's ``result_type``: the loop's fields and the subclass's ``result_fields``."""
+        return self.result_type(
+            iterations=self.iteration,
+            wall_time_s=self.wall_time_s(run),
+            stop_reason=run.stop_reason,
+            last_checkpoint=self.last_checkpoint,
+            history=run.history,
+            events=run.events,
+            **self.result_fields(),
+        )
+
+    def result_fields(self) -> dict[str, Any]:
+        """The fields the subclass's ``result_type`` adds to ``RunResult``'s."""
+        return {}
+
+    def wall_time_s(self, run: Run) -> float:
+        """The result's ``wall_time_s``: this ``train`` call's."""
+        return now_s() - run.started_s
+
+    @property
+    def obs(self) -> Any:
+        """The observation the next continuous rollout starts from (a rollout source's)."""
+        return self.source.obs
+
+    @obs.setter
+    def obs(self, obs: Any) -> None:
+        self.source.obs = obs
+
+    def close(self) -> None:
+        """Release the algorithm's workers, the env and the runtime."""
+        if hasattr(self.algorithm, "close"):
+            self.algorithm.close()
+        if self.env is not None:
+            self.env.close()
+        if self.runtime is not None:
+            self.runtime.shutdown()
 
     # ----- stop, checkpoints, resume ----------------------------------------------------------------------
 

@@ -9,26 +9,22 @@ the backend can snapshot one, so a resumed run produces the same numbers as one 
 
 from __future__ import annotations
 
-import logging
 import math
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from vla_rl.config.schema import TrainConfig
 from vla_rl.distributed.layout import make_training_runtime
 from vla_rl.distributed.remote_env import build_training_env
-from vla_rl.envs.base import BatchedEnv, Observation
+from vla_rl.envs.base import BatchedEnv
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
-from vla_rl.training.budget import describe_cap, now_s
+from vla_rl.training.budget import describe_cap
 from vla_rl.training.components import build_training_components
 from vla_rl.training.evaluate import EvalResult, evaluate_run
-from vla_rl.training.loop import Run, TrainingLoop
+from vla_rl.training.loop import RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import Rollouts
-
-log = logging.getLogger(__name__)
 
 EVALUATION_PACE_FACTOR = 2.0
 """The final evaluation is budgeted at this many times the training rollouts' time per batched env
@@ -38,22 +34,12 @@ EVALUATION_FIXED_S = 10.0
 
 
 @dataclass
-class TrainResult:
-    iterations: int
-    """Iterations completed in total (including those before a resume)."""
-    env_steps: int
+class TrainResult(RunResult):
+    """``RunResult`` (``stop_reason``: ``total_env_steps``, ``max_minutes`` or ``interrupted``) and
+    the env steps."""
+
+    env_steps: int = 0
     """Environment steps collected in total."""
-    wall_time_s: float
-    """Wall time of this ``train`` call."""
-    stop_reason: str
-    """``total_env_steps``, ``max_minutes`` or ``interrupted``."""
-    last_checkpoint: Path | None
-    """The checkpoint written last."""
-    history: list[dict[str, float]] = field(default_factory=list)
-    """Metrics of every iteration of this call, in order."""
-    events: list[str] = field(default_factory=list)
-    """What happened to the workers during this call (a dead env worker replaced, trainer ranks
-    restarted from a checkpoint)."""
 
 
 class Trainer(TrainingLoop):
@@ -64,13 +50,13 @@ class Trainer(TrainingLoop):
     time_reason = "max_minutes"
     log_unit = "step"
     saves_pretrained = False
+    result_type = TrainResult
 
     @logs_to_run_dir
     def __init__(self, cfg: TrainConfig, env: BatchedEnv | None = None) -> None:
         """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
         self.begin(cfg)
         self.runtime = make_training_runtime(cfg.distributed)
-        """Where the env workers and trainer ranks run (``None``: all in this process)."""
         env = env if env is not None else build_training_env(cfg.env, cfg.distributed, self.runtime)
         self.env = wrap_with_reward_model(env, cfg.reward)
         parts = build_training_components(cfg, self.env)
@@ -90,18 +76,7 @@ class Trainer(TrainingLoop):
         self._worker_events_seen = len(_worker_events(self.env))
         self.resume(self._find_resume_checkpoint())
 
-    @property
-    def obs(self) -> Observation:
-        """The observation the next rollout starts from."""
-        return self.source.obs
-
     # ----- the loop's hooks -------------------------------------------------------------------------------
-    def budget_spent(self) -> bool:
-        return self.env_steps >= self.cfg.total_env_steps
-
-    def budget_total(self) -> int:
-        return self.cfg.total_env_steps
-
     def log_step(self) -> int:
         return self.env_steps
 
@@ -113,7 +88,7 @@ class Trainer(TrainingLoop):
         for event in _worker_events(self.env)[self._worker_events_seen :]:
             self._worker_events_seen += 1
             self.run.events.append(f"iteration {self.iteration + 1}: {event}")
-            log.warning(self.run.events[-1])
+            self.log.warning(self.run.events[-1])
         return batch
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
@@ -133,16 +108,8 @@ class Trainer(TrainingLoop):
         self.env_steps = int(state["env_steps"])
         self.source.load_state_dict(state)
 
-    def result(self, run: Run) -> TrainResult:
-        return TrainResult(
-            iterations=self.iteration,
-            env_steps=self.env_steps,
-            wall_time_s=now_s() - run.started_s,
-            stop_reason=run.stop_reason,
-            last_checkpoint=self.last_checkpoint,
-            history=run.history,
-            events=run.events,
-        )
+    def result_fields(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps}
 
     def plan(self) -> str:
         """One line: what ``train`` (and ``vla-rl train``'s final evaluation) will do, and the cap."""
@@ -183,13 +150,6 @@ class Trainer(TrainingLoop):
     def evaluate(self, video: bool | None = None) -> EvalResult:
         """Evaluate the current policy as ``cfg.eval`` says; outputs go to ``<run_dir>/eval``."""
         return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", video)
-
-    def close(self) -> None:
-        if hasattr(self.algorithm, "close"):
-            self.algorithm.close()
-        self.env.close()
-        if self.runtime is not None:
-            self.runtime.shutdown()
 
 
 def _worker_events(env: Any) -> list[str]:

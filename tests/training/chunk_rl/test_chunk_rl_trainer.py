@@ -68,9 +68,9 @@ def test_grpo_iteration_collects_groups_and_logs_their_counts(tmp_path, curricul
         metrics = trainer.run_iteration()
         if curriculum_pool:
             # The drawn states' estimates moved from their prior of 0.5 towards their groups' success.
-            assert (trainer.curriculum.success != 0.5).any()
+            assert (trainer.source.curriculum.success != 0.5).any()
         else:
-            assert trainer.group_counter == 2 * metrics["train/sampling_rounds"]
+            assert trainer.source.group_counter == 2 * metrics["train/sampling_rounds"]
     finally:
         trainer.close()
     rounds = metrics["train/sampling_rounds"]

@@ -105,7 +105,7 @@ def test_resume_continues_with_the_same_losses_and_weights(tmp_path: Path) -> No
 
     first = SFTTrainer(_cfg(tmp_path / "split", steps=8, **{"optim.grad_accum_steps": 2}), episodes)
     for _ in range(3):
-        first.train_step()
+        first.run_iteration()
     first.save()
     # Drawing more random numbers after the checkpoint must not matter.
     torch.rand(10)
@@ -121,7 +121,7 @@ def test_resume_continues_with_the_same_losses_and_weights(tmp_path: Path) -> No
 
 def test_stop_request_writes_a_checkpoint_and_reports_interrupted(tmp_path: Path) -> None:
     trainer = SFTTrainer(_cfg(tmp_path, steps=100, checkpoint_interval=50), toy_episodes(2))
-    original = trainer.train_step
+    original = trainer.run_iteration
 
     def step_then_stop() -> dict[str, float]:
         metrics = original()
@@ -129,7 +129,7 @@ def test_stop_request_writes_a_checkpoint_and_reports_interrupted(tmp_path: Path
             trainer.request_stop()
         return metrics
 
-    trainer.train_step = step_then_stop  # type: ignore[method-assign]
+    trainer.run_iteration = step_then_stop  # type: ignore[method-assign]
     result = trainer.train()
     assert result.stop_reason == "interrupted" and result.steps == 3
     assert result.last_checkpoint == tmp_path / "checkpoints" / "iter_000003"
@@ -182,7 +182,7 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint(tmp_path: Path) -> None:
     import signal
 
     trainer = SFTTrainer(_cfg(tmp_path, steps=100, checkpoint_interval=50), toy_episodes(2))
-    original = trainer.train_step
+    original = trainer.run_iteration
 
     def step_then_signal() -> dict[str, float]:
         metrics = original()
@@ -190,7 +190,7 @@ def test_sigterm_stops_after_the_step_with_a_checkpoint(tmp_path: Path) -> None:
             os.kill(os.getpid(), signal.SIGTERM)
         return metrics
 
-    trainer.train_step = step_then_signal  # type: ignore[method-assign]
+    trainer.run_iteration = step_then_signal  # type: ignore[method-assign]
     previous = signal.getsignal(signal.SIGTERM)
     result = trainer.train()
     assert result.stop_reason == "interrupted" and result.steps == 2
@@ -217,7 +217,7 @@ def test_a_checkpoint_of_the_layout_before_the_one_loop_resumes_exactly(tmp_path
     expected = _losses(straight.train())
     first = SFTTrainer(_cfg(tmp_path / "old", steps=8), episodes)
     for _ in range(3):
-        first.train_step()
+        first.run_iteration()
     state = first.state_dict()
     old = {key: value for key, value in state.items() if key not in ("iteration", "elapsed_s", "algorithm")}
     old.update(state["algorithm"])

@@ -18,7 +18,6 @@ updates (or gradient steps); the wall clock (``max_minutes``) only decides when 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,37 +29,30 @@ import torch
 from vla_rl.algorithms.registry import build_chunk_algorithm
 from vla_rl.config.load import ConfigError
 from vla_rl.envs import make_env
-from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.rollout.collector import RolloutCollector
-from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.training.budget import describe_cap
 from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
 from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
-from vla_rl.training.loop import Run, TrainingLoop
+from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import GroupRollouts, Rollouts
-
-log = logging.getLogger(__name__)
 
 EVALUATION_SHARE = 0.5
 """Under ``max_minutes``, the share of the cap the evaluations before and after may take."""
 
 
 @dataclass
-class RLResult:
-    iterations: int
-    wall_time_s: float
-    stop_reason: str
-    """``iterations``, ``time`` (``max_minutes`` reached) or ``interrupted``."""
-    last_checkpoint: Path | None
+class RLResult(RunResult):
+    """``RunResult`` (``stop_reason``: ``iterations``, ``time`` or ``interrupted``; ``wall_time_s``: the
+    run's, across resumes) and the evaluations."""
+
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     """``{"iteration", "minutes", "split", "success_rate", ...}`` of every evaluation, in order."""
-    history: list[dict[str, float]] = field(default_factory=list)
 
     def success(self, iteration: int, split: str) -> float:
         """Success rate of the evaluation at ``iteration`` on ``split`` (NaN if none)."""
@@ -117,6 +109,8 @@ class ChunkRLTrainer(TrainingLoop):
     """Chunk RL: a policy loaded from ``policy.init_from``, an env, the ``algorithm.name`` algorithm
     and its rollouts (``GroupRollouts`` for GRPO, ``Rollouts`` otherwise) in the one loop."""
 
+    result_type = RLResult
+
     @logs_to_run_dir
     def __init__(self, cfg: VLARLConfig) -> None:
         self.begin(cfg)
@@ -124,13 +118,13 @@ class ChunkRLTrainer(TrainingLoop):
         start_dir = (
             checkpoint.path / POLICY_DIRNAME if checkpoint else resolve_policy_dir(cfg.policy.init_from)
         )
-        self.policy = self._load_policy(start_dir)
+        self.policy = load_rl_policy(cfg, start_dir)
         self._freeze(self.policy)
         acfg = cfg.algorithm
         self.reference = None
         if acfg.kl_coef > 0:
             reference_dir = resolve_policy_dir(cfg.policy.init_from) if cfg.policy.init_from else start_dir
-            self.reference = self._load_policy(reference_dir).eval().requires_grad_(False)
+            self.reference = load_rl_policy(cfg, reference_dir).eval().requires_grad_(False)
         self.algorithm = build_chunk_algorithm(acfg, self.policy, self.reference)
         self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
         self.collector = RolloutCollector(
@@ -156,26 +150,6 @@ class ChunkRLTrainer(TrainingLoop):
         """The splits the final evaluation runs on."""
         self.resume(checkpoint)
 
-    @property
-    def obs(self) -> Observation:
-        """The observation the next continuous rollout starts from."""
-        return self.source.obs
-
-    @obs.setter
-    def obs(self, obs: Observation) -> None:
-        self.source.obs = obs
-
-    @property
-    def curriculum(self) -> SeedCurriculum | None:
-        return getattr(self.source, "curriculum", None)
-
-    @property
-    def group_counter(self) -> int:
-        return getattr(self.source, "group_counter", 0)
-
-    def _load_policy(self, directory: Path) -> ChunkPolicy:
-        return load_rl_policy(self.cfg, directory)
-
     def _freeze(self, policy: ChunkPolicy) -> None:
         prefixes = tuple(self.cfg.policy.freeze)
         if not prefixes:
@@ -191,11 +165,13 @@ class ChunkRLTrainer(TrainingLoop):
     # ----- the loop's hooks -------------------------------------------------------------------------------
 
     def next_batch(self) -> tuple[Any, dict[str, float]]:
-        """The exploration moves to its annealed settings first, so the rollout and its update see
-        the same chains."""
-        exploration = self.anneal_exploration(self.iteration)
+        """The policy's exploration moves to its annealed settings at this update first, so the
+        rollout and its update see the same chains; the settings are logged with the rollout's metrics."""
+        settings = exploration_at(self.cfg.policy, self.iteration)
+        if settings:
+            self.policy.set_exploration(**settings)  # type: ignore[operator]
         batch, metrics = self.source.next_batch()
-        return batch, {**exploration, **metrics}
+        return batch, {**exploration_metrics(settings), **metrics}
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         metrics["perf/elapsed_min"] = self.clock.elapsed_s / 60.0 if self.clock else 0.0
@@ -211,7 +187,7 @@ class ChunkRLTrainer(TrainingLoop):
             if clock.fits(self._evaluation_s(cfg.env.split) + clock.longest_update_s):
                 self._evaluate_all(splits=[cfg.env.split])
             else:
-                log.info("iteration %d: evaluation skipped to keep within max_minutes", self.iteration)
+                self.log.info("iteration %d: evaluation skipped to keep within max_minutes", self.iteration)
 
     def finish(self, run: Run) -> None:
         if run.stop_reason != "interrupted" and self._final_splits and self._unevaluated():
@@ -235,15 +211,12 @@ class ChunkRLTrainer(TrainingLoop):
         """Checkpoints before the algorithms counted their own updates: the run's iteration."""
         return {**state, "algorithm": {"updates": int(state["iteration"]), **state["algorithm"]}}
 
-    def result(self, run: Run) -> RLResult:
-        return RLResult(
-            iterations=self.iteration,
-            wall_time_s=self.clock.elapsed_s,
-            stop_reason=run.stop_reason,
-            last_checkpoint=self.last_checkpoint,
-            evaluations=list(self.evaluations),
-            history=run.history,
-        )
+    def result_fields(self) -> dict[str, Any]:
+        return {"evaluations": list(self.evaluations)}
+
+    def wall_time_s(self, run: Run) -> float:
+        """The run's wall time, building and earlier ``train`` calls included."""
+        return self.clock.elapsed_s if self.clock else 0.0
 
     def plan(self) -> str:
         """One line: what the run will do (updates, evaluations, cap) and the rule that keeps the cap."""
@@ -273,14 +246,6 @@ class ChunkRLTrainer(TrainingLoop):
             return 0.0
         return updates // cfg.eval.interval * self._evaluation_s(cfg.env.split)
 
-    def anneal_exploration(self, update: int) -> dict[str, float]:
-        """Move the policy's exploration to its annealed settings at ``update`` (before its rollout,
-        so the rollout and its update see the same chains); returns them as metrics."""
-        settings = exploration_at(self.cfg.policy, update)
-        if settings:
-            self.policy.set_exploration(**settings)  # type: ignore[operator]
-        return exploration_metrics(settings)
-
     @logs_to_run_dir
     def evaluate(self, split: str) -> EvalResult:
         return evaluate_rl_policy(self.policy, self.cfg, split)
@@ -297,7 +262,7 @@ class ChunkRLTrainer(TrainingLoop):
         seconds, cap_s = self._evaluation_s(cfg.env.split), cfg.max_minutes * 60.0
         if cfg.max_minutes > 0 and 2 * seconds > EVALUATION_SHARE * cap_s:
             self._final_splits = []
-            log.warning(
+            self.log.warning(
                 "an evaluation of %s took %.0f s: with max_minutes=%g there is no room for evaluations "
                 "before and after, so this run ends without a final evaluation (evaluate its checkpoint "
                 "with benchmarks.rl_checkpoint_eval)",
@@ -307,7 +272,7 @@ class ChunkRLTrainer(TrainingLoop):
             )
             return
         if cfg.max_minutes > 0 and 2 * seconds * len(self._final_splits) > EVALUATION_SHARE * cap_s:
-            log.warning(
+            self.log.warning(
                 "an evaluation of %s took %.0f s: with max_minutes=%g this run evaluates %s only "
                 "(out-of-distribution splits %s dropped)",
                 cfg.env.split,
@@ -349,8 +314,7 @@ class ChunkRLTrainer(TrainingLoop):
             entry.update({k: v for k, v in asdict(evaluation).items() if k != "video_path"})
             self.evaluations.append(entry)
             self.logger.log({f"eval_{split}/success_rate": evaluation.success_rate}, self.iteration)
-            log.info("iteration %d: %s success %.1f %%", self.iteration, split, 100 * evaluation.success_rate)
+            self.log.info(
+                "iteration %d: %s success %.1f %%", self.iteration, split, 100 * evaluation.success_rate
+            )
         (self.run_dir / "evaluations.json").write_text(json.dumps(self.evaluations, indent=1))
-
-    def close(self) -> None:
-        self.env.close()

@@ -10,10 +10,8 @@ resolved config; a resumed run therefore computes the same losses as one that ne
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,10 +22,9 @@ from vla_rl.data.episode import Episode
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
-from vla_rl.training.budget import now_s
 from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, resolve_policy_dir
 from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
-from vla_rl.training.loop import Run, TrainingLoop
+from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
 from vla_rl.training.sft.config import SFTConfig
@@ -39,32 +36,29 @@ from vla_rl.training.sft.demonstrations import (
 )
 from vla_rl.training.sources import DemoBatches
 
-log = logging.getLogger(__name__)
-
 NORMALIZER_BATCH = 1024
 
 
 @dataclass
-class SFTResult:
-    steps: int
-    """Optimizer steps completed in total (including those before a resume)."""
-    wall_time_s: float
-    """Wall time of this ``train`` call."""
-    stop_reason: str
-    """``steps`` (budget reached) or ``interrupted``."""
-    last_checkpoint: Path | None
-    """The checkpoint written last."""
-    history: list[dict[str, float]] = field(default_factory=list)
-    """Training metrics of every optimizer step of this call, in order."""
+class SFTResult(RunResult):
+    """``RunResult`` (its updates are optimizer steps, ``steps``; ``stop_reason``: ``steps`` or
+    ``interrupted``) and the evaluations."""
+
     evaluations: list[tuple[int, EvalResult]] = field(default_factory=list)
     """(step, result) of the periodic evaluations of this call."""
     final_eval: EvalResult | None = None
     """Evaluation after the last step (None when interrupted or ``eval.num_episodes <= 0``)."""
 
+    @property
+    def steps(self) -> int:
+        """Optimizer steps completed in total (including those before a resume)."""
+        return self.iterations
+
 
 class SFTTrainer(TrainingLoop):
     """Builds the policy, data, the ``sft`` algorithm (loss, AdamW, schedule) and its minibatch
-    source from an ``SFTConfig`` (resuming if asked) and trains them in the one loop.
+    source from an ``SFTConfig`` (resuming if asked) and trains them in the one loop; each iteration
+    (``run_iteration``) is one optimizer step over ``grad_accum_steps`` minibatches.
 
     ``episodes`` replaces reading ``cfg.data.path`` (any iterable of ``Episode``; the first
     ``cfg.data.max_episodes`` are used).
@@ -72,6 +66,7 @@ class SFTTrainer(TrainingLoop):
 
     budget_reason = "steps"
     log_unit = "step"
+    result_type = SFTResult
 
     @logs_to_run_dir
     def __init__(self, cfg: SFTConfig, episodes: Iterable[Episode] | None = None) -> None:
@@ -109,20 +104,7 @@ class SFTTrainer(TrainingLoop):
         """Optimizer steps done (the loop's ``iteration``)."""
         return self.iteration
 
-    def train_step(self) -> dict[str, float]:
-        """One optimizer step over ``grad_accum_steps`` minibatches; returns its metrics."""
-        return super().run_iteration()
-
     # ----- the loop's hooks -------------------------------------------------------------------------------
-
-    def run_iteration(self) -> dict[str, float]:
-        return self.train_step()
-
-    def budget_spent(self) -> bool:
-        return self.iteration >= self.cfg.steps
-
-    def budget_total(self) -> int:
-        return self.cfg.steps
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         metrics["perf/step_time_s"] = batch_s + update_s
@@ -158,16 +140,8 @@ class SFTTrainer(TrainingLoop):
         algorithm = {"optimizer": state["optimizer"], "scheduler": state["scheduler"]}
         return {**state, "iteration": state["step"], "algorithm": algorithm}
 
-    def result(self, run: Run) -> SFTResult:
-        return SFTResult(
-            steps=self.step,
-            wall_time_s=now_s() - run.started_s,
-            stop_reason=run.stop_reason,
-            last_checkpoint=self.last_checkpoint,
-            history=run.history,
-            evaluations=self.evaluations,
-            final_eval=self.final_eval,
-        )
+    def result_fields(self) -> dict[str, Any]:
+        return {"evaluations": self.evaluations, "final_eval": self.final_eval}
 
     @logs_to_run_dir
     def evaluate(self, video: bool = False) -> EvalResult:
