@@ -37,7 +37,7 @@ from vla_rl.data.lerobot_layout import (
     VIDEO_PATH,
     VISUAL_DTYPES,
     camera_of_key,
-    episode_chunk,
+    episode_file,
     read_json,
     read_jsonl,
 )
@@ -152,13 +152,11 @@ class LeRobotDataset:
     def episode_path(self, position: int) -> Path:
         """Parquet file of the ``position``-th episode."""
         index = int(self.episode_rows[position]["episode_index"])
-        chunk = episode_chunk(index, self.chunks_size)
-        return self.root / self.data_path.format(episode_chunk=chunk, episode_index=index)
+        return episode_file(self.root, self.data_path, index, self.chunks_size)
 
     def video_file(self, position: int, key: str) -> Path:
         index = int(self.episode_rows[position]["episode_index"])
-        chunk = episode_chunk(index, self.chunks_size)
-        return self.root / self.video_path.format(episode_chunk=chunk, video_key=key, episode_index=index)
+        return episode_file(self.root, self.video_path, index, self.chunks_size, video_key=key)
 
     def _read_table(self, position: int) -> pa.Table:
         path = self.episode_path(position)
