@@ -25,6 +25,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.nn.parallel import DistributedDataParallel
 
+from vla_rl.distributed.runtime import Worker
+
 
 @dataclass(frozen=True)
 class RendezvousAddress:
@@ -52,6 +54,18 @@ def init_trainer_rank(
     dist.init_process_group(
         backend, init_method=f"tcp://{address.host}:{address.port}", rank=rank, world_size=world_size
     )
+
+
+class GroupMember(Worker):
+    """Base of trainer-rank workers: rank 0 names the meeting point, every rank leaves the group."""
+
+    def rendezvous(self, host: str = "127.0.0.1") -> RendezvousAddress:
+        """(Rank 0) an address and free port the other ranks join at (``publish_address``)."""
+        return publish_address(host)
+
+    def leave(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def data_parallel(module: torch.nn.Module) -> DistributedDataParallel:
