@@ -49,12 +49,6 @@ def _normalize_over_valid(batch: Minibatch) -> Minibatch:
     return {**batch, "advantages": normalize_advantages(batch["advantages"], batch["valid"])}
 
 
-def _share(batch: Minibatch, rank: int, world_size: int) -> Minibatch:
-    share = {name: shard_batch(value, rank, world_size) for name, value in batch.items() if name != "obs"}
-    share["obs"] = {key: shard_batch(value, rank, world_size) for key, value in batch["obs"].items()}
-    return share
-
-
 class ShardedPPO(PPO):
     """PPO whose gradient steps run on this rank's share of each minibatch (DDP averages them)."""
 
@@ -66,7 +60,7 @@ class ShardedPPO(PPO):
     def _minibatch_losses(self, batch: Minibatch) -> PPOLosses:
         if self.cfg.normalize_advantages:
             batch = _normalize_over_valid(batch)
-        return self.loss_module(_share(batch, self.rank, self.world_size))
+        return self.loss_module(shard_batch(batch, self.rank, self.world_size))
 
     def _metric(self, value: torch.Tensor) -> float:
         return mean_over_ranks(value)

@@ -120,8 +120,11 @@ def mean_over_ranks(value: torch.Tensor) -> float:
     return float(total) / dist.get_world_size()
 
 
-def shard_batch(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
-    """Rank ``rank``'s contiguous share of a global batch (its size must divide evenly)."""
+def shard_batch(batch: torch.Tensor | dict, rank: int, world_size: int) -> torch.Tensor | dict:
+    """Rank ``rank``'s contiguous share of a global batch (its size must divide evenly): of a tensor,
+    or of every tensor of a (nested) dict of them."""
+    if isinstance(batch, dict):
+        return {key: shard_batch(value, rank, world_size) for key, value in batch.items()}
     if batch.shape[0] % world_size:
         raise ValueError(f"a batch of {batch.shape[0]} does not split into {world_size} equal shares")
     share = batch.shape[0] // world_size

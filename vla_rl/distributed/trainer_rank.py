@@ -85,10 +85,7 @@ class TrainerRank(GroupMember):
         """Steps ``first_step .. first_step + count - 1``; returns each step's global mean loss."""
         losses = []
         for step in range(first_step, first_step + count):
-            batch = {
-                key: shard_batch(value, self.rank, self.spec.world_size)
-                for key, value in self.task.batch(step).items()
-            }
+            batch = shard_batch(self.task.batch(step), self.rank, self.spec.world_size)
             loss = self.model(batch)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -131,8 +131,7 @@ class GymnasiumBatchedEnv(BatchedEnv):
 
     def _success(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
         """Success flags at this step; finished worlds read their final (pre-reset) info."""
-        success = np.zeros(self.num_envs, dtype=bool)
-        success |= _masked_flag(info, self.num_envs)
+        success = _masked_flag(info, self.num_envs)
         if done.any() and "final_info" in info:
             from_final = _masked_flag(info["final_info"], self.num_envs)
             success[done] = from_final[done]
