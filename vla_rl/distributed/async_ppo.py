@@ -68,9 +68,6 @@ class RolloutWorker(VersionedWeights):
         self.obs, _ = self.env.reset(seed=seed)
         self.rng_state = torch.Generator().manual_seed(seed).get_state()
 
-    def weights_module(self) -> torch.nn.Module:
-        return self.policy
-
     def spec(self) -> dict[str, Any]:
         return env_spec(self.env)
 
