@@ -22,6 +22,8 @@ from vla_rl.rewards.shaping import combine_rewards, potential_shaping
 
 MODEL_REWARD_KEY = "model_reward"
 """``info`` key of the pending model term (a ``Future`` of float32 [N]) in worker mode."""
+TRACKED_STATE = ("potential", "episode_steps", "episode_return")
+"""The per-world tensors a ``RewardModelEnv`` keeps across steps, saved with the env's state."""
 
 
 class RewardModelEnv(BatchedEnv):
@@ -160,11 +162,7 @@ class RewardModelEnv(BatchedEnv):
     def state_dict(self) -> dict[str, Any]:
         self._wait_worker()
         state = self.env.state_dict()
-        state["reward_model_env"] = {
-            "potential": self.potential.clone(),
-            "episode_steps": self.episode_steps.clone(),
-            "episode_return": self.episode_return.clone(),
-        }
+        state["reward_model_env"] = {name: getattr(self, name).clone() for name in TRACKED_STATE}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> Observation:
@@ -172,9 +170,8 @@ class RewardModelEnv(BatchedEnv):
         own = state.pop("reward_model_env", None)
         obs = self.env.load_state_dict(state)
         if own is not None:
-            self.potential = own["potential"].clone()
-            self.episode_steps = own["episode_steps"].clone()
-            self.episode_return = own["episode_return"].clone()
+            for name in TRACKED_STATE:
+                setattr(self, name, own[name].clone())
         return obs
 
     def world_seed(self, seed: int, world: int) -> int | list[int]:
