@@ -11,9 +11,9 @@ import torch
 from vla_rl.sims.tasks.scripted import scripted_action
 
 from vla_rl.config.load import ConfigError
+from vla_rl.data import LeRobotDataset
 from vla_rl.data.collect import collect_demonstrations, field_names
 from vla_rl.data.config import compose_collect_config
-from vla_rl.data.lerobot_format import LeRobotDataset
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.training.collect_cli import add_collect_parser, collect_command
 

@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
 from vla_rl.data.episode import Episode
-from vla_rl.data.lerobot_format import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
 
 VIDEO_INFO = {
     "video.fps": 20.0,

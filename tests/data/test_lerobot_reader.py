@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from data_test_episodes import random_episode
 
-from vla_rl.data.lerobot_format import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
+from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
 from vla_rl.data.video import write_video
 
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from data_test_episodes import random_episode, smooth_frames
 
-from vla_rl.data.episode import Episode
-from vla_rl.data.lerobot_format import (
+from vla_rl.data import (
     LOSSLESS_VIDEO,
     LeRobotDataset,
     LeRobotWriter,
     VideoSettings,
     write_dataset,
 )
+from vla_rl.data.episode import Episode
 
 
 def _assert_same_episode(expected: Episode, got: Episode) -> None:

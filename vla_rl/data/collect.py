@@ -159,7 +159,6 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
         names.pop(PRIVILEGED_KEY)
     if not record_expert:
         names.pop(EXPERT_ACTION_KEY)
-    written = attempted = successes = frames = 0
     env = make_env(cfg.env)
     try:
         expert = _actor(cfg, env, make_actor)
@@ -176,31 +175,9 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
     )
     try:
         recorder = EpisodeRecorder(env.num_envs, cfg.env.cameras, cfg.record_privileged, record_expert)
-        obs, _ = env.reset(seed=cfg.seed)
-        while written < cfg.num_episodes and attempted < max_attempts:
-            executed, clean = expert.act({key: _to_cpu(value) for key, value in obs.items()})
-            result = env.step(executed.to(env.device))
-            recorder.record(obs, executed, clean, result.reward, result.info["success"])
-            for world in result.done.nonzero().flatten().tolist():
-                if written >= cfg.num_episodes or attempted >= max_attempts:
-                    break
-                success = bool(result.info["episode"]["success"][world])
-                episode = recorder.finish(world, success)
-                attempted += 1
-                successes += success
-                if success or cfg.keep_failures:
-                    writer.add_episode(episode)
-                    written += 1
-                    frames += len(episode)
-            if result.done.any():
-                log.info(
-                    "collect %s: %d/%d episodes written, %d attempted",
-                    cfg.env.task,
-                    written,
-                    cfg.num_episodes,
-                    attempted,
-                )
-            obs = result.obs
+        written, attempted, successes, frames = record_episodes(
+            env, expert, recorder, writer, cfg.num_episodes, max_attempts, cfg.keep_failures, cfg.seed
+        )
     finally:
         writer.close()
         env.close()
@@ -216,6 +193,44 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
     return CollectResult(
         Path(cfg.output_dir), written, attempted, successes, frames, time.perf_counter() - start
     )
+
+
+def record_episodes(
+    env: BatchedEnv,
+    actor: Actor,
+    recorder: EpisodeRecorder,
+    writer: LeRobotWriter,
+    num_episodes: int,
+    max_attempts: int,
+    keep_failures: bool,
+    seed: int,
+    success_key: str = "success",
+) -> tuple[int, int, int, int]:
+    """Step ``env`` from ``reset(seed)`` with ``actor`` and write each episode as it ends (failed ones
+    only with ``keep_failures``) until ``num_episodes`` are written or ``max_attempts`` have ended.
+    ``success_key`` is the ``info["episode"]`` flag that says an episode succeeded. Returns (episodes
+    written, attempted, successful, frames written)."""
+    written = attempted = successes = frames = 0
+    obs, _ = env.reset(seed=seed)
+    while written < num_episodes and attempted < max_attempts:
+        executed, clean = actor.act({key: _to_cpu(value) for key, value in obs.items()})
+        result = env.step(executed.to(env.device))
+        recorder.record(obs, executed, clean, result.reward, result.info["success"])
+        for world in result.done.nonzero().flatten().tolist():
+            if written >= num_episodes or attempted >= max_attempts:
+                break
+            success = bool(result.info["episode"][success_key][world])
+            episode = recorder.finish(world, success)
+            attempted += 1
+            successes += success
+            if success or keep_failures:
+                writer.add_episode(episode)
+                written += 1
+                frames += len(episode)
+        if result.done.any():
+            log.info("collect: %d/%d episodes written, %d attempted", written, num_episodes, attempted)
+        obs = result.obs
+    return written, attempted, successes, frames
 
 
 def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None) -> Actor:

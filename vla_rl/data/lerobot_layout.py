@@ -59,8 +59,11 @@ def camera_of_key(key: str) -> str | None:
     return SINGLE_IMAGE_CAMERA if key == SINGLE_IMAGE_KEY else None
 
 
-def episode_chunk(episode_index: int, chunks_size: int = DEFAULT_CHUNKS_SIZE) -> int:
-    return episode_index // chunks_size
+def episode_file(root: Path, template: str, episode_index: int, chunks_size: int, **keys: str) -> Path:
+    """``root`` / the path ``template`` (``DATA_PATH``, ``VIDEO_PATH``) gives episode ``episode_index``,
+    which lies in chunk ``episode_index // chunks_size``."""
+    chunk = episode_index // chunks_size
+    return root / template.format(episode_chunk=chunk, episode_index=episode_index, **keys)
 
 
 def _vector_spec(array: np.ndarray, names: list[str] | None) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from vla_rl.data.lerobot_layout import (
     VIDEO_PATH,
     VISUAL_DTYPES,
     camera_of_key,
-    episode_chunk,
+    episode_file,
     read_json,
     read_jsonl,
 )
@@ -152,19 +152,20 @@ class LeRobotDataset:
     def episode_path(self, position: int) -> Path:
         """Parquet file of the ``position``-th episode."""
         index = int(self.episode_rows[position]["episode_index"])
-        chunk = episode_chunk(index, self.chunks_size)
-        return self.root / self.data_path.format(episode_chunk=chunk, episode_index=index)
+        return episode_file(self.root, self.data_path, index, self.chunks_size)
 
     def video_file(self, position: int, key: str) -> Path:
         index = int(self.episode_rows[position]["episode_index"])
-        chunk = episode_chunk(index, self.chunks_size)
-        return self.root / self.video_path.format(episode_chunk=chunk, video_key=key, episode_index=index)
+        return episode_file(self.root, self.video_path, index, self.chunks_size, video_key=key)
 
-    def _read_table(self, position: int) -> pa.Table:
+    def _read_table(self, position: int, column: str | None = None) -> pa.Table:
+        """The ``position``-th episode's parquet table (only ``column`` when one is named), in frame order."""
         path = self.episode_path(position)
         if not path.is_file():
             raise FileNotFoundError(f"dataset file {path} does not exist")
-        table = pq.read_table(path)
+        if column is not None and column not in pq.read_schema(path).names:
+            raise ValueError(f"{path} has no {column!r} column")
+        table = pq.read_table(path, columns=None if column is None else [column])
         if "frame_index" in table.column_names:
             table = table.sort_by("frame_index")
         return table
@@ -262,15 +263,10 @@ class LeRobotDataset:
 
     def column(self, key: str) -> np.ndarray:
         """One per-frame column concatenated over all episodes ([total_frames, ...])."""
-        parts = []
-        for position in range(self.num_episodes):
-            path = self.episode_path(position)
-            if not path.is_file():
-                raise FileNotFoundError(f"dataset file {path} does not exist")
-            if key not in pq.read_schema(path).names:
-                raise ValueError(f"{path} has no {key!r} column")
-            table = pq.read_table(path, columns=[key])
-            parts.append(column_to_numpy(table.column(key), self._shape(key)))
+        parts = [
+            column_to_numpy(self._read_table(position, key).column(key), self._shape(key))
+            for position in range(self.num_episodes)
+        ]
         if not parts:
             raise ValueError(f"dataset {self.root} has no episodes")
         return np.concatenate(parts)

@@ -37,13 +37,14 @@ from vla_rl.data.lerobot_layout import (
     append_jsonl,
     atomic_write_text,
     camera_key,
-    episode_chunk,
     episode_features,
+    episode_file,
     jsonl_text,
     read_json,
     read_jsonl,
     validate_episode,
 )
+from vla_rl.data.lerobot_reader import column_to_numpy
 from vla_rl.data.stats import feature_stats, image_stats, stats_to_json
 from vla_rl.data.video import VideoSettings, write_video
 
@@ -99,12 +100,7 @@ def episode_stats(table: pa.Table, episode: Episode) -> dict[str, dict[str, np.n
     """Per-feature stats of one episode: parquet columns plus per-channel video stats in [0, 1]."""
     stats = {camera_key(camera): image_stats(frames) for camera, frames in sorted(episode.images.items())}
     for name in table.column_names:
-        column = table.column(name).combine_chunks()
-        if pa.types.is_fixed_size_list(column.type):
-            values = column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), -1)
-        else:
-            values = column.to_numpy(zero_copy_only=False)
-        stats[name] = feature_stats(values)
+        stats[name] = feature_stats(column_to_numpy(table.column(name)))
     return stats
 
 
@@ -170,10 +166,6 @@ class LeRobotWriter:
     def num_episodes(self) -> int:
         return len(self.episodes)
 
-    def _path(self, template: str, episode_index: int, **keys: str) -> Path:
-        chunk = episode_chunk(episode_index, self.chunks_size)
-        return self.root / template.format(episode_chunk=chunk, episode_index=episode_index, **keys)
-
     def add_episode(self, episode: Episode) -> int:
         """Write one episode (parquet, videos, meta lines); returns its episode index."""
         if self.closed:
@@ -190,15 +182,14 @@ class LeRobotWriter:
         is_new_task = episode.instruction not in self.tasks
         task_index = self.tasks.setdefault(episode.instruction, len(self.tasks))
         table = episode_table(episode, index, self.total_frames, task_index, self.fps)
-        data_path = self._path(DATA_PATH, index)
+        data_path = episode_file(self.root, DATA_PATH, index, self.chunks_size)
         data_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = data_path.with_name(data_path.name + ".tmp")
         pq.write_table(table, tmp)
         os.replace(tmp, data_path)
         for camera, frames in sorted(episode.images.items()):
-            write_video(
-                self._path(VIDEO_PATH, index, video_key=camera_key(camera)), frames, self.fps, self.video
-            )
+            path = episode_file(self.root, VIDEO_PATH, index, self.chunks_size, video_key=camera_key(camera))
+            write_video(path, frames, self.fps, self.video)
         episode_row = {
             "episode_index": index,
             "tasks": [episode.instruction],

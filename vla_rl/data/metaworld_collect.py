@@ -24,6 +24,7 @@ from vla_rl.data.collect import (
     CollectResult,
     EpisodeRecorder,
     field_names,
+    record_episodes,
 )
 from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
 from vla_rl.data.lerobot_writer import LeRobotWriter
@@ -89,7 +90,6 @@ def collect_metaworld_demonstrations(
     }
     if record_expert:
         names[EXPERT_ACTION_KEY] = list(EE_DELTA_POS_ACTION_NAMES)
-    written = attempted = successes = frames = 0
     with MetaWorldBatchedEnv(cfg) as env:
         expert = MetaWorldExpert(env.tasks, noise_std=noise_std, seed=seed)
         recorder = EpisodeRecorder(
@@ -104,23 +104,10 @@ def collect_metaworld_demonstrations(
             append=append,
         )
         with writer:
-            obs, _ = env.reset(seed=seed)
-            while written < num_episodes and attempted < max_attempts:
-                executed, clean = expert.act(obs)
-                result = env.step(executed)
-                recorder.record(obs, executed, clean, result.reward, result.info["success"])
-                for world in result.done.nonzero().flatten().tolist():
-                    if written >= num_episodes or attempted >= max_attempts:
-                        break
-                    episode = recorder.finish(world, bool(result.info["episode"]["success_once"][world]))
-                    attempted += 1
-                    successes += episode.success
-                    if episode.success or keep_failures:
-                        writer.add_episode(episode)
-                        written += 1
-                        frames += len(episode)
-                obs = result.obs
-    return CollectResult(Path(output_dir), written, attempted, successes, frames, time.perf_counter() - start)
+            counts = record_episodes(
+                env, expert, recorder, writer, num_episodes, max_attempts, keep_failures, seed, "success_once"
+            )
+    return CollectResult(Path(output_dir), *counts, time.perf_counter() - start)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

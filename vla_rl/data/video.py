@@ -68,8 +68,9 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float, settings: Vide
     params = ["-crf", str(settings.crf)]
     if settings.preset:
         params += ["-preset", settings.preset]
-    writer = imageio.get_writer(
+    imageio.mimwrite(
         str(path),
+        frames,
         format="FFMPEG",
         fps=fps,
         codec=settings.codec,
@@ -78,11 +79,6 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float, settings: Vide
         ffmpeg_log_level="error",
         output_params=params,
     )
-    try:
-        for frame in frames:
-            writer.append_data(frame)
-    finally:
-        writer.close()
 
 
 def read_video(path: str | Path) -> np.ndarray:
@@ -91,11 +87,9 @@ def read_video(path: str | Path) -> np.ndarray:
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"video file {path} does not exist")
-    reader = imageio.get_reader(str(path), format="FFMPEG")
-    try:
-        frames = [np.asarray(frame)[..., :3] for frame in reader]
-    finally:
-        reader.close()
+    frames = [
+        np.asarray(frame)[..., :3] for frame in imageio.mimread(str(path), format="FFMPEG", memtest=False)
+    ]
     if not frames:
         raise ValueError(f"video file {path} has no frames")
     return np.stack(frames).astype(np.uint8, copy=False)

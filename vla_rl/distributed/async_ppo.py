@@ -28,6 +28,7 @@ import torch
 from vla_rl.config.schema import TrainConfig
 from vla_rl.distributed.runtime import Resources, Runtime
 from vla_rl.distributed.weights import VersionedWeights, broadcast_weights, cpu_state
+from vla_rl.envs.base import env_spec
 from vla_rl.envs.registry import make_env
 from vla_rl.rollout import RolloutCollector
 from vla_rl.rollout.stats import RolloutStats
@@ -67,16 +68,8 @@ class RolloutWorker(VersionedWeights):
         self.obs, _ = self.env.reset(seed=seed)
         self.rng_state = torch.Generator().manual_seed(seed).get_state()
 
-    def weights_module(self) -> torch.nn.Module:
-        return self.policy
-
     def spec(self) -> dict[str, Any]:
-        env = self.env
-        return {
-            "observation_space": env.observation_space,
-            "action_space": env.action_space,
-            "num_envs": env.num_envs,
-        }
+        return env_spec(self.env)
 
     def collect(self) -> Rollout:
         """One rollout with the weights last loaded (their version goes with it)."""

@@ -6,13 +6,13 @@ from typing import Any
 
 import torch
 
-from vla_rl.distributed.runtime import assigned_gpu_ids
-from vla_rl.envs.base import Observation, StepResult
+from vla_rl.distributed.runtime import Worker
+from vla_rl.envs.base import Observation, StepResult, env_spec
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env
 
 
-class EnvWorker:
+class EnvWorker(Worker):
     """Holds ``num_stages`` copies of ``make_env(cfg)``. Every call names the stage it is for and
     returns plain tensors, lists and dicts (picklable), so the worker runs unchanged in this
     process or as a Ray actor. A Ray actor runs its calls one after another, so while the driver
@@ -22,19 +22,8 @@ class EnvWorker:
         self.envs = [make_env(cfg) for _ in range(num_stages)]
 
     def spec(self) -> dict[str, Any]:
-        """What a driver-side proxy needs to present a stage as a ``BatchedEnv``."""
-        env = self.envs[0]
-        return {
-            "num_envs": env.num_envs,
-            "device": str(env.device),
-            "observation_space": env.observation_space,
-            "action_space": env.action_space,
-            "max_episode_steps": env.max_episode_steps,
-            "control_hz": env.control_hz,
-        }
-
-    def assigned_gpus(self) -> list[str]:
-        return assigned_gpu_ids()
+        """What a driver-side proxy needs to present a stage as a ``BatchedEnv`` (``env_spec``)."""
+        return env_spec(self.envs[0])
 
     def world_seed(self, stage: int, seed: int, world: int) -> int | list[int]:
         return self.envs[stage].world_seed(seed, world)

@@ -19,9 +19,6 @@ class InferenceWorker(VersionedWeights):
         self.policy = build_policy(cfg, observation_space, action_space)
         self.policy.eval()
 
-    def weights_module(self) -> torch.nn.Module:
-        return self.policy
-
     @torch.no_grad()
     def act(self, obs: Observation, deterministic: bool = False) -> torch.Tensor:
         return self.policy.act(obs, deterministic=deterministic).action

@@ -12,7 +12,6 @@ driver's policy.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,10 +22,10 @@ from vla_rl.algorithms.ppo import PPO, PPOLosses
 from vla_rl.algorithms.surrogate import normalize_advantages
 from vla_rl.config.schema import TrainConfig
 from vla_rl.distributed.layout import worker_resources
-from vla_rl.distributed.process_group import init_trainer_rank, mean_over_ranks, publish_address, shard_batch
-from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle, assigned_gpu_ids, raise_death_first
+from vla_rl.distributed.process_group import GroupMember, init_trainer_rank, mean_over_ranks, shard_batch
+from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
 from vla_rl.distributed.weights import cpu_state, state_checksum
-from vla_rl.envs.base import BatchedEnv
+from vla_rl.envs.base import BatchedEnv, env_spec
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.rollout.buffer import Minibatch, RolloutBuffer
 from vla_rl.training.components import build_learner
@@ -50,12 +49,6 @@ def _normalize_over_valid(batch: Minibatch) -> Minibatch:
     return {**batch, "advantages": normalize_advantages(batch["advantages"], batch["valid"])}
 
 
-def _share(batch: Minibatch, rank: int, world_size: int) -> Minibatch:
-    share = {name: shard_batch(value, rank, world_size) for name, value in batch.items() if name != "obs"}
-    share["obs"] = {key: shard_batch(value, rank, world_size) for key, value in batch["obs"].items()}
-    return share
-
-
 class ShardedPPO(PPO):
     """PPO whose gradient steps run on this rank's share of each minibatch (DDP averages them)."""
 
@@ -67,13 +60,13 @@ class ShardedPPO(PPO):
     def _minibatch_losses(self, batch: Minibatch) -> PPOLosses:
         if self.cfg.normalize_advantages:
             batch = _normalize_over_valid(batch)
-        return self.loss_module(_share(batch, self.rank, self.world_size))
+        return self.loss_module(shard_batch(batch, self.rank, self.world_size))
 
     def _metric(self, value: torch.Tensor) -> float:
         return mean_over_ranks(value)
 
 
-class PPORank:
+class PPORank(GroupMember):
     """One trainer rank: a policy replica, a rollout buffer and ``ShardedPPO``."""
 
     def __init__(self, cfg: TrainConfig, spec: dict[str, Any], rank: int, world_size: int) -> None:
@@ -84,12 +77,6 @@ class PPORank:
             cfg, spec["observation_space"], spec["action_space"], spec["num_envs"], device
         )
         self.ppo: ShardedPPO | None = None
-
-    def assigned_gpus(self) -> list[str]:
-        return assigned_gpu_ids()
-
-    def rendezvous(self, host: str = "127.0.0.1") -> Any:
-        return publish_address(host)
 
     def join(self, address: Any) -> None:
         init_trainer_rank(address, self.rank, self.world_size)
@@ -112,9 +99,6 @@ class PPORank:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.ppo.load_state_dict(state)
 
-    def leave(self) -> None:
-        torch.distributed.destroy_process_group()
-
 
 class DataParallelPPO:
     """The algorithm interface of ``PPO`` (``update``, ``state_dict``, ``load_state_dict``) with the
@@ -131,11 +115,7 @@ class DataParallelPPO:
         rank_cls: type = PPORank,
     ) -> None:
         """``resources``: one for all ranks, or one per rank."""
-        self.spec = {
-            "observation_space": env.observation_space,
-            "action_space": env.action_space,
-            "num_envs": env.num_envs,
-        }
+        self.spec = env_spec(env)
         self.runtime, self.cfg, self.policy = runtime, cfg, policy
         self.world_size, self.rank_cls = world_size, rank_cls
         self.resources = list(resources) if isinstance(resources, Sequence) else [resources] * world_size
@@ -161,12 +141,7 @@ class DataParallelPPO:
 
     def update(self, buffer: RolloutBuffer) -> dict[str, float]:
         rollout, state = self.runtime.share(buffer.export()), self.runtime.share(cpu_state(self.policy))
-        futures = [rank.call("update", rollout, state) for rank in self.ranks]
-        try:
-            results = self.runtime.gather(futures)
-        except Exception:
-            raise_death_first(futures, self.death_errors)
-            raise
+        results = self.runtime.gather_group([rank.call("update", rollout, state) for rank in self.ranks])
         checksums = [checksum for _, _, checksum in results]
         if len(set(checksums)) != 1:
             raise RuntimeError(
@@ -186,11 +161,7 @@ class DataParallelPPO:
         self.runtime.gather([rank.call("load_state_dict", state) for rank in self.ranks])
 
     def close(self) -> None:
-        for rank in self.ranks:  # errors: a dead rank, or a runtime already shut down
-            with contextlib.suppress(Exception):
-                rank.call("leave").result(timeout=10.0)
-            with contextlib.suppress(Exception):
-                self.runtime.stop(rank)
+        self.runtime.stop_all(self.ranks, "leave", timeout_s=10.0)
         self.ranks = []
 
 

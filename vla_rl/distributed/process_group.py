@@ -25,6 +25,8 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.nn.parallel import DistributedDataParallel
 
+from vla_rl.distributed.runtime import Worker
+
 
 @dataclass(frozen=True)
 class RendezvousAddress:
@@ -52,6 +54,18 @@ def init_trainer_rank(
     dist.init_process_group(
         backend, init_method=f"tcp://{address.host}:{address.port}", rank=rank, world_size=world_size
     )
+
+
+class GroupMember(Worker):
+    """Base of trainer-rank workers: rank 0 names the meeting point, every rank leaves the group."""
+
+    def rendezvous(self, host: str = "127.0.0.1") -> RendezvousAddress:
+        """(Rank 0) an address and free port the other ranks join at (``publish_address``)."""
+        return publish_address(host)
+
+    def leave(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 def data_parallel(module: torch.nn.Module) -> DistributedDataParallel:
@@ -106,8 +120,11 @@ def mean_over_ranks(value: torch.Tensor) -> float:
     return float(total) / dist.get_world_size()
 
 
-def shard_batch(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
-    """Rank ``rank``'s contiguous share of a global batch (its size must divide evenly)."""
+def shard_batch(batch: torch.Tensor | dict, rank: int, world_size: int) -> torch.Tensor | dict:
+    """Rank ``rank``'s contiguous share of a global batch (its size must divide evenly): of a tensor,
+    or of every tensor of a (nested) dict of them."""
+    if isinstance(batch, dict):
+        return {key: shard_batch(value, rank, world_size) for key, value in batch.items()}
     if batch.shape[0] % world_size:
         raise ValueError(f"a batch of {batch.shape[0]} does not split into {world_size} equal shares")
     share = batch.shape[0] // world_size

@@ -25,7 +25,7 @@ from vla_rl.config.distributed import DistributedConfig
 from vla_rl.distributed.env_worker import EnvWorker
 from vla_rl.distributed.layout import make_training_runtime, worker_resources
 from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env
 from vla_rl.envs.staged import StagedEnv
@@ -86,11 +86,7 @@ class EnvWorkerPool:
         return FRESH_SEED_BASE + self.replacements
 
     def close(self) -> None:
-        for worker in self.workers:  # errors: a dead worker, or a runtime already shut down
-            with contextlib.suppress(Exception):
-                worker.call("close").result()
-            with contextlib.suppress(Exception):
-                self.runtime.stop(worker)
+        self.runtime.stop_all(self.workers, "close")
 
 
 class RemoteEnv(BatchedEnv):
@@ -100,12 +96,7 @@ class RemoteEnv(BatchedEnv):
         self, pool: EnvWorkerPool, worker: int, stage: int, spec: dict[str, Any], first_world: int
     ) -> None:
         self.pool, self.worker, self.stage, self.first_world = pool, worker, stage, first_world
-        self.num_envs = spec["num_envs"]
-        self.device = torch.device(spec["device"])
-        self.observation_space = spec["observation_space"]
-        self.action_space = spec["action_space"]
-        self.max_episode_steps = spec["max_episode_steps"]
-        self.control_hz = spec["control_hz"]
+        adopt_spec(self, spec)
         self.generation = pool.generations[worker]
         self._future: Any = None
         self._last_obs: Observation | None = None

@@ -9,6 +9,7 @@ asked for, so the same driver code works on one machine and on a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -50,6 +51,35 @@ class Runtime(ABC):
     def gather(self, futures: Sequence[Any]) -> list[Any]:
         """The results of ``futures``, in order."""
         return [future.result() for future in futures]
+
+    def gather_group(self, futures: Sequence[Any], death_check_timeout_s: float = 10.0) -> list[Any]:
+        """``gather`` for the calls of a group of workers that wait on each other (collectives). If a
+        call fails, a worker that died is the cause when there is one (the survivors' collectives
+        with it fail too, often first): its death error is raised (each survivor waited on for up
+        to ``death_check_timeout_s`` to learn it); otherwise the first failure is."""
+        try:
+            return self.gather(futures)
+        except Exception:
+            for future in futures:
+                try:
+                    future.result(timeout=death_check_timeout_s)
+                except self.worker_death_errors():
+                    raise
+                except Exception:  # noqa: S112 - failed or still waiting: not the dead worker
+                    continue
+            raise
+
+    def stop_all(
+        self, workers: Sequence[WorkerHandle], last_call: str = "", timeout_s: float | None = None
+    ) -> None:
+        """End ``workers`` (after their ``last_call`` method when one is named, waiting up to
+        ``timeout_s`` for it); errors are ignored: a dead worker, or a runtime already shut down."""
+        for worker in workers:
+            if last_call:
+                with contextlib.suppress(Exception):
+                    worker.call(last_call).result(timeout=timeout_s)
+            with contextlib.suppress(Exception):
+                self.stop(worker)
 
     def share(self, value: Any) -> Any:
         """``value`` in a form many calls can take without copying it each time (Ray: one object-store
@@ -202,26 +232,15 @@ class RayRuntime(Runtime):
             self._started = False
 
 
-def assigned_gpu_ids() -> list[str]:
-    """The GPUs Ray gave the calling worker (empty outside a Ray worker, or with none)."""
-    ray = sys.modules.get("ray")
-    if ray is None or not ray.is_initialized():
-        return []
-    return [str(gpu) for gpu in ray.get_gpu_ids()]
+class Worker:
+    """Base of the library's worker classes: what every one of them answers."""
 
-
-def raise_death_first(
-    futures: Sequence[Any], death_errors: tuple[type[BaseException], ...], timeout_s: float = 10.0
-) -> None:
-    """After a group call failed: raise the death error of a worker that died, if one did (the
-    survivors' collectives with it fail too, often first). Returns when none did."""
-    for future in futures:
-        try:
-            future.result(timeout=timeout_s)
-        except death_errors:
-            raise
-        except Exception:  # noqa: S112 - failed or still waiting: not the dead worker
-            continue
+    def assigned_gpus(self) -> list[str]:
+        """The GPUs Ray gave this worker (empty outside a Ray worker, or with none)."""
+        ray = sys.modules.get("ray")
+        if ray is None or not ray.is_initialized():
+            return []
+        return [str(gpu) for gpu in ray.get_gpu_ids()]
 
 
 RUNTIMES: dict[str, Callable[..., Runtime]] = {"inprocess": InProcessRuntime, "ray": RayRuntime}

@@ -15,7 +15,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from vla_rl.distributed.process_group import WRAPPERS
-from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle, raise_death_first
+from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
 from vla_rl.distributed.trainer_rank import RankSpec, TrainerRank, TrainTask
 
 
@@ -75,21 +75,13 @@ class TrainerGroup:
         return self.runtime.gather([rank.call("restore") for rank in self.ranks])[0]
 
     def _stop(self) -> None:
-        for rank in self.ranks:
-            with contextlib.suppress(Exception):  # dead, or stuck in a collective with a dead rank
-                self.runtime.stop(rank)
+        self.runtime.stop_all(self.ranks)  # dead, or stuck in a collective with a dead rank
         self.ranks = []
 
     def _call_all(self, method: str, *args: object) -> list:
-        """Every rank's result of ``method``. If a call fails, a rank that died is the cause when
-        there is one (the survivors' collectives then fail too, often first): its death error is
-        raised; otherwise the first failure is."""
+        """Every rank's result of ``method`` (a dead rank's death error first: ``gather_group``)."""
         futures = [rank.call(method, *args) for rank in self.ranks]
-        try:
-            return self.runtime.gather(futures)
-        except Exception:
-            raise_death_first(futures, self.runtime.worker_death_errors(), self.cfg.death_check_timeout_s)
-            raise
+        return self.runtime.gather_group(futures, self.cfg.death_check_timeout_s)
 
     def train(self, total_steps: int) -> TrainerGroupResult:
         losses: list[float] = [float("nan")] * total_steps

@@ -20,12 +20,12 @@ import torch.distributed as dist
 
 from vla_rl.distributed.process_group import (
     WRAPPERS,
+    GroupMember,
     RendezvousAddress,
     full_state,
     init_trainer_rank,
     load_full_state,
     mean_over_ranks,
-    publish_address,
     shard_batch,
 )
 from vla_rl.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
@@ -58,15 +58,11 @@ class RankSpec:
     keep_checkpoints: int = 2
 
 
-class TrainerRank:
+class TrainerRank(GroupMember):
     def __init__(self, task: TrainTask, rank: int, spec: RankSpec) -> None:
         self.task, self.rank, self.spec = task, rank, spec
         self.model: torch.nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
-
-    def rendezvous(self, host: str = "127.0.0.1") -> RendezvousAddress:
-        """(Rank 0) an address and free port the other ranks join at (``publish_address``)."""
-        return publish_address(host)
 
     def join(self, address: RendezvousAddress) -> None:
         """Join the group (blocks until every rank has) and build the wrapped model and optimizer."""
@@ -89,10 +85,7 @@ class TrainerRank:
         """Steps ``first_step .. first_step + count - 1``; returns each step's global mean loss."""
         losses = []
         for step in range(first_step, first_step + count):
-            batch = {
-                key: shard_batch(value, self.rank, self.spec.world_size)
-                for key, value in self.task.batch(step).items()
-            }
+            batch = shard_batch(self.task.batch(step), self.rank, self.spec.world_size)
             loss = self.model(batch)
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -114,7 +107,3 @@ class TrainerRank:
             )
         if dist.is_initialized():
             dist.barrier()  # nobody runs ahead of a checkpoint that is not on disk yet
-
-    def leave(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()

@@ -27,22 +27,22 @@ def cpu_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 class VersionedWeights:
-    """Mixin for inference workers: ``load_weights`` with a version; ``weights_version`` reports it."""
+    """Mixin for inference workers: ``load_weights`` with a version into the worker's ``policy``;
+    ``weights_version`` reports it."""
 
     weights_version_loaded: int = -1
-
-    def weights_module(self) -> torch.nn.Module:
-        raise NotImplementedError
+    policy: torch.nn.Module
+    """The module the weights load into."""
 
     def load_weights(self, state: dict[str, torch.Tensor], version: int) -> tuple[int, str]:
         if version <= self.weights_version_loaded:
             raise ValueError(f"weights version {version} is not newer than {self.weights_version_loaded}")
-        self.weights_module().load_state_dict(state)
+        self.policy.load_state_dict(state)
         self.weights_version_loaded = version
-        return version, state_checksum(cpu_state(self.weights_module()))
+        return self.weights_version()
 
     def weights_version(self) -> tuple[int, str]:
-        return self.weights_version_loaded, state_checksum(cpu_state(self.weights_module()))
+        return self.weights_version_loaded, state_checksum(cpu_state(self.policy))
 
 
 def broadcast_weights(

@@ -134,3 +134,34 @@ class BatchedEnv(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def world_seeds(
+    env: BatchedEnv, seed: int | Sequence[int | list[int]] | None, ids: Sequence[int] | torch.Tensor
+) -> list[Any]:
+    """The seed of each world of ``ids`` that ``env.reset(seed)`` gives it: ``env.world_seed(seed, i)``
+    for an int, the given one for a sequence (one per reset world), ``None`` without a seed."""
+    if seed is None:
+        return [None] * len(ids)
+    if isinstance(seed, int):
+        return [env.world_seed(seed, int(world)) for world in ids]
+    if len(seed) != len(ids):
+        raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
+    return list(seed)
+
+
+SPEC_KEYS = ("num_envs", "device", "observation_space", "action_space", "max_episode_steps", "control_hz")
+"""The attributes that describe a ``BatchedEnv`` from outside (what a wrapper or a proxy repeats)."""
+
+
+def env_spec(env: BatchedEnv) -> dict[str, Any]:
+    """``env``'s ``SPEC_KEYS`` attributes as a (picklable) dict."""
+    return {key: getattr(env, key) for key in SPEC_KEYS}
+
+
+def adopt_spec(env: BatchedEnv, spec: dict[str, Any]) -> None:
+    """Give ``env`` the ``SPEC_KEYS`` attributes of ``spec`` (an ``env_spec``): a wrapper or proxy
+    presents the size, device, spaces, time limit and control rate of the env it stands for."""
+    for key in SPEC_KEYS:
+        setattr(env, key, spec[key])
+    env.device = torch.device(spec["device"])

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
 
 VECTOR_OBS_KEY = "proprio"
@@ -131,8 +131,7 @@ class GymnasiumBatchedEnv(BatchedEnv):
 
     def _success(self, info: dict[str, Any], done: np.ndarray) -> np.ndarray:
         """Success flags at this step; finished worlds read their final (pre-reset) info."""
-        success = np.zeros(self.num_envs, dtype=bool)
-        success |= _masked_flag(info, self.num_envs)
+        success = _masked_flag(info, self.num_envs)
         if done.any() and "final_info" in info:
             from_final = _masked_flag(info["final_info"], self.num_envs)
             success[done] = from_final[done]
@@ -153,14 +152,8 @@ class GymnasiumBatchedEnv(BatchedEnv):
             mask[torch.as_tensor(env_ids).cpu().numpy()] = True
         ids = np.flatnonzero(mask)
         seeds: list[int | None] = [None] * self.num_envs
-        if isinstance(seed, int):
-            for i in ids:
-                seeds[i] = self.world_seed(seed, int(i))
-        elif seed is not None:
-            if len(seed) != len(ids):
-                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-            for i, s in zip(ids, seed, strict=True):
-                seeds[i] = int(s)
+        for i, world_seed in zip(ids, world_seeds(self, seed, ids), strict=True):
+            seeds[i] = None if world_seed is None else int(world_seed)
         options = None if env_ids is None else {"reset_mask": mask}
         obs, info = self.vector_env.reset(seed=seeds, options=options)
         self._episode_return[mask] = 0.0

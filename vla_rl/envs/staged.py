@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec, env_spec, world_seeds
 
 
 def concat_observations(parts: Sequence[Observation]) -> Observation:
@@ -83,12 +83,7 @@ class StagedEnv(BatchedEnv):
             if stage.observation_space != first.observation_space or stage.action_space != first.action_space:
                 raise ValueError("all stages must have the same observation and action spaces")
         self.stages = list(stages)
-        self.num_envs = sum(stage.num_envs for stage in stages)
-        self.device = first.device
-        self.observation_space = first.observation_space
-        self.action_space = first.action_space
-        self.max_episode_steps = first.max_episode_steps
-        self.control_hz = first.control_hz
+        adopt_spec(self, {**env_spec(first), "num_envs": sum(stage.num_envs for stage in stages)})
         self._starts = [0]
         for stage in stages:
             self._starts.append(self._starts[-1] + stage.num_envs)
@@ -117,19 +112,13 @@ class StagedEnv(BatchedEnv):
             if env_ids is None
             else torch.as_tensor(env_ids).reshape(-1).cpu().to(torch.long)
         )
-        if seed is not None and not isinstance(seed, int) and len(seed) != len(ids):
-            raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
+        seeds = world_seeds(self, seed, ids)
         parts = []
         for index, stage in enumerate(self.stages):
             rows = self.stage_rows(index)
             in_stage = (ids >= rows.start) & (ids < rows.stop)
             local = ids[in_stage] - rows.start
-            if seed is None:
-                stage_seed = None
-            elif isinstance(seed, int):
-                stage_seed = [stage.world_seed(seed, int(world)) for world in ids[in_stage]]
-            else:
-                stage_seed = [seed[i] for i in in_stage.nonzero().flatten().tolist()]
+            stage_seed = None if seed is None else [seeds[i] for i in in_stage.nonzero().flatten().tolist()]
             if env_ids is not None and len(local) == 0 and self._last_obs[index] is not None:
                 parts.append(self._last_obs[index])
                 continue

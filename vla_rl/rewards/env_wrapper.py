@@ -15,13 +15,15 @@ from typing import Any
 
 import torch
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec, env_spec
 from vla_rl.rewards.base import RewardModel
 from vla_rl.rewards.config import RewardConfig
 from vla_rl.rewards.shaping import combine_rewards, potential_shaping
 
 MODEL_REWARD_KEY = "model_reward"
 """``info`` key of the pending model term (a ``Future`` of float32 [N]) in worker mode."""
+TRACKED_STATE = ("potential", "episode_steps", "episode_return")
+"""The per-world tensors a ``RewardModelEnv`` keeps across steps, saved with the env's state."""
 
 
 class RewardModelEnv(BatchedEnv):
@@ -33,9 +35,7 @@ class RewardModelEnv(BatchedEnv):
         if missing:
             raise ValueError(f"the reward model reads {missing}, which the environment does not render")
         self.env, self.model, self.cfg, self.keys = env, model, cfg, keys
-        self.num_envs, self.device = env.num_envs, env.device
-        self.observation_space, self.action_space = env.observation_space, env.action_space
-        self.max_episode_steps, self.control_hz = env.max_episode_steps, env.control_hz
+        adopt_spec(self, env_spec(env))
         n = env.num_envs
         self.potential = torch.zeros(n)
         """phi of each world's current state (potential shaping)."""
@@ -119,15 +119,7 @@ class RewardModelEnv(BatchedEnv):
             reward = self.cfg.env_weight * env_reward
         else:
             term, success = self._model_term(reached, done, result.obs, self.episode_steps)
-            reward = combine_rewards(
-                env_reward,
-                term,
-                self.cfg.env_weight,
-                self.cfg.model_weight,
-                success,
-                self.cfg.success_bonus,
-                self.cfg.success_threshold,
-            )
+            reward = self._combine(env_reward, term, success, self.cfg.env_weight)
             self._report_returns(result, reward, done)
         self.episode_steps[done] = 0
         result.reward = reward.to(result.reward.device)
@@ -142,14 +134,15 @@ class RewardModelEnv(BatchedEnv):
         self, reached: Observation, done: torch.Tensor, next_obs: Observation, episode_steps: torch.Tensor
     ) -> torch.Tensor:
         term, success = self._model_term(reached, done, next_obs, episode_steps)
+        return self._combine(torch.zeros_like(term), term, success, 0.0)
+
+    def _combine(
+        self, env_reward: torch.Tensor, term: torch.Tensor, success: torch.Tensor | None, env_weight: float
+    ) -> torch.Tensor:
+        """``combine_rewards`` with the config's model weight and success bonus."""
+        cfg = self.cfg
         return combine_rewards(
-            torch.zeros_like(term),
-            term,
-            0.0,
-            self.cfg.model_weight,
-            success,
-            self.cfg.success_bonus,
-            self.cfg.success_threshold,
+            env_reward, term, env_weight, cfg.model_weight, success, cfg.success_bonus, cfg.success_threshold
         )
 
     def _report_returns(self, result: StepResult, reward: torch.Tensor, done: torch.Tensor) -> None:
@@ -169,11 +162,7 @@ class RewardModelEnv(BatchedEnv):
     def state_dict(self) -> dict[str, Any]:
         self._wait_worker()
         state = self.env.state_dict()
-        state["reward_model_env"] = {
-            "potential": self.potential.clone(),
-            "episode_steps": self.episode_steps.clone(),
-            "episode_return": self.episode_return.clone(),
-        }
+        state["reward_model_env"] = {name: getattr(self, name).clone() for name in TRACKED_STATE}
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> Observation:
@@ -181,9 +170,8 @@ class RewardModelEnv(BatchedEnv):
         own = state.pop("reward_model_env", None)
         obs = self.env.load_state_dict(state)
         if own is not None:
-            self.potential = own["potential"].clone()
-            self.episode_steps = own["episode_steps"].clone()
-            self.episode_return = own["episode_return"].clone()
+            for name in TRACKED_STATE:
+                setattr(self, name, own[name].clone())
         return obs
 
     def world_seed(self, seed: int, world: int) -> int | list[int]:

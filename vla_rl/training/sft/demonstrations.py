@@ -21,12 +21,12 @@ def take_episodes(episodes: Iterable[Episode], max_episodes: int = 0) -> list[Ep
 
 
 def load_demonstrations(path: str | Path | None, max_episodes: int = 0) -> list[Episode]:
-    """Episodes of the dataset at ``path`` (read with ``vla_rl.data.lerobot_format.LeRobotDataset``)."""
+    """Episodes of the dataset at ``path`` (read with ``vla_rl.data.lerobot_reader.LeRobotDataset``)."""
     if path is None or str(path) == "":
         raise ConfigError("config key 'data.path': give the demonstration dataset folder (data.path=DIR)")
     if not Path(path).is_dir():
         raise ConfigError(f"config key 'data.path': no dataset folder at {path}")
-    from vla_rl.data.lerobot_format import LeRobotDataset
+    from vla_rl.data.lerobot_reader import LeRobotDataset
 
     episodes = take_episodes(LeRobotDataset(path).episodes(), max_episodes)
     if not episodes:
