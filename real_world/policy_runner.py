@@ -62,14 +62,13 @@ def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
     CPU, in eval mode."""
     from omegaconf import OmegaConf
 
-    from vla_rl.policies.base import ActorCriticPolicy
-    from vla_rl.policies.registry import policy_class
+    from vla_rl.policies.registry import is_state_policy, policy_class
     from vla_rl.training.checkpoint import CONFIG_FILENAME
     from vla_rl.training.jobs import resolve_run_checkpoint
 
     directory = resolve_run_checkpoint(checkpoint, "checkpoint")
     name = OmegaConf.select(OmegaConf.load(directory / CONFIG_FILENAME), "policy.name")
-    if issubclass(policy_class(str(name)), ActorCriticPolicy):
+    if is_state_policy(policy_class(str(name))):
         return _load_actor_critic(directory)
     return _load_chunk_policy(directory, str(name))
 

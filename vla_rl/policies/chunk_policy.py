@@ -19,11 +19,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from vla_rl.envs.base import Observation
+from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, field_slices
 
 LOG_PROB_LEVELS = ("token", "action", "chunk")
@@ -102,6 +104,8 @@ class ChunkPolicy(nn.Module, ABC):
     """Granularities this family supports (a subset of ``LOG_PROB_LEVELS``)."""
     registry_name: str = ""
     """The class's name in ``vla_rl.policies.registry.POLICIES`` (written into saved checkpoints)."""
+    config_file: str = ""
+    """File name of the JSON config written by the default ``save_pretrained``."""
     critic_trains_features: bool = True
     """Whether the value loss reaches the features the value head reads (shared with the actor);
     RL sets it from ``algorithm.critic_trains_features``. False trains the value head alone."""
@@ -158,14 +162,27 @@ class ChunkPolicy(nn.Module, ABC):
         bool [N, chunk_len] is False for steps past the end of the episode (padding).
         """
 
-    @abstractmethod
     def save_pretrained(self, directory: str | Path) -> None:
-        """Write weights (safetensors), config and action statistics to ``directory``."""
+        """Write weights (safetensors), config and action statistics to ``directory``.
+
+        By default the dataclass ``self.cfg`` as ``config_file`` next to ``model.safetensors``
+        (``pretrained_io``); families with more parts (a backbone, a tokenizer) override it."""
+        save_module_dir(self, self.cfg.to_dict(), directory, self.config_file)
 
     @classmethod
-    @abstractmethod
     def from_pretrained(cls, directory: str | Path) -> ChunkPolicy:
-        """Load a policy written by ``save_pretrained`` (local directory only, never a hub)."""
+        """Load a policy written by ``save_pretrained`` (local directory only, never a hub).
+
+        By default ``from_config`` of the saved config, with the saved weights."""
+        config, state = read_module_dir(directory, cls.config_file)
+        policy = cls.from_config(config)
+        policy.load_state_dict(state)
+        return policy
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ChunkPolicy:
+        """A fresh policy from the config dict that the default ``save_pretrained`` writes."""
+        raise NotImplementedError(f"{cls.__name__} is saved its own way: it overrides from_pretrained")
 
 
 def check_log_prob_level(policy: ChunkPolicy, level: str) -> None:

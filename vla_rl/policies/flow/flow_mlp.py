@@ -10,8 +10,8 @@ are modelled directly in env units (already in [-1, 1]) and clipped to that rang
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -40,7 +40,7 @@ from vla_rl.policies.flow.exploration import (
     stored_step_mask,
 )
 from vla_rl.policies.layers import VectorObsEncoder, activation_class, build_mlp
-from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
+from vla_rl.policies.pretrained_io import DictConfig
 
 CONFIG_FILE = "flow_mlp_config.json"
 MIN_PERIOD = 0.1
@@ -50,7 +50,7 @@ MAX_PERIOD = 4.0
 
 
 @dataclass
-class FlowMLPConfig:
+class FlowMLPConfig(DictConfig):
     """Sizes of the flow MLP policy (saved as JSON next to its weights)."""
 
     chunk_len: int = 1
@@ -106,18 +106,8 @@ class FlowMLPConfig:
     def __post_init__(self) -> None:
         self.exploration_config().validate()  # a bad exploration setting fails here, before any work
 
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
     def exploration_config(self) -> ExplorationConfig:
         return exploration_config_of(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object]) -> FlowMLPConfig:
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown FlowMLPConfig fields {sorted(unknown)}")
-        return cls(**data)  # type: ignore[arg-type]
 
 
 def sinusoidal_time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -177,6 +167,7 @@ class FlowMLPPolicy(ChunkPolicy):
     """Velocity MLP ``v(x_t, t, obs features)`` over the flattened chunk, with a value head."""
 
     registry_name = "flow_mlp"
+    config_file = CONFIG_FILE
 
     log_prob_levels = ("chunk",)
 
@@ -217,7 +208,11 @@ class FlowMLPPolicy(ChunkPolicy):
         values = dict(kwargs)
         if "proprio_dim" in values:
             values.setdefault("vector_obs_dims", {"proprio": int(values.pop("proprio_dim"))})  # type: ignore[arg-type]
-        return cls(FlowMLPConfig.from_dict(values))
+        return cls.from_config(values)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> FlowMLPPolicy:
+        return cls(FlowMLPConfig.from_dict(config))
 
     @property
     def num_steps(self) -> int:
@@ -323,13 +318,3 @@ class FlowMLPPolicy(ChunkPolicy):
         weights = mask.to(per_step.dtype)
         loss = (per_step * weights).sum() / weights.sum().clamp(min=1.0)
         return SFTOutput(loss=loss, metrics={"flow_mse": float(loss.detach())})
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        save_module_dir(self, self.cfg.to_dict(), directory, CONFIG_FILE)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path) -> FlowMLPPolicy:
-        config, state = read_module_dir(directory, CONFIG_FILE)
-        policy = cls(FlowMLPConfig.from_dict(config))
-        policy.load_state_dict(state)
-        return policy

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 
 from transformers import PI0Config
 
 from vla_rl.policies.chunk_policy import proprio_columns
 from vla_rl.policies.flow.exploration import ExplorationConfig, exploration_config_of
 from vla_rl.policies.flow.normalization import NormStats
+from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
 
 @dataclass
-class Pi0PolicyConfig:
+class Pi0PolicyConfig(DictConfig):
     """What our wrapper adds around transformers' pi0 model (saved as JSON next to its weights)."""
 
     action_dim: int = 4
@@ -90,18 +91,8 @@ class Pi0PolicyConfig:
         if isinstance(self.state_stats, dict):
             self.state_stats = NormStats(**self.state_stats)
 
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
     def exploration_config(self) -> ExplorationConfig:
         return exploration_config_of(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object]) -> Pi0PolicyConfig:
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown Pi0PolicyConfig fields {sorted(unknown)}")
-        return cls(**data)  # type: ignore[arg-type]
 
 
 @dataclass
