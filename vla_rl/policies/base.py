@@ -5,19 +5,25 @@ means of a chunk at once: one diagonal Gaussian over the flattened chunk, with a
 ``log_std``. With ``chunk_len = 1`` it is the state PPO policy, which acts step by step through
 ``act`` / ``evaluate_actions`` / ``get_value`` (``PolicyStep``, the fast state path); chunk RL and
 SFT use the ``ChunkPolicy`` methods, under the registry name ``gaussian`` (config
-``GaussianChunkConfig``). Chunk log-probabilities are per action (``[N, chunk_len]``, summed over
-the action dims) or per chunk (``[N]``); ``temperature`` scales the standard deviation.
+``GaussianChunkConfig``, saved as ``gaussian_chunk_config.json`` next to the weights). Chunk
+log-probabilities are per action (``[N, chunk_len]``, summed over the action dims) or per chunk
+(``[N]``); ``temperature`` scales the standard deviation.
+
+SFT loss (``sft_loss_type``): ``"nll"`` is the negative log-likelihood of the demonstrated actions
+per real action (it also fits ``log_std``); ``"mse"`` is the mean squared error of the mean action
+(deterministic behaviour cloning, ``log_std`` untouched).
 """
 
 from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -26,13 +32,13 @@ from vla_rl.policies.chunk_policy import (
     ChunkEvaluation,
     ChunkPolicy,
     ChunkStep,
+    SampleInfo,
     SFTOutput,
-    check_log_prob_level,
 )
 from vla_rl.policies.config import PolicyConfig
-from vla_rl.policies.gaussian_chunk import CONFIG_FILE, GaussianChunkConfig
+from vla_rl.policies.layers import is_image_key
 from vla_rl.policies.obs_keys import with_env_obs_keys
-from vla_rl.policies.pretrained_io import read_module_dir
+from vla_rl.policies.pretrained_io import DictConfig, read_module_dir
 from vla_rl.registry import resolve
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -44,6 +50,8 @@ GAUSSIAN_POLICIES: dict[str, str] = {
     "cnn": "vla_rl.policies.cnn:GaussianCNNPolicy",
 }
 """The Gaussian actor-critics by ``PolicyConfig.name`` (part of ``vla_rl.policies.registry.POLICIES``)."""
+CONFIG_FILE = "gaussian_chunk_config.json"
+SFT_LOSSES = ("nll", "mse")
 WRAPPED_PREFIX = "policy."
 """Prefix of the weights in ``gaussian`` folders written when a chunk policy wrapped the state policy."""
 
@@ -73,6 +81,51 @@ def gaussian_log_prob(action: torch.Tensor, mean: torch.Tensor, std: torch.Tenso
 def gaussian_entropy(std: torch.Tensor) -> torch.Tensor:
     """Entropy of a diagonal Gaussian, summed over the last (action) dimension."""
     return (0.5 + LOG_SQRT_2PI + std.log()).sum(dim=-1)
+
+
+@dataclass
+class GaussianChunkConfig(DictConfig):
+    """The Gaussian policy's config plus the observation shapes it is built for."""
+
+    chunk_len: int = 1
+    """Actions per chunk (1 = the plain PPO policy)."""
+    action_dim: int = 4
+    """Values per action."""
+    obs_shapes: dict[str, list[int]] = field(default_factory=lambda: {"proprio": [0]})
+    """Observation key -> shape of one world's value (``rgb_*`` keys: [H, W, 3], uint8)."""
+    policy: dict[str, object] = field(default_factory=dict)
+    """``PolicyConfig`` fields (``name``: ``mlp`` or ``cnn``, keys, hidden sizes, ...)."""
+    sft_loss_type: str = "nll"
+    """``nll`` (Gaussian negative log-likelihood) or ``mse`` (of the mean)."""
+
+    def __post_init__(self) -> None:
+        if self.sft_loss_type not in SFT_LOSSES:
+            raise ValueError(f"sft_loss_type must be one of {SFT_LOSSES}, got {self.sft_loss_type!r}")
+
+    def observation_space(self) -> gym.spaces.Dict:
+        spaces = {}
+        for key, shape in self.obs_shapes.items():
+            if is_image_key(key):
+                spaces[key] = gym.spaces.Box(0, 255, tuple(shape), np.uint8)
+            else:
+                spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(shape), np.float32)
+        return gym.spaces.Dict(spaces)
+
+    def action_space(self) -> gym.spaces.Box:
+        """The space of one action (the policy outputs ``chunk_len`` of them)."""
+        return gym.spaces.Box(-1.0, 1.0, (self.action_dim,), np.float32)
+
+
+@dataclass
+class GaussianChunkBuildSettings(GaussianChunkConfig):
+    """The construction values of ``gaussian`` (an SFT config's ``policy.kwargs``, the keywords of
+    ``build``): the ``GaussianChunkConfig`` fields with the Gaussian policy's typed, plus a shorthand."""
+
+    policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(actor_obs_keys=["proprio"]))  # type: ignore[assignment]
+    """The Gaussian policy's ``PolicyConfig`` fields (``name``: ``mlp`` or ``cnn``, keys, hidden
+    sizes, ...); the actor reads ``proprio`` unless ``actor_obs_keys`` says otherwise."""
+    proprio_dim: int | None = None
+    """Short for ``obs_shapes: {proprio: [proprio_dim]}`` (ignored when ``obs_shapes`` is given)."""
 
 
 class ActorCriticPolicy(ChunkPolicy):
@@ -202,43 +255,27 @@ class ActorCriticPolicy(ChunkPolicy):
         per_action = gaussian_log_prob(actions, mean, std)
         return per_action if level == "action" else per_action.sum(dim=-1)
 
-    def sample(
-        self,
-        obs: Observation,
-        *,
-        temperature: float = 1.0,
-        deterministic: bool = False,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _sample(
+        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
     ) -> ChunkStep:
         """Actions are the raw Gaussian samples (the env clips to [-1, 1]), as in PPO."""
-        check_log_prob_level(self, log_prob_level)
-        with torch.no_grad():
-            mean, std, value = self.distribution(obs, temperature)
-            actions = mean if deterministic else mean + std * torch.randn_like(mean)
-            log_prob = self._log_prob(actions, mean, std, log_prob_level)
+        mean, std, value = self.distribution(obs, temperature)
+        actions = mean if deterministic else mean + std * torch.randn_like(mean)
         return ChunkStep(
             actions=actions,
-            log_prob=log_prob,
+            log_prob=self._log_prob(actions, mean, std, level),
             value=value if with_value else None,
             sample_info={"actions": actions},
         )
 
-    def evaluate(
-        self,
-        obs: Observation,
-        sample_info: dict[str, torch.Tensor],
-        *,
-        temperature: float = 1.0,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _evaluate(
+        self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
     ) -> ChunkEvaluation:
-        check_log_prob_level(self, log_prob_level)
         mean, std, value = self.distribution(obs, temperature)
         entropy = gaussian_entropy(std)
         return ChunkEvaluation(
-            log_prob=self._log_prob(sample_info["actions"], mean, std, log_prob_level),
-            entropy=entropy if log_prob_level == "action" else entropy.sum(dim=-1),
+            log_prob=self._log_prob(sample_info["actions"], mean, std, level),
+            entropy=entropy if level == "action" else entropy.sum(dim=-1),
             value=value if with_value else None,
         )
 

@@ -29,6 +29,8 @@ from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, field_slices
 
 LOG_PROB_LEVELS = ("token", "action", "chunk")
+SampleInfo = dict[str, torch.Tensor]
+"""What a sample stores for ``evaluate`` (``ChunkStep.sample_info``)."""
 
 
 def state_vector(
@@ -130,7 +132,6 @@ class ChunkPolicy(nn.Module, ABC):
         Families document their keyword arguments; the SFT and RL configs pass them through.
         """
 
-    @abstractmethod
     def sample(
         self,
         obs: Observation,
@@ -140,9 +141,13 @@ class ChunkPolicy(nn.Module, ABC):
         log_prob_level: str = "chunk",
         with_value: bool = False,
     ) -> ChunkStep:
-        """Sample an action chunk per observation (greedy / noise-free when ``deterministic``)."""
+        """Sample an action chunk per observation (greedy / noise-free when ``deterministic``).
 
-    @abstractmethod
+        Checks the level and runs the family's ``_sample`` without gradients."""
+        check_log_prob_level(self, log_prob_level)
+        with torch.no_grad():
+            return self._sample(obs, temperature, deterministic, log_prob_level, with_value)
+
     def evaluate(
         self,
         obs: Observation,
@@ -152,7 +157,23 @@ class ChunkPolicy(nn.Module, ABC):
         log_prob_level: str = "chunk",
         with_value: bool = False,
     ) -> ChunkEvaluation:
-        """Log-probability (with gradients) of samples described by ``sample_info``."""
+        """Log-probability (with gradients) of samples described by ``sample_info``.
+
+        Checks the level and runs the family's ``_evaluate``."""
+        check_log_prob_level(self, log_prob_level)
+        return self._evaluate(obs, sample_info, temperature, log_prob_level, with_value)
+
+    def _sample(
+        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
+    ) -> ChunkStep:
+        """``sample`` of a family, at a ``level`` it provides."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither sample nor _sample")
+
+    def _evaluate(
+        self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
+    ) -> ChunkEvaluation:
+        """``evaluate`` of a family, at a ``level`` it provides."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither evaluate nor _evaluate")
 
     @abstractmethod
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:

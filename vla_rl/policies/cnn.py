@@ -97,26 +97,18 @@ IMAGE_ENCODERS: dict[str, type[ImageEncoder] | type[KeypointImageEncoder]] = {
 
 
 def build_image_encoder(
-    kind: str,
-    keys: list[str],
-    observation_space: gym.spaces.Dict,
-    channels: list[int],
-    feature_dim: int,
-    activation: str,
-    kernel_stride: list[list[int]] | None = None,
-    coord_channels: bool = False,
+    cfg: PolicyConfig, keys: list[str], observation_space: gym.spaces.Dict
 ) -> ImageEncoder | KeypointImageEncoder:
-    """The ``kind`` image encoder (``conv`` or ``spatial_softmax``) for the cameras ``keys``;
-    ``kernel_stride`` and ``coord_channels`` are options of ``conv``."""
+    """The ``cfg.image_encoder`` encoder (``conv`` or ``spatial_softmax``) for the cameras ``keys``;
+    ``cnn_kernel_stride`` and ``cnn_coord_channels`` are options of ``conv``."""
+    kind, sizes = cfg.image_encoder, (cfg.cnn_channels, cfg.cnn_feature_dim, cfg.activation)
     if kind not in IMAGE_ENCODERS:
         raise ValueError(f"unknown image encoder {kind!r}; known: {sorted(IMAGE_ENCODERS)}")
     if kind != "conv":
-        if kernel_stride is not None or coord_channels:
+        if cfg.cnn_kernel_stride is not None or cfg.cnn_coord_channels:
             raise ValueError("cnn_kernel_stride and cnn_coord_channels are options of image_encoder=conv")
-        return IMAGE_ENCODERS[kind](keys, observation_space, channels, feature_dim, activation)
-    return ImageEncoder(
-        keys, observation_space, channels, feature_dim, activation, kernel_stride, coord_channels
-    )
+        return IMAGE_ENCODERS[kind](keys, observation_space, *sizes)
+    return ImageEncoder(keys, observation_space, *sizes, cfg.cnn_kernel_stride, cfg.cnn_coord_channels)
 
 
 class GaussianCNNPolicy(ActorCriticPolicy):
@@ -150,23 +142,11 @@ class GaussianCNNPolicy(ActorCriticPolicy):
             self.actor_vector_keys + self.critic_vector_keys + aux_keys, observation_space, cfg.normalize_obs
         )
 
-        def image_encoder(keys: list[str]) -> ImageEncoder | KeypointImageEncoder:
-            return build_image_encoder(
-                cfg.image_encoder,
-                keys,
-                observation_space,
-                cfg.cnn_channels,
-                cfg.cnn_feature_dim,
-                cfg.activation,
-                cfg.cnn_kernel_stride,
-                cfg.cnn_coord_channels,
-            )
-
-        self.actor_encoder = image_encoder(self.actor_image_keys)
+        self.actor_encoder = build_image_encoder(cfg, self.actor_image_keys, observation_space)
         self.shared_encoder = bool(cfg.share_encoder) and self.critic_image_keys == self.actor_image_keys
         self.critic_encoder: ImageEncoder | KeypointImageEncoder | None = None
         if self.critic_image_keys and not self.shared_encoder:
-            self.critic_encoder = image_encoder(self.critic_image_keys)
+            self.critic_encoder = build_image_encoder(cfg, self.critic_image_keys, observation_space)
 
         actor_in = cfg.cnn_feature_dim + self.obs_encoder.output_dim(self.actor_vector_keys)
         critic_in = self.obs_encoder.output_dim(self.critic_vector_keys)

@@ -23,18 +23,17 @@ from vla_rl.policies.chunk_policy import (
     ChunkEvaluation,
     ChunkPolicy,
     ChunkStep,
+    SampleInfo,
     SFTOutput,
-    check_log_prob_level,
 )
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
-    ExplorationConfig,
+    ExplorationFields,
     NoiseHead,
     chain_log_prob_and_entropy,
     chain_transitions,
-    exploration_config_of,
     exploration_modules,
     sample_chain,
     stored_step_mask,
@@ -50,7 +49,7 @@ MAX_PERIOD = 4.0
 
 
 @dataclass
-class FlowMLPConfig(DictConfig):
+class FlowMLPConfig(ExplorationFields, DictConfig):
     """Sizes of the flow MLP policy (saved as JSON next to its weights)."""
 
     chunk_len: int = 1
@@ -79,35 +78,11 @@ class FlowMLPConfig(DictConfig):
     """Activation of all MLPs."""
     num_denoising_steps: int = 10
     """Euler steps K from noise to action."""
-    noise_level: float = 0.5
-    """Scale of the noise injected in the stochastic chain (see ``exploration``)."""
-    exploration: str = "euler_maruyama"
-    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise``
-    (``vla_rl.policies.flow.exploration``)."""
-    sde_one_step: bool = False
-    """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
-    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
-    """``flow_noise``: [min, max] of the learned standard deviation."""
-    noise_std_profile: str = "flat"
-    """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
-    Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
-    noise_mean: str = "euler"
-    """``flow_noise``: each noisy step's mean, the Euler step (``euler``, pi_RL's) or Flow-SDE's
-    marginal-preserving mean for the learned variance (``sde``; ``ExplorationConfig.mean``)."""
-    noisy_chunk_steps: int = 0
-    """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
-    and leave the log-probability. 0: all."""
-    chain_log_prob: str = "sum"
-    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps, as
-    pi_RL scores Flow-Noise chains (``ExplorationConfig.chain_log_prob``)."""
     value_hidden_sizes: list[int] = field(default_factory=lambda: [64])
     """Hidden widths of the value head."""
 
     def __post_init__(self) -> None:
         self.exploration_config().validate()  # a bad exploration setting fails here, before any work
-
-    def exploration_config(self) -> ExplorationConfig:
-        return exploration_config_of(self)
 
 
 def sinusoidal_time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -238,30 +213,22 @@ class FlowMLPPolicy(ChunkPolicy):
     def update_normalizer(self, obs: Observation) -> None:
         self.encoder.vectors.update(obs)
 
-    def sample(
-        self,
-        obs: Observation,
-        *,
-        temperature: float = 1.0,
-        deterministic: bool = False,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _sample(
+        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
     ) -> ChunkStep:
-        check_log_prob_level(self, log_prob_level)
         times = chain.denoising_times(self.num_steps).tolist()
-        with torch.no_grad():
-            features = self.features(obs)
-            batch = features.shape[0]
+        features = self.features(obs)
+        batch = features.shape[0]
 
-            def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-                return self.velocity_and_std(features, x, torch.full((batch,), times[k], device=x.device))
+        def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return self.velocity_and_std(features, x, torch.full((batch,), times[k], device=x.device))
 
-            noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
-            sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
-            log_prob, _ = chain_log_prob_and_entropy(
-                sampled.states, sampled.means, sampled.stds, sampled.step_mask, None, self.cfg.chain_log_prob
-            )
-            value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
+        noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
+        sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
+        log_prob, _ = chain_log_prob_and_entropy(
+            sampled.states, sampled.means, sampled.stds, sampled.step_mask, None, self.cfg.chain_log_prob
+        )
+        value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
         return ChunkStep(
             actions=sampled.states[:, -1].clamp(-1.0, 1.0),
             log_prob=log_prob,
@@ -269,17 +236,10 @@ class FlowMLPPolicy(ChunkPolicy):
             sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
         )
 
-    def evaluate(
-        self,
-        obs: Observation,
-        sample_info: dict[str, torch.Tensor],
-        *,
-        temperature: float = 1.0,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _evaluate(
+        self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
     ) -> ChunkEvaluation:
         """All K transitions of all chains in one batched pass of the velocity MLP."""
-        check_log_prob_level(self, log_prob_level)
         features = self.features(obs)
         chain_states = sample_info["chain"].to(features.device)
         batch, steps = chain_states.shape[0], self.num_steps
