@@ -98,7 +98,11 @@ class SFTOutput:
 
 
 class ChunkPolicy(nn.Module, ABC):
-    """Batched observation -> action chunk, with log-probabilities and an optional value head."""
+    """Batched observation -> action chunk, with log-probabilities and an optional value head.
+
+    A family implements ``build``, ``_sample``, ``_evaluate`` and ``sft_loss``, and either
+    ``from_config`` (saved as its dataclass ``cfg`` in ``config_file``) or its own
+    ``save_pretrained`` / ``from_pretrained``."""
 
     chunk_len: int
     action_dim: int
