@@ -25,6 +25,7 @@ from vla_rl.robots.panda import PANDA
 
 from vla_rl.config import ConfigError, TrainConfig, load_train_config_file
 from vla_rl.envs.config import EnvConfig
+from vla_rl.policies.chunk_policy import ChunkPolicy
 
 PolicyObservation = dict[str, Any]
 """One observation as the policy reads it: float32 vectors, uint8 images, the instruction string."""
@@ -38,9 +39,8 @@ class LoadedPolicy:
     """The training run's environment config (task, control mode and rate, cameras)."""
     obs_keys: list[str]
     """Observation keys the policy reads."""
-    policy: torch.nn.Module
-    chunked: bool = False
-    """An action-chunk policy (VLA, flow, chunk Gaussian): ``infer`` returns its whole chunk."""
+    policy: ChunkPolicy
+    """Every policy is a chunk policy: ``infer`` returns its whole chunk (one action for PPO's)."""
 
     @torch.no_grad()
     def infer(self, observation: PolicyObservation) -> np.ndarray:
@@ -50,10 +50,7 @@ class LoadedPolicy:
             key: torch.as_tensor(np.asarray(value))[None] if key != "instruction" else [value]
             for key, value in observation.items()
         }
-        if self.chunked:
-            actions = self.policy.sample(batch, deterministic=True).actions[0]
-        else:
-            actions = self.policy.act(batch, deterministic=True).action
+        actions = self.policy.sample(batch, deterministic=True).actions[0]
         return actions.clamp(-1.0, 1.0).numpy().astype(np.float32)
 
 
@@ -62,14 +59,13 @@ def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:
     CPU, in eval mode."""
     from omegaconf import OmegaConf
 
-    from vla_rl.policies.base import ActorCriticPolicy
-    from vla_rl.policies.registry import policy_class
+    from vla_rl.policies.registry import is_state_policy, policy_class
     from vla_rl.training.checkpoint import CONFIG_FILENAME
     from vla_rl.training.jobs import resolve_run_checkpoint
 
     directory = resolve_run_checkpoint(checkpoint, "checkpoint")
     name = OmegaConf.select(OmegaConf.load(directory / CONFIG_FILENAME), "policy.name")
-    if issubclass(policy_class(str(name)), ActorCriticPolicy):
+    if is_state_policy(policy_class(str(name))):
         return _load_actor_critic(directory)
     return _load_chunk_policy(directory, str(name))
 
@@ -97,7 +93,7 @@ def _load_chunk_policy(directory: Path, name: str) -> LoadedPolicy:
     except ValueError as error:
         raise ConfigError(f"config key 'checkpoint': {error}") from None
     obs_keys = ["proprio", *(f"rgb_{camera}" for camera in env_cfg.cameras)]
-    return LoadedPolicy(env=env_cfg, obs_keys=obs_keys, policy=policy.eval(), chunked=True)
+    return LoadedPolicy(env=env_cfg, obs_keys=obs_keys, policy=policy.eval())
 
 
 def save_chunk_policy_checkpoint(

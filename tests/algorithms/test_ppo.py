@@ -46,19 +46,19 @@ def test_first_minibatch_of_first_epoch_has_ratio_one_and_no_clipping():
 
 
 class FixedOutputPolicy(ActorCriticPolicy):
-    """``evaluate`` returns preset tensors, so the loss maths can be checked by hand."""
+    """``evaluate_actions`` returns preset tensors, so the loss maths can be checked by hand."""
 
     def __init__(self, log_prob, value, entropy) -> None:
-        super().__init__()
+        super().__init__(PolicyConfig(actor_obs_keys=[]), OBS_SPACE, ACTION_SPACE)
         self.scale = torch.nn.Parameter(torch.ones(()))
         self.outputs = (log_prob, entropy, value)
 
-    def evaluate(self, obs, action):
+    def evaluate_actions(self, obs, action):
         log_prob, entropy, value = self.outputs
         mean = torch.zeros_like(action)
         return log_prob * self.scale, entropy * self.scale, value * self.scale, mean, torch.ones_like(mean)
 
-    def act(self, obs, deterministic=False):
+    def mean_and_value(self, obs):
         raise NotImplementedError
 
     def get_value(self, obs):

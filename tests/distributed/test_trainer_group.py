@@ -32,7 +32,7 @@ class BehaviourCloningLoss(torch.nn.Module):
         self.policy = build_policy(cfg, OBS_SPACE, ACTION_SPACE)
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        log_prob, _, value, _, _ = self.policy.evaluate({"proprio": batch["obs"]}, batch["actions"])
+        log_prob, _, value, _, _ = self.policy.evaluate_actions({"proprio": batch["obs"]}, batch["actions"])
         return -log_prob.mean() + (value - batch["returns"]).square().mean()
 
 

@@ -5,6 +5,7 @@ import torch
 from test_policies import OBS_SPACE, random_obs
 
 from vla_rl.policies.cnn import ImageEncoder, build_image_encoder
+from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.layers import coordinate_planes
 
 
@@ -51,4 +52,6 @@ def test_bad_kernel_stride_is_a_clear_error(kernel_stride):
 
 def test_conv_options_are_refused_by_the_keypoint_encoder():
     with pytest.raises(ValueError, match="options of image_encoder=conv"):
-        build_image_encoder("spatial_softmax", ["rgb_front"], OBS_SPACE, [8], 16, "elu", coord_channels=True)
+        build_image_encoder(
+            PolicyConfig(image_encoder="spatial_softmax", cnn_coord_channels=True), ["rgb_front"], OBS_SPACE
+        )

@@ -2,8 +2,10 @@ import math
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
-from vla_rl.policies.gaussian_chunk import GaussianChunkPolicy
+from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.policies.pretrained_io import WEIGHTS_FILE
 from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
 
 torch.set_num_threads(1)
@@ -20,7 +22,7 @@ def make_obs(batch: int, seed: int = 0) -> dict:
     }
 
 
-def make_policy(seed: int = 0, **overrides: object) -> GaussianChunkPolicy:
+def make_policy(seed: int = 0, **overrides: object) -> ActorCriticPolicy:
     torch.manual_seed(seed)
     values: dict[str, object] = {
         "chunk_len": 1,
@@ -32,12 +34,12 @@ def make_policy(seed: int = 0, **overrides: object) -> GaussianChunkPolicy:
     return build_chunk_policy("gaussian", **values)
 
 
-def zero_mean(policy: GaussianChunkPolicy, log_std: float) -> None:
+def zero_mean(policy: ActorCriticPolicy, log_std: float) -> None:
     with torch.no_grad():
-        last = policy.policy.actor[-1]
+        last = policy.actor[-1]
         last.weight.zero_()
         last.bias.zero_()
-        policy.policy.log_std.fill_(log_std)
+        policy.log_std.fill_(log_std)
 
 
 def test_log_prob_by_hand_at_both_levels():
@@ -55,12 +57,12 @@ def test_log_prob_by_hand_at_both_levels():
     torch.testing.assert_close(chunk.entropy, torch.tensor([4 * 0.725791]), atol=1e-5, rtol=0)
 
 
-def test_chunk_len_one_matches_the_wrapped_ppo_policy():
+def test_chunk_len_one_matches_the_ppo_state_path():
     policy = make_policy()
     obs = make_obs(4)
     step = policy.sample(obs, log_prob_level="chunk", with_value=True)
     assert step.actions.shape == (4, 1, 2)
-    log_prob, _, value, _, _ = policy.policy.evaluate(obs, step.actions[:, 0])
+    log_prob, _, value, _, _ = policy.evaluate_actions(obs, step.actions[:, 0])
     torch.testing.assert_close(step.log_prob, log_prob)
     torch.testing.assert_close(step.value, value)
 
@@ -116,7 +118,7 @@ def test_save_load_round_trip_with_a_cnn(tmp_path):
         },
     )
     obs = make_obs(3)
-    policy.policy.update_normalizer(obs)
+    policy.update_normalizer(obs)
     policy.save_pretrained(tmp_path)
     loaded = load_chunk_policy("gaussian", tmp_path)
     torch.manual_seed(5)
@@ -126,6 +128,19 @@ def test_save_load_round_trip_with_a_cnn(tmp_path):
     assert torch.equal(before.actions, after.actions)
     assert torch.equal(before.log_prob, after.log_prob)
     assert torch.equal(before.value, after.value)
+
+
+def test_folders_of_the_former_wrapper_load(tmp_path):
+    """``gaussian`` folders written when a chunk policy wrapped the state policy hold its weights
+    under ``policy.``; they load into the policy itself."""
+    policy = make_policy(chunk_len=2)
+    policy.save_pretrained(tmp_path)
+    weights = tmp_path / WEIGHTS_FILE
+    save_file({f"policy.{name}": value for name, value in load_file(str(weights)).items()}, str(weights))
+    loaded = load_chunk_policy("gaussian", tmp_path)
+    assert type(loaded) is type(policy)
+    for name, value in policy.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value), name
 
 
 def test_token_level_is_refused():

@@ -6,7 +6,7 @@ from test_policies import ACTION_SPACE, OBS_SPACE, random_obs, small_cfg
 
 from vla_rl.algorithms.config import PPOConfig
 from vla_rl.algorithms.ppo import PPO
-from vla_rl.policies import build_policy
+from vla_rl.policies import PolicyConfig, build_policy
 from vla_rl.policies.cnn import build_image_encoder
 from vla_rl.policies.keypoints import KeypointImageEncoder, SpatialSoftmax
 
@@ -38,7 +38,7 @@ def test_keypoint_encoder_outputs_features_and_keypoints_in_the_unit_square():
 
 def test_unknown_image_encoder_names_the_known_ones():
     with pytest.raises(ValueError, match="conv.*spatial_softmax"):
-        build_image_encoder("resnet", ["rgb_front"], OBS_SPACE, [8], 16, "elu")
+        build_image_encoder(PolicyConfig(image_encoder="resnet"), ["rgb_front"], OBS_SPACE)
 
 
 def _aux_policy(**overrides):

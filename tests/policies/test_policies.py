@@ -55,7 +55,7 @@ def test_output_shapes_and_evaluate_agrees_with_act(cfg):
     step = policy.act(obs)
     assert step.action.shape == step.mean.shape == step.std.shape == (6, 4)
     assert step.log_prob.shape == step.value.shape == (6,)
-    log_prob, entropy, value, mean, std = policy.evaluate(obs, step.action)
+    log_prob, entropy, value, mean, std = policy.evaluate_actions(obs, step.action)
     torch.testing.assert_close(log_prob, step.log_prob)
     torch.testing.assert_close(value, step.value)
     torch.testing.assert_close(value, policy.get_value(obs))
@@ -75,7 +75,7 @@ def test_log_prob_and_entropy_by_hand_in_one_dimension():
     torch.nn.init.zeros_(last.weight)
     torch.nn.init.constant_(last.bias, 0.5)  # mean 0.5, std 2
     obs = {"proprio": torch.zeros(1, 2)}
-    log_prob, entropy, _, mean, std = policy.evaluate(obs, torch.tensor([[1.5]]))
+    log_prob, entropy, _, mean, std = policy.evaluate_actions(obs, torch.tensor([[1.5]]))
     # log N(1.5; 0.5, 2) = -0.5 * (1/2)^2 - log 2 - 0.5 log(2 pi) = -0.125 - 0.693147 - 0.918939
     torch.testing.assert_close(log_prob, torch.tensor([-1.737086]))
     # entropy = 0.5 + 0.5 log(2 pi) + log 2
@@ -89,7 +89,7 @@ def test_multidimensional_log_prob_matches_torch_distributions():
     policy = build_policy(small_cfg(init_log_std=-0.3), OBS_SPACE, ACTION_SPACE)
     obs = random_obs(5)
     action = torch.randn(5, 4)
-    log_prob, entropy, _, mean, std = policy.evaluate(obs, action)
+    log_prob, entropy, _, mean, std = policy.evaluate_actions(obs, action)
     reference = torch.distributions.Normal(mean, std)
     torch.testing.assert_close(log_prob, reference.log_prob(action).sum(-1))
     torch.testing.assert_close(entropy, reference.entropy().sum(-1))
@@ -155,6 +155,6 @@ def test_default_cnn_forward_backward_on_a_batch_of_1024_is_fast():
     policy = build_policy(cfg, OBS_SPACE, ACTION_SPACE)
     obs = random_obs(1024)
     start = time.perf_counter()
-    log_prob, entropy, value, _, _ = policy.evaluate(obs, torch.zeros(1024, 4))
+    log_prob, entropy, value, _, _ = policy.evaluate_actions(obs, torch.zeros(1024, 4))
     (log_prob.mean() + value.mean()).backward()
     assert time.perf_counter() - start < 5.0

@@ -1,4 +1,4 @@
-"""One policy table for state and chunk policies; each builder refuses the other family."""
+"""One policy table; the state policies are chunk policies, and the state builder refuses the rest."""
 
 from __future__ import annotations
 
@@ -18,13 +18,14 @@ def test_state_and_chunk_policies_share_one_table() -> None:
     assert registered_chunk_policies() == ["chunk_vla", "flow_mlp", "gaussian", "pi0", "token_vla"]
 
 
-def test_each_builder_names_the_other_family() -> None:
-    with pytest.raises(ValueError, match="'mlp' is not a chunk policy"):
-        chunk_policy_class("mlp")
-    with pytest.raises(ValueError, match="'gaussian' is not a state policy"):
-        build_policy(PolicyConfig(name="gaussian"), None, None)  # type: ignore[arg-type]
+def test_state_policies_are_chunk_policies_and_the_state_builder_refuses_the_rest() -> None:
+    assert issubclass(chunk_policy_class("mlp"), chunk_policy_class("gaussian"))
+    assert issubclass(chunk_policy_class("cnn"), chunk_policy_class("gaussian"))
+    for name in ("gaussian", "flow_mlp"):
+        with pytest.raises(ValueError, match=f"'{name}' is not a state policy"):
+            build_policy(PolicyConfig(name=name), None, None)  # type: ignore[arg-type]
 
 
 def test_chunk_policy_classes_carry_their_table_name() -> None:
-    for name in ("gaussian", "flow_mlp"):
+    for name in ("gaussian", "flow_mlp", "mlp", "cnn"):
         assert chunk_policy_class(name).registry_name == name

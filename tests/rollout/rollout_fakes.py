@@ -8,6 +8,7 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv, StepResult
 from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
+from vla_rl.policies.config import PolicyConfig
 
 
 class CountingEnv(BatchedEnv):
@@ -60,7 +61,7 @@ class LinearValuePolicy(ActorCriticPolicy):
     """V(obs) = 10 * proprio[0]; actions are a fixed 3.0 (outside [-1, 1] to test clipping)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(PolicyConfig(actor_obs_keys=[]), gym.spaces.Dict(), gym.spaces.Box(-1, 1, (1,)))
         self.normalizer_updates = 0
 
     def get_value(self, obs):
@@ -71,7 +72,7 @@ class LinearValuePolicy(ActorCriticPolicy):
         action = torch.full((n, 1), 3.0)
         return PolicyStep(action, torch.zeros(n), self.get_value(obs), action.clone(), torch.ones(n, 1))
 
-    def evaluate(self, obs, action):
+    def mean_and_value(self, obs):
         raise NotImplementedError
 
     def update_normalizer(self, obs):

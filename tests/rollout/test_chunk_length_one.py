@@ -1,6 +1,6 @@
-"""A chunk policy of length 1 is the state case: the one collector, running the Gaussian MLP wrapped
-as a ``gaussian`` chunk policy of one action, stores what it stores for the MLP itself as a state
-policy, from the same seed, entry for entry, truncation bootstraps included (both form
+"""A chunk policy of length 1 is the state case: the one collector, running the Gaussian MLP as a
+``gaussian`` chunk policy of one action, stores what it stores for the same MLP as a state policy,
+from the same seed, entry for entry, truncation bootstraps included (both form
 ``r + gamma * V(final obs)`` in float32). What differs between the two kinds of policy is explicit:
 ``normalize_obs`` and ``clamp_actions`` default on for state policies and off for chunk policies."""
 
@@ -17,7 +17,7 @@ STEPS, GAMMA = 5, 0.9
 
 def test_the_collector_at_chunk_length_1_stores_the_state_policys_rollout():
     torch.manual_seed(0)
-    wrapped = build_chunk_policy(
+    policy = build_chunk_policy(
         "gaussian",
         chunk_len=1,
         action_dim=1,
@@ -27,9 +27,9 @@ def test_the_collector_at_chunk_length_1_stores_the_state_policys_rollout():
     env = CountingEnv()  # world 0's episodes are truncated every 2 steps, world 1's terminate
     state = RolloutBuffer(STEPS, env.num_envs, env.observation_space, action_dim=1)
     torch.manual_seed(1)
-    _, state_stats = RolloutCollector(env, wrapped.policy, state, GAMMA).collect(env.reset()[0])
+    _, state_stats = RolloutCollector(env, policy, state, GAMMA).collect(env.reset()[0])
     torch.manual_seed(1)
-    collector = RolloutCollector(CountingEnv(), wrapped, gamma=GAMMA, execute_steps=1)
+    collector = RolloutCollector(CountingEnv(), policy, gamma=GAMMA, execute_steps=1)
     _, chunk_stats = collector.collect(CountingEnv().reset()[0], STEPS)
     chunk = collector.buffer
 
@@ -95,8 +95,8 @@ def test_a_chunk_policy_without_a_normaliser_cannot_normalise():
 def test_the_rollout_length_is_the_state_buffers_or_the_chunk_callers():
     env = CountingEnv()
     buffer = RolloutBuffer(2, env.num_envs, env.observation_space, action_dim=1)
-    with pytest.raises(ValueError, match="pass buffer="):
-        RolloutCollector(env, LinearValuePolicy(), gamma=GAMMA)
+    with pytest.raises(ValueError, match="holds the steps of a state policy"):
+        RolloutCollector(env, ConstantChunkPolicy(), buffer, GAMMA)
     with pytest.raises(ValueError, match="holds 2 steps, not 3"):
         RolloutCollector(env, LinearValuePolicy(), buffer, GAMMA).collect(env.reset()[0], 3)
     with pytest.raises(ValueError, match="needs num_decisions"):

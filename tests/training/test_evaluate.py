@@ -119,23 +119,24 @@ def test_observations_reach_the_policy_on_its_device() -> None:
     """``vla-rl eval`` loads the policy on the CPU while a GPU simulator returns CUDA tensors (and a
     run may do the reverse): evaluation moves each observation to the policy's device. The ``meta``
     device stands in for the other device: mixing it with CPU tensors raises as CUDA does."""
-    from torch import nn
+    import gymnasium as gym
 
-    from vla_rl.policies.base import ActorCriticPolicy, PolicyStep
+    from vla_rl.policies.base import ActorCriticPolicy
+    from vla_rl.policies.chunk_policy import ChunkStep
 
     class PolicyOnAnotherDevice(ActorCriticPolicy):
         def __init__(self) -> None:
-            super().__init__()
-            self.scale = nn.Parameter(torch.ones(2, device="meta"))
+            super().__init__(PolicyConfig(actor_obs_keys=[]), gym.spaces.Dict(), gym.spaces.Box(-1, 1, (2,)))
+            self.to("meta")
             self.seen: list[str] = []
 
-        def act(self, obs, deterministic: bool = False) -> PolicyStep:  # noqa: ANN001
-            obs["proprio"] * self.scale  # what a network does first; raises on a device mismatch
+        def sample(self, obs, **_: object) -> ChunkStep:  # noqa: ANN001
+            obs["proprio"] * self.log_std  # what a network does first; raises on a device mismatch
             self.seen.append(obs["proprio"].device.type)
-            zeros = torch.zeros(len(obs["proprio"]), 2)  # meta tensors cannot be copied back
-            return PolicyStep(zeros, zeros[:, 0], zeros[:, 0], zeros, zeros)
+            zeros = torch.zeros(len(obs["proprio"]), 1, 2)  # meta tensors cannot be copied back
+            return ChunkStep(actions=zeros, log_prob=zeros[:, 0, 0])
 
-        def evaluate(self, obs, action):  # noqa: ANN001, ANN202
+        def mean_and_value(self, obs):  # noqa: ANN001, ANN202
             raise NotImplementedError
 
         def get_value(self, obs):  # noqa: ANN001, ANN202

@@ -98,7 +98,7 @@ class PPO:
         ranks normalise the whole minibatch before taking their share)."""
         cfg = self.cfg
         batch = _valid_only(batch)
-        log_prob, entropy, value, mean, std = self.policy.evaluate(batch["obs"], batch["actions"])
+        log_prob, entropy, value, mean, std = self.policy.evaluate_actions(batch["obs"], batch["actions"])
         advantages = batch["advantages"]
         normalize = cfg.normalize_advantages if normalize_advantages is None else normalize_advantages
         if normalize:

@@ -19,14 +19,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from vla_rl.envs.base import Observation
+from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, field_slices
 
 LOG_PROB_LEVELS = ("token", "action", "chunk")
+SampleInfo = dict[str, torch.Tensor]
+"""What a sample stores for ``evaluate`` (``ChunkStep.sample_info``)."""
 
 
 def state_vector(
@@ -94,7 +98,11 @@ class SFTOutput:
 
 
 class ChunkPolicy(nn.Module, ABC):
-    """Batched observation -> action chunk, with log-probabilities and an optional value head."""
+    """Batched observation -> action chunk, with log-probabilities and an optional value head.
+
+    A family implements ``build``, ``_sample``, ``_evaluate`` and ``sft_loss``, and either
+    ``from_config`` (saved as its dataclass ``cfg`` in ``config_file``) or its own
+    ``save_pretrained`` / ``from_pretrained``."""
 
     chunk_len: int
     action_dim: int
@@ -102,6 +110,8 @@ class ChunkPolicy(nn.Module, ABC):
     """Granularities this family supports (a subset of ``LOG_PROB_LEVELS``)."""
     registry_name: str = ""
     """The class's name in ``vla_rl.policies.registry.POLICIES`` (written into saved checkpoints)."""
+    config_file: str = ""
+    """File name of the JSON config written by the default ``save_pretrained``."""
     critic_trains_features: bool = True
     """Whether the value loss reaches the features the value head reads (shared with the actor);
     RL sets it from ``algorithm.critic_trains_features``. False trains the value head alone."""
@@ -126,7 +136,6 @@ class ChunkPolicy(nn.Module, ABC):
         Families document their keyword arguments; the SFT and RL configs pass them through.
         """
 
-    @abstractmethod
     def sample(
         self,
         obs: Observation,
@@ -136,9 +145,13 @@ class ChunkPolicy(nn.Module, ABC):
         log_prob_level: str = "chunk",
         with_value: bool = False,
     ) -> ChunkStep:
-        """Sample an action chunk per observation (greedy / noise-free when ``deterministic``)."""
+        """Sample an action chunk per observation (greedy / noise-free when ``deterministic``).
 
-    @abstractmethod
+        Checks the level and runs the family's ``_sample`` without gradients."""
+        check_log_prob_level(self, log_prob_level)
+        with torch.no_grad():
+            return self._sample(obs, temperature, deterministic, log_prob_level, with_value)
+
     def evaluate(
         self,
         obs: Observation,
@@ -148,7 +161,23 @@ class ChunkPolicy(nn.Module, ABC):
         log_prob_level: str = "chunk",
         with_value: bool = False,
     ) -> ChunkEvaluation:
-        """Log-probability (with gradients) of samples described by ``sample_info``."""
+        """Log-probability (with gradients) of samples described by ``sample_info``.
+
+        Checks the level and runs the family's ``_evaluate``."""
+        check_log_prob_level(self, log_prob_level)
+        return self._evaluate(obs, sample_info, temperature, log_prob_level, with_value)
+
+    def _sample(
+        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
+    ) -> ChunkStep:
+        """``sample`` of a family, at a ``level`` it provides."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither sample nor _sample")
+
+    def _evaluate(
+        self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
+    ) -> ChunkEvaluation:
+        """``evaluate`` of a family, at a ``level`` it provides."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither evaluate nor _evaluate")
 
     @abstractmethod
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
@@ -158,14 +187,27 @@ class ChunkPolicy(nn.Module, ABC):
         bool [N, chunk_len] is False for steps past the end of the episode (padding).
         """
 
-    @abstractmethod
     def save_pretrained(self, directory: str | Path) -> None:
-        """Write weights (safetensors), config and action statistics to ``directory``."""
+        """Write weights (safetensors), config and action statistics to ``directory``.
+
+        By default the dataclass ``self.cfg`` as ``config_file`` next to ``model.safetensors``
+        (``pretrained_io``); families with more parts (a backbone, a tokenizer) override it."""
+        save_module_dir(self, self.cfg.to_dict(), directory, self.config_file)
 
     @classmethod
-    @abstractmethod
     def from_pretrained(cls, directory: str | Path) -> ChunkPolicy:
-        """Load a policy written by ``save_pretrained`` (local directory only, never a hub)."""
+        """Load a policy written by ``save_pretrained`` (local directory only, never a hub).
+
+        By default ``from_config`` of the saved config, with the saved weights."""
+        config, state = read_module_dir(directory, cls.config_file)
+        policy = cls.from_config(config)
+        policy.load_state_dict(state)
+        return policy
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ChunkPolicy:
+        """A fresh policy from the config dict that the default ``save_pretrained`` writes."""
+        raise NotImplementedError(f"{cls.__name__} is saved its own way: it overrides from_pretrained")
 
 
 def check_log_prob_level(policy: ChunkPolicy, level: str) -> None:

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from vla_rl.envs.base import Observation
+from vla_rl.policies.base import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, ActorCriticPolicy
 from vla_rl.policies.config import PolicyConfig
-from vla_rl.policies.gaussian import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, GaussianActorCritic
 from vla_rl.policies.keypoints import KeypointImageEncoder
 from vla_rl.policies.layers import (
     HIDDEN_INIT_GAIN,
@@ -24,7 +24,6 @@ from vla_rl.policies.layers import (
     shared_image_size,
     stacked_images,
 )
-from vla_rl.policies.obs_keys import with_env_obs_keys
 
 CONV_LAYOUTS = [(8, 4, 0), (4, 2, 0)]
 """(kernel, stride, padding) of the first convolutions (Atari-style downsampling); later ones use
@@ -98,40 +97,31 @@ IMAGE_ENCODERS: dict[str, type[ImageEncoder] | type[KeypointImageEncoder]] = {
 
 
 def build_image_encoder(
-    kind: str,
-    keys: list[str],
-    observation_space: gym.spaces.Dict,
-    channels: list[int],
-    feature_dim: int,
-    activation: str,
-    kernel_stride: list[list[int]] | None = None,
-    coord_channels: bool = False,
+    cfg: PolicyConfig, keys: list[str], observation_space: gym.spaces.Dict
 ) -> ImageEncoder | KeypointImageEncoder:
-    """The ``kind`` image encoder (``conv`` or ``spatial_softmax``) for the cameras ``keys``;
-    ``kernel_stride`` and ``coord_channels`` are options of ``conv``."""
+    """The ``cfg.image_encoder`` encoder (``conv`` or ``spatial_softmax``) for the cameras ``keys``;
+    ``cnn_kernel_stride`` and ``cnn_coord_channels`` are options of ``conv``."""
+    kind, sizes = cfg.image_encoder, (cfg.cnn_channels, cfg.cnn_feature_dim, cfg.activation)
     if kind not in IMAGE_ENCODERS:
         raise ValueError(f"unknown image encoder {kind!r}; known: {sorted(IMAGE_ENCODERS)}")
     if kind != "conv":
-        if kernel_stride is not None or coord_channels:
+        if cfg.cnn_kernel_stride is not None or cfg.cnn_coord_channels:
             raise ValueError("cnn_kernel_stride and cnn_coord_channels are options of image_encoder=conv")
-        return IMAGE_ENCODERS[kind](keys, observation_space, channels, feature_dim, activation)
-    return ImageEncoder(
-        keys, observation_space, channels, feature_dim, activation, kernel_stride, coord_channels
-    )
+        return IMAGE_ENCODERS[kind](keys, observation_space, *sizes)
+    return ImageEncoder(keys, observation_space, *sizes, cfg.cnn_kernel_stride, cfg.cnn_coord_channels)
 
 
-class GaussianCNNPolicy(GaussianActorCritic):
+class GaussianCNNPolicy(ActorCriticPolicy):
     """Image features concatenated with normalised vector keys, followed by MLP heads.
 
     With ``share_encoder`` the actor and critic use one image encoder (trained by both losses).
     A critic given no image key is a plain MLP on its vector keys (asymmetric actor-critic).
     """
 
-    def __init__(
-        self, cfg: PolicyConfig, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box
-    ) -> None:
-        super().__init__(action_space, cfg.init_log_std)
-        actor_keys = list(with_env_obs_keys(cfg, observation_space).actor_obs_keys or [])
+    registry_name = "cnn"
+
+    def _build_networks(self, cfg: PolicyConfig, observation_space: gym.spaces.Dict) -> None:
+        actor_keys = list(cfg.actor_obs_keys or [])
         critic_keys = list(cfg.critic_obs_keys) if cfg.critic_obs_keys is not None else actor_keys
         check_obs_keys(actor_keys, observation_space, "actor")
         check_obs_keys(critic_keys, observation_space, "critic")
@@ -152,29 +142,18 @@ class GaussianCNNPolicy(GaussianActorCritic):
             self.actor_vector_keys + self.critic_vector_keys + aux_keys, observation_space, cfg.normalize_obs
         )
 
-        def image_encoder(keys: list[str]) -> ImageEncoder | KeypointImageEncoder:
-            return build_image_encoder(
-                cfg.image_encoder,
-                keys,
-                observation_space,
-                cfg.cnn_channels,
-                cfg.cnn_feature_dim,
-                cfg.activation,
-                cfg.cnn_kernel_stride,
-                cfg.cnn_coord_channels,
-            )
-
-        self.actor_encoder = image_encoder(self.actor_image_keys)
+        self.actor_encoder = build_image_encoder(cfg, self.actor_image_keys, observation_space)
         self.shared_encoder = bool(cfg.share_encoder) and self.critic_image_keys == self.actor_image_keys
         self.critic_encoder: ImageEncoder | KeypointImageEncoder | None = None
         if self.critic_image_keys and not self.shared_encoder:
-            self.critic_encoder = image_encoder(self.critic_image_keys)
+            self.critic_encoder = build_image_encoder(cfg, self.critic_image_keys, observation_space)
 
         actor_in = cfg.cnn_feature_dim + self.obs_encoder.output_dim(self.actor_vector_keys)
         critic_in = self.obs_encoder.output_dim(self.critic_vector_keys)
         if self.critic_image_keys:
             critic_in += cfg.cnn_feature_dim
-        self.actor = build_mlp(actor_in, cfg.head_sizes(), self.action_dim, cfg.activation, ACTOR_OUT_GAIN)
+        actor_out = self.chunk_len * self.action_dim
+        self.actor = build_mlp(actor_in, cfg.head_sizes(), actor_out, cfg.activation, ACTOR_OUT_GAIN)
         self.critic = build_mlp(critic_in, cfg.head_sizes(), 1, cfg.activation, CRITIC_OUT_GAIN)
         self.aux_head: nn.Linear | None = None
         if cfg.aux_target_key is not None:
@@ -200,9 +179,6 @@ class GaussianCNNPolicy(GaussianActorCritic):
         if self.critic_vector_keys:
             parts.append(self.obs_encoder.encode(obs, self.critic_vector_keys))
         return self.critic(torch.cat(parts, dim=-1)).squeeze(-1)
-
-    def actor_mean(self, obs: Observation) -> torch.Tensor:
-        return self.actor(self._actor_input(obs, self.actor_encoder(obs)))
 
     def get_value(self, obs: Observation) -> torch.Tensor:
         return self._critic_value(obs, None)

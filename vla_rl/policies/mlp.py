@@ -6,23 +6,21 @@ import gymnasium as gym
 import torch
 
 from vla_rl.envs.base import Observation
+from vla_rl.policies.base import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, ActorCriticPolicy
 from vla_rl.policies.config import PolicyConfig
-from vla_rl.policies.gaussian import ACTOR_OUT_GAIN, CRITIC_OUT_GAIN, GaussianActorCritic
 from vla_rl.policies.layers import VectorObsEncoder, build_mlp, check_obs_keys, is_image_key
-from vla_rl.policies.obs_keys import with_env_obs_keys
 
 
-class GaussianMLPPolicy(GaussianActorCritic):
+class GaussianMLPPolicy(ActorCriticPolicy):
     """Separate actor and critic MLPs over concatenated (normalised) vector observation keys.
 
     The critic may read different keys than the actor, e.g. privileged task state.
     """
 
-    def __init__(
-        self, cfg: PolicyConfig, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box
-    ) -> None:
-        super().__init__(action_space, cfg.init_log_std)
-        self.actor_keys = list(with_env_obs_keys(cfg, observation_space).actor_obs_keys or [])
+    registry_name = "mlp"
+
+    def _build_networks(self, cfg: PolicyConfig, observation_space: gym.spaces.Dict) -> None:
+        self.actor_keys = list(cfg.actor_obs_keys or [])
         self.critic_keys = list(cfg.critic_obs_keys) if cfg.critic_obs_keys is not None else self.actor_keys
         check_obs_keys(self.actor_keys, observation_space, "actor")
         check_obs_keys(self.critic_keys, observation_space, "critic")
@@ -35,15 +33,12 @@ class GaussianMLPPolicy(GaussianActorCritic):
         self.actor = build_mlp(
             self.obs_encoder.output_dim(self.actor_keys),
             cfg.head_sizes(),
-            self.action_dim,
+            self.chunk_len * self.action_dim,
             cfg.activation,
             ACTOR_OUT_GAIN,
         )
         critic_in = self.obs_encoder.output_dim(self.critic_keys)
         self.critic = build_mlp(critic_in, cfg.head_sizes(), 1, cfg.activation, CRITIC_OUT_GAIN)
-
-    def actor_mean(self, obs: Observation) -> torch.Tensor:
-        return self.actor(self.obs_encoder.encode(obs, self.actor_keys))
 
     def get_value(self, obs: Observation) -> torch.Tensor:
         return self.critic(self.obs_encoder.encode(obs, self.critic_keys)).squeeze(-1)

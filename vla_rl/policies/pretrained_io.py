@@ -7,8 +7,9 @@ The layout mirrors ``transformers``' ``save_pretrained`` (a config file next to
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -37,3 +38,17 @@ def read_module_dir(
         raise FileNotFoundError(f"{path} is not a local directory")
     config = json.loads((path / config_file).read_text())
     return config, load_file(str(path / WEIGHTS_FILE))
+
+
+class DictConfig:
+    """``to_dict`` / ``from_dict`` of a dataclass config saved as JSON; an unknown field is an error."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        unknown = set(data) - {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} fields {sorted(unknown)}")
+        return cls(**data)

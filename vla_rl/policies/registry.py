@@ -1,29 +1,30 @@
-"""Policies by name (``policy.name``): one table for state and chunk policies, imported on use.
+"""Policies by name (``policy.name``): one table, imported on use.
 
-The two families are built by two calls until they share one interface: a state policy
-(``ActorCriticPolicy``) is ``cls(cfg, observation_space, action_space)`` from a ``PolicyConfig``, a
-chunk policy (``ChunkPolicy``) is ``cls.build(**values)`` or ``cls.from_pretrained(directory)``.
+Every policy is a ``ChunkPolicy``: ``cls.build(**values)`` from plain (config) values or
+``cls.from_pretrained(directory)``. The Gaussian state policies (``ActorCriticPolicy``: ``mlp``,
+``cnn``) are chunk policies too (``gaussian`` builds either as a chunk policy from its config);
+state PPO builds them for one world's spaces from a ``PolicyConfig`` (:func:`build_policy`).
 A policy of your own plugs in as ``"package.module:Class"`` in place of a name.
 """
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 
-from vla_rl.policies.base import ActorCriticPolicy
+from vla_rl.policies.base import GAUSSIAN_POLICIES, ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.registry import removed_decorator, resolve
 
 POLICIES: dict[str, str] = {
-    # State policies: observation -> one action.
-    "mlp": "vla_rl.policies.mlp:GaussianMLPPolicy",
-    "cnn": "vla_rl.policies.cnn:GaussianCNNPolicy",
-    # Chunk policies: observation -> a chunk of actions (token and flow VLAs need the vla extra).
-    "gaussian": "vla_rl.policies.gaussian_chunk:GaussianChunkPolicy",
+    # Gaussian actor-critics (``mlp``, ``cnn``): state PPO's policies, and chunk policies of any length.
+    **GAUSSIAN_POLICIES,
+    "gaussian": "vla_rl.policies.base:ActorCriticPolicy",
+    # Chunk policies only (token and flow VLAs need the vla extra).
     "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPPolicy",
     "pi0": "vla_rl.policies.flow.pi0:Pi0Policy",
     "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
@@ -32,7 +33,7 @@ POLICIES: dict[str, str] = {
 """Built-in policies: name -> ``"module:Class"``."""
 
 STATE_POLICIES = ("cnn", "mlp")
-"""The built-in names :func:`build_policy` builds from a ``PolicyConfig``; the rest are chunk policies."""
+"""The built-in names :func:`build_policy` builds from a ``PolicyConfig`` (state PPO's ``policy.name``)."""
 
 register_policy = removed_decorator("register_policy", "policy.name")
 register_chunk_policy = removed_decorator("register_chunk_policy", "policy.name")
@@ -51,7 +52,14 @@ def registered_policies() -> list[str]:
 
 
 def registered_chunk_policies() -> list[str]:
+    """What ``policy.name`` of the chunk RL and SFT commands accepts by name."""
     return sorted(set(POLICIES) - set(STATE_POLICIES))
+
+
+def is_state_policy(cls: object) -> bool:
+    """Whether ``cls`` is built for one world's spaces from a ``PolicyConfig`` (a concrete
+    ``ActorCriticPolicy``; ``gaussian`` is their family, built from a chunk config)."""
+    return isinstance(cls, type) and issubclass(cls, ActorCriticPolicy) and not inspect.isabstract(cls)
 
 
 def build_policy(
@@ -59,7 +67,7 @@ def build_policy(
 ) -> ActorCriticPolicy:
     """Build the state policy named ``cfg.name`` for one world's observation and action spaces."""
     cls = policy_class(cfg.name)
-    if not (isinstance(cls, type) and issubclass(cls, ActorCriticPolicy)):
+    if not is_state_policy(cls):
         raise ValueError(
             f"policy {cfg.name!r} is not a state policy (ActorCriticPolicy); "
             f"state policies: {registered_policies()}"

@@ -73,9 +73,10 @@ class ChunkOutcome:
 
 
 class RolloutCollector:
-    """Runs a state policy (``ActorCriticPolicy``, into ``buffer``) or a ``ChunkPolicy`` (into a
-    ``RolloutBuffer`` of decisions made by each ``collect``) in a ``BatchedEnv``; see the module's
-    docstring. The chunk options (``execute_steps`` .. ``progress_shaping``) apply to chunk policies."""
+    """Runs a state policy (``ActorCriticPolicy``, step by step into ``buffer``) or a ``ChunkPolicy``
+    (no ``buffer``: into a ``RolloutBuffer`` of decisions made by each ``collect``) in a
+    ``BatchedEnv``; see the module's docstring. The chunk options (``execute_steps`` ..
+    ``progress_shaping``) apply to chunk policies."""
 
     def __init__(
         self,
@@ -96,11 +97,11 @@ class RolloutCollector:
     ) -> None:
         if gamma is None:
             raise TypeError("RolloutCollector needs gamma")
-        state_policy = isinstance(policy, ActorCriticPolicy)
+        state_policy = buffer is not None
         self.chunked = not state_policy
         """Decisions of a chunk policy (else steps of a state policy)."""
-        if state_policy and buffer is None:
-            raise ValueError("a state policy is collected into a RolloutBuffer: pass buffer=")
+        if state_policy and not isinstance(policy, ActorCriticPolicy):
+            raise ValueError("buffer= holds the steps of a state policy (ActorCriticPolicy), not chunks")
         if buffer is not None and buffer.num_envs != env.num_envs:
             raise ValueError(f"buffer holds {buffer.num_envs} worlds but the env has {env.num_envs}")
         if reward not in REWARDS:

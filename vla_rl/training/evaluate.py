@@ -67,7 +67,7 @@ def episode_quotas(num_episodes: int, num_envs: int) -> np.ndarray:
 
 @torch.no_grad()
 def evaluate(
-    policy: ActorCriticPolicy | ChunkPolicy,
+    policy: ChunkPolicy,
     env_cfg: EnvConfig,
     num_episodes: int,
     deterministic: bool = True,

@@ -1,8 +1,8 @@
 """How a policy acts in an evaluation: one action per world and step, whatever the policy's kind.
 
-A state policy (``ActorCriticPolicy``) acts on every step (``StateActor``). A chunk policy plans a
-chunk and executes its first actions open loop (``ChunkExecutor``), or averages every plan made for
-the step (``TemporalEnsembleExecutor``). Each keeps its own per-world state, which
+Every policy is a chunk policy (a state policy's chunk is one action): it plans a chunk and executes
+its first actions open loop (``ChunkExecutor``), or averages every plan made for the step
+(``TemporalEnsembleExecutor``). Each keeps its own per-world state, which
 ``episodes_ended`` clears for worlds whose episode just restarted (autoreset), so a plan never
 leaks into the next episode.
 """
@@ -15,7 +15,6 @@ import torch
 
 from vla_rl.envs.base import Observation
 from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
-from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 
 
@@ -27,22 +26,6 @@ class Executor(Protocol):
 
     def episodes_ended(self, done: torch.Tensor) -> None:
         """Hear of the bool [N] mask of worlds whose episode just ended (before the next ``act``)."""
-
-
-class StateActor:
-    """A state policy's action for every world on every step (a chunk of one action)."""
-
-    def __init__(self, policy: ActorCriticPolicy, deterministic: bool = True) -> None:
-        self.policy = policy
-        self.deterministic = deterministic
-
-    def act(self, obs: Observation) -> torch.Tensor:
-        # The env may return its observations on another device than the policy's.
-        obs = obs_to_device(obs, module_device(self.policy))
-        return self.policy.act(obs, deterministic=self.deterministic).action.clamp(-1.0, 1.0)
-
-    def episodes_ended(self, done: torch.Tensor) -> None:
-        """A state policy keeps nothing between steps."""
 
 
 class ChunkExecutor:
@@ -129,18 +112,15 @@ class TemporalEnsembleExecutor:
 
 
 def make_executor(
-    policy: ChunkPolicy | ActorCriticPolicy,
+    policy: ChunkPolicy,
     num_envs: int,
     execute_steps: int = 0,
     deterministic: bool = True,
     temperature: float = 1.0,
     ensemble_decay: float | None = None,
 ) -> Executor:
-    """A state policy's ``StateActor``; for a chunk policy temporal ensembling when
-    ``ensemble_decay`` is set, else chunks executed ``execute_steps`` actions at a time (``<= 0``:
-    whole chunks)."""
-    if not isinstance(policy, ChunkPolicy):
-        return StateActor(policy, deterministic)
+    """Temporal ensembling when ``ensemble_decay`` is set, else chunks executed ``execute_steps``
+    actions at a time (``<= 0``: whole chunks; a state policy's chunk is one action)."""
     if ensemble_decay is None:
         return ChunkExecutor(policy, num_envs, execute_steps, deterministic, temperature)
     return TemporalEnsembleExecutor(policy, num_envs, ensemble_decay, deterministic, temperature)

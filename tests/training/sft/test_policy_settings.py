@@ -11,11 +11,11 @@ import pytest
 
 from vla_rl.cli import EXIT_CONFIG_ERROR, main
 from vla_rl.config.load import ConfigError
+from vla_rl.policies.base import GaussianChunkBuildSettings, GaussianChunkConfig
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.flow.flow_mlp import FlowMLPBuildSettings, FlowMLPConfig
 from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
 from vla_rl.policies.flow.pi0_io import TINY_CONFIG_ARGS
-from vla_rl.policies.gaussian_chunk import GaussianChunkBuildSettings, GaussianChunkConfig
 from vla_rl.policies.registry import build_chunk_policy
 from vla_rl.policies.vla.config import (
     TINY_BACKBONE_ARGS,
@@ -54,7 +54,7 @@ def test_settings_are_the_family_config_plus_exactly_the_keywords_build_takes_be
     }
     tiny_vlm_args = set(inspect.signature(tiny_paligemma_config).parameters) - TOKENIZER_ARGS
     assert set(TINY_BACKBONE_ARGS) == tiny_vlm_args
-    # Pi0Checkpoint.build pops these four, and passes the rest to tiny_pi0_config (TINY_CONFIG_ARGS).
+    # pi0_io.build_pi0 pops these four, and passes the rest to tiny_pi0_config (TINY_CONFIG_ARGS).
     extras = {"pretrained_dir", "chunk_len", "proprio_dim", "instructions"} | TINY_CONFIG_ARGS
     assert _names(Pi0BuildSettings) - _names(Pi0PolicyConfig) == extras
     tiny_pi0_args = set(inspect.signature(tiny_pi0_config).parameters) - TOKENIZER_ARGS - {"chunk_size"}

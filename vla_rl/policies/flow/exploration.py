@@ -31,8 +31,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -239,33 +238,47 @@ EXPLORATIONS: dict[str, type[ChainExploration]] = {
 }
 
 
-class ExplorationFields(Protocol):
-    """The exploration fields every flow policy config carries (``Pi0PolicyConfig``, ``FlowMLPConfig``)."""
+@dataclass
+class ExplorationFields:
+    """The exploration settings every flow policy config carries (``Pi0PolicyConfig``,
+    ``FlowMLPConfig``), as saved with the policy."""
 
-    exploration: str
-    noise_level: float
-    sde_one_step: bool
-    noise_std_bounds: list[float]
-    noise_std_profile: str
-    noise_mean: str
-    noisy_chunk_steps: int
-    chain_log_prob: str
+    noise_level: float = 0.5
+    """Scale of the noise injected in the stochastic chain (see ``exploration``)."""
+    exploration: str = "euler_maruyama"
+    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise``
+    (``vla_rl.policies.flow.exploration``)."""
+    sde_one_step: bool = False
+    """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
+    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
+    """``flow_noise``: [min, max] of the standard deviation the noise head learns."""
+    noise_std_profile: str = "flat"
+    """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
+    Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
+    noise_mean: str = "euler"
+    """``flow_noise``: each noisy step's mean, the Euler step (``euler``, pi_RL's) or Flow-SDE's
+    marginal-preserving mean for the learned variance (``sde``; ``ExplorationConfig.mean``)."""
+    noisy_chunk_steps: int = 0
+    """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
+    and leave the log-probability. 0: all."""
+    chain_log_prob: str = "sum"
+    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps, as
+    pi_RL scores Flow-Noise chains (``ExplorationConfig.chain_log_prob``)."""
 
-
-def exploration_config_of(fields: ExplorationFields) -> ExplorationConfig:
-    """The ``ExplorationConfig`` a flow policy's config describes."""
-    low, high = fields.noise_std_bounds
-    return ExplorationConfig(
-        mode=fields.exploration,
-        noise_level=fields.noise_level,
-        one_step=fields.sde_one_step,
-        std_min=low,
-        std_max=high,
-        noisy_chunk_steps=fields.noisy_chunk_steps,
-        std_profile=fields.noise_std_profile,
-        mean=fields.noise_mean,
-        chain_log_prob=fields.chain_log_prob,
-    )
+    def exploration_config(self) -> ExplorationConfig:
+        """The ``ExplorationConfig`` these settings describe."""
+        low, high = self.noise_std_bounds
+        return ExplorationConfig(
+            mode=self.exploration,
+            noise_level=self.noise_level,
+            one_step=self.sde_one_step,
+            std_min=low,
+            std_max=high,
+            noisy_chunk_steps=self.noisy_chunk_steps,
+            std_profile=self.noise_std_profile,
+            mean=self.noise_mean,
+            chain_log_prob=self.chain_log_prob,
+        )
 
 
 def build_exploration(cfg: ExplorationConfig, num_steps: int) -> ChainExploration:

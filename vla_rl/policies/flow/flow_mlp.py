@@ -10,8 +10,8 @@ are modelled directly in env units (already in [-1, 1]) and clipped to that rang
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -23,24 +23,23 @@ from vla_rl.policies.chunk_policy import (
     ChunkEvaluation,
     ChunkPolicy,
     ChunkStep,
+    SampleInfo,
     SFTOutput,
-    check_log_prob_level,
 )
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
-    ExplorationConfig,
+    ExplorationFields,
     NoiseHead,
     chain_log_prob_and_entropy,
     chain_transitions,
-    exploration_config_of,
     exploration_modules,
     sample_chain,
     stored_step_mask,
 )
 from vla_rl.policies.layers import VectorObsEncoder, activation_class, build_mlp
-from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
+from vla_rl.policies.pretrained_io import DictConfig
 
 CONFIG_FILE = "flow_mlp_config.json"
 MIN_PERIOD = 0.1
@@ -50,7 +49,7 @@ MAX_PERIOD = 4.0
 
 
 @dataclass
-class FlowMLPConfig:
+class FlowMLPConfig(ExplorationFields, DictConfig):
     """Sizes of the flow MLP policy (saved as JSON next to its weights)."""
 
     chunk_len: int = 1
@@ -79,45 +78,11 @@ class FlowMLPConfig:
     """Activation of all MLPs."""
     num_denoising_steps: int = 10
     """Euler steps K from noise to action."""
-    noise_level: float = 0.5
-    """Scale of the noise injected in the stochastic chain (see ``exploration``)."""
-    exploration: str = "euler_maruyama"
-    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise``
-    (``vla_rl.policies.flow.exploration``)."""
-    sde_one_step: bool = False
-    """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
-    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
-    """``flow_noise``: [min, max] of the learned standard deviation."""
-    noise_std_profile: str = "flat"
-    """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
-    Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
-    noise_mean: str = "euler"
-    """``flow_noise``: each noisy step's mean, the Euler step (``euler``, pi_RL's) or Flow-SDE's
-    marginal-preserving mean for the learned variance (``sde``; ``ExplorationConfig.mean``)."""
-    noisy_chunk_steps: int = 0
-    """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
-    and leave the log-probability. 0: all."""
-    chain_log_prob: str = "sum"
-    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps, as
-    pi_RL scores Flow-Noise chains (``ExplorationConfig.chain_log_prob``)."""
     value_hidden_sizes: list[int] = field(default_factory=lambda: [64])
     """Hidden widths of the value head."""
 
     def __post_init__(self) -> None:
         self.exploration_config().validate()  # a bad exploration setting fails here, before any work
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    def exploration_config(self) -> ExplorationConfig:
-        return exploration_config_of(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object]) -> FlowMLPConfig:
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown FlowMLPConfig fields {sorted(unknown)}")
-        return cls(**data)  # type: ignore[arg-type]
 
 
 def sinusoidal_time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -177,6 +142,7 @@ class FlowMLPPolicy(ChunkPolicy):
     """Velocity MLP ``v(x_t, t, obs features)`` over the flattened chunk, with a value head."""
 
     registry_name = "flow_mlp"
+    config_file = CONFIG_FILE
 
     log_prob_levels = ("chunk",)
 
@@ -217,7 +183,11 @@ class FlowMLPPolicy(ChunkPolicy):
         values = dict(kwargs)
         if "proprio_dim" in values:
             values.setdefault("vector_obs_dims", {"proprio": int(values.pop("proprio_dim"))})  # type: ignore[arg-type]
-        return cls(FlowMLPConfig.from_dict(values))
+        return cls.from_config(values)
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> FlowMLPPolicy:
+        return cls(FlowMLPConfig.from_dict(config))
 
     @property
     def num_steps(self) -> int:
@@ -243,30 +213,22 @@ class FlowMLPPolicy(ChunkPolicy):
     def update_normalizer(self, obs: Observation) -> None:
         self.encoder.vectors.update(obs)
 
-    def sample(
-        self,
-        obs: Observation,
-        *,
-        temperature: float = 1.0,
-        deterministic: bool = False,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _sample(
+        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
     ) -> ChunkStep:
-        check_log_prob_level(self, log_prob_level)
         times = chain.denoising_times(self.num_steps).tolist()
-        with torch.no_grad():
-            features = self.features(obs)
-            batch = features.shape[0]
+        features = self.features(obs)
+        batch = features.shape[0]
 
-            def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-                return self.velocity_and_std(features, x, torch.full((batch,), times[k], device=x.device))
+        def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+            return self.velocity_and_std(features, x, torch.full((batch,), times[k], device=x.device))
 
-            noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
-            sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
-            log_prob, _ = chain_log_prob_and_entropy(
-                sampled.states, sampled.means, sampled.stds, sampled.step_mask, None, self.cfg.chain_log_prob
-            )
-            value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
+        noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
+        sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
+        log_prob, _ = chain_log_prob_and_entropy(
+            sampled.states, sampled.means, sampled.stds, sampled.step_mask, None, self.cfg.chain_log_prob
+        )
+        value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
         return ChunkStep(
             actions=sampled.states[:, -1].clamp(-1.0, 1.0),
             log_prob=log_prob,
@@ -274,17 +236,10 @@ class FlowMLPPolicy(ChunkPolicy):
             sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
         )
 
-    def evaluate(
-        self,
-        obs: Observation,
-        sample_info: dict[str, torch.Tensor],
-        *,
-        temperature: float = 1.0,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _evaluate(
+        self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
     ) -> ChunkEvaluation:
         """All K transitions of all chains in one batched pass of the velocity MLP."""
-        check_log_prob_level(self, log_prob_level)
         features = self.features(obs)
         chain_states = sample_info["chain"].to(features.device)
         batch, steps = chain_states.shape[0], self.num_steps
@@ -323,13 +278,3 @@ class FlowMLPPolicy(ChunkPolicy):
         weights = mask.to(per_step.dtype)
         loss = (per_step * weights).sum() / weights.sum().clamp(min=1.0)
         return SFTOutput(loss=loss, metrics={"flow_mse": float(loss.detach())})
-
-    def save_pretrained(self, directory: str | Path) -> None:
-        save_module_dir(self, self.cfg.to_dict(), directory, CONFIG_FILE)
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path) -> FlowMLPPolicy:
-        config, state = read_module_dir(directory, CONFIG_FILE)
-        policy = cls(FlowMLPConfig.from_dict(config))
-        policy.load_state_dict(state)
-        return policy

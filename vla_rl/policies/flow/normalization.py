@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
 import torch
 
 EPSILON = 1e-8
@@ -41,20 +40,6 @@ class NormStats:
         missing = [name for name in needed[self.mode] if getattr(self, name) is None]
         if missing:
             raise ValueError(f"normalisation mode {self.mode!r} needs {missing}")
-
-    @classmethod
-    def from_data(cls, values: np.ndarray | torch.Tensor, mode: str) -> NormStats:
-        """Statistics of rows ``values`` [M, D]."""
-        data = np.asarray(values, dtype=np.float64).reshape(-1, np.shape(values)[-1])
-        if mode == "mean_std":
-            return cls(mode, mean=data.mean(0).tolist(), std=data.std(0).tolist())
-        if mode == "quantile":
-            return cls(
-                mode,
-                q01=np.quantile(data, 0.01, axis=0).tolist(),
-                q99=np.quantile(data, 0.99, axis=0).tolist(),
-            )
-        return cls(mode)
 
     def _pair(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(offset, scale) with ``z = (x - offset) / scale``."""

@@ -23,8 +23,8 @@ from vla_rl.policies.chunk_policy import (
     ChunkEvaluation,
     ChunkPolicy,
     ChunkStep,
+    SampleInfo,
     SFTOutput,
-    check_log_prob_level,
     state_vector,
 )
 from vla_rl.policies.flow import chain, pi0_prefix
@@ -47,7 +47,7 @@ from vla_rl.policies.flow.pi0_inputs import (
     pad_last_dim,
     unreduced_loss,
 )
-from vla_rl.policies.flow.pi0_io import Pi0Checkpoint
+from vla_rl.policies.flow.pi0_io import build_pi0, load_pi0, load_pi0_policy, save_pi0_policy
 from vla_rl.policies.flow.pi0_prefix import PrefixCache
 from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
 
@@ -130,19 +130,19 @@ class Pi0Policy(ChunkPolicy):
         Keywords: ``chunk_len``, ``action_dim``, ``proprio_dim``, ``instructions`` (tokenizer corpus),
         ``pretrained_dir``, any ``Pi0PolicyConfig`` field, any ``tiny_pi0_config`` argument.
         """
-        return Pi0Checkpoint.build(cls, dict(kwargs))
+        return build_pi0(cls, dict(kwargs))
 
     @classmethod
     def from_pretrained_pi0(cls, local_dir: str, cfg: Pi0PolicyConfig | None = None) -> Pi0Policy:
         """pi0 weights in transformers' format (LeRobot checkpoints converted) from a local dir."""
-        return Pi0Checkpoint.load_pi0(cls, local_dir, cfg or Pi0PolicyConfig())
+        return load_pi0(cls, local_dir, cfg or Pi0PolicyConfig())
 
     @classmethod
     def from_pretrained(cls, directory: str) -> Pi0Policy:
-        return Pi0Checkpoint.load_policy(cls, directory)
+        return load_pi0_policy(cls, directory)
 
     def save_pretrained(self, directory: str) -> None:
-        Pi0Checkpoint.save_policy(self, directory)
+        save_pi0_policy(self, directory)
 
     # ----- the model, step by step ----------------------------------------------------------------------
 
@@ -307,28 +307,18 @@ class Pi0Policy(ChunkPolicy):
 
     # ----- ChunkPolicy ----------------------------------------------------------------------------------
 
-    def sample(
-        self,
-        obs: Observation,
-        *,
-        temperature: float = 1.0,
-        deterministic: bool = False,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _sample(
+        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
     ) -> ChunkStep:
         """A stochastic denoising chain (``cfg.exploration``; the Euler ODE when ``deterministic``,
         whose log-probability is then 0: no step was sampled)."""
-        check_log_prob_level(self, log_prob_level)
-        with torch.no_grad():
-            prefix = self.encode_prefix(obs)
-            batch = prefix.state.shape[0]
-            noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
-            sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
-            chain_parts = (sampled.states, sampled.means, sampled.stds, sampled.step_mask)
-            log_prob, _ = chain_log_prob_and_entropy(
-                *chain_parts, self.action_dim_mask, self.cfg.chain_log_prob
-            )
-            value = self.value_from_feature(state_feature) if with_value else None
+        prefix = self.encode_prefix(obs)
+        batch = prefix.state.shape[0]
+        noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
+        sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
+        chain_parts = (sampled.states, sampled.means, sampled.stds, sampled.step_mask)
+        log_prob, _ = chain_log_prob_and_entropy(*chain_parts, self.action_dim_mask, self.cfg.chain_log_prob)
+        value = self.value_from_feature(state_feature) if with_value else None
         return ChunkStep(
             actions=self.to_env_actions(sampled.states[:, -1]),
             log_prob=log_prob,
@@ -336,16 +326,9 @@ class Pi0Policy(ChunkPolicy):
             sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
         )
 
-    def evaluate(
-        self,
-        obs: Observation,
-        sample_info: dict[str, torch.Tensor],
-        *,
-        temperature: float = 1.0,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _evaluate(
+        self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
     ) -> ChunkEvaluation:
-        check_log_prob_level(self, log_prob_level)
         states = sample_info["chain"].to(self.device)
         step_mask = stored_step_mask(sample_info, states)
         if pi0_prefix.has_prefix_rows(sample_info):

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 
 from transformers import PI0Config
 
 from vla_rl.policies.chunk_policy import proprio_columns
-from vla_rl.policies.flow.exploration import ExplorationConfig, exploration_config_of
+from vla_rl.policies.flow.exploration import ExplorationFields
 from vla_rl.policies.flow.normalization import NormStats
+from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
 
 @dataclass
-class Pi0PolicyConfig:
+class Pi0PolicyConfig(ExplorationFields, DictConfig):
     """What our wrapper adds around transformers' pi0 model (saved as JSON next to its weights)."""
 
     action_dim: int = 4
@@ -29,27 +30,6 @@ class Pi0PolicyConfig:
     """Instructions are truncated to this many tokens."""
     num_denoising_steps: int | None = None
     """Euler steps K from noise to action; None = the model's ``num_inference_steps``."""
-    noise_level: float = 0.5
-    """Scale of the noise injected in the stochastic chain (see ``exploration``)."""
-    exploration: str = "euler_maruyama"
-    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise``
-    (``vla_rl.policies.flow.exploration``)."""
-    sde_one_step: bool = False
-    """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
-    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
-    """``flow_noise``: [min, max] of the std the noise head sets from the expert's action features."""
-    noise_std_profile: str = "flat"
-    """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
-    Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
-    noise_mean: str = "euler"
-    """``flow_noise``: each noisy step's mean, the Euler step (``euler``, pi_RL's) or Flow-SDE's
-    marginal-preserving mean for the learned variance (``sde``; ``ExplorationConfig.mean``)."""
-    noisy_chunk_steps: int = 0
-    """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
-    and leave the log-probability. 0: all."""
-    chain_log_prob: str = "sum"
-    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps, as
-    pi_RL scores Flow-Noise chains (``ExplorationConfig.chain_log_prob``)."""
     value_hidden_dim: int = 64
     """Hidden width of the value-head MLP on the expert's state-token feature."""
     freeze_vision: bool = False
@@ -89,19 +69,6 @@ class Pi0PolicyConfig:
             self.action_stats = NormStats(**self.action_stats)
         if isinstance(self.state_stats, dict):
             self.state_stats = NormStats(**self.state_stats)
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    def exploration_config(self) -> ExplorationConfig:
-        return exploration_config_of(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object]) -> Pi0PolicyConfig:
-        unknown = set(data) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown Pi0PolicyConfig fields {sorted(unknown)}")
-        return cls(**data)  # type: ignore[arg-type]
 
 
 @dataclass

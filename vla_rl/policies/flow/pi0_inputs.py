@@ -23,8 +23,7 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import state_vector
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
-
-PROMPT_SEPARATOR = "\n"
+from vla_rl.policies.vla.prompt import instruction_rows, pad_rows, preprocess_images
 
 
 @dataclass
@@ -48,24 +47,6 @@ def image_tokens_per_camera(model_config: PI0Config) -> int:
     return (vision.image_size // vision.patch_size) ** 2
 
 
-def preprocess_images(
-    obs: Observation, cfg: Pi0PolicyConfig, size_px: int, device: torch.device
-) -> torch.Tensor:
-    """uint8 ``obs["rgb_<camera>"]`` [N, H, W, 3] -> float [N, cameras, 3, size_px, size_px]."""
-    per_camera = []
-    for camera in cfg.camera_keys:
-        key = f"rgb_{camera}"
-        if key not in obs:
-            raise KeyError(
-                f"observation has no {key!r} (has {sorted(k for k in obs if k.startswith('rgb_'))})"
-            )
-        images = torch.as_tensor(obs[key], device=device).permute(0, 3, 1, 2).float() / 255.0
-        if images.shape[-2:] != (size_px, size_px):
-            images = F.interpolate(images, size=(size_px, size_px), mode="bilinear", antialias=True)
-        per_camera.append((images - cfg.image_mean) / cfg.image_std)
-    return torch.stack(per_camera, dim=1)
-
-
 def prompt_ids(
     tokenizer: PreTrainedTokenizerBase,
     instructions: list[str],
@@ -74,20 +55,10 @@ def prompt_ids(
     max_instruction_tokens: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(input_ids [N, L], attention_mask [N, L]) with right padding."""
-    separator = tokenizer(PROMPT_SEPARATOR, add_special_tokens=False)["input_ids"]
-    words = tokenizer(list(instructions), add_special_tokens=False)["input_ids"]
-    bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
-    rows = [
-        [image_token_id] * num_image_tokens + bos + ids[:max_instruction_tokens] + separator for ids in words
-    ]
-    width = max(len(row) for row in rows)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for index, row in enumerate(rows):
-        ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
-        mask[index, : len(row)] = 1
-    return ids, mask
+    rows = instruction_rows(tokenizer, instructions, max_instruction_tokens)
+    return pad_rows(
+        [[image_token_id] * num_image_tokens + row for row in rows], tokenizer.pad_token_id, left=False
+    )
 
 
 def pad_last_dim(values: torch.Tensor, size: int) -> torch.Tensor:
@@ -110,7 +81,7 @@ def build_inputs(
 ) -> Pi0Inputs:
     """All model inputs of one observation batch."""
     vision_size = model_config.vlm_config.vision_config.image_size
-    pixel_values = preprocess_images(obs, cfg, vision_size, device)
+    pixel_values = preprocess_images(obs, cfg.camera_keys, vision_size, cfg.image_mean, cfg.image_std, device)
     batch, cameras = pixel_values.shape[:2]
     ids, mask = prompt_ids(
         tokenizer,

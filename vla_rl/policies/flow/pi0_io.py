@@ -77,68 +77,64 @@ def _tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
 
 
-class Pi0Checkpoint:
-    """Namespace of the construction/persistence functions of ``Pi0Policy``."""
-
-    @staticmethod
-    def build(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
-        kwargs = dict(kwargs)
-        policy_fields = {f.name for f in fields(Pi0PolicyConfig)}
-        cfg = Pi0PolicyConfig(**{k: kwargs.pop(k) for k in list(kwargs) if k in policy_fields})
-        pretrained_dir = kwargs.pop("pretrained_dir", None)
-        chunk_len = kwargs.pop("chunk_len", 4)
-        proprio_dim = int(kwargs.pop("proprio_dim", 0))
-        instructions = kwargs.pop("instructions", None)
-        if pretrained_dir is not None:
-            policy = Pi0Checkpoint.load_pi0(cls, pretrained_dir, cfg)
-            if policy.chunk_len != chunk_len:
-                raise ValueError(f"chunk_len {chunk_len} != the checkpoint's chunk_size {policy.chunk_len}")
-            return policy
-        unknown = set(kwargs) - TINY_CONFIG_ARGS
-        if unknown:
-            raise ValueError(f"unknown pi0 build arguments {sorted(unknown)}")
-        kwargs.setdefault("max_action_dim", max(8, cfg.action_dim))
-        kwargs.setdefault("max_state_dim", max(8, proprio_dim))
-        tokenizer = build_offline_tokenizer(instructions)
-        config = tiny_pi0_config(
-            vocab_size=len(tokenizer),
-            image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-            chunk_size=chunk_len,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            **kwargs,
-        )
-        return cls(PI0ForConditionalGeneration(config), tokenizer, cfg)
-
-    @staticmethod
-    def load_pi0(cls: type[Pi0Policy], local_dir: str | Path, cfg: Pi0PolicyConfig) -> Pi0Policy:
-        directory = _require_dir(local_dir)
-        model = PI0ForConditionalGeneration.from_pretrained(directory, local_files_only=True)
-        return cls(model, load_local_tokenizer(directory), cfg)
-
-    @staticmethod
-    def save_policy(policy: Pi0Policy, directory: str | Path) -> None:
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        policy.model.save_pretrained(path / MODEL_DIR)
-        policy.tokenizer.save_pretrained(path / TOKENIZER_DIR)
-        save_file(_tensors(policy.value_head), str(path / VALUE_HEAD_FILE))
-        if policy.aux_head is not None:
-            save_file(_tensors(policy.aux_head), str(path / AUX_HEAD_FILE))
-        if policy.noise_head is not None:
-            save_file(_tensors(policy.noise_head), str(path / NOISE_HEAD_FILE))
-        (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
-
-    @staticmethod
-    def load_policy(cls: type[Pi0Policy], directory: str | Path) -> Pi0Policy:
-        path = _require_dir(directory)
-        cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
-        model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
-        policy = cls(model, load_local_tokenizer(path), cfg)
-        policy.value_head.load_state_dict(load_file(str(path / VALUE_HEAD_FILE)))
-        if policy.aux_head is not None:
-            policy.aux_head.load_state_dict(load_file(str(path / AUX_HEAD_FILE)))
-        if policy.noise_head is not None:
-            policy.noise_head.load_state_dict(load_file(str(path / NOISE_HEAD_FILE)))
+def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
+    kwargs = dict(kwargs)
+    policy_fields = {f.name for f in fields(Pi0PolicyConfig)}
+    cfg = Pi0PolicyConfig(**{k: kwargs.pop(k) for k in list(kwargs) if k in policy_fields})
+    pretrained_dir = kwargs.pop("pretrained_dir", None)
+    chunk_len = kwargs.pop("chunk_len", 4)
+    proprio_dim = int(kwargs.pop("proprio_dim", 0))
+    instructions = kwargs.pop("instructions", None)
+    if pretrained_dir is not None:
+        policy = load_pi0(cls, pretrained_dir, cfg)
+        if policy.chunk_len != chunk_len:
+            raise ValueError(f"chunk_len {chunk_len} != the checkpoint's chunk_size {policy.chunk_len}")
         return policy
+    unknown = set(kwargs) - TINY_CONFIG_ARGS
+    if unknown:
+        raise ValueError(f"unknown pi0 build arguments {sorted(unknown)}")
+    kwargs.setdefault("max_action_dim", max(8, cfg.action_dim))
+    kwargs.setdefault("max_state_dim", max(8, proprio_dim))
+    tokenizer = build_offline_tokenizer(instructions)
+    config = tiny_pi0_config(
+        vocab_size=len(tokenizer),
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        chunk_size=chunk_len,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **kwargs,
+    )
+    return cls(PI0ForConditionalGeneration(config), tokenizer, cfg)
+
+
+def load_pi0(cls: type[Pi0Policy], local_dir: str | Path, cfg: Pi0PolicyConfig) -> Pi0Policy:
+    directory = _require_dir(local_dir)
+    model = PI0ForConditionalGeneration.from_pretrained(directory, local_files_only=True)
+    return cls(model, load_local_tokenizer(directory), cfg)
+
+
+def save_pi0_policy(policy: Pi0Policy, directory: str | Path) -> None:
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    policy.model.save_pretrained(path / MODEL_DIR)
+    policy.tokenizer.save_pretrained(path / TOKENIZER_DIR)
+    save_file(_tensors(policy.value_head), str(path / VALUE_HEAD_FILE))
+    if policy.aux_head is not None:
+        save_file(_tensors(policy.aux_head), str(path / AUX_HEAD_FILE))
+    if policy.noise_head is not None:
+        save_file(_tensors(policy.noise_head), str(path / NOISE_HEAD_FILE))
+    (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
+
+
+def load_pi0_policy(cls: type[Pi0Policy], directory: str | Path) -> Pi0Policy:
+    path = _require_dir(directory)
+    cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
+    model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
+    policy = cls(model, load_local_tokenizer(path), cfg)
+    policy.value_head.load_state_dict(load_file(str(path / VALUE_HEAD_FILE)))
+    if policy.aux_head is not None:
+        policy.aux_head.load_state_dict(load_file(str(path / AUX_HEAD_FILE)))
+    if policy.noise_head is not None:
+        policy.noise_head.load_state_dict(load_file(str(path / NOISE_HEAD_FILE)))
+    return policy

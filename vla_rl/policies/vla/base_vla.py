@@ -25,8 +25,8 @@ from vla_rl.policies.chunk_policy import (
     ChunkEvaluation,
     ChunkPolicy,
     ChunkStep,
+    SampleInfo,
     SFTOutput,
-    check_log_prob_level,
     state_vector,
 )
 from vla_rl.policies.normalizer import RunningMeanStd
@@ -192,7 +192,7 @@ class TokenVLABase(ChunkPolicy):
             self.config.image_mean,
             self.config.image_std,
             device,
-        )
+        ).flatten(0, 1)  # observation-major: the order of the image tokens in the prompt
         image_features = self.vlm.model.get_image_features(pixels.to(self.vlm.dtype)).pooler_output
         pieces = [image_features.reshape(batch, -1, self.hidden_size)]
         if self.proprio_projector is not None:
@@ -280,40 +280,25 @@ class TokenVLABase(ChunkPolicy):
         decoded steps (log-probabilities and entropies of actions that were not drawn)."""
         return pad_steps(values.reshape(values.shape[0], -1, self.action_dim), self.chunk_len)
 
-    @torch.no_grad()
-    def sample(
-        self,
-        obs: Observation,
-        *,
-        temperature: float = 1.0,
-        deterministic: bool = False,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _sample(
+        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
     ) -> ChunkStep:
-        check_log_prob_level(self, log_prob_level)
         prompt = self.encode_prompt(obs)
         bins, token_log_probs, hidden = self._decode(prompt, temperature, deterministic)
         bins = pad_steps(bins.reshape(bins.shape[0], -1, self.action_dim), self.chunk_len, repeat_last=True)
         return ChunkStep(
             actions=self.action_tokenizer.bins_to_actions(bins),
-            log_prob=reduce_token_values(self._per_token(token_log_probs), log_prob_level),
+            log_prob=reduce_token_values(self._per_token(token_log_probs), level),
             value=self.value_from_hidden(hidden) if with_value else None,
             sample_info={"action_tokens": bins + self.first_action_token_id},
         )
 
-    def evaluate(
-        self,
-        obs: Observation,
-        sample_info: dict[str, torch.Tensor],
-        *,
-        temperature: float = 1.0,
-        log_prob_level: str = "chunk",
-        with_value: bool = False,
+    def _evaluate(
+        self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
     ) -> ChunkEvaluation:
         """Token log-probs and entropies of the masked, temperature-scaled distributions; for the
         autoregressive family the chunk entropy is the sum of per-token entropies along the stored
         sample (a one-sample estimate of the joint entropy)."""
-        check_log_prob_level(self, log_prob_level)
         tokens = sample_info["action_tokens"].to(self.device)
         bins = tokens.reshape(tokens.shape[0], -1)[:, : self.decoded_tokens].long()
         bins = bins - self.first_action_token_id
@@ -321,8 +306,8 @@ class TokenVLABase(ChunkPolicy):
         log_probs = scaled_log_probs(logits, temperature)
         token_log_probs = log_probs.gather(-1, bins.unsqueeze(-1)).squeeze(-1)
         return ChunkEvaluation(
-            log_prob=reduce_token_values(self._per_token(token_log_probs), log_prob_level),
-            entropy=reduce_token_values(self._per_token(entropy_from_log_probs(log_probs)), log_prob_level),
+            log_prob=reduce_token_values(self._per_token(token_log_probs), level),
+            entropy=reduce_token_values(self._per_token(entropy_from_log_probs(log_probs)), level),
             value=self.value_from_hidden(hidden) if with_value else None,
         )
 

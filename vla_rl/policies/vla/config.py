@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 
 from transformers import GemmaConfig, PaliGemmaConfig, SiglipVisionConfig
 
 from vla_rl.policies.chunk_policy import proprio_columns
+from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
 
@@ -40,7 +41,7 @@ class LoraSettings:
 
 
 @dataclass
-class TokenVLAConfig:
+class TokenVLAConfig(DictConfig):
     """Shared by ``TokenVLA`` (autoregressive) and ``ChunkVLA`` (parallel decoding)."""
 
     chunk_len: int = 4
@@ -126,17 +127,6 @@ class TokenVLAConfig:
     @property
     def tokens_per_chunk(self) -> int:
         return self.chunk_len * self.action_dim
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object]) -> TokenVLAConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown TokenVLAConfig fields {sorted(unknown)}")
-        return cls(**data)  # type: ignore[arg-type]
 
 
 TINY_BACKBONE_ARGS = (

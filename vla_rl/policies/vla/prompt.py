@@ -18,8 +18,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
-
-PROMPT_SEPARATOR = "\n"
+from vla_rl.policies.vla.text_tokenizer import PROMPT_SEPARATOR
 
 
 @dataclass
@@ -51,11 +50,8 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 def preprocess_images(
     obs: Observation, camera_keys: list[str], image_size: int, mean: float, std: float, device: torch.device
 ) -> torch.Tensor:
-    """uint8 ``obs["rgb_<cam>"]`` [N, H, W, 3] per camera -> float [N * cameras, 3, S, S].
-
-    Images of one observation are consecutive (observation-major), matching the order in which
-    their image tokens appear in the prompt.
-    """
+    """uint8 ``obs["rgb_<cam>"]`` [N, H, W, 3] per camera -> float [N, cameras, 3, S, S]: resized to
+    S = ``image_size`` and normalised as ``(x / 255 - mean) / std`` (the VLAs and pi0 alike)."""
     per_camera = []
     for camera in camera_keys:
         key = f"rgb_{camera}"
@@ -67,22 +63,37 @@ def preprocess_images(
         if images.shape[-2:] != (image_size, image_size):
             images = F.interpolate(images, size=(image_size, image_size), mode="bilinear", antialias=True)
         per_camera.append((images - mean) / std)
-    stacked = torch.stack(per_camera, dim=1)
-    return stacked.flatten(0, 1)
+    return torch.stack(per_camera, dim=1)
+
+
+def instruction_rows(
+    tokenizer: PreTrainedTokenizerBase, instructions: list[str], max_tokens: int
+) -> list[list[int]]:
+    """``<bos> words \\n`` token ids per instruction, its words truncated to ``max_tokens``."""
+    separator = tokenizer(PROMPT_SEPARATOR, add_special_tokens=False)["input_ids"]
+    words = tokenizer(list(instructions), add_special_tokens=False)["input_ids"]
+    bos = [] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]
+    return [bos + ids[:max_tokens] + separator for ids in words]
+
+
+def pad_rows(rows: list[list[int]], pad_id: int | None, left: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows padded to the longest with ``pad_id`` (None: 0) on the left or the right:
+    (ids [N, L], attention_mask [N, L])."""
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id if pad_id is not None else 0, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for index, row in enumerate(rows):
+        span = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[index, span] = torch.tensor(row, dtype=torch.long)
+        mask[index, span] = 1
+    return ids, mask
 
 
 def tokenize_instructions(
     tokenizer: PreTrainedTokenizerBase, instructions: list[str], max_tokens: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``<bos> words \\n`` per instruction, left-padded: (ids [N, T], attention_mask [N, T])."""
-    separator = tokenizer(PROMPT_SEPARATOR, add_special_tokens=False)["input_ids"]
-    words = tokenizer(list(instructions), add_special_tokens=False)["input_ids"]
-    rows = [[tokenizer.bos_token_id, *ids[:max_tokens], *separator] for ids in words]
-    width = max(len(row) for row in rows)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for index, row in enumerate(rows):
-        ids[index, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-        mask[index, width - len(row) :] = 1
+    ids, mask = pad_rows(
+        instruction_rows(tokenizer, instructions, max_tokens), tokenizer.pad_token_id, left=True
+    )
     return ids.to(device), mask.to(device)

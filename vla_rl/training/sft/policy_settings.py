@@ -19,7 +19,7 @@ FAMILY_SETTINGS: dict[str, str] = {
     "chunk_vla": "vla_rl.policies.vla.config:TokenVLABuildSettings",
     "pi0": "vla_rl.policies.flow.pi0_config:Pi0BuildSettings",
     "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPBuildSettings",
-    "gaussian": "vla_rl.policies.gaussian_chunk:GaussianChunkBuildSettings",
+    "gaussian": "vla_rl.policies.base:GaussianChunkBuildSettings",
 }
 """Built-in chunk-policy family -> ``"module:attribute"`` of the dataclass of its ``policy.kwargs``."""
 
