@@ -22,7 +22,9 @@ class StepLosses:
     ``NOT_METRICS``) are detached numbers averaged over the update's steps (None: not measured)."""
 
     total: torch.Tensor
+    """The weighted sum the step differentiates."""
     NOT_METRICS: ClassVar[tuple[str, ...]] = ("total",)
+    """The fields that are not averaged into the update's metrics."""
 
     def metrics(self) -> dict[str, Any]:
         return {
