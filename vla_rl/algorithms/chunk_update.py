@@ -138,21 +138,18 @@ class ChunkPolicyUpdate(PolicyGradient):
             part = flat.rows(index)
             if self.reference_policy is not None and self.cfg.kl_coef > 0:
                 # before the cache joins: the reference encodes the observations with its own weights
-                parts["ref_log_prob"].append(self._log_prob(self.reference_policy, part).cpu())
+                parts["ref_log_prob"].append(self._evaluate(self.reference_policy, part).log_prob.cpu())
             cache = self.policy.observation_cache(part.obs)
             part.sample_info.update(cache)
             caches.append({key: value.cpu() for key, value in cache.items()})
             if self.cfg.recompute_log_probs:
-                parts["old_log_prob"].append(self._log_prob(self.policy, part).cpu())
+                parts["old_log_prob"].append(self._evaluate(self.policy, part).log_prob.cpu())
         for name, chunks in parts.items():
             if chunks:
                 flat.tensors[name] = torch.cat(chunks)
         for key in caches[0] if caches else ():
             flat.sample_info[key] = concat_zero_padded([cache[key] for cache in caches])
         return time.perf_counter() - start
-
-    def _log_prob(self, policy: ChunkPolicy, part: FlatBatch) -> torch.Tensor:
-        return self._evaluate(policy, part).log_prob
 
     def _evaluate(self, policy: ChunkPolicy, batch: FlatBatch, with_value: bool = False) -> ChunkEvaluation:
         device = module_device(policy)

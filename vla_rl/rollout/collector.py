@@ -295,7 +295,6 @@ class RolloutCollector:
         num_envs, horizon = self.env.num_envs, self.execute_steps
         step_rewards = torch.zeros(num_envs, horizon)
         executed = torch.zeros(num_envs, horizon, dtype=torch.bool)
-        ended = torch.zeros(num_envs, dtype=torch.bool)
         success = torch.zeros(num_envs, dtype=torch.bool)
         episode_return = torch.zeros(num_envs)
         truncated_obs: dict[int, tuple[int, Observation]] = {}
@@ -324,9 +323,9 @@ class RolloutCollector:
                 episode_return = torch.where(finished, episode["return"].cpu().float(), episode_return)
                 for world in torch.nonzero(finished & result.truncated.cpu()).flatten().tolist():
                     truncated_obs[world] = (j, select_worlds(result.info["final_obs"], torch.tensor([world])))
-            ended |= finished
             running &= ~done
             obs = result.obs
+        ended = active & ~running  # a world stops running where its episode ends
         return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs)
 
     def _shaping(self, result: StepResult, done: torch.Tensor) -> torch.Tensor:
