@@ -131,11 +131,9 @@ class ChunkPolicyUpdate(PolicyGradient):
         """Fill ``old_log_prob`` (training model), ``ref_log_prob`` (reference) and the policy's
         ``observation_cache`` (into ``flat.sample_info``, reused by every epoch); returns seconds."""
         start = time.perf_counter()
-        rows = torch.arange(len(flat))
         parts: dict[str, list[torch.Tensor]] = {"old_log_prob": [], "ref_log_prob": []}
         caches: list[dict[str, torch.Tensor]] = []
-        for index in rows.tensor_split(max(1, min(self.cfg.num_minibatches, len(flat)))):  # none empty
-            part = flat.rows(index)
+        for part in flat.minibatches(self.cfg.num_minibatches, generator=None):  # in order
             if self.reference_policy is not None and self.cfg.kl_coef > 0:
                 # before the cache joins: the reference encodes the observations with its own weights
                 parts["ref_log_prob"].append(self._evaluate(self.reference_policy, part).log_prob.cpu())
