@@ -230,11 +230,8 @@ class ChunkPolicyUpdate(PolicyGradient):
                 group["lr"] = self.full_rates[group["name"]] * scale
 
         metrics, steps = self.gradient_steps(
-            lambda: (
-                minibatch
-                for minibatch in flat.minibatches(self.cfg.num_minibatches, self.generator)
-                if bool(minibatch.tensors["valid"].any())
-            ),
+            lambda: flat.minibatches(self.cfg.num_minibatches, self.generator),
+            lambda minibatch: minibatch.tensors["valid"],
             lambda minibatch: self.losses(minibatch, actor_active),
             before_step,
         )

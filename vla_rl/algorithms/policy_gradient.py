@@ -56,16 +56,20 @@ class PolicyGradient:
     def gradient_steps(
         self,
         minibatches: Callable[[], Iterable[Batch]],
+        valid: Callable[[Batch], torch.Tensor],
         losses: Callable[[Batch], StepLosses],
         before_step: Callable[[StepLosses], None],
     ) -> tuple[dict[str, float], int]:
-        """``cfg.num_epochs`` passes over ``minibatches()``, one gradient step per minibatch;
-        ``before_step(losses)`` runs after each backward pass, before the gradients are clipped.
-        Returns the loss terms and gradient norms averaged over the steps, and the number of steps."""
+        """``cfg.num_epochs`` passes over ``minibatches()``, one gradient step per minibatch with a
+        ``valid`` row; ``before_step(losses)`` runs after each backward pass, before the gradients are
+        clipped. Returns the loss terms and gradient norms averaged over the steps, and the number of
+        steps."""
         sums: dict[str, float] = {}
         steps = 0
         for _ in range(self.cfg.num_epochs):
             for batch in minibatches():
+                if not bool(valid(batch).any()):
+                    continue
                 step_losses = losses(batch)
                 self.optimizer.zero_grad(set_to_none=True)
                 step_losses.total.backward()

@@ -149,9 +149,8 @@ class PPO(PolicyGradient):
         buffer.compute_returns(buffer.last_value, cfg.gamma, cfg.gae_lambda)
         self.policy.train()
         metrics, _ = self.gradient_steps(
-            lambda: (
-                b for b in buffer.minibatches(cfg.num_minibatches, self.generator) if bool(b["valid"].any())
-            ),
+            lambda: buffer.minibatches(cfg.num_minibatches, self.generator),
+            lambda batch: batch["valid"],
             self._minibatch_losses,
             self._adapt_learning_rate,
         )
