@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import torch
-
-from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate
+from vla_rl.algorithms.chunk_update import ChunkPolicyUpdate, executed_entry_mask
 from vla_rl.algorithms.ppo import explained_variance
 from vla_rl.algorithms.surrogate import normalize_advantages
 from vla_rl.rollout.buffer import RolloutBuffer
-from vla_rl.rollout.flat_batch import FlatBatch
 
 
 class ChunkPPO(ChunkPolicyUpdate):
@@ -31,10 +28,17 @@ class ChunkPPO(ChunkPolicyUpdate):
         else:
             advantages, returns = batch.gae(cfg.gae_lambda)
         flat = batch.flat({"advantages": advantages, "returns": returns})
-        if cfg.normalize_advantages:
-            flat.tensors["advantages"] = normalize_advantages(
-                flat.tensors["advantages"], trained_entries(flat)
+        if cfg.normalize_advantages:  # over the entries that train: valid rows (per step: executed steps)
+            tensors = flat.tensors
+            level = "chunk" if cfg.advantage_granularity == "chunk" else cfg.log_prob_level
+            trained = executed_entry_mask(
+                tensors["advantages"].shape,
+                level,
+                cfg.execute_steps,
+                tensors["valid"],
+                tensors.get("executed"),
             )
+            tensors["advantages"] = normalize_advantages(tensors["advantages"], trained)
         recompute_time_s = self.recompute(flat)
         actor_active = iteration >= cfg.critic_warmup_iterations
         metrics = self.optimise(flat, actor_active)
@@ -43,12 +47,3 @@ class ChunkPPO(ChunkPolicyUpdate):
         metrics["explained_variance"] = explained_variance(batch.stacked("values"), returns)
         metrics["mean_advantage_raw"] = float(advantages.mean())
         return metrics
-
-
-def trained_entries(flat: FlatBatch) -> torch.Tensor:
-    """bool mask of the advantages that train: valid rows (and, per step, the executed steps)."""
-    valid, advantages = flat.tensors["valid"], flat.tensors["advantages"]
-    if advantages.dim() == 1:
-        return valid
-    executed = flat.tensors.get("executed", torch.ones_like(advantages, dtype=torch.bool))
-    return valid[:, None] & executed

@@ -16,9 +16,10 @@ import torch
 from torch import nn
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
+from vla_rl.algorithms.policy_gradient import PolicyGradient, StepLosses
 from vla_rl.algorithms.surrogate import clipped_surrogate, clipped_value_loss, kl_to_reference, masked_mean
 from vla_rl.envs.batching import module_device, obs_to_device
-from vla_rl.policies.chunk_policy import ChunkPolicy, check_log_prob_level
+from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkPolicy, check_log_prob_level
 from vla_rl.rollout.flat_batch import FlatBatch, concat_zero_padded
 
 VALUE_HEAD_PREFIX = "value_head."
@@ -26,14 +27,13 @@ NOISE_HEAD_PREFIX = "noise_head."
 
 
 @dataclass
-class ChunkLosses:
+class ChunkLosses(StepLosses):
     """Loss terms of one minibatch (``total`` carries the graph; the rest are detached floats)."""
 
-    total: torch.Tensor
     policy_loss: float
     value_loss: float | None
     entropy: float
-    kl: float | None
+    kl_to_reference: float | None
     clip_fraction: float
     approx_kl: float
     ratio_mean: float
@@ -73,9 +73,10 @@ def broadcast_advantages(advantages: torch.Tensor, like: torch.Tensor) -> torch.
     return per_action[..., None].expand_as(like) if like.dim() == 3 else per_action
 
 
-class ChunkPolicyUpdate:
-    """Optimiser, recomputation and minibatch loop; subclasses decide advantages and the critic."""
+class ChunkPolicyUpdate(PolicyGradient):
+    """Optimiser groups, recomputation and losses; subclasses decide advantages and the critic."""
 
+    COUNTERS = ("actor_steps", "updates")
     uses_critic = False
     episodic = False
     """Trains on one episode per world from shared group seeds (GRPO) instead of continuous rollouts."""
@@ -91,14 +92,13 @@ class ChunkPolicyUpdate:
         check_log_prob_level(policy, cfg.log_prob_level)
         if cfg.kl_coef > 0 and reference_policy is None:
             raise ValueError("kl_coef > 0 needs a reference policy")
-        self.policy = policy
-        self.policy.critic_trains_features = cfg.critic_trains_features
-        self.cfg = cfg
+        policy.critic_trains_features = cfg.critic_trains_features
         self.reference_policy = reference_policy
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
         self.full_rates = {"actor": cfg.actor_lr, "noise_head": cfg.noise_head_lr, "value": cfg.value_lr}
         """Each Adam group's rate from the config, by group name (the schedule scales all but ``value``)."""
-        self.optimizer = torch.optim.Adam(self._param_groups(policy, self.full_rates))
+        super().__init__(
+            policy, cfg, torch.optim.Adam(self._param_groups(policy, self.full_rates)), generator
+        )
         self.actor_steps = 0
         """Gradient steps that moved the actor so far (they drive ``actor_lr_warmup_steps`` and
         ``actor_lr_decay_steps``; saved in the checkpoint)."""
@@ -131,19 +131,17 @@ class ChunkPolicyUpdate:
         """Fill ``old_log_prob`` (training model), ``ref_log_prob`` (reference) and the policy's
         ``observation_cache`` (into ``flat.sample_info``, reused by every epoch); returns seconds."""
         start = time.perf_counter()
-        rows = torch.arange(len(flat))
         parts: dict[str, list[torch.Tensor]] = {"old_log_prob": [], "ref_log_prob": []}
         caches: list[dict[str, torch.Tensor]] = []
-        for index in rows.tensor_split(max(1, min(self.cfg.num_minibatches, len(flat)))):  # none empty
-            part = flat.rows(index)
+        for part in flat.minibatches(self.cfg.num_minibatches, generator=None):  # in order
             if self.reference_policy is not None and self.cfg.kl_coef > 0:
                 # before the cache joins: the reference encodes the observations with its own weights
-                parts["ref_log_prob"].append(self._log_prob(self.reference_policy, part).cpu())
+                parts["ref_log_prob"].append(self._evaluate(self.reference_policy, part).log_prob.cpu())
             cache = self.policy.observation_cache(part.obs)
             part.sample_info.update(cache)
             caches.append({key: value.cpu() for key, value in cache.items()})
             if self.cfg.recompute_log_probs:
-                parts["old_log_prob"].append(self._log_prob(self.policy, part).cpu())
+                parts["old_log_prob"].append(self._evaluate(self.policy, part).log_prob.cpu())
         for name, chunks in parts.items():
             if chunks:
                 flat.tensors[name] = torch.cat(chunks)
@@ -151,27 +149,22 @@ class ChunkPolicyUpdate:
             flat.sample_info[key] = concat_zero_padded([cache[key] for cache in caches])
         return time.perf_counter() - start
 
-    def _log_prob(self, policy: ChunkPolicy, part: FlatBatch) -> torch.Tensor:
+    def _evaluate(self, policy: ChunkPolicy, batch: FlatBatch, with_value: bool = False) -> ChunkEvaluation:
         device = module_device(policy)
         return policy.evaluate(
-            obs_to_device(part.obs, device),
-            {k: v.to(device) for k, v in part.sample_info.items()},
+            obs_to_device(batch.obs, device),
+            {k: v.to(device) for k, v in batch.sample_info.items()},
             temperature=self.cfg.temperature,
             log_prob_level=self.cfg.log_prob_level,
-        ).log_prob
+            with_value=with_value,
+        )
 
     # ----- the update -------------------------------------------------------------------------------------
 
     def losses(self, batch: FlatBatch, actor_active: bool = True) -> ChunkLosses:
         cfg = self.cfg
         device = module_device(self.policy)
-        evaluation = self.policy.evaluate(
-            obs_to_device(batch.obs, device),
-            {k: v.to(device) for k, v in batch.sample_info.items()},
-            temperature=cfg.temperature,
-            log_prob_level=cfg.log_prob_level,
-            with_value=self.uses_critic,
-        )
+        evaluation = self._evaluate(self.policy, batch, self.uses_critic)
         tensors = {k: v.to(device) for k, v in batch.tensors.items()}
         log_prob = evaluation.log_prob
         mask = executed_entry_mask(
@@ -208,7 +201,7 @@ class ChunkPolicyUpdate:
             policy_loss=float(policy_loss.detach()),
             value_loss=None if value_loss is None else float(value_loss.detach()),
             entropy=float(entropy.detach()),
-            kl=None if kl is None else float(kl.detach()),
+            kl_to_reference=None if kl is None else float(kl.detach()),
             clip_fraction=float(masked_mean(clipped.float(), mask)),
             approx_kl=float(approx_kl),
             ratio_mean=float(masked_mean(ratio, mask)),
@@ -220,44 +213,28 @@ class ChunkPolicyUpdate:
         # Dropout stays off: the loss must see the network that sampled the rollout and recomputed
         # its log-probabilities, or the ratio starts away from 1.
         self.policy.eval()
-        sums: dict[str, float] = {}
-        steps = 0
         # Every group but the value head's follows the actor's schedule.
         scheduled = [group for group in self.optimizer.param_groups if group["name"] != "value"]
-        for _ in range(self.cfg.num_epochs):
-            for minibatch in flat.minibatches(self.cfg.num_minibatches, self.generator):
-                if not bool(minibatch.tensors["valid"].any()):
-                    continue
-                losses = self.losses(minibatch, actor_active)
-                self.optimizer.zero_grad(set_to_none=True)
-                losses.total.backward()
-                if not actor_active:
-                    # Critic warm-up: the value loss reaches the shared features too; only the
-                    # value head may move.
-                    for group in scheduled:
-                        for parameter in group["params"]:
-                            parameter.grad = None
-                grad_norm = clip_gradients(self.policy, self.cfg.max_grad_norm)
-                if actor_active:
-                    self.actor_steps += 1
-                    scale = self.actor_lr(self.actor_steps) / self.cfg.actor_lr
-                    for group in scheduled:
-                        group["lr"] = self.full_rates[group["name"]] * scale
-                self.optimizer.step()
-                for name, value in (
-                    ("policy_loss", losses.policy_loss),
-                    ("value_loss", losses.value_loss),
-                    ("entropy", losses.entropy),
-                    ("kl_to_reference", losses.kl),
-                    ("clip_fraction", losses.clip_fraction),
-                    ("approx_kl", losses.approx_kl),
-                    ("ratio_mean", losses.ratio_mean),
-                    ("grad_norm", grad_norm),
-                ):
-                    if value is not None:
-                        sums[name] = sums.get(name, 0.0) + float(value)
-                steps += 1
-        metrics = {name: total / max(steps, 1) for name, total in sums.items()}
+
+        def before_step(_: StepLosses) -> None:
+            if not actor_active:
+                # Critic warm-up: the value loss reaches the shared features too; only the value
+                # head may move.
+                for group in scheduled:
+                    for parameter in group["params"]:
+                        parameter.grad = None
+                return
+            self.actor_steps += 1
+            scale = self.actor_lr(self.actor_steps) / self.cfg.actor_lr
+            for group in scheduled:
+                group["lr"] = self.full_rates[group["name"]] * scale
+
+        metrics, steps = self.gradient_steps(
+            lambda: flat.minibatches(self.cfg.num_minibatches, self.generator),
+            lambda minibatch: minibatch.tensors["valid"],
+            lambda minibatch: self.losses(minibatch, actor_active),
+            before_step,
+        )
         metrics["update_time_s"] = time.perf_counter() - start
         metrics["gradient_steps"] = float(steps)
         return metrics
@@ -271,27 +248,3 @@ class ChunkPolicyUpdate:
         if decay_end > 0:
             return self.cfg.actor_lr * max(0.0, (decay_end - step) / (decay_end - warmup))
         return self.cfg.actor_lr
-
-    def state_dict(self) -> dict[str, object]:
-        return {
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "actor_steps": self.actor_steps,
-            "updates": self.updates,
-        }
-
-    def load_state_dict(self, state: dict[str, object]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
-        self.generator.set_state(state["generator"])  # type: ignore[arg-type]
-        self.actor_steps = int(state.get("actor_steps", 0))  # type: ignore[call-overload]
-        self.updates = int(state.get("updates", 0))  # type: ignore[call-overload]
-
-
-def clip_gradients(module: nn.Module, max_norm: float) -> float:
-    """Clip the global gradient norm to ``max_norm`` (<= 0: no clipping); returns the norm before."""
-    params = [p for p in module.parameters() if p.grad is not None]
-    if not params:
-        return 0.0
-    if max_norm > 0:
-        return float(nn.utils.clip_grad_norm_(params, max_norm))
-    return float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params])))

@@ -4,12 +4,12 @@ or linearly decaying learning rate."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
-from torch import nn
 
 from vla_rl.algorithms.config import LR_SCHEDULES, PPOConfig
+from vla_rl.algorithms.policy_gradient import PolicyGradient, StepLosses
 from vla_rl.algorithms.surrogate import clipped_surrogate, clipped_value_loss
 from vla_rl.algorithms.surrogate import normalize_advantages as normalized_advantages
 from vla_rl.policies.base import ActorCriticPolicy
@@ -50,10 +50,9 @@ def adapt_learning_rate(learning_rate: float, kl: float, desired_kl: float) -> f
 
 
 @dataclass
-class PPOLosses:
+class PPOLosses(StepLosses):
     """Loss terms of one minibatch (``total`` carries the graph; the rest are detached)."""
 
-    total: torch.Tensor
     policy_loss: torch.Tensor
     value_loss: torch.Tensor
     entropy: torch.Tensor
@@ -67,14 +66,17 @@ class PPOLosses:
     """Analytic KL(old || new) of the Gaussians, averaged over the batch."""
     auxiliary_loss: torch.Tensor | None = None
     """The policy's own auxiliary loss (already weighted and part of ``total``), if it has one."""
+    NOT_METRICS: ClassVar[tuple[str, ...]] = ("total", "ratio")
 
 
-class PPO:
+class PPO(PolicyGradient):
     """Epochs x minibatches of clipped-surrogate updates on one rollout (RSL-RL flavoured).
 
     Value loss is the plain squared error (no 1/2 factor), clipped around the rollout's values
     when ``value_clip > 0``: ``max((v - R)^2, (v_old + clip(v - v_old, -c, c) - R)^2)``.
     """
+
+    COUNTERS = ("iterations_done",)
 
     def __init__(
         self, policy: ActorCriticPolicy, cfg: PPOConfig, generator: torch.Generator | None = None
@@ -85,13 +87,10 @@ class PPO:
             raise ValueError(
                 f"lr_schedule 'linear' needs lr_decay_iterations > 0, got {cfg.lr_decay_iterations}"
             )
-        self.policy = policy
-        self.cfg = cfg
         self.learning_rate = float(cfg.learning_rate)
+        super().__init__(policy, cfg, torch.optim.Adam(policy.parameters(), lr=self.learning_rate), generator)
         self.iterations_done = 0
         """Updates (rollouts trained on) so far; the linear schedule reads it."""
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=self.learning_rate)
-        self.generator = generator if generator is not None else torch.Generator().manual_seed(0)
 
     def compute_losses(self, batch: Minibatch, normalize_advantages: bool | None = None) -> PPOLosses:
         """Losses of one minibatch; ``normalize_advantages`` overrides the config (data-parallel
@@ -135,10 +134,6 @@ class PPO:
         """The losses of one gradient step (a data-parallel rank computes them on its share)."""
         return self.compute_losses(batch)
 
-    def _metric(self, value: torch.Tensor) -> float:
-        """A per-step scalar as every rank should see it (here: the value itself)."""
-        return float(value)
-
     def _set_learning_rate(self, learning_rate: float) -> None:
         self.learning_rate = learning_rate
         for group in self.optimizer.param_groups:
@@ -152,61 +147,34 @@ class PPO:
                 linear_learning_rate(cfg.learning_rate, self.iterations_done, cfg.lr_decay_iterations)
             )
         buffer.compute_returns(buffer.last_value, cfg.gamma, cfg.gae_lambda)
-        sums: dict[str, float] = {}
-        num_updates = 0
         self.policy.train()
-        for _ in range(cfg.num_epochs):
-            for batch in buffer.minibatches(cfg.num_minibatches, self.generator):
-                if not bool(batch["valid"].any()):
-                    continue
-                losses = self._minibatch_losses(batch)
-                # The KL is measured before this step's gradient, on the policy the previous
-                # minibatches produced, so the lr reacts to how far the rollout policy has moved.
-                if cfg.lr_schedule == "adaptive":
-                    self._set_learning_rate(
-                        adapt_learning_rate(self.learning_rate, self._metric(losses.kl), cfg.desired_kl)
-                    )
-                self.optimizer.zero_grad(set_to_none=True)
-                losses.total.backward()
-                grad_norm = _clip_grad_norm(self.policy, cfg.max_grad_norm)
-                self.optimizer.step()
-
-                for name, value in (
-                    ("policy_loss", losses.policy_loss),
-                    ("value_loss", losses.value_loss),
-                    ("entropy", losses.entropy),
-                    ("approx_kl", losses.approx_kl),
-                    ("kl", losses.kl),
-                    ("clip_fraction", losses.clip_fraction),
-                    ("grad_norm", grad_norm),
-                    ("auxiliary_loss", losses.auxiliary_loss),
-                ):
-                    if value is not None:
-                        sums[name] = sums.get(name, 0.0) + self._metric(value)
-                num_updates += 1
+        metrics, _ = self.gradient_steps(
+            lambda: buffer.minibatches(cfg.num_minibatches, self.generator),
+            lambda batch: batch["valid"],
+            self._minibatch_losses,
+            self._adapt_learning_rate,
+        )
         self.iterations_done += 1
-        metrics = {name: total / num_updates for name, total in sums.items()}
         metrics["learning_rate"] = self.learning_rate
         metrics["explained_variance"] = explained_variance(buffer.values, buffer.returns)
         metrics["action_std"] = float(buffer.stds.mean())
         return metrics
 
+    def _adapt_learning_rate(self, losses: PPOLosses) -> None:
+        # The KL is measured before this step's gradient, on the policy the previous minibatches
+        # produced, so the lr reacts to how far the rollout policy has moved.
+        if self.cfg.lr_schedule == "adaptive":
+            kl = self._metric(losses.kl)
+            self._set_learning_rate(adapt_learning_rate(self.learning_rate, kl, self.cfg.desired_kl))
+
     def state_dict(self) -> dict[str, Any]:
-        """Optimizer state, current learning rate and the minibatch-shuffling generator state
-        (the policy weights are saved with the policy)."""
-        return {
-            "optimizer": self.optimizer.state_dict(),
-            "learning_rate": self.learning_rate,
-            "iterations_done": self.iterations_done,
-            "generator": self.generator.get_state(),
-        }
+        """The optimiser's and the minibatch generator's state, the updates made and the current
+        learning rate (the policy weights are saved with the policy)."""
+        return {**super().state_dict(), "learning_rate": self.learning_rate}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        super().load_state_dict(state)
         self._set_learning_rate(float(state["learning_rate"]))
-        self.iterations_done = int(state.get("iterations_done", 0))  # absent in older checkpoints
-        if "generator" in state:
-            self.generator.set_state(state["generator"])
 
 
 def _valid_only(batch: Minibatch) -> Minibatch:
@@ -217,13 +185,6 @@ def _valid_only(batch: Minibatch) -> Minibatch:
     kept = {name: value[valid] for name, value in batch.items() if name not in ("obs", "valid")}
     kept["obs"] = {key: value[valid] for key, value in batch["obs"].items()}
     return kept
-
-
-def _clip_grad_norm(module: nn.Module, max_norm: float) -> torch.Tensor:
-    params = [p for p in module.parameters() if p.grad is not None]
-    if max_norm > 0:
-        return nn.utils.clip_grad_norm_(params, max_norm)
-    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
 
 
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from vla_rl.algorithms.lr_schedule import warmup_cosine_factor
+from vla_rl.algorithms.policy_gradient import clip_gradients
 from vla_rl.envs.batching import obs_to_device
 from vla_rl.policies.chunk_policy import ChunkPolicy
 
@@ -50,8 +51,7 @@ class SFT:
             (output.loss / len(batches)).backward()
             for name, value in {"loss": float(output.loss.detach()), **output.metrics}.items():
                 sums[name] = sums.get(name, 0.0) + float(value) / len(batches)
-        max_norm = self.cfg.grad_clip_norm if self.cfg.grad_clip_norm > 0 else float("inf")
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, max_norm)
+        grad_norm = clip_gradients(self.policy, self.cfg.grad_clip_norm)
         learning_rate = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
         self.scheduler.step()

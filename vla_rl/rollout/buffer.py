@@ -167,6 +167,9 @@ class RolloutBuffer:
             self.rewards, self.values, self.dones, last_value.to(self.device), gamma, lam
         )
 
+    MINIBATCH_FIELDS = ("actions", "log_probs", "values", "advantages", "returns", "means", "stds", "valid")
+    """The fields a minibatch carries besides the observations (``Minibatch``)."""
+
     def minibatches(
         self, num_minibatches: int, generator: torch.Generator | None = None
     ) -> Iterator[Minibatch]:
@@ -177,16 +180,7 @@ class RolloutBuffer:
         if size == 0:
             raise ValueError(f"{num_minibatches} minibatches is more than the {batch} transitions")
         permutation = torch.randperm(batch, generator=generator).to(self.device)
-        flat = {
-            "actions": self.actions.flatten(0, 1),
-            "log_probs": self.log_probs.flatten(0, 1),
-            "values": self.values.flatten(0, 1),
-            "advantages": self.advantages.flatten(0, 1),
-            "returns": self.returns.flatten(0, 1),
-            "means": self.means.flatten(0, 1),
-            "stds": self.stds.flatten(0, 1),
-            "valid": self.valid.flatten(0, 1),
-        }
+        flat = {name: getattr(self, name).flatten(0, 1) for name in self.MINIBATCH_FIELDS}
         flat_obs = {key: value.flatten(0, 1) for key, value in self.obs.items()}
         for i in range(num_minibatches):
             idx = permutation[i * size : (i + 1) * size]

@@ -128,8 +128,8 @@ class RolloutCollector:
         self.progress_shaping = progress_shaping
         self.potential = torch.full((env.num_envs,), float("nan"))
         """phi of each world's current state (the dense reward it was reached with); NaN after a reset."""
-        self.policy_time_s = 0.0
-        self.sim_time_s = 0.0
+        self.tally = EpisodeTally()
+        """The episodes and times of the collection under way (a new one per collection)."""
         self.timeline: Timeline | None = None
         """Set to record the policy's span for each stage in pipelined collection."""
 
@@ -144,30 +144,36 @@ class RolloutCollector:
         background while the policy acts for the next stage.
         """
         update = self.normalize_obs if update_normalizer is None else update_normalizer
+        start = time.perf_counter()
+        self.tally = EpisodeTally()
         if self.chunked:
             if num_decisions is None:
                 raise ValueError("a chunk policy's rollout needs num_decisions")
-            return self._collect_decisions(obs, num_decisions, update)
+            return self._collect_decisions(obs, num_decisions, update), self._stats(num_decisions, start)
         buffer = self.buffer
         if num_decisions not in (None, buffer.num_steps):
             raise ValueError(f"the buffer holds {buffer.num_steps} steps, not {num_decisions}")
         buffer.clear()
         self._pending_rewards: list = []
-        tally = EpisodeTally()
-        start = time.perf_counter()
+        self.tally.lost_steps = 0
         with torch.inference_mode():
             if isinstance(self.env, StagedEnv) and self.env.num_stages > 1:
-                obs = self._collect_pipelined(self.env, obs, update, tally)
+                obs = self._collect_pipelined(self.env, obs, update)
             else:
-                obs = self._collect_in_step(obs, update, tally)
+                obs = self._collect_in_step(obs, update)
             tick = time.perf_counter()
             resolve_model_rewards(self._pending_rewards, buffer.rewards)
             obs = self._to_buffer_device(obs)
             buffer.last_value.copy_(self.policy.get_value(obs))
-            tally.policy_time_s += time.perf_counter() - tick
+            self.tally.policy_time_s += time.perf_counter() - tick
         buffer.step = buffer.num_steps
-        env_steps = buffer.num_steps * buffer.num_envs
-        return obs, tally.stats(env_steps, time.perf_counter() - start, lost_steps=tally.lost_steps)
+        return obs, self._stats(buffer.num_steps, start)
+
+    def _stats(self, decisions: int, start: float) -> RolloutStats:
+        """The statistics of this collection: ``decisions`` per world (steps of a state policy), from
+        ``start``."""
+        env_steps = decisions * self.execute_steps * self.env.num_envs
+        return self.tally.stats(env_steps, time.perf_counter() - start, decisions if self.chunked else None)
 
     def _bootstrap(self, rewards: torch.Tensor, index: object, values: torch.Tensor) -> None:
         """The truncation bootstrap, for state and chunk rollouts alike: ``rewards[index] += gamma *
@@ -179,8 +185,9 @@ class RolloutCollector:
     def _to_buffer_device(self, obs: Observation) -> Observation:
         return obs_to_device(obs, self.buffer.device)
 
-    def _collect_in_step(self, obs: Observation, update_normalizer: bool, tally: EpisodeTally) -> Observation:
+    def _collect_in_step(self, obs: Observation, update_normalizer: bool) -> Observation:
         """All worlds act, then all step, ``num_steps`` times."""
+        tally = self.tally
         for t in range(self.buffer.num_steps):
             tick = time.perf_counter()
             obs, step, action = self._act(obs, update_normalizer)
@@ -188,16 +195,15 @@ class RolloutCollector:
             result = self.env.step(action)
             tick_record = time.perf_counter()
             tally.sim_time_s += tick_record - tock
-            self._record(t, slice(None), obs, step, result, tally)
+            self._record(t, slice(None), obs, step, result)
             tally.policy_time_s += (tock - tick) + (time.perf_counter() - tick_record)
             obs = result.obs
         return obs
 
-    def _collect_pipelined(
-        self, env: StagedEnv, obs: Observation, update_normalizer: bool, tally: EpisodeTally
-    ) -> Observation:
+    def _collect_pipelined(self, env: StagedEnv, obs: Observation, update_normalizer: bool) -> Observation:
         """Stage s acts and starts stepping, then stage s + 1 waits for its physics, records, acts
         and starts, and so on: one stage simulates while the caller works on another."""
+        tally = self.tally
         num_steps, stages = self.buffer.num_steps, range(env.num_stages)
         parts = [select_worlds(obs, env.stage_rows(s)) for s in stages]
         acts = [
@@ -217,7 +223,7 @@ class RolloutCollector:
                 result = env.step_stage_wait(s)
                 tock = time.perf_counter()
                 tally.sim_time_s += tock - tick
-                self._record(t, env.stage_rows(s), *acted[s], result, tally)
+                self._record(t, env.stage_rows(s), *acted[s], result)
                 parts[s] = result.obs
                 if t + 1 < num_steps:
                     stage_obs, step, action = acts[s](parts[s], update_normalizer)
@@ -235,15 +241,7 @@ class RolloutCollector:
         action = step.action.clamp(-1.0, 1.0) if self.clamp_actions else step.action
         return obs, step, action.to(self.env.device)
 
-    def _record(
-        self,
-        t: int,
-        rows: slice,
-        obs: Observation,
-        step: PolicyStep,
-        result: StepResult,
-        tally: EpisodeTally,
-    ) -> None:
+    def _record(self, t: int, rows: slice, obs: Observation, step: PolicyStep, result: StepResult) -> None:
         """Store the transition of ``rows`` at step ``t`` (truncations bootstrapped) and count the
         episodes that ended."""
         buffer = self.buffer
@@ -260,7 +258,7 @@ class RolloutCollector:
             bootstrap = bootstrap & ~lost
             reward = torch.where(lost, step.value.to(reward.dtype), reward)
             buffer.valid[t, rows] = ~lost
-            tally.lost_steps += int(lost.sum())
+            self.tally.lost_steps += int(lost.sum())
         if bootstrap.any():
             ended = bootstrap.nonzero().squeeze(-1)
             final_obs = select_worlds(self._to_buffer_device(result.info["final_obs"]), ended)
@@ -272,7 +270,7 @@ class RolloutCollector:
         buffer.store(t, rows, obs, step.action, step.log_prob, step.value, reward, done, step.mean, step.std)
         finished = done if lost is None else done & ~lost.to(done.device)
         if "episode" in result.info and finished.any():
-            tally.add(result.info["episode"], finished)
+            self.tally.add(result.info["episode"], finished)
 
     # ----- chunk policies: one decision per execute_steps control steps -------------------------------
 
@@ -289,7 +287,7 @@ class RolloutCollector:
             log_prob_level=self.log_prob_level,
             with_value=self.with_value if with_value is None else with_value,
         )
-        self.policy_time_s += time.perf_counter() - start
+        self.tally.policy_time_s += time.perf_counter() - start
         return step
 
     def execute(self, actions: torch.Tensor, active: torch.Tensor) -> ChunkOutcome:
@@ -298,7 +296,6 @@ class RolloutCollector:
         num_envs, horizon = self.env.num_envs, self.execute_steps
         step_rewards = torch.zeros(num_envs, horizon)
         executed = torch.zeros(num_envs, horizon, dtype=torch.bool)
-        ended = torch.zeros(num_envs, dtype=torch.bool)
         success = torch.zeros(num_envs, dtype=torch.bool)
         episode_return = torch.zeros(num_envs)
         truncated_obs: dict[int, tuple[int, Observation]] = {}
@@ -312,7 +309,7 @@ class RolloutCollector:
             if j < horizon - 1:  # only the observation after the chunk is decided on
                 self.env.skip_images_next_step()
             result = self.env.step(action.to(self.env.device))
-            self.sim_time_s += time.perf_counter() - start
+            self.tally.sim_time_s += time.perf_counter() - start
             done = result.done.cpu()
             reward = self.reward_of(result).cpu().float()
             if self.progress_shaping:
@@ -327,9 +324,9 @@ class RolloutCollector:
                 episode_return = torch.where(finished, episode["return"].cpu().float(), episode_return)
                 for world in torch.nonzero(finished & result.truncated.cpu()).flatten().tolist():
                     truncated_obs[world] = (j, select_worlds(result.info["final_obs"], torch.tensor([world])))
-            ended |= finished
             running &= ~done
             obs = result.obs
+        ended = active & ~running  # a world stops running where its episode ends
         return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs)
 
     def _shaping(self, result: StepResult, done: torch.Tensor) -> torch.Tensor:
@@ -377,13 +374,10 @@ class RolloutCollector:
 
     def _collect_decisions(
         self, obs: Observation, num_decisions: int, update_normalizer: bool
-    ) -> tuple[Observation, RolloutStats]:
+    ) -> Observation:
         """A continuous rollout of ``num_decisions`` decisions of every world into a new buffer."""
-        start = time.perf_counter()
-        self.policy_time_s = self.sim_time_s = 0.0
         batch = self.buffer = RolloutBuffer(num_decisions, self.env.num_envs)
         all_worlds = torch.ones(self.env.num_envs, dtype=torch.bool)
-        tally = EpisodeTally()
         for _ in range(num_decisions):
             if update_normalizer:
                 self.policy.update_normalizer(obs)  # type: ignore[union-attr]
@@ -391,11 +385,11 @@ class RolloutCollector:
             outcome = self.execute(step.actions.cpu(), all_worlds)
             self.bootstrap_truncations(outcome)
             self.record(batch, obs, step, outcome, all_worlds)
-            tally.add_outcomes(outcome.success, outcome.episode_return, outcome.ended)
+            self.tally.add_outcomes(outcome.success, outcome.episode_return, outcome.ended)
             obs = outcome.obs
         if self.with_value:
             batch.last_value = self.sample(obs, with_value=True).value.cpu().float()  # type: ignore[union-attr]
-        return obs, self._chunk_stats(tally, num_decisions, start)
+        return obs
 
     def collect_episodes(
         self, world_seeds: list, max_decisions: int
@@ -404,7 +398,7 @@ class RolloutCollector:
         Returns the batch, each world's success (bool [N]) and return ([N], summed until its episode
         ended)."""
         start = time.perf_counter()
-        self.policy_time_s = self.sim_time_s = 0.0
+        self.tally = EpisodeTally()
         obs, _ = self.env.reset(seed=world_seeds)
         self.potential.fill_(float("nan"))
         num_envs = self.env.num_envs
@@ -422,9 +416,8 @@ class RolloutCollector:
             active &= ~outcome.ended
             obs = outcome.obs
             decisions += 1
-        tally = EpisodeTally()
-        tally.add_outcomes(success, returns, torch.ones(num_envs, dtype=torch.bool))
-        return batch, success, returns, self._chunk_stats(tally, decisions, start)
+        self.tally.add_outcomes(success, returns, torch.ones(num_envs, dtype=torch.bool))
+        return batch, success, returns, self._stats(decisions, start)
 
     def _sample_active(self, obs: Observation, active: torch.Tensor) -> ChunkStep:
         """Sample for the active worlds only; inactive rows are zeros (their entries do not train)."""
@@ -443,8 +436,3 @@ class RolloutCollector:
             value=None if step.value is None else scatter(step.value),
             sample_info={key: scatter(value) for key, value in step.sample_info.items()},
         )
-
-    def _chunk_stats(self, tally: EpisodeTally, decisions: int, start: float) -> RolloutStats:
-        tally.policy_time_s, tally.sim_time_s = self.policy_time_s, self.sim_time_s
-        env_steps = decisions * self.execute_steps * self.env.num_envs
-        return tally.stats(env_steps, time.perf_counter() - start, decisions=decisions)

@@ -40,9 +40,12 @@ class FlatBatch:
         count = max(1, round(fraction * len(self)))
         return self.rows(torch.randperm(len(self), generator=generator)[:count].sort().values)
 
-    def minibatches(self, num_minibatches: int, generator: torch.Generator) -> Iterator[FlatBatch]:
-        """Shuffled, near-equal minibatches covering every row once."""
-        order = torch.randperm(len(self), generator=generator)
+    def minibatches(self, num_minibatches: int, generator: torch.Generator | None) -> Iterator[FlatBatch]:
+        """Shuffled (in order without a ``generator``), near-equal, non-empty minibatches covering every
+        row once."""
+        order = (
+            torch.arange(len(self)) if generator is None else torch.randperm(len(self), generator=generator)
+        )
         for part in order.tensor_split(max(1, min(num_minibatches, len(self)))):
             yield self.rows(part)
 

@@ -54,28 +54,21 @@ class EpisodeTally:
     successes_once: list[torch.Tensor] = field(default_factory=list)
     sim_time_s: float = 0.0
     policy_time_s: float = 0.0
-    lost_steps: int = 0
+    lost_steps: int | None = None
+    """Transitions lost with a dead env worker (state rollouts count them from 0)."""
 
     def add(self, episode: dict[str, torch.Tensor], done: torch.Tensor) -> None:
         ended = done.to(episode["return"].device)
-        self.returns.append(episode["return"][ended].float().cpu())
+        self.add_outcomes(episode["success"], episode["return"], ended)
         self.lengths.append(episode["length"][ended].float().cpu())
-        self.successes.append(episode["success"][ended].float().cpu())
         self.successes_once.append(episode["success_once"][ended].float().cpu())
 
     def add_outcomes(self, success: torch.Tensor, returns: torch.Tensor, ended: torch.Tensor) -> None:
-        """Episodes of a chunk rollout: success and return where ``ended`` (lengths not measured)."""
+        """Success and return of the episodes that ``ended`` (all that a chunk rollout measures)."""
         self.returns.append(returns[ended].float().cpu())
         self.successes.append(success[ended].float().cpu())
 
-    def stats(
-        self,
-        env_steps: int,
-        rollout_time_s: float,
-        *,
-        lost_steps: int | None = None,
-        decisions: int | None = None,
-    ) -> RolloutStats:
+    def stats(self, env_steps: int, rollout_time_s: float, decisions: int | None = None) -> RolloutStats:
         def mean(chunks: list[torch.Tensor]) -> float:
             values = torch.cat(chunks) if chunks else torch.empty(0)
             return float(values.mean()) if values.numel() else math.nan
@@ -90,7 +83,7 @@ class EpisodeTally:
             rollout_time_s=rollout_time_s,
             sim_time_s=self.sim_time_s,
             policy_time_s=self.policy_time_s,
-            lost_steps=lost_steps,
+            lost_steps=self.lost_steps,
             decisions=decisions,
         )
 
