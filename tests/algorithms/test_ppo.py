@@ -188,3 +188,28 @@ def test_transitions_marked_invalid_are_left_out_of_the_losses():
     assert masked.ratio.shape == (24,)
     for name in ("total", "policy_loss", "value_loss", "entropy"):
         torch.testing.assert_close(getattr(masked, name), getattr(reference, name), rtol=0, atol=0)
+
+
+def test_the_update_starts_from_the_collecting_policy_and_then_takes_in_the_rollouts_statistics():
+    """The observation statistics are the same while a rollout is collected and at the update's
+    first step (ratios of 1 there), and fold in the rollout's observations after the update."""
+    torch.manual_seed(0)
+    policy = build_policy(
+        PolicyConfig(actor_obs_keys=["proprio"], hidden_sizes=[16], normalize_obs=True),
+        OBS_SPACE,
+        ACTION_SPACE,
+    )
+    rms = policy.obs_encoder.normalizers["proprio"]
+    rms.update(torch.randn(64, 3))  # statistics from an earlier rollout
+    before = (rms.mean.clone(), rms.var.clone(), float(rms.count))
+    buffer = rollout_buffer(policy)  # collected by acting, as the collector does
+    ppo = PPO(policy, PPOConfig(num_minibatches=2, num_epochs=1))
+    buffer.compute_returns(buffer.last_value, 0.99, 0.95)
+    first = next(buffer.minibatches(2, torch.Generator().manual_seed(0)))
+    torch.testing.assert_close(ppo.compute_losses(first).ratio, torch.ones(16), rtol=0, atol=1e-6)
+    ppo.update(buffer)
+    observed = buffer.obs["proprio"].reshape(-1, 3).double()
+    assert float(rms.count) == before[2] + 32
+    n_a, n_b = before[2], 32.0
+    expected_mean = (before[0] * n_a + observed.mean(0) * n_b) / (n_a + n_b)
+    torch.testing.assert_close(rms.mean, expected_mean)

@@ -141,3 +141,18 @@ def test_cli_rejects_bad_config_before_building_an_env(
     assert override.split("=")[0] in capsys.readouterr().err
     assert len(BUILT_ENVS) == before
     assert list(tmp_path.iterdir()) == []
+
+
+def test_reward_normalisation_is_on_for_gymnasium_envs_and_off_for_the_builtin_tasks() -> None:
+    assert compose_train_config([]).algorithm.normalize_rewards is False
+    gym_env = ["env.backend=gymnasium", "env.task=Pendulum-v1"]
+    assert compose_train_config(gym_env).algorithm.normalize_rewards is True
+    assert (
+        compose_train_config([*gym_env, "algorithm.normalize_rewards=false"]).algorithm.normalize_rewards
+        is False
+    )
+    assert compose_train_config(["algorithm.normalize_rewards=true"]).algorithm.normalize_rewards is True
+    learned = ["reward=learned", "reward.path=/none", "env.cameras=[front,wrist]"]
+    assert compose_train_config(learned).algorithm.normalize_rewards is False
+    with pytest.raises(ConfigError, match=r"'algorithm.normalize_rewards': cannot be on with a reward model"):
+        compose_train_config([*learned, "algorithm.normalize_rewards=true"])

@@ -2,7 +2,8 @@
 ``gaussian`` chunk policy of one action, stores what it stores for the same MLP as a state policy,
 from the same seed, entry for entry, truncation bootstraps included (both form
 ``r + gamma * V(final obs)`` in float32). What differs between the two kinds of policy is explicit:
-``normalize_obs`` and ``clamp_actions`` default on for state policies and off for chunk policies."""
+``clamp_actions`` defaults on for state policies and off for chunk policies. Neither changes the
+policy's observation statistics while collecting (the algorithm does, after its update)."""
 
 import pytest
 import torch
@@ -48,17 +49,17 @@ def test_the_collector_at_chunk_length_1_stores_the_state_policys_rollout():
     assert chunk_stats.episodes == 4 and chunk_stats.success_rate == 0.5 and chunk_stats.mean_return == 2.0
 
 
-def test_state_policies_clamp_and_normalise_by_default_and_can_opt_out():
+def test_state_policies_clamp_by_default_and_can_opt_out_and_collecting_leaves_the_statistics():
     # LinearValuePolicy acts 3.0, outside [-1, 1].
     env, policy = CountingEnv(), LinearValuePolicy()
     buffer = RolloutBuffer(2, env.num_envs, env.observation_space, action_dim=1)
     collector = RolloutCollector(env, policy, buffer, GAMMA)
-    assert collector.normalize_obs and collector.clamp_actions
+    assert collector.clamp_actions
     collector.collect(env.reset()[0])
     assert [a.tolist() for a in env.actions] == [[[1.0], [1.0]]] * 2
-    assert policy.normalizer_updates == 2
+    assert policy.normalizer_updates == 0
     env, policy = CountingEnv(), LinearValuePolicy()
-    collector = RolloutCollector(env, policy, buffer, GAMMA, normalize_obs=False, clamp_actions=False)
+    collector = RolloutCollector(env, policy, buffer, GAMMA, clamp_actions=False)
     collector.collect(env.reset()[0])
     assert [a.tolist() for a in env.actions] == [[[3.0], [3.0]]] * 2
     assert policy.normalizer_updates == 0
@@ -76,7 +77,7 @@ class LoudChunkPolicy(ConstantChunkPolicy):
 def test_chunk_policies_leave_clamping_to_the_env_unless_asked():
     env, policy = TwoWorldEnv(), LoudChunkPolicy()
     collector = RolloutCollector(env, policy, gamma=0.5, execute_steps=2)
-    assert not collector.normalize_obs and not collector.clamp_actions
+    assert not collector.clamp_actions
     collector.collect(env.reset()[0], num_decisions=1)
     unclamped = torch.cat(env.actions)
     assert torch.equal(unclamped, torch.full((4, 1), 3.0))
@@ -85,11 +86,6 @@ def test_chunk_policies_leave_clamping_to_the_env_unless_asked():
         env.reset()[0], num_decisions=1
     )
     assert torch.equal(torch.cat(env.actions), torch.full((4, 1), 1.0))
-
-
-def test_a_chunk_policy_without_a_normaliser_cannot_normalise():
-    with pytest.raises(ValueError, match="normalize_obs"):
-        RolloutCollector(TwoWorldEnv(), ConstantChunkPolicy(), gamma=0.5, normalize_obs=True)
 
 
 def test_the_rollout_length_is_the_state_buffers_or_the_chunk_callers():

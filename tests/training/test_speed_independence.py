@@ -31,6 +31,7 @@ STATE_PPO = [
     "algorithm.num_epochs=2",
     "algorithm.lr_schedule=linear",  # the default's adaptive schedule runs in the chunk tests below
     "algorithm.lr_decay_iterations=6",
+    "algorithm.normalize_rewards=true",  # the reward scaler's running statistics must resume too
     "policy.hidden_sizes=[16,16]",
     "logger.progress_bar=false",
     "logger.tensorboard=false",

@@ -63,3 +63,8 @@ class PPOConfig(ActorCriticConfig):
     """Updates over which ``linear`` decays the learning rate to 0 (required > 0 for ``linear``)."""
     desired_kl: float = 0.01
     """Target KL for the adaptive schedule."""
+    normalize_rewards: bool | None = None
+    """Divide the rewards the critic and the advantages see by a running std of the discounted
+    return (``vla_rl.rollout.reward_scaling``). None (the default) is resolved when the config is
+    validated: on for ``env.backend=gymnasium`` (rewards of any scale) unless a reward model scores
+    the rollouts, off for the built-in tasks (their rewards are designed at unit scale)."""

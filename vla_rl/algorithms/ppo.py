@@ -155,6 +155,9 @@ class PPO(PolicyGradient):
             self._adapt_learning_rate,
         )
         self.iterations_done += 1
+        # The observation statistics take in the rollout only now: the update above started from
+        # the policy that collected the batch (importance ratios of exactly 1 at its first step).
+        self.policy.update_normalizer(buffer.obs)
         metrics["learning_rate"] = self.learning_rate
         metrics["explained_variance"] = explained_variance(buffer.values, buffer.returns)
         metrics["action_std"] = float(buffer.stds.mean())

@@ -156,6 +156,11 @@ def _train_checks() -> list[Check[TrainConfig]]:
             lambda c: c.algorithm.lr_schedule != "linear" or c.algorithm.lr_decay_iterations > 0,
             "must be positive with lr_schedule 'linear'",
         ),
+        Check(
+            "algorithm.normalize_rewards",
+            lambda c: not (c.algorithm.normalize_rewards and c.reward.model),
+            "cannot be on with a reward model (its rewards are scored after the rollout)",
+        ),
         *positive("total_env_steps"),
         *not_negative("eval.num_episodes"),
     ]
@@ -174,6 +179,9 @@ def _finish_train_config(config: TrainConfig) -> None:
 
         task_sizes = default_policy_hidden_sizes(config.env.task)
         config.policy.hidden_sizes = task_sizes if task_sizes is not None else config.policy.head_sizes()
+    if config.algorithm.normalize_rewards is None:
+        # Rewards of an arbitrary Gymnasium env may be of any scale; the built-in tasks' are not.
+        config.algorithm.normalize_rewards = config.env.backend == "gymnasium" and not config.reward.model
 
 
 TRAIN_JOB = JobSchema("ppo", TrainConfig, "train", _train_checks, _finish_train_config)

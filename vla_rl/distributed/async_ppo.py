@@ -76,7 +76,7 @@ class RolloutWorker(VersionedWeights):
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self.rng_state)
             # The learner owns the observation statistics (they travel with the weights).
-            self.obs, stats = self.collector.collect(self.obs, update_normalizer=False)
+            self.obs, stats = self.collector.collect(self.obs)
             self.rng_state = torch.get_rng_state()
         return Rollout(self.buffer.export(), self.weights_version_loaded, stats, self.index)
 
@@ -137,8 +137,6 @@ class AsyncPPO:
 
     def _learn(self, rollout: Rollout, staleness: int) -> dict[str, float]:
         self.buffer.load(rollout.data)
-        for t in range(self.buffer.num_steps):
-            self.policy.update_normalizer({key: value[t] for key, value in self.buffer.obs.items()})
         losses = self.algorithm.update(self.buffer)
         self.version += 1
         stats = rollout.stats

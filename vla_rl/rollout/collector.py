@@ -4,10 +4,11 @@ One collector for both kinds of policy; a state policy is the chunk case of chun
 decision per control step), collected step by step into a buffer allocated up front (and pipelined
 over a ``StagedEnv``'s stages). Both share the truncation bootstrap (a time-limit step's reward
 becomes ``r + gamma * V(final obs)``, formed in float32), the episode statistics (float32 means), and
-two explicit options: ``normalize_obs`` (update the policy's observation normaliser while
-collecting; default on for state policies, off for chunk policies, which normalise inside) and
-``clamp_actions`` (clamp what is sent to the env to [-1, 1]; default on for state policies, chunk
-policies leave that to the env).
+the option ``clamp_actions`` (clamp what is sent to the env to [-1, 1]; default on for state
+policies, chunk policies leave that to the env). The policy is not changed while it collects: its
+observation statistics are updated by the algorithm after the update (``PPO.update``), so the
+update starts from the policy that collected its batch. ``reward_scaler`` (state policies)
+divides the stored rewards by a running std of the discounted return (``reward_scaling.py``).
 
 Chunk policies: every ``execute_steps`` control steps the policy is called once on the batch and
 each world executes the first ``execute_steps`` actions of its chunk. A world whose episode ends
@@ -49,6 +50,7 @@ from vla_rl.rewards.env_wrapper import MODEL_REWARD_KEY, resolve_model_rewards
 from vla_rl.rewards.shaping import REWARDS, potential_shaping
 from vla_rl.rollout.buffer import RolloutBuffer
 from vla_rl.rollout.gae import chunk_rewards
+from vla_rl.rollout.reward_scaling import RewardScaler
 from vla_rl.rollout.stats import EpisodeTally, RolloutStats
 
 
@@ -85,7 +87,6 @@ class RolloutCollector:
         buffer: RolloutBuffer | None = None,
         gamma: float | None = None,
         *,
-        normalize_obs: bool | None = None,
         clamp_actions: bool | None = None,
         execute_steps: int = 1,
         temperature: float = 1.0,
@@ -94,6 +95,7 @@ class RolloutCollector:
         reward_scale: float = 1.0,
         reward: str = "dense",
         progress_shaping: float = 0.0,
+        reward_scaler: RewardScaler | None = None,
     ) -> None:
         if gamma is None:
             raise TypeError("RolloutCollector needs gamma")
@@ -109,10 +111,6 @@ class RolloutCollector:
         chunk_len = policy.chunk_len if self.chunked else 1
         if not 1 <= execute_steps <= chunk_len:
             raise ValueError(f"execute_steps must lie in [1, chunk_len={chunk_len}], got {execute_steps}")
-        self.normalize_obs = state_policy if normalize_obs is None else normalize_obs
-        """Update the policy's observation normaliser while collecting (``update_normalizer``)."""
-        if self.normalize_obs and not hasattr(policy, "update_normalizer"):
-            raise ValueError(f"normalize_obs: {type(policy).__name__} has no update_normalizer")
         self.clamp_actions = state_policy if clamp_actions is None else clamp_actions
         """Clamp the actions sent to the env to [-1, 1]."""
         self.env = env
@@ -126,6 +124,8 @@ class RolloutCollector:
         self.reward_scale = reward_scale
         self.reward_of = REWARDS[reward]
         self.progress_shaping = progress_shaping
+        self.reward_scaler = reward_scaler
+        """Divides a state rollout's rewards by a running std of the discounted return (None: off)."""
         self.potential = torch.full((env.num_envs,), float("nan"))
         """phi of each world's current state (the dense reward it was reached with); NaN after a reset."""
         self.tally = EpisodeTally()
@@ -133,23 +133,19 @@ class RolloutCollector:
         self.timeline: Timeline | None = None
         """Set to record the policy's span for each stage in pipelined collection."""
 
-    def collect(
-        self, obs: Observation, num_decisions: int | None = None, update_normalizer: bool | None = None
-    ) -> tuple[Observation, RolloutStats]:
+    def collect(self, obs: Observation, num_decisions: int | None = None) -> tuple[Observation, RolloutStats]:
         """A continuous rollout from ``obs`` into ``self.buffer``; returns the next observation.
-        ``num_decisions`` (chunk policies; a state policy's buffer fixes it) and
-        ``update_normalizer`` (default ``normalize_obs``; False for evaluation) are optional.
+        ``num_decisions``: chunk policies only (a state policy's buffer fixes it).
 
         A ``StagedEnv`` is stepped stage by stage (pipelined): each stage's physics runs in the
         background while the policy acts for the next stage.
         """
-        update = self.normalize_obs if update_normalizer is None else update_normalizer
         start = time.perf_counter()
         self.tally = EpisodeTally()
         if self.chunked:
             if num_decisions is None:
                 raise ValueError("a chunk policy's rollout needs num_decisions")
-            return self._collect_decisions(obs, num_decisions, update), self._stats(num_decisions, start)
+            return self._collect_decisions(obs, num_decisions), self._stats(num_decisions, start)
         buffer = self.buffer
         if num_decisions not in (None, buffer.num_steps):
             raise ValueError(f"the buffer holds {buffer.num_steps} steps, not {num_decisions}")
@@ -158,9 +154,9 @@ class RolloutCollector:
         self.tally.lost_steps = 0
         with torch.inference_mode():
             if isinstance(self.env, StagedEnv) and self.env.num_stages > 1:
-                obs = self._collect_pipelined(self.env, obs, update)
+                obs = self._collect_pipelined(self.env, obs)
             else:
-                obs = self._collect_in_step(obs, update)
+                obs = self._collect_in_step(obs)
             tick = time.perf_counter()
             resolve_model_rewards(self._pending_rewards, buffer.rewards)
             obs = self._to_buffer_device(obs)
@@ -185,12 +181,12 @@ class RolloutCollector:
     def _to_buffer_device(self, obs: Observation) -> Observation:
         return obs_to_device(obs, self.buffer.device)
 
-    def _collect_in_step(self, obs: Observation, update_normalizer: bool) -> Observation:
+    def _collect_in_step(self, obs: Observation) -> Observation:
         """All worlds act, then all step, ``num_steps`` times."""
         tally = self.tally
         for t in range(self.buffer.num_steps):
             tick = time.perf_counter()
-            obs, step, action = self._act(obs, update_normalizer)
+            obs, step, action = self._act(obs)
             tock = time.perf_counter()
             result = self.env.step(action)
             tick_record = time.perf_counter()
@@ -200,7 +196,7 @@ class RolloutCollector:
             obs = result.obs
         return obs
 
-    def _collect_pipelined(self, env: StagedEnv, obs: Observation, update_normalizer: bool) -> Observation:
+    def _collect_pipelined(self, env: StagedEnv, obs: Observation) -> Observation:
         """Stage s acts and starts stepping, then stage s + 1 waits for its physics, records, acts
         and starts, and so on: one stage simulates while the caller works on another."""
         tally = self.tally
@@ -213,7 +209,7 @@ class RolloutCollector:
         acted: list[tuple[Observation, PolicyStep]] = []
         for s in stages:
             tick = time.perf_counter()
-            stage_obs, step, action = acts[s](parts[s], update_normalizer)
+            stage_obs, step, action = acts[s](parts[s])
             tally.policy_time_s += time.perf_counter() - tick
             env.step_stage_async(s, action)
             acted.append((stage_obs, step))
@@ -226,17 +222,15 @@ class RolloutCollector:
                 self._record(t, env.stage_rows(s), *acted[s], result)
                 parts[s] = result.obs
                 if t + 1 < num_steps:
-                    stage_obs, step, action = acts[s](parts[s], update_normalizer)
+                    stage_obs, step, action = acts[s](parts[s])
                     env.step_stage_async(s, action)
                     acted[s] = (stage_obs, step)
                 tally.policy_time_s += time.perf_counter() - tock
         return concat_observations(parts)
 
-    def _act(self, obs: Observation, update_normalizer: bool) -> tuple[Observation, PolicyStep, torch.Tensor]:
+    def _act(self, obs: Observation) -> tuple[Observation, PolicyStep, torch.Tensor]:
         """(observation on the buffer's device, the policy's step, action on the env's device)."""
         obs = self._to_buffer_device(obs)
-        if update_normalizer:
-            self.policy.update_normalizer(obs)  # type: ignore[union-attr]
         step = self.policy.act(obs)  # type: ignore[union-attr]
         action = step.action.clamp(-1.0, 1.0) if self.clamp_actions else step.action
         return obs, step, action.to(self.env.device)
@@ -248,6 +242,8 @@ class RolloutCollector:
         reward = result.reward.to(buffer.device, torch.float32)
         terminated = result.terminated.to(buffer.device)
         truncated = result.truncated.to(buffer.device)
+        if self.reward_scaler is not None:
+            reward = self.reward_scaler(reward, terminated | truncated, rows)
         bootstrap = truncated & ~terminated
         lost = result.info.get("lost")
         if lost is not None and lost.any():
@@ -372,15 +368,11 @@ class RolloutCollector:
             outcome.executed,
         )
 
-    def _collect_decisions(
-        self, obs: Observation, num_decisions: int, update_normalizer: bool
-    ) -> Observation:
+    def _collect_decisions(self, obs: Observation, num_decisions: int) -> Observation:
         """A continuous rollout of ``num_decisions`` decisions of every world into a new buffer."""
         batch = self.buffer = RolloutBuffer(num_decisions, self.env.num_envs)
         all_worlds = torch.ones(self.env.num_envs, dtype=torch.bool)
         for _ in range(num_decisions):
-            if update_normalizer:
-                self.policy.update_normalizer(obs)  # type: ignore[union-attr]
             step = self.sample(obs)
             outcome = self.execute(step.actions.cpu(), all_worlds)
             self.bootstrap_truncations(outcome)

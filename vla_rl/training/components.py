@@ -14,6 +14,7 @@ from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies import ActorCriticPolicy, build_policy
 from vla_rl.policies.obs_keys import obs_key_errors, with_env_obs_keys
 from vla_rl.rollout import RolloutBuffer, RolloutCollector
+from vla_rl.rollout.reward_scaling import RewardScaler
 
 
 @dataclass
@@ -49,7 +50,8 @@ def build_training_components(cfg: TrainConfig, env: BatchedEnv) -> TrainingComp
     policy, buffer, algorithm = build_learner(
         cfg, env.observation_space, env.action_space, env.num_envs, env.device
     )
-    collector = RolloutCollector(env, policy, buffer, cfg.algorithm.gamma)
+    scaler = RewardScaler(env.num_envs, cfg.algorithm.gamma) if cfg.algorithm.normalize_rewards else None
+    collector = RolloutCollector(env, policy, buffer, cfg.algorithm.gamma, reward_scaler=scaler)
     return TrainingComponents(policy=policy, buffer=buffer, collector=collector, algorithm=algorithm)
 
 

@@ -55,6 +55,8 @@ class Rollouts:
         state: dict[str, Any] = {"env": env_state(self.env)}
         if self.collector.chunked:
             state["potential"] = self.collector.potential.clone()
+        if self.collector.reward_scaler is not None:
+            state["reward_scaler"] = self.collector.reward_scaler.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -66,6 +68,8 @@ class Rollouts:
             self.obs, _ = self.env.reset(seed=self.seed + int(state["iteration"]))
         if state.get("potential") is not None:
             self.collector.potential = state["potential"].clone()
+        if self.collector.reward_scaler is not None and "reward_scaler" in state:
+            self.collector.reward_scaler.load_state_dict(state["reward_scaler"])
 
 
 class GroupRollouts(Rollouts):
