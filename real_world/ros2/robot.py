@@ -28,32 +28,21 @@ Published (reliable):
 
 from __future__ import annotations
 
-import threading
+import functools
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from vla_rl.real_world.robot import (
-    Feature,
-    JointCommand,
-    Robot,
-    RobotError,
-    RobotObservation,
-    command_features,
-    robot_features,
-)
+from vla_rl.real_world.robot import JointCommand, RobotError, RobotObservation
 from vla_rl.real_world.ros1.messages import COMPRESSED_SUFFIX, tcp_pose_xyzw
 from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node
 from vla_rl.real_world.ros2.nodes import make_node
-from vla_rl.real_world.stamped import Stamped, match_images
+from vla_rl.real_world.stamped import StreamedRobot, await_subscribers
 from vla_rl.real_world.topics import RobotTopics
 
-HISTORY = 16
-"""Joint states and images kept per stream to pair images with the latest joint state by stamp."""
 COMMAND_MSGTYPES = {
     "joint_trajectory": m.JOINT_TRAJECTORY,
     "float64_multi_array": m.FLOAT64_MULTI_ARRAY,
@@ -104,34 +93,20 @@ class Ros2RobotConfig:
     """cyclonedds XML configuration (e.g. ``dds.loopback_config()``); None: ``CYCLONEDDS_URI``."""
 
 
-class Ros2Robot(Robot):
+class Ros2Robot(StreamedRobot):
     """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
 
+    config: Ros2RobotConfig
+
     def __init__(self, config: Ros2RobotConfig, node_factory: Callable[[], Node] | None = None) -> None:
-        self.config = config
+        super().__init__(config, len(config.arm_joint_names))
         self._node_factory = node_factory or (
             lambda: make_node(config.backend, config.domain_id, config.dds_config)
         )
         self._node: Node | None = None
-        self._lock = threading.Condition()
-        self._joint_states: deque[Stamped] = deque(maxlen=HISTORY)
         self._fingers: dict[str, float] = {}
-        self._images: dict[str, deque[Stamped]] = {}
-        self._task_state: Stamped | None = None
-        self.dropped: dict[str, int] = {"joint_states": 0, "images": 0}
-        """Messages that could not be used (wrong joints, unsupported image encoding, undecodable)."""
+        self.dropped["joint_states"] = 0  # without the arm joints (nor a finger)
         self._kinematics: Any = None
-
-    @property
-    def observation_features(self) -> dict[str, Feature]:
-        config = self.config
-        return robot_features(
-            config.cameras, config.image_size, config.task_state_dim, len(config.arm_joint_names)
-        )
-
-    @property
-    def action_features(self) -> dict[str, Feature]:
-        return command_features(len(self.config.arm_joint_names))
 
     @property
     def is_connected(self) -> bool:
@@ -142,10 +117,8 @@ class Ros2Robot(Robot):
             return
         config, topics = self.config, self.config.topics
         with self._lock:  # nothing from an earlier connection
-            self._joint_states.clear()
+            self.clear_streams()
             self._fingers.clear()
-            self._images.clear()
-            self._task_state = None
         if config.command_type == "pose_stamped" and self._kinematics is None:
             from vla_rl.real_world.kinematics import ArmKinematics
 
@@ -156,12 +129,9 @@ class Ros2Robot(Robot):
         try:
             node.subscription(topics.joint_states, m.JOINT_STATE, self._on_joint_state, config.sensor_qos)
             for camera in config.cameras:
-                self._images[camera] = deque(maxlen=HISTORY)
+                on_image = functools.partial(self._on_image, camera)
                 node.subscription(
-                    topics.image_topic(camera) + suffix,
-                    image_type,
-                    self._image_callback(camera),
-                    config.sensor_qos,
+                    topics.image_topic(camera) + suffix, image_type, on_image, config.sensor_qos
                 )
             if config.task_state_dim:
                 node.subscription(
@@ -180,15 +150,11 @@ class Ros2Robot(Robot):
                     f"{config.domain_id}, reachable by DDS discovery?"
                 )
             if config.require_command_subscriber:
-                # Commands published before the controller's subscription matches are lost.
-                for topic, pub in (
-                    (topics.command, self._command_pub),
-                    (topics.gripper_command, self._gripper_pub),
-                ):
-                    while pub.subscription_count() == 0 and time.monotonic() < deadline:
-                        time.sleep(0.01)
-                    if pub.subscription_count() == 0:
-                        raise RobotError(f"nobody subscribes to {topic} within {config.connect_timeout_s} s")
+                subscribers = {
+                    topics.command: self._command_pub.subscription_count,
+                    topics.gripper_command: self._gripper_pub.subscription_count,
+                }
+                await_subscribers(subscribers, deadline, config.connect_timeout_s)
         except BaseException:
             node.close()
             raise
@@ -214,58 +180,27 @@ class Ros2Robot(Robot):
                 return
             qpos = np.array([position[name] for name in arm])
             qvel = np.array([velocity.get(name, 0.0) for name in arm])
-            self._joint_states.append(Stamped(m.stamp_seconds(msg.header.stamp), (qpos, qvel)))
-            self._lock.notify_all()
+            self.add_joint_state(m.stamp_seconds(msg.header.stamp), (qpos, qvel))
 
-    def _image_callback(self, camera: str) -> Callable[[Any], None]:
+    def _on_image(self, camera: str, msg: Any) -> None:
         parse = m.parse_compressed_image if self.config.image_transport == "compressed" else m.parse_image
-
-        def on_image(msg: Any) -> None:
-            try:
-                rgb = parse(msg)
-            except ValueError:
-                with self._lock:
-                    self.dropped["images"] += 1
-                return
-            with self._lock:
-                self._images[camera].append(Stamped(m.stamp_seconds(msg.header.stamp), rgb))
-
-        return on_image
+        self.add_image(camera, m.stamp_seconds(msg.header.stamp), parse, msg)
 
     def _on_task_state(self, msg: Any) -> None:
-        with self._lock:
-            self._task_state = Stamped(time.time(), np.asarray(msg.data, dtype=np.float64).copy())
+        self.add_task_state(msg.data)
 
     # -------------------------------------------------------------------------- observation
-    def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
-        """Block until a joint state stamped after ``after_stamp_s`` arrives; False on timeout."""
-        with self._lock:
-            return self._lock.wait_for(
-                lambda: bool(self._joint_states) and self._joint_states[-1].stamp_s > after_stamp_s, timeout_s
-            )
-
     def get_observation(self) -> RobotObservation:
         if self._node is None:
             raise RobotError("get_observation on a disconnected robot")
-        with self._lock:
-            if not self._joint_states:
-                raise RobotError("no joint state received yet")
-            joint = self._joint_states[-1]
-            fingers = [self._fingers.get(name) for name in self.config.gripper_joint_names]
-            images, stamps, unsynced = match_images(self._images, joint.stamp_s, self.config.sync_slop_s)
-            task_state = None if self._task_state is None else self._task_state.value
+        return self.observation(self._joint_values)
+
+    def _joint_values(self, joint: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+        """Arm angles and velocities of a stored joint state, and the latest fingers' opening."""
+        fingers = [self._fingers.get(name) for name in self.config.gripper_joint_names]
         opening = float(sum(fingers)) if fingers and None not in fingers else float("nan")
-        qpos, qvel = joint.value
-        return RobotObservation(
-            arm_qpos_rad=qpos.copy(),
-            arm_qvel_rad_s=qvel.copy(),
-            gripper_opening_m=opening,
-            joint_state_stamp_s=joint.stamp_s,
-            images=images,
-            image_stamps_s=stamps,
-            task_state=task_state,
-            extras={"unsynced_cameras": unsynced},
-        )
+        qpos, qvel = joint
+        return qpos.copy(), qvel.copy(), opening
 
     # -------------------------------------------------------------------------- commands
     def send_action(self, command: JointCommand) -> JointCommand:
