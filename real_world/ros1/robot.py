@@ -177,11 +177,6 @@ class Ros1Robot(StreamedRobot):
     def get_observation(self) -> RobotObservation:
         return self.observation(lambda joint: joint, estop=self._estop)
 
-    @property
-    def estop_pressed(self) -> bool:
-        """The e-stop topic said True at least once (latched here too; the safety layer latches its own)."""
-        return self._estop
-
     def teleop_command(self) -> np.ndarray | None:
         """Arm targets [7] a person is sending while the override is on, else None."""
         return self._teleop_command if self._teleop_override else None
