@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from vla_rl.sims.isaaclab.conversions import as_torch, flatten_group, rgb_uint8, unit_to_env_action
 from vla_rl.sims.isaaclab.settings import DEFAULT_SUCCESS_TERMS, IsaacLabSettings
+from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 
@@ -185,19 +186,9 @@ class IsaacLabBatchedEnv(BatchedEnv):
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = (
-            list(range(self.num_envs))
-            if env_ids is None
-            else sorted({int(i) for i in torch.as_tensor(env_ids).reshape(-1).tolist()})
-        )
-        if isinstance(seed, int | np.integer):
-            seeds: list[int] | None = [self.world_seed(seed, i) for i in ids]
-        elif seed is not None:
-            if len(seed) != len(ids):
-                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-            seeds = [_int_seed(s) for s in seed]
-        else:
-            seeds = None
+        ids = sorted(set(reset_ids(env_ids, self.num_envs)))
+        entries = world_seeds(self, seed, ids)
+        seeds = None if entries is None else [_int_seed(s) for s in entries]
         if not ids:
             return _clone_obs(self._obs), {}
         fresh = self._reset_worlds(ids, seeds)

@@ -27,6 +27,7 @@ import torch
 from vla_rl.sims.libero.client import WorkerClient
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
 from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
+from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
@@ -146,22 +147,12 @@ class LiberoBatchedEnv(BatchedEnv):
     ) -> tuple[Observation, dict[str, Any]]:
         if self._pending_step:
             raise RuntimeError("reset() between step_async() and step_wait()")
-        ids = (
-            list(range(self.num_envs))
-            if env_ids is None
-            else [int(i) for i in torch.as_tensor(env_ids).flatten()]
-        )
+        ids = reset_ids(env_ids, self.num_envs)
         if self._obs is None and len(ids) < self.num_envs:
             raise RuntimeError("the first reset must reset every world")
-        if isinstance(seed, int):
-            seeds: list[Any] = [self.world_seed(seed, i) for i in ids]
-        elif seed is not None:
-            seeds = list(seed)
-            if len(seeds) != len(ids):
-                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} reset worlds")
-        if seed is not None:
-            for i, world_seed in zip(ids, seeds, strict=True):
-                self._rngs[i] = np.random.default_rng(np.random.SeedSequence(world_seed))
+        seeds = world_seeds(self, seed, ids)
+        for i, world_seed in zip(ids, seeds, strict=True) if seeds is not None else ():
+            self._rngs[i] = np.random.default_rng(np.random.SeedSequence(world_seed))
         self._start_episodes(ids)
         return self._torch_obs(), {}
 

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from vla_rl.sims.maniskill.observations import ObservationLayout, map_observation
+from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 
@@ -124,19 +125,13 @@ class ManiSkillBatchedEnv(BatchedEnv):
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = (
-            list(range(self.num_envs))
-            if env_ids is None
-            else [int(i) for i in torch.as_tensor(env_ids).view(-1)]
+        ids = reset_ids(env_ids, self.num_envs)
+        entries = world_seeds(self, seed, ids)
+        seeds = (
+            None
+            if entries is None
+            else [_int_seed(s) if isinstance(s, list | tuple) else int(s) for s in entries]
         )
-        if isinstance(seed, int | np.integer):
-            seeds: list[int] | None = [self.world_seed(int(seed), i) for i in ids]
-        elif seed is not None:
-            if len(seed) != len(ids):
-                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-            seeds = [_int_seed(s) if isinstance(s, list | tuple) else int(s) for s in seed]
-        else:
-            seeds = None
 
         if not ids:  # nothing to reset: the current observation
             raw, info = self.base.get_obs(), {}

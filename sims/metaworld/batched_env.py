@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from vla_rl.sims.metaworld.cameras import TaskCameras
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
+from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
@@ -141,16 +142,8 @@ class MetaWorldBatchedEnv(BatchedEnv):
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = range(self.num_envs) if env_ids is None else torch.as_tensor(env_ids).flatten().tolist()
-        ids = [int(i) for i in ids]
-        if isinstance(seed, int | np.integer):
-            seeds: list[Any] = [self.world_seed(int(seed), i) for i in ids]
-        elif seed is None:
-            seeds = [None] * len(ids)
-        else:
-            if len(seed) != len(ids):
-                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-            seeds = list(seed)
+        ids = reset_ids(env_ids, self.num_envs)
+        seeds = world_seeds(self, seed, ids) or [None] * len(ids)
         for i, world_seed in zip(ids, seeds, strict=True):
             self._reset_world(i, world_seed)
         return self._observe(), {}

@@ -21,6 +21,7 @@ from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
 from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
 from vla_rl.sims.mujoco.stepping import PhysicsStepper
+from vla_rl.sims.resets import reset_ids, world_seeds
 from vla_rl.sims.tasks.base import TaskState
 from vla_rl.sims.tasks.registry import make_task
 
@@ -191,21 +192,11 @@ class MujocoBatchedEnv(BatchedEnv):
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = (
-            np.arange(self.num_envs)
-            if env_ids is None
-            else np.asarray(torch.as_tensor(env_ids).cpu()).reshape(-1)
-        )
-        if isinstance(seed, int | np.integer):
-            for i in ids:
-                self.rngs[i] = np.random.default_rng(self.world_seed(int(seed), int(i)))
-        elif seed is not None:
-            seeds = list(seed)
-            if len(seeds) != len(ids):
-                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} reset worlds")
-            for i, s in zip(ids, seeds, strict=True):
-                entropy = int(s) if isinstance(s, int | np.integer) else [int(v) for v in s]
-                self.rngs[i] = np.random.default_rng(entropy)
+        ids = np.asarray(reset_ids(env_ids, self.num_envs), dtype=np.int64)
+        seeds = world_seeds(self, seed, ids)
+        for i, s in zip(ids, seeds, strict=True) if seeds is not None else ():
+            entropy = int(s) if isinstance(s, int | np.integer) else [int(v) for v in s]
+            self.rngs[i] = np.random.default_rng(entropy)
         self._reset_worlds(ids)
         self._run_parallel(self._gather_and_render, ids)
         return self._observe(), {}
