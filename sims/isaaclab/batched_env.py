@@ -21,9 +21,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import clone_obs, reset_ids, space_of, world_seeds
 from vla_rl.sims.isaaclab.conversions import as_torch, flatten_group, rgb_uint8, unit_to_env_action
 from vla_rl.sims.isaaclab.settings import DEFAULT_SUCCESS_TERMS, IsaacLabSettings
-from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 
@@ -87,7 +87,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self._capture = PreResetCapture(env, self._pre_reset_snapshot) if needs_capture else None
 
         self._obs = self._reset_worlds(list(range(self.num_envs)), seeds=None)
-        self.observation_space = _space_of(self._obs)
+        self.observation_space = space_of(self._obs)
         self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
         self._episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._episode_success_once = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
@@ -190,7 +190,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         entries = world_seeds(self, seed, ids)
         seeds = None if entries is None else [_int_seed(s) for s in entries]
         if not ids:
-            return _clone_obs(self._obs), {}
+            return clone_obs(self._obs), {}
         fresh = self._reset_worlds(ids, seeds)
         rows = torch.tensor(ids, dtype=torch.int64, device=self.device)
         for key, value in fresh.items():
@@ -199,7 +199,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self._episode_return[rows] = 0.0
         self._episode_length[rows] = 0
         self._episode_success_once[rows] = False
-        return _clone_obs(self._obs), {}
+        return clone_obs(self._obs), {}
 
     # ---------------------------------------------------------------- stepping
     def step(self, action: torch.Tensor) -> StepResult:
@@ -227,7 +227,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         reward = self._vector(reward, torch.float32)
 
         self._obs = self._observation(groups, self._images())
-        final = _clone_obs(self._obs)
+        final = clone_obs(self._obs)
         if bool(done.any()):
             pre_reset = self._pre_reset_observation(native_final, snapshot)
             for key, value in pre_reset.items():
@@ -248,7 +248,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
             self._episode_return[done] = 0.0
             self._episode_length[done] = 0
             self._episode_success_once[done] = False
-        return StepResult(_clone_obs(self._obs), reward, terminated, truncated, info)
+        return StepResult(clone_obs(self._obs), reward, terminated, truncated, info)
 
     def _vector(self, value: Any, dtype: torch.dtype) -> torch.Tensor:
         return as_torch(value).reshape(self.num_envs).to(device=self.device, dtype=dtype, copy=True)
@@ -267,26 +267,10 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self._env.close()
 
 
-def _space_of(obs: Observation) -> gym.spaces.Dict:
-    spaces: dict[str, gym.Space] = {}
-    for key, value in obs.items():
-        if key == "instruction":
-            spaces[key] = gym.spaces.Text(max_length=256)
-        elif key.startswith("rgb_"):
-            spaces[key] = gym.spaces.Box(0, 255, tuple(value.shape[1:]), np.uint8)
-        else:
-            spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
-    return gym.spaces.Dict(spaces)
-
-
 def _int_seed(seed: int | list[int]) -> int:
     if isinstance(seed, int | np.integer):
         return int(seed)
     return int(np.random.SeedSequence([int(s) for s in seed]).generate_state(1)[0])
-
-
-def _clone_obs(obs: Observation) -> Observation:
-    return {key: list(value) if key == "instruction" else value.clone() for key, value in obs.items()}
 
 
 def _clone_tree(groups: Any) -> Any:

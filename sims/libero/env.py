@@ -24,10 +24,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import reset_ids, world_seeds
 from vla_rl.sims.libero.client import WorkerClient
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
 from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
-from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig

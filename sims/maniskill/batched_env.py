@@ -24,8 +24,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import clone_obs, reset_ids, space_of, world_seeds
 from vla_rl.sims.maniskill.observations import ObservationLayout, map_observation
-from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 
@@ -80,20 +80,9 @@ class ManiSkillBatchedEnv(BatchedEnv):
         self._episode_length = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
         self._episode_success_once = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         obs, _ = self.reset()  # reads shapes and checks that the cameras exist
-        self.observation_space = self._space_of(obs)
+        self.observation_space = space_of(obs)
 
     # ---------------------------------------------------------------- helpers
-    def _space_of(self, obs: Observation) -> gym.spaces.Dict:
-        spaces: dict[str, gym.Space] = {}
-        for key, value in obs.items():
-            if key == "instruction":
-                spaces[key] = gym.spaces.Text(max_length=256)
-            elif value.dtype == torch.uint8:
-                spaces[key] = gym.spaces.Box(0, 255, tuple(value.shape[1:]), np.uint8)
-            else:
-                spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
-        return gym.spaces.Dict(spaces)
-
     def _observe(self, raw: dict[str, Any]) -> Observation:
         return map_observation(raw, self.layout, self._instructions, self.device)
 
@@ -182,9 +171,7 @@ class ManiSkillBatchedEnv(BatchedEnv):
             obs = self._observe(raw)
             out_info["final_obs"] = _merge_rows(obs, final, done)
         else:
-            out_info["final_obs"] = {
-                k: (list(v) if isinstance(v, list) else v.clone()) for k, v in obs.items()
-            }
+            out_info["final_obs"] = clone_obs(obs)
         return StepResult(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=out_info)
 
     def close(self) -> None:

@@ -27,9 +27,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import clone_obs, reset_ids, world_seeds
 from vla_rl.sims.metaworld.cameras import TaskCameras
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
-from vla_rl.sims.resets import reset_ids, world_seeds
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
 from vla_rl.envs.config import EnvConfig
@@ -126,9 +126,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
                 obs[f"rgb_{camera}"] = torch.empty(size, dtype=torch.uint8, device=self.device)
             ids = range(self.num_envs)
         else:
-            obs = {
-                key: (list(value) if key == "instruction" else value.clone()) for key, value in rows.items()
-            }
+            obs = clone_obs(rows)
             obs["proprio"][ids] = state[ids, PROPRIO]
             obs["privileged"][ids] = state[ids]
         for i in ids if self._renderers else ():

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
+from vla_rl.sims.batching import reset_ids, world_seeds
 from vla_rl.sims.mujoco.config_checks import validate_config
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size, proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
@@ -21,7 +22,6 @@ from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
 from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
 from vla_rl.sims.mujoco.stepping import PhysicsStepper
-from vla_rl.sims.resets import reset_ids, world_seeds
 from vla_rl.sims.tasks.base import TaskState
 from vla_rl.sims.tasks.registry import make_task
 

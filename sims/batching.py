@@ -1,0 +1,55 @@
+"""What the simulator backends' batched envs share: reading ``reset``'s arguments (which worlds,
+the seed of each; each backend then seeds its worlds its own way), copying observations and
+describing their space."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from vla_rl.envs.base import BatchedEnv, Observation
+
+
+def reset_ids(env_ids: torch.Tensor | None, num_envs: int) -> list[int]:
+    """The worlds ``reset(env_ids=...)`` names, as ints: every world for None."""
+    if env_ids is None:
+        return list(range(num_envs))
+    return [int(i) for i in torch.as_tensor(env_ids).reshape(-1).tolist()]
+
+
+def world_seeds(
+    env: BatchedEnv, seed: int | Sequence[int | list[int]] | None, ids: Sequence[int]
+) -> list[Any] | None:
+    """One seed entry per reset world ``ids`` (None: unseeded). An int ``seed`` gives world ``i``
+    ``env.world_seed(seed, i)``; a sequence must hold one entry per reset world."""
+    if seed is None:
+        return None
+    if isinstance(seed, int | np.integer):
+        return [env.world_seed(int(seed), int(i)) for i in ids]
+    if len(seed) != len(ids):
+        raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
+    return list(seed)
+
+
+def clone_obs(obs: Observation) -> Observation:
+    """A copy of a batched observation that later steps cannot change (tensors cloned, the
+    instruction list copied)."""
+    return {key: list(value) if isinstance(value, list) else value.clone() for key, value in obs.items()}
+
+
+def space_of(obs: Observation) -> gym.spaces.Dict:
+    """The space of one world's observation, read off a batched one: uint8 tensors are images in
+    [0, 255], other tensors unbounded float32, the instruction text."""
+    spaces: dict[str, gym.Space] = {}
+    for key, value in obs.items():
+        if key == "instruction":
+            spaces[key] = gym.spaces.Text(max_length=256)
+        elif value.dtype == torch.uint8:
+            spaces[key] = gym.spaces.Box(0, 255, tuple(value.shape[1:]), np.uint8)
+        else:
+            spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
+    return gym.spaces.Dict(spaces)
