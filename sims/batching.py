@@ -1,6 +1,6 @@
 """What the simulator backends' batched envs share: reading ``reset``'s arguments (which worlds,
-the seed of each; each backend then seeds its worlds its own way), copying observations and
-describing their space."""
+the seed of each; each backend then seeds its worlds its own way), the running episodes'
+statistics, copying observations and describing their space."""
 
 from __future__ import annotations
 
@@ -53,3 +53,45 @@ def space_of(obs: Observation) -> gym.spaces.Dict:
         else:
             spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
     return gym.spaces.Dict(spaces)
+
+
+class EpisodeStats:
+    """Return, length and success so far of every world's running episode, what ``info["episode"]``
+    reports when episodes end: numpy arrays, or tensors on ``device`` for backends whose rewards
+    are tensors."""
+
+    def __init__(self, num_envs: int, device: torch.device | None = None) -> None:
+        if device is None:
+            self.episode_return: Any = np.zeros(num_envs)
+            self.length: Any = np.zeros(num_envs, np.int64)
+            self.success_once: Any = np.zeros(num_envs, bool)
+        else:
+            self.episode_return = torch.zeros(num_envs, dtype=torch.float32, device=device)
+            self.length = torch.zeros(num_envs, dtype=torch.int64, device=device)
+            self.success_once = torch.zeros(num_envs, dtype=torch.bool, device=device)
+
+    def add(self, reward: Any, success: Any) -> None:
+        """One step of every world: its reward [N] and success [N]."""
+        self.episode_return += reward
+        self.length += 1
+        self.success_once |= success
+
+    def start(self, ids: Any) -> None:
+        """Worlds ``ids`` (indices or a bool mask) begin new episodes."""
+        self.episode_return[ids] = 0.0
+        self.length[ids] = 0
+        self.success_once[ids] = False
+
+    def report(self, success: Any, device: torch.device) -> dict[str, torch.Tensor]:
+        """``info["episode"]``: copies of the statistics (return as float32) and of this step's
+        ``success``, on ``device``."""
+
+        def copy(value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+            return torch.as_tensor(value).to(device=device, dtype=dtype, copy=True)
+
+        return {
+            "return": copy(self.episode_return, torch.float32),
+            "length": copy(self.length),
+            "success": copy(success),
+            "success_once": copy(self.success_once),
+        }

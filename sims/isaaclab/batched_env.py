@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import clone_obs, reset_ids, space_of, world_seeds
+from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, space_of, world_seeds
 from vla_rl.sims.isaaclab.conversions import as_torch, flatten_group, rgb_uint8, unit_to_env_action
 from vla_rl.sims.isaaclab.settings import DEFAULT_SUCCESS_TERMS, IsaacLabSettings
 
@@ -88,9 +88,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
 
         self._obs = self._reset_worlds(list(range(self.num_envs)), seeds=None)
         self.observation_space = space_of(self._obs)
-        self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
-        self._episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        self._episode_success_once = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._episodes = EpisodeStats(self.num_envs, self.device)
 
     # ---------------------------------------------------------------- reading the env
     def _resolve_success_terms(self) -> tuple[str, ...]:
@@ -196,9 +194,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         for key, value in fresh.items():
             if key != "instruction":
                 self._obs[key][rows] = value[rows]
-        self._episode_return[rows] = 0.0
-        self._episode_length[rows] = 0
-        self._episode_success_once[rows] = False
+        self._episodes.start(rows)
         return clone_obs(self._obs), {}
 
     # ---------------------------------------------------------------- stepping
@@ -234,20 +230,11 @@ class IsaacLabBatchedEnv(BatchedEnv):
                 if key != "instruction":
                     final[key][done] = value[done]
 
-        self._episode_return += reward
-        self._episode_length += 1
-        self._episode_success_once |= success
+        self._episodes.add(reward, success)
         info: dict[str, Any] = {"success": success, "final_obs": final}
         if bool(done.any()):
-            info["episode"] = {
-                "return": self._episode_return.clone(),
-                "length": self._episode_length.clone(),
-                "success": success.clone(),
-                "success_once": self._episode_success_once.clone(),
-            }
-            self._episode_return[done] = 0.0
-            self._episode_length[done] = 0
-            self._episode_success_once[done] = False
+            info["episode"] = self._episodes.report(success, self.device)
+            self._episodes.start(done)
         return StepResult(clone_obs(self._obs), reward, terminated, truncated, info)
 
     def _vector(self, value: Any, dtype: torch.dtype) -> torch.Tensor:

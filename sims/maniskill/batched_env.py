@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import clone_obs, reset_ids, space_of, world_seeds
+from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, space_of, world_seeds
 from vla_rl.sims.maniskill.observations import ObservationLayout, map_observation
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
@@ -76,9 +76,7 @@ class ManiSkillBatchedEnv(BatchedEnv):
         self._action_high = torch.as_tensor(single.high, dtype=torch.float32, device=self.sim_device)
         self.action_space = gym.spaces.Box(-1.0, 1.0, single.shape, np.float32)
 
-        self._episode_return = torch.zeros(self.num_envs, device=self.device)
-        self._episode_length = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
-        self._episode_success_once = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._episodes = EpisodeStats(self.num_envs, self.device)
         obs, _ = self.reset()  # reads shapes and checks that the cameras exist
         self.observation_space = space_of(obs)
 
@@ -101,11 +99,6 @@ class ManiSkillBatchedEnv(BatchedEnv):
             )
         unit = action.detach().to(self.sim_device, torch.float32).clamp(-1.0, 1.0)
         return self._action_low + (unit + 1.0) * 0.5 * (self._action_high - self._action_low)
-
-    def _clear_stats(self, ids: torch.Tensor) -> None:
-        self._episode_return[ids] = 0.0
-        self._episode_length[ids] = 0
-        self._episode_success_once[ids] = False
 
     # ---------------------------------------------------------------- contract
     def world_seed(self, seed: int, world: int) -> int:
@@ -132,7 +125,7 @@ class ManiSkillBatchedEnv(BatchedEnv):
                 one = {"env_idx": torch.tensor([world], device=self.sim_device)}
                 raw, info = self.env.reset(seed=[world_seed] * self.num_envs, options=one)
         self._read_instructions(ids)
-        self._clear_stats(torch.tensor(ids, dtype=torch.long, device=self.device))
+        self._episodes.start(torch.tensor(ids, dtype=torch.long, device=self.device))
         return self._observe(raw), info
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -141,33 +134,26 @@ class ManiSkillBatchedEnv(BatchedEnv):
         terminated = torch.as_tensor(terminated, device=self.device).bool().reshape(self.num_envs).clone()
         if self.ignore_terminations:
             terminated.zero_()
-        self._episode_length += 1
-        truncated = torch.as_tensor(truncated, device=self.device).bool().reshape(self.num_envs)
-        truncated = truncated | (self._episode_length >= self.max_episode_steps)
-        done = terminated | truncated
         success = info.get("success")
         success = (
             torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
             if success is None
             else torch.as_tensor(success, device=self.device).bool().reshape(self.num_envs).clone()
         )
-        self._episode_return += reward
-        self._episode_success_once |= success
+        self._episodes.add(reward, success)
+        truncated = torch.as_tensor(truncated, device=self.device).bool().reshape(self.num_envs)
+        truncated = truncated | (self._episodes.length >= self.max_episode_steps)
+        done = terminated | truncated
 
         obs = self._observe(raw)
         out_info: dict[str, Any] = {"success": success}
         if done.any():
             ended = done.nonzero().view(-1)
-            out_info["episode"] = {
-                "return": self._episode_return.clone(),
-                "length": self._episode_length.clone(),
-                "success": success.clone(),
-                "success_once": self._episode_success_once.clone(),
-            }
+            out_info["episode"] = self._episodes.report(success, self.device)
             final = obs
             raw, _ = self.env.reset(options={"env_idx": ended.to(self.sim_device)})
             self._read_instructions(ended.tolist())
-            self._clear_stats(ended)
+            self._episodes.start(ended)
             obs = self._observe(raw)
             out_info["final_obs"] = _merge_rows(obs, final, done)
         else:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
-from vla_rl.sims.batching import reset_ids, world_seeds
+from vla_rl.sims.batching import EpisodeStats, reset_ids, world_seeds
 from vla_rl.sims.mujoco.config_checks import validate_config
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size, proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
@@ -83,9 +83,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
         self.goals = np.zeros((n, self.task.goal_dim))
         self.instructions = [""] * n
-        self.step_count = np.zeros(n, np.int64)
-        self.episode_return = np.zeros(n)
-        self.episode_success_once = np.zeros(n, bool)
+        self.episodes = EpisodeStats(n)
         self.rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
 
         self._pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="mujoco-world")
@@ -184,9 +182,7 @@ class MujocoBatchedEnv(BatchedEnv):
             mujoco.mj_forward(m, d)
             self._ctrl[i] = d.ctrl
             self.instructions[i] = self.task.instruction(self.goals[i], self.split)
-        self.step_count[ids] = 0
-        self.episode_return[ids] = 0.0
-        self.episode_success_once[ids] = False
+        self.episodes.start(ids)
         self._stepper.states_changed(self.datas, ids)
 
     def reset(
@@ -286,10 +282,8 @@ class MujocoBatchedEnv(BatchedEnv):
 
     def _finish_step(self) -> StepResult:
         reward, success = self.task.reward_and_success(self._task_state())
-        self.step_count += 1
-        self.episode_return += reward
-        self.episode_success_once |= success
-        truncated = self.step_count >= self.max_episode_steps
+        self.episodes.add(reward, success)
+        truncated = self.episodes.length >= self.max_episode_steps
         done_ids = np.flatnonzero(truncated)
         if self._skip_images:
             self._skip_images = False
@@ -298,12 +292,7 @@ class MujocoBatchedEnv(BatchedEnv):
         obs = self._observe()
         info: dict[str, Any] = {"success": torch.from_numpy(success.copy()).to(self.device), "final_obs": obs}
         if len(done_ids):
-            info["episode"] = {
-                "return": self._tensor(self.episode_return.astype(np.float32)),
-                "length": self._tensor(self.step_count.copy()),
-                "success": self._tensor(success.copy()),
-                "success_once": self._tensor(self.episode_success_once.copy()),
-            }
+            info["episode"] = self.episodes.report(success, self.device)
             self._reset_worlds(done_ids)
             self._run_parallel(self._gather_and_render, done_ids)
             obs = self._observe()
@@ -342,9 +331,9 @@ class MujocoBatchedEnv(BatchedEnv):
             mujoco.mj_getState(m, d, physics[i], STATE_SPEC)
         state: dict[str, Any] = {
             "physics_state": physics,
-            "step_count": self.step_count.copy(),
-            "episode_return": self.episode_return.copy(),
-            "episode_success_once": self.episode_success_once.copy(),
+            "step_count": self.episodes.length.copy(),
+            "episode_return": self.episodes.episode_return.copy(),
+            "episode_success_once": self.episodes.success_once.copy(),
             "goals": self.goals.copy(),
             "rng_states": [rng.bit_generator.state for rng in self.rngs],
             "instructions": list(self.instructions),
@@ -362,9 +351,9 @@ class MujocoBatchedEnv(BatchedEnv):
             self._ctrl[i] = d.ctrl
             self.rngs[i].bit_generator.state = state["rng_states"][i]
         self._stepper.states_changed(self.datas, np.arange(self.num_envs))
-        self.step_count[:] = np.asarray(state["step_count"])
-        self.episode_return[:] = np.asarray(state["episode_return"])
-        self.episode_success_once[:] = np.asarray(state["episode_success_once"])
+        self.episodes.length[:] = np.asarray(state["step_count"])
+        self.episodes.episode_return[:] = np.asarray(state["episode_return"])
+        self.episodes.success_once[:] = np.asarray(state["episode_success_once"])
         self.goals[:] = np.asarray(state["goals"])
         self.instructions = list(state["instructions"])
         self._run_parallel(self._gather_and_render, np.arange(self.num_envs))
