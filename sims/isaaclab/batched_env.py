@@ -152,7 +152,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
     # ---------------------------------------------------------------- resets
     def world_seed(self, seed: int, world: int) -> int:
         """Isaac Lab seeds are ints: a 32-bit draw of ``SeedSequence([seed, world])``."""
-        return int(np.random.SeedSequence([int(seed), int(world)]).generate_state(1)[0])
+        return _int_seed([int(seed), int(world)])
 
     def _reset_ids(self, ids: list[int]) -> dict[str, Any]:
         """Resets worlds ``ids`` of the Isaac Lab env and returns its observation groups."""
