@@ -7,8 +7,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 from vla_rl.real_world.robot import (
@@ -19,6 +19,7 @@ from vla_rl.real_world.robot import (
     command_features,
     robot_features,
 )
+from vla_rl.real_world.topics import RobotTopics
 
 HISTORY = 16
 """Joint states and images kept per stream for time synchronisation (a bit over half a second at 30 Hz)."""
@@ -51,13 +52,35 @@ def match_images(
     return images, stamps, unsynced
 
 
-class StreamConfig(Protocol):
-    """What ``StreamedRobot`` reads of a transport's robot config."""
+@dataclass
+class StreamedRobotConfig:
+    """How a ROS robot is reached and what it reports, whatever the ROS version."""
 
-    cameras: tuple[str, ...]
-    image_size: tuple[int, int]
-    task_state_dim: int
-    sync_slop_s: float
+    topics: RobotTopics = field(default_factory=RobotTopics)
+    """Where each stream lives (over ROS 2 the DDS topics are these with ``rt`` in front of the
+    leading slash)."""
+    cameras: tuple[str, ...] = ()
+    """Cameras to subscribe to (``topics.image`` with the name filled in)."""
+    image_size: tuple[int, int] = (64, 64)
+    """Height and width the cameras publish (declared in the observation features)."""
+    task_state_dim: int = 0
+    """Length of the task-state vector on ``topics.task_state``; 0: not subscribed."""
+    image_transport: Literal["raw", "compressed"] = "raw"
+    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: sensor_msgs/CompressedImage (jpeg
+    or png, decoded here) on that topic + ``/compressed``, where image_transport republishes it."""
+    command_type: Literal["joint_trajectory", "float64_multi_array", "pose_stamped"] = "joint_trajectory"
+    """What ``topics.command`` carries: ``joint_trajectory`` (one point per command, or a chunk with
+    ``send_trajectory``, which needs this type); ``float64_multi_array`` (the joint targets, for a
+    forward_command_controller); ``pose_stamped`` (the TCP pose of the joint target by forward
+    kinematics of the training model, for a Cartesian impedance controller such as franka_ros's
+    ``equilibrium_pose``; the controller's end-effector frame must be the model's TCP site: the
+    hand frame moved 0.1034 m along its z axis, franka's default end effector)."""
+    pose_frame_id: str = "panda_link0"
+    """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
+    sync_slop_s: float = 0.02
+    """An image belongs to a joint state when their stamps differ by at most this."""
+    connect_timeout_s: float = 10.0
+    """``connect`` fails when no joint state arrives within this."""
 
 
 class StreamedRobot(Robot):
@@ -65,7 +88,7 @@ class StreamedRobot(Robot):
     ``HISTORY`` joint states and images of each camera, the latest task state and a count of the
     messages that could not be used. Subscription callbacks feed it with ``add_*``."""
 
-    def __init__(self, config: StreamConfig, num_joints: int = 7) -> None:
+    def __init__(self, config: StreamedRobotConfig, num_joints: int = 7) -> None:
         self.config = config
         self.num_joints = num_joints
         self._lock = threading.Condition()

@@ -10,8 +10,8 @@ std_msgs/Float64 whatever the arm takes.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from vla_rl.real_world.recording import InterventionInput
@@ -28,40 +28,16 @@ from vla_rl.real_world.ros1.messages import (
     tcp_pose_xyzw,
     trajectory_message,
 )
-from vla_rl.real_world.stamped import StreamedRobot, await_subscribers
-from vla_rl.real_world.topics import RobotTopics
+from vla_rl.real_world.stamped import StreamedRobot, StreamedRobotConfig, await_subscribers
 
 
 @dataclass
-class Ros1RobotConfig:
+class Ros1RobotConfig(StreamedRobotConfig):
     """How to reach the robot over ROS 1 and what it reports."""
 
-    topics: RobotTopics = field(default_factory=RobotTopics)
-    cameras: tuple[str, ...] = ()
-    """Cameras to subscribe to (``topics.image`` with the name filled in)."""
-    image_size: tuple[int, int] = (64, 64)
-    """Height and width the cameras publish (declared in the observation features)."""
-    task_state_dim: int = 0
-    """Length of the task-state vector on ``topics.task_state``; 0: not subscribed."""
     control_hz: float = 20.0
     """Commands are one control period apart (``time_from_start`` of trajectory points)."""
-    sync_slop_s: float = 0.02
-    """An image belongs to a joint state when their stamps differ by at most this."""
-    connect_timeout_s: float = 10.0
-    """``connect`` fails when no joint state arrives within this."""
     node_name: str = "vla_rl_deploy"
-    image_transport: Literal["raw", "compressed"] = "raw"
-    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: sensor_msgs/CompressedImage (jpeg
-    or png, decoded here) on that topic + ``/compressed``, where image_transport republishes it."""
-    command_type: Literal["joint_trajectory", "float64_multi_array", "pose_stamped"] = "joint_trajectory"
-    """What ``topics.command`` carries: ``joint_trajectory`` (one point per command, or a chunk);
-    ``float64_multi_array`` (the 7 joint targets, for a forward_command_controller);
-    ``pose_stamped`` (the TCP pose of the joint target by forward kinematics of the training model,
-    for a Cartesian impedance controller such as franka_ros's ``equilibrium_pose``; the controller's
-    end-effector frame must be the model's TCP site: the hand frame moved 0.1034 m along its z axis,
-    franka's default end effector)."""
-    pose_frame_id: str = "panda_link0"
-    """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
 
 
 class Ros1Robot(StreamedRobot):

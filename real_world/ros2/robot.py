@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -40,8 +40,7 @@ from vla_rl.real_world.ros1.messages import COMPRESSED_SUFFIX, tcp_pose_xyzw
 from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node
 from vla_rl.real_world.ros2.nodes import make_node
-from vla_rl.real_world.stamped import StreamedRobot, await_subscribers
-from vla_rl.real_world.topics import RobotTopics
+from vla_rl.real_world.stamped import StreamedRobot, StreamedRobotConfig, await_subscribers
 
 COMMAND_MSGTYPES = {
     "joint_trajectory": m.JOINT_TRAJECTORY,
@@ -52,29 +51,12 @@ COMMAND_MSGTYPES = {
 
 
 @dataclass
-class Ros2RobotConfig:
+class Ros2RobotConfig(StreamedRobotConfig):
     """How to reach the robot over ROS 2 and what it reports."""
 
-    topics: RobotTopics = field(default_factory=RobotTopics)
-    """The same names as ROS 1 (DDS topics are these with ``rt`` in front of the leading slash)."""
     arm_joint_names: tuple[str, ...] = tuple(f"joint{i}" for i in range(1, 8))
     gripper_joint_names: tuple[str, ...] = ("finger_joint1", "finger_joint2")
     """Summed to the gripper opening; empty: no gripper feedback (the opening reads NaN)."""
-    cameras: tuple[str, ...] = ()
-    image_size: tuple[int, int] = (64, 64)
-    """Height and width the cameras publish (declared in the observation features)."""
-    task_state_dim: int = 0
-    """Length of the task-state vector; 0: not subscribed."""
-    image_transport: Literal["raw", "compressed"] = "raw"
-    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: sensor_msgs/CompressedImage (jpeg
-    or png, decoded here) on that topic + ``/compressed``."""
-    command_type: Literal["joint_trajectory", "float64_multi_array", "pose_stamped"] = "joint_trajectory"
-    """``pose_stamped``: the TCP pose of the target (the model's TCP site: the hand frame moved
-    0.1034 m along its z axis, franka's default end effector; the controller's must be the same) for
-    e.g. a Cartesian impedance controller's ``equilibrium_pose``; ``send_trajectory`` needs
-    ``joint_trajectory``."""
-    pose_frame_id: str = "panda_link0"
-    """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
     point_time_from_start_s: float = 0.05
     """``time_from_start`` of a single command's point; chunks space their points by ``dt_s``."""
     stamp_trajectories: bool = False
@@ -82,9 +64,6 @@ class Ros2RobotConfig:
     gripper_command_scale: float = 1.0
     sensor_qos: str = "sensor_data"
     command_qos: str = "reliable"
-    sync_slop_s: float = 0.02
-    """An image belongs to a joint state when their stamps differ by at most this."""
-    connect_timeout_s: float = 10.0
     require_command_subscriber: bool = True
     """``connect`` fails unless the arm and gripper command topics have subscribers within the timeout."""
     backend: Literal["dds", "rclpy"] = "dds"
