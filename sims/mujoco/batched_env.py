@@ -309,7 +309,14 @@ class MujocoBatchedEnv(BatchedEnv):
         return torch.from_numpy(array).to(self.device)
 
     def _observe(self) -> Observation:
-        proprio = proprio_vector(self.readout, self._arm_qadr, self._arm_vadr, self._finger_qadr)
+        readout, qpos = self.readout, self.readout.qpos
+        proprio = proprio_vector(
+            qpos[:, self._arm_qadr],
+            readout.qvel[:, self._arm_vadr],
+            qpos[:, self._finger_qadr].sum(axis=1),
+            readout.sensordata[:, 0:3],
+            readout.tcp_xmat.reshape(-1, 3, 3),
+        )
         privileged = self.task.privileged(self._task_state()).astype(np.float32)
         obs: Observation = {
             "proprio": self._tensor(proprio),
