@@ -1,6 +1,6 @@
 """What the simulator backends' batched envs share: reading ``reset``'s arguments (which worlds,
 the seed of each; each backend then seeds its worlds its own way), the running episodes'
-statistics, copying observations and describing their space."""
+statistics, copying and merging observations and describing their space."""
 
 from __future__ import annotations
 
@@ -95,3 +95,14 @@ class EpisodeStats:
             "success": copy(success),
             "success_once": copy(self.success_once),
         }
+
+
+def merge_rows(obs: Observation, final: Observation, done: torch.Tensor) -> Observation:
+    """``obs`` with the rows of finished worlds taken from ``final``."""
+    merged: Observation = {}
+    for key, value in obs.items():
+        if isinstance(value, list):
+            merged[key] = [final[key][i] if done[i] else text for i, text in enumerate(value)]
+        else:
+            merged[key] = torch.where(done.view(-1, *[1] * (value.dim() - 1)), final[key], value)
+    return merged

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, space_of, world_seeds
+from vla_rl.sims.batching import EpisodeStats, clone_obs, merge_rows, reset_ids, space_of, world_seeds
 from vla_rl.sims.isaaclab.conversions import as_torch, flatten_group, rgb_uint8, unit_to_env_action
 from vla_rl.sims.isaaclab.settings import DEFAULT_SUCCESS_TERMS, IsaacLabSettings
 
@@ -225,10 +225,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self._obs = self._observation(groups, self._images())
         final = clone_obs(self._obs)
         if bool(done.any()):
-            pre_reset = self._pre_reset_observation(native_final, snapshot)
-            for key, value in pre_reset.items():
-                if key != "instruction":
-                    final[key][done] = value[done]
+            final = merge_rows(final, self._pre_reset_observation(native_final, snapshot), done)
 
         self._episodes.add(reward, success)
         info: dict[str, Any] = {"success": success, "final_obs": final}

@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, space_of, world_seeds
+from vla_rl.sims.batching import EpisodeStats, clone_obs, merge_rows, reset_ids, space_of, world_seeds
 from vla_rl.sims.maniskill.observations import ObservationLayout, map_observation
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
@@ -155,21 +155,10 @@ class ManiSkillBatchedEnv(BatchedEnv):
             self._read_instructions(ended.tolist())
             self._episodes.start(ended)
             obs = self._observe(raw)
-            out_info["final_obs"] = _merge_rows(obs, final, done)
+            out_info["final_obs"] = merge_rows(obs, final, done)
         else:
             out_info["final_obs"] = clone_obs(obs)
         return StepResult(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=out_info)
 
     def close(self) -> None:
         self.env.close()
-
-
-def _merge_rows(obs: Observation, final: Observation, done: torch.Tensor) -> Observation:
-    """``obs`` with the rows of finished worlds taken from ``final``."""
-    merged: Observation = {}
-    for key, value in obs.items():
-        if isinstance(value, list):
-            merged[key] = [final[key][i] if done[i] else text for i, text in enumerate(value)]
-        else:
-            merged[key] = torch.where(done.view(-1, *[1] * (value.dim() - 1)), final[key], value)
-    return merged

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 PROPRIO_FIELDS: tuple[tuple[str, int], ...] = (
@@ -16,11 +18,8 @@ two columns of the TCP rotation matrix."""
 
 
 def field_slices(fields: tuple[tuple[str, int], ...]) -> dict[str, slice]:
-    slices, start = {}, 0
-    for name, size in fields:
-        slices[name] = slice(start, start + size)
-        start += size
-    return slices
+    ends = itertools.accumulate(size for _, size in fields)
+    return {name: slice(end - size, end) for (name, size), end in zip(fields, ends, strict=True)}
 
 
 def fields_size(fields: tuple[tuple[str, int], ...]) -> int:
