@@ -17,6 +17,7 @@ Merging where chunks overlap (modes in :data:`MERGE_MODES`):
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from collections.abc import Callable
@@ -144,11 +145,6 @@ class AsyncChunker:
         self._thread = threading.Thread(target=self._run, daemon=True, name="async-chunker")
         self._thread.start()
 
-    @property
-    def in_flight(self) -> bool:
-        with self._cond:
-            return self._in_flight
-
     def observe(self, observation: dict[str, Any], step: int) -> bool:
         """Per-step hook; returns True when it started a request."""
         with self._cond:
@@ -170,7 +166,8 @@ class AsyncChunker:
     def _submit(self, observation: dict[str, Any], step: int) -> bool:
         if self._closed:
             return False
-        self._pending = (_snapshot(observation), int(step))
+        # A copy, so the control loop may reuse its buffers after handing the observation over.
+        self._pending = (copy.deepcopy(observation), int(step))
         self._in_flight = True
         self._cond.notify_all()
         return True
@@ -223,16 +220,3 @@ class AsyncChunker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _snapshot(observation: dict[str, Any]) -> dict[str, Any]:
-    """Copy arrays (and nested dicts) so the control loop may reuse its buffers after handing over."""
-    out: dict[str, Any] = {}
-    for key, value in observation.items():
-        if isinstance(value, np.ndarray):
-            out[key] = value.copy()
-        elif isinstance(value, dict):
-            out[key] = _snapshot(value)
-        else:
-            out[key] = value
-    return out

@@ -72,6 +72,7 @@ def deploy_command(args: argparse.Namespace) -> int:
     result.write(output_dir / "deploy_summary.json")
     summary = result.summary()
     rate, latency = summary["success_rate"], summary["obs_to_command_ms"]
+    fired = {name: count for name, count in result.safety_counts.items() if count}
     print(
         f"deployment ({summary['episodes']} episodes over {cfg.robot.transport}): "
         + (f"success rate {100 * rate:.1f} %, " if rate is not None else "")
@@ -80,14 +81,10 @@ def deploy_command(args: argparse.Namespace) -> int:
             if latency["p50"]
             else ""
         )
-        + f"safety events {_nonzero(result.safety_counts)}"
+        + f"safety events {fired}"
     )
     print(f"summary: {output_dir / 'deploy_summary.json'}")
     return 0
-
-
-def _nonzero(counts: dict[str, int]) -> dict[str, int]:
-    return {name: count for name, count in counts.items() if count}
 
 
 def _recorder(cfg, env, output_dir: Path):  # noqa: ANN001, ANN202 - lazily imported types

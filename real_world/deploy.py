@@ -28,6 +28,7 @@ from vla_rl.real_world.safe_robot import SafeRobot
 from vla_rl.real_world.safety import SafetyLayer
 from vla_rl.real_world.sim_control import SimControl
 
+from vla_rl.data.lerobot_layout import atomic_write_text
 from vla_rl.envs.config import EnvConfig
 
 log = logging.getLogger(__name__)
@@ -80,10 +81,7 @@ class DeployResult:
         }
 
     def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.summary(), indent=2))
-        tmp.replace(path)
+        atomic_write_text(path, json.dumps(self.summary(), indent=2))
 
 
 class Deployment:

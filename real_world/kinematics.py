@@ -36,10 +36,6 @@ class ArmKinematics:
         self._pose(np.asarray(arm_qpos_rad, dtype=np.float64))
         return self.data.site_xpos[self._site].copy(), self.data.site_xmat[self._site].reshape(3, 3).copy()
 
-    def tcp_positions(self, arm_qpos_rad: np.ndarray) -> np.ndarray:
-        """TCP positions [N, 3] of joint configurations [N, 7]."""
-        return np.stack([self.tcp_pose(q)[0] for q in np.atleast_2d(arm_qpos_rad)])
-
     def robot_state(self, arm_qpos_rad: np.ndarray) -> RobotState:
         """What the controllers read, for one configuration (batch of 1)."""
         q = np.asarray(arm_qpos_rad, dtype=np.float64)

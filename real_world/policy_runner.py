@@ -22,6 +22,7 @@ from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.robot import JointCommand, RobotObservation
 from vla_rl.robots.controllers import Controller, ControllerSettings, make_controller
 from vla_rl.robots.panda import PANDA
+from vla_rl.sims.mujoco.observations import proprio_vector
 
 from vla_rl.config import ConfigError, TrainConfig, load_train_config_file
 from vla_rl.envs.config import EnvConfig
@@ -124,18 +125,15 @@ class ObservationBuilder:
 
     def __call__(self, obs: RobotObservation) -> PolicyObservation:
         tcp_pos, tcp_mat = self.kinematics.tcp_pose(obs.arm_qpos_rad)
-        # PROPRIO_FIELDS order: arm_qpos, arm_qvel, gripper_opening_m, tcp_pos, tcp_rot6.
-        proprio = np.concatenate(
-            [
-                obs.arm_qpos_rad,
-                obs.arm_qvel_rad_s,
-                [obs.gripper_opening_m],
-                tcp_pos,
-                tcp_mat[:, :2].T.reshape(-1),
-            ]
+        proprio = proprio_vector(
+            np.asarray(obs.arm_qpos_rad)[None],
+            np.asarray(obs.arm_qvel_rad_s)[None],
+            np.array([obs.gripper_opening_m]),
+            tcp_pos[None],
+            tcp_mat[None],
         )
         policy_obs: PolicyObservation = {
-            "proprio": proprio.astype(np.float32),
+            "proprio": proprio[0],
             "instruction": self.instruction,
         }
         if obs.task_state is not None:

@@ -190,19 +190,17 @@ class SafetyLayer:
         if self.estop_reason is not None:
             return hold("estop", self.estop_reason)
 
-        if not cfg.enabled:
-            return self._pass_through(command, hold, events)
-
-        age = now_s - obs.joint_state_stamp_s
-        if not age <= cfg.max_joint_state_age_s:  # also catches NaN stamps
-            return hold("stale_joint_state", f"joint state is {age:.3g} s old")
-        for camera, stamp in obs.image_stamps_s.items():
-            age = now_s - stamp
-            if not age <= cfg.max_image_age_s:
-                return hold("stale_image", f"camera {camera!r} image is {age:.3g} s old")
+        if cfg.enabled:
+            age = now_s - obs.joint_state_stamp_s
+            if not age <= cfg.max_joint_state_age_s:  # also catches NaN stamps
+                return hold("stale_joint_state", f"joint state is {age:.3g} s old")
+            for camera, stamp in obs.image_stamps_s.items():
+                age = now_s - stamp
+                if not age <= cfg.max_image_age_s:
+                    return hold("stale_image", f"camera {camera!r} image is {age:.3g} s old")
 
         if command is None:
-            if cfg.watchdog_periods and self._missing_periods >= cfg.watchdog_periods:
+            if cfg.enabled and cfg.watchdog_periods and self._missing_periods >= cfg.watchdog_periods:
                 return hold("watchdog", f"no command for {self._missing_periods} periods")
             if self._last_accepted is None:
                 return hold(None)
@@ -214,6 +212,9 @@ class SafetyLayer:
         target, gripper = parsed
         if not (np.isfinite(target).all() and math.isfinite(gripper)):
             return hold("non_finite", f"arm {_fmt(target)}, gripper {gripper:.3g}")
+        if not cfg.enabled:  # passed through unclamped
+            self._last_accepted = command.copy()
+            return SafetyDecision(JointCommand(target, gripper, command.stamp_s), False, events)
         jump = np.abs(target - measured)
         if np.any(jump > cfg.max_joint_jump_rad):
             joint = int(np.argmax(jump))
@@ -223,25 +224,6 @@ class SafetyLayer:
         arm = self._clamp_arm(target, measured, events)
         gripper = self._clamp_gripper(gripper, measured_gripper, events)
         return SafetyDecision(JointCommand(arm, gripper, command.stamp_s), False, events)
-
-    def _pass_through(
-        self,
-        command: JointCommand | None,
-        hold: Callable[..., SafetyDecision],
-        events: list[str],
-    ) -> SafetyDecision:
-        if command is None:
-            command = self._last_accepted
-            if command is None:
-                return hold(None)
-        parsed = _parse(command, self.robot.num_arm_joints)
-        if parsed is None:
-            return hold("malformed", f"arm target {command.arm_qpos_rad!r}")
-        target, gripper = parsed
-        if not (np.isfinite(target).all() and math.isfinite(gripper)):
-            return hold("non_finite", f"arm {_fmt(target)}, gripper {gripper:.3g}")
-        self._last_accepted = command.copy()
-        return SafetyDecision(JointCommand(target, gripper, command.stamp_s), False, events)
 
     # ------------------------------------------------------------------------------ clamps
     def _clamp_arm(self, target: np.ndarray, measured: np.ndarray, events: list[str]) -> np.ndarray:

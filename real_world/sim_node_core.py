@@ -21,6 +21,7 @@ import numpy as np
 from vla_rl.real_world.sim_robot import SimSnapshot, SimulatedRobot
 from vla_rl.real_world.topics import SIM_STATUS_FIELDS
 
+from vla_rl.data.lerobot_layout import atomic_write_text
 from vla_rl.envs.config import EnvConfig
 
 log = logging.getLogger(__name__)
@@ -140,9 +141,7 @@ class SimNodeCore:
         assert self.stats_path is not None
         with self._lock:
             stats = {"latencies_s": list(self.latencies_s), "dropped_commands": self.dropped_commands}
-        tmp = self.stats_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(stats))
-        tmp.replace(self.stats_path)
+        atomic_write_text(self.stats_path, json.dumps(stats))
 
     def close(self) -> None:
         """Write the statistics (if a path was given) and close the simulator."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from vla_rl.real_world.deploy_config import DeployConfig
 from vla_rl.real_world.robot import Robot
@@ -10,25 +11,28 @@ from vla_rl.real_world.safe_robot import SafeRobot
 from vla_rl.real_world.sim_control import SimControl
 
 from vla_rl.envs.config import EnvConfig
+from vla_rl.registry import resolve
+
+
+def _robot_settings(cfg: DeployConfig, env: EnvConfig) -> dict:
+    """The robot-config fields both ROS transports take, from the deployment and env configs."""
+    return {
+        "topics": cfg.robot.topics,
+        "cameras": tuple(env.cameras),
+        "image_size": (env.image_size, env.image_size),
+        "task_state_dim": _task_state_dim(env),
+        "sync_slop_s": cfg.robot.sync_slop_s,
+        "connect_timeout_s": cfg.robot.connect_timeout_s,
+        "image_transport": cfg.robot.image_transport,  # both validated by DEPLOY_CHECKS
+        "command_type": cfg.robot.command_type,
+        "pose_frame_id": cfg.robot.pose_frame_id,
+    }
 
 
 def _ros1_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
     from vla_rl.real_world.ros1.robot import Ros1Robot, Ros1RobotConfig
 
-    return Ros1Robot(
-        Ros1RobotConfig(
-            topics=cfg.robot.topics,
-            cameras=tuple(env.cameras),
-            image_size=(env.image_size, env.image_size),
-            task_state_dim=_task_state_dim(env),
-            control_hz=env.control_hz,
-            sync_slop_s=cfg.robot.sync_slop_s,
-            connect_timeout_s=cfg.robot.connect_timeout_s,
-            image_transport=cfg.robot.image_transport,  # both validated by DEPLOY_CHECKS
-            command_type=cfg.robot.command_type,
-            pose_frame_id=cfg.robot.pose_frame_id,
-        )
-    )
+    return Ros1Robot(Ros1RobotConfig(control_hz=env.control_hz, **_robot_settings(cfg, env)))
 
 
 def _ros2_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
@@ -36,62 +40,15 @@ def _ros2_robot(cfg: DeployConfig, env: EnvConfig) -> Robot:
 
     return Ros2Robot(
         Ros2RobotConfig(
-            topics=cfg.robot.topics,
-            cameras=tuple(env.cameras),
-            image_size=(env.image_size, env.image_size),
-            task_state_dim=_task_state_dim(env),
             point_time_from_start_s=1.0 / env.control_hz,
             # Header stamp = the observation's, as over ROS 1: the simulated robot tells a command's
             # age by it (latency, commands of an earlier episode). A joint_trajectory_controller
             # times the point from that stamp (one period after the observation), so a real robot's
             # controller must share this host's clock.
             stamp_trajectories=True,
-            sync_slop_s=cfg.robot.sync_slop_s,
-            connect_timeout_s=cfg.robot.connect_timeout_s,
-            image_transport=cfg.robot.image_transport,  # both validated by DEPLOY_CHECKS
-            command_type=cfg.robot.command_type,
-            pose_frame_id=cfg.robot.pose_frame_id,
+            **_robot_settings(cfg, env),
         )
     )
-
-
-def _ros1_sim_control(cfg: DeployConfig) -> SimControl:
-    from vla_rl.real_world.ros1.sim_control import Ros1SimControl
-
-    return Ros1SimControl(cfg.robot.topics)
-
-
-def _ros1_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
-    from pathlib import Path
-
-    from vla_rl.real_world.ros1.sim_node import Ros1SimNode
-
-    stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
-    node = Ros1SimNode(env, cfg.robot.topics, stats_path=stats)
-    try:
-        node.spin(seconds)
-    finally:
-        node.close()
-
-
-def _ros2_sim_control(cfg: DeployConfig) -> SimControl:
-    from vla_rl.real_world.ros2.sim_control import Ros2SimControl
-
-    # DDS configuration from CYCLONEDDS_URI, as the robot's (``Ros2RobotConfig.dds_config``).
-    return Ros2SimControl(cfg.robot.topics)
-
-
-def _ros2_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
-    from pathlib import Path
-
-    from vla_rl.real_world.ros2.sim_node import Ros2SimNode
-
-    stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
-    node = Ros2SimNode(env, cfg.robot.topics, stats_path=stats)
-    try:
-        node.spin(seconds)
-    finally:
-        node.close()
 
 
 def _task_state_dim(env: EnvConfig) -> int:
@@ -101,20 +58,29 @@ def _task_state_dim(env: EnvConfig) -> int:
 
 
 ROBOTS: dict[str, Callable[[DeployConfig, EnvConfig], Robot]] = {"ros1": _ros1_robot, "ros2": _ros2_robot}
-SIM_CONTROLS: dict[str, Callable[[DeployConfig], SimControl]] = {
-    "ros1": _ros1_sim_control,
-    "ros2": _ros2_sim_control,
+SIM_CONTROLS: dict[str, str] = {
+    "ros1": "vla_rl.real_world.ros1.sim_control:Ros1SimControl",
+    # DDS configuration from CYCLONEDDS_URI, as the robot's (``Ros2RobotConfig.dds_config``).
+    "ros2": "vla_rl.real_world.ros2.sim_control:Ros2SimControl",
 }
-SIM_NODES: dict[str, Callable[[DeployConfig, EnvConfig, float], None]] = {
-    "ros1": _ros1_sim_node,
-    "ros2": _ros2_sim_node,
+"""Transport -> ``"module:class"`` of its handle on the simulated robot (``class(topics)``)."""
+SIM_NODES: dict[str, str] = {
+    "ros1": "vla_rl.real_world.ros1.sim_node:Ros1SimNode",
+    "ros2": "vla_rl.real_world.ros2.sim_node:Ros2SimNode",
 }
+"""Transport -> ``"module:class"`` of its simulated robot node (``class(env, topics, stats_path=...)``)."""
 
 
 def _lookup(table: dict, transport: str, what: str):  # noqa: ANN001, ANN202
     if transport not in table:
         raise ValueError(f"no {what} for transport {transport!r}; available: {sorted(table)}")
     return table[transport]
+
+
+def _resolve(table: dict[str, str], transport: str, what: str) -> type:
+    """The class ``table`` names for ``transport`` (imported now)."""
+    _lookup(table, transport, what)  # an unknown transport fails here, naming the known ones
+    return resolve(table, transport, what)
 
 
 def build_robot(cfg: DeployConfig, env: EnvConfig) -> SafeRobot:
@@ -126,8 +92,15 @@ def build_robot(cfg: DeployConfig, env: EnvConfig) -> SafeRobot:
 
 
 def build_sim_control(cfg: DeployConfig) -> SimControl:
-    return _lookup(SIM_CONTROLS, cfg.robot.transport, "simulated-robot control")(cfg)
+    return _resolve(SIM_CONTROLS, cfg.robot.transport, "simulated-robot control")(cfg.robot.topics)
 
 
 def run_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
-    _lookup(SIM_NODES, cfg.robot.transport, "simulated robot node")(cfg, env, seconds)
+    """Run the transport's simulated robot node for ``seconds`` (``cfg.sim_stats_path``: its statistics)."""
+    node_class = _resolve(SIM_NODES, cfg.robot.transport, "simulated robot node")
+    stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
+    node = node_class(env, cfg.robot.topics, stats_path=stats)
+    try:
+        node.spin(seconds)
+    finally:
+        node.close()

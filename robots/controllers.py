@@ -50,11 +50,14 @@ class RobotState:
 
 
 def damped_least_squares(jacobian: np.ndarray, error: np.ndarray, damping: float) -> np.ndarray:
-    """dq = J^T (J J^T + damping^2 I)^-1 e for stacked ``jacobian`` [N, m, n] and ``error`` [N, m]."""
+    """dq = J^T (J J^T + damping^2 I)^-1 e for stacked ``jacobian`` [N, m, n] and ``error`` [N, m],
+    or [N, m, k] for k right-hand sides at once (dq [N, n, k])."""
     m = jacobian.shape[-2]
-    jjt = jacobian @ np.swapaxes(jacobian, -1, -2) + (damping**2) * np.eye(m)
-    solved = np.linalg.solve(jjt, error[..., None])
-    return (np.swapaxes(jacobian, -1, -2) @ solved)[..., 0]
+    jac_t = np.swapaxes(jacobian, -1, -2)
+    jjt = jacobian @ jac_t + (damping**2) * np.eye(m)
+    one = error.ndim == jacobian.ndim - 1
+    solved = jac_t @ np.linalg.solve(jjt, error[..., None] if one else error)
+    return solved[..., 0] if one else solved
 
 
 def gripper_command(action: np.ndarray, robot: RobotDescription) -> np.ndarray:
@@ -99,12 +102,10 @@ class _EndEffectorController(Controller):
         rot_error = rot_error * np.minimum(1.0, cap / np.maximum(norm, 1e-12))
         error = np.concatenate([pos_error, rot_error], axis=-1)
         jac = state.tcp_jacobian
-        jac_t = np.swapaxes(jac, -1, -2)
-        jjt = jac @ jac_t + (self.settings.dls_damping**2) * np.eye(6)
         # One batched solve for both right-hand sides: the task error and the null-space pull.
         pull = self.settings.nullspace_gain * (self.home - state.arm_qpos)
         rhs = np.stack([error, (jac @ pull[..., None])[..., 0]], axis=-1)
-        solved = jac_t @ np.linalg.solve(jjt, rhs)
+        solved = damped_least_squares(jac, rhs, self.settings.dls_damping)
         # dq = J^+ e + (I - J^+ J) pull, with the damped pseudo-inverse J^+ = J^T (J J^T + l^2 I)^-1.
         dq = solved[..., 0] + pull - solved[..., 1]
         return state.arm_qpos + dq

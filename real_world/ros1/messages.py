@@ -7,6 +7,7 @@ also what ``vla_rl.real_world.ros2.messages`` uses for its CompressedImage and P
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import imageio.v3 as iio
@@ -24,8 +25,14 @@ COMPRESSED_SUFFIX = "/compressed"
 IMAGE_FORMATS = ("jpeg", "png")
 
 
-def stamp_seconds(header: Any) -> float:
-    return header.stamp.to_sec()
+def joint_order(names: Sequence[str], what: str, joint_names: Sequence[str] = ARM_JOINT_NAMES) -> list[int]:
+    """Where each of ``joint_names`` stands in a message's ``names``; ValueError naming the message
+    (``what``) and the joints it lacks."""
+    index = {name: i for i, name in enumerate(names)}
+    missing = [n for n in joint_names if n not in index]
+    if missing:
+        raise ValueError(f"{what} lacks joints {missing}")
+    return [index[n] for n in joint_names]
 
 
 def joint_state_message(
@@ -42,14 +49,11 @@ def joint_state_message(
 
 def parse_joint_state(msg: Any) -> tuple[np.ndarray, np.ndarray, float]:
     """(arm_qpos [7], arm_qvel [7], finger distance) from a JointState, by joint name."""
-    index = {name: i for i, name in enumerate(msg.name)}
-    missing = [n for n in ARM_JOINT_NAMES if n not in index]
-    if missing:
-        raise ValueError(f"JointState lacks joints {missing}")
-    qpos = np.array([msg.position[index[n]] for n in ARM_JOINT_NAMES])
-    qvel = np.array([msg.velocity[index[n]] for n in ARM_JOINT_NAMES]) if msg.velocity else np.zeros(7)
-    opening = sum(msg.position[index[n]] for n in FINGER_JOINT_NAMES if n in index)
-    return qpos, qvel, float(opening)
+    order = joint_order(msg.name, "JointState")
+    qpos = np.array([msg.position[i] for i in order])
+    qvel = np.array([msg.velocity[i] for i in order]) if msg.velocity else np.zeros(7)
+    fingers = [i for i, name in enumerate(msg.name) if name in FINGER_JOINT_NAMES]
+    return qpos, qvel, float(sum(msg.position[i] for i in fingers))
 
 
 def image_message(msg_type: type, rospy: Any, stamp_s: float, rgb: np.ndarray) -> Any:
@@ -95,11 +99,7 @@ def trajectory_message(
 
 def parse_trajectory(msg: Any) -> list[np.ndarray]:
     """Arm targets [7] of each point, reordered by joint name."""
-    index = {name: i for i, name in enumerate(msg.joint_names)}
-    missing = [n for n in ARM_JOINT_NAMES if n not in index]
-    if missing:
-        raise ValueError(f"JointTrajectory lacks joints {missing}")
-    order = [index[n] for n in ARM_JOINT_NAMES]
+    order = joint_order(msg.joint_names, "JointTrajectory")
     return [np.asarray(point.positions, dtype=np.float64)[order] for point in msg.points]
 
 

@@ -9,23 +9,13 @@ std_msgs/Float64 whatever the arm takes.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from vla_rl.real_world.recording import InterventionInput
-from vla_rl.real_world.robot import (
-    Feature,
-    JointCommand,
-    Robot,
-    RobotError,
-    RobotObservation,
-    command_features,
-    robot_features,
-)
+from vla_rl.real_world.robot import JointCommand, RobotError, RobotObservation
 from vla_rl.real_world.ros1 import import_rospy
 from vla_rl.real_world.ros1.messages import (
     COMPRESSED_SUFFIX,
@@ -38,54 +28,25 @@ from vla_rl.real_world.ros1.messages import (
     tcp_pose_xyzw,
     trajectory_message,
 )
-from vla_rl.real_world.stamped import Stamped, match_images
-from vla_rl.real_world.topics import RobotTopics
-
-HISTORY = 16
-"""Joint states and images kept per stream for time synchronisation (a bit over half a second at 30 Hz)."""
+from vla_rl.real_world.stamped import StreamedRobot, StreamedRobotConfig, await_subscribers
 
 
 @dataclass
-class Ros1RobotConfig:
+class Ros1RobotConfig(StreamedRobotConfig):
     """How to reach the robot over ROS 1 and what it reports."""
 
-    topics: RobotTopics = field(default_factory=RobotTopics)
-    cameras: tuple[str, ...] = ()
-    """Cameras to subscribe to (``topics.image`` with the name filled in)."""
-    image_size: tuple[int, int] = (64, 64)
-    """Height and width the cameras publish (declared in the observation features)."""
-    task_state_dim: int = 0
-    """Length of the task-state vector on ``topics.task_state``; 0: not subscribed."""
     control_hz: float = 20.0
     """Commands are one control period apart (``time_from_start`` of trajectory points)."""
-    sync_slop_s: float = 0.02
-    """An image belongs to a joint state when their stamps differ by at most this."""
-    connect_timeout_s: float = 10.0
-    """``connect`` fails when no joint state arrives within this."""
     node_name: str = "vla_rl_deploy"
-    image_transport: Literal["raw", "compressed"] = "raw"
-    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: sensor_msgs/CompressedImage (jpeg
-    or png, decoded here) on that topic + ``/compressed``, where image_transport republishes it."""
-    command_type: Literal["joint_trajectory", "float64_multi_array", "pose_stamped"] = "joint_trajectory"
-    """What ``topics.command`` carries: ``joint_trajectory`` (one point per command, or a chunk);
-    ``float64_multi_array`` (the 7 joint targets, for a forward_command_controller);
-    ``pose_stamped`` (the TCP pose of the joint target by forward kinematics of the training model,
-    for a Cartesian impedance controller such as franka_ros's ``equilibrium_pose``; the controller's
-    end-effector frame must be the model's TCP site: the hand frame moved 0.1034 m along its z axis,
-    franka's default end effector)."""
-    pose_frame_id: str = "panda_link0"
-    """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
 
 
-class Ros1Robot(Robot):
+class Ros1Robot(StreamedRobot):
     """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
 
+    config: Ros1RobotConfig
+
     def __init__(self, config: Ros1RobotConfig) -> None:
-        self.config = config
-        self._lock = threading.Condition()
-        self._joint_states: deque[Stamped] = deque(maxlen=HISTORY)
-        self._images: dict[str, deque[Stamped]] = {c: deque(maxlen=HISTORY) for c in config.cameras}
-        self._task_state: Stamped | None = None
+        super().__init__(config)
         self._estop = False
         self._teleop_override = False
         self._teleop_command: np.ndarray | None = None
@@ -93,17 +54,6 @@ class Ros1Robot(Robot):
         self._connected = False
         self._kinematics: Any = None
         self.rospy: Any = None
-        self.dropped: dict[str, int] = {"images": 0}
-        """Compressed images that did not decode (dropped, not raised)."""
-
-    # -------------------------------------------------------------------------- features
-    @property
-    def observation_features(self) -> dict[str, Feature]:
-        return robot_features(self.config.cameras, self.config.image_size, self.config.task_state_dim)
-
-    @property
-    def action_features(self) -> dict[str, Feature]:
-        return command_features()
 
     @property
     def is_connected(self) -> bool:
@@ -145,13 +95,11 @@ class Ros1Robot(Robot):
             subscribe(topics.teleop_command, JointTrajectory, self._on_teleop_command, queue_size=4),
         ]
         compressed = self.config.image_transport == "compressed"
-        image_type, on_image = (
-            (CompressedImage, self._on_compressed_image) if compressed else (Image, self._on_image)
-        )
+        image_type = CompressedImage if compressed else Image
         for camera in self.config.cameras:
             topic = topics.image_topic(camera) + (COMPRESSED_SUFFIX if compressed else "")
             self._handles.append(
-                subscribe(topic, image_type, on_image, camera, queue_size=2, tcp_nodelay=True)
+                subscribe(topic, image_type, self._on_image, camera, queue_size=2, tcp_nodelay=True)
             )
         if self.config.task_state_dim:
             self._handles.append(
@@ -168,15 +116,10 @@ class Ros1Robot(Robot):
                 f"no joint state on {topics.joint_states} within {self.config.connect_timeout_s} s: "
                 "is the robot (or the simulated robot node) running and ROS_MASTER_URI right?"
             )
-        self._wait_for_command_subscriber(self.config.connect_timeout_s)
+        timeout_s = self.config.connect_timeout_s
+        subscribers = {topics.command: self._command_pub.get_num_connections}
+        await_subscribers(subscribers, time.monotonic() + timeout_s, timeout_s)
         self._connected = True
-
-    def _wait_for_command_subscriber(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while self._command_pub.get_num_connections() == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if self._command_pub.get_num_connections() == 0:
-            raise RobotError(f"nobody subscribes to {self.config.topics.command} within {timeout_s} s")
 
     def disconnect(self) -> None:
         for handle in self._handles:
@@ -186,29 +129,14 @@ class Ros1Robot(Robot):
 
     # -------------------------------------------------------------------------- callbacks
     def _on_joint_state(self, msg: Any) -> None:
-        qpos, qvel, opening = parse_joint_state(msg)
-        with self._lock:
-            self._joint_states.append(Stamped(msg.header.stamp.to_sec(), (qpos, qvel, opening)))
-            self._lock.notify_all()
+        self.add_joint_state(msg.header.stamp.to_sec(), parse_joint_state(msg))
 
     def _on_image(self, msg: Any, camera: str) -> None:
-        rgb = parse_image(msg)
-        with self._lock:
-            self._images[camera].append(Stamped(msg.header.stamp.to_sec(), rgb))
-
-    def _on_compressed_image(self, msg: Any, camera: str) -> None:
-        try:
-            rgb = parse_compressed_image(msg)
-        except ValueError:
-            with self._lock:
-                self.dropped["images"] += 1
-            return
-        with self._lock:
-            self._images[camera].append(Stamped(msg.header.stamp.to_sec(), rgb))
+        parse = parse_compressed_image if self.config.image_transport == "compressed" else parse_image
+        self.add_image(camera, msg.header.stamp.to_sec(), parse, msg)
 
     def _on_task_state(self, msg: Any) -> None:
-        with self._lock:
-            self._task_state = Stamped(time.time(), np.asarray(msg.data, dtype=np.float64))
+        self.add_task_state(msg.data)
 
     def _on_estop(self, msg: Any) -> None:
         self._estop = self._estop or bool(msg.data)
@@ -222,36 +150,8 @@ class Ros1Robot(Robot):
             self._teleop_command = points[0]
 
     # -------------------------------------------------------------------------- observation
-    def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
-        """Block until a joint state stamped after ``after_stamp_s`` arrives; False on timeout."""
-        with self._lock:
-            return self._lock.wait_for(
-                lambda: bool(self._joint_states) and self._joint_states[-1].stamp_s > after_stamp_s, timeout_s
-            )
-
     def get_observation(self) -> RobotObservation:
-        with self._lock:
-            if not self._joint_states:
-                raise RobotError("no joint state received yet")
-            joint = self._joint_states[-1]
-            images, stamps, unsynced = match_images(self._images, joint.stamp_s, self.config.sync_slop_s)
-            task_state = None if self._task_state is None else self._task_state.value
-        qpos, qvel, opening = joint.value
-        return RobotObservation(
-            arm_qpos_rad=qpos,
-            arm_qvel_rad_s=qvel,
-            gripper_opening_m=opening,
-            joint_state_stamp_s=joint.stamp_s,
-            images=images,
-            image_stamps_s=stamps,
-            task_state=task_state,
-            extras={"unsynced_cameras": unsynced, "estop": self._estop},
-        )
-
-    @property
-    def estop_pressed(self) -> bool:
-        """The e-stop topic said True at least once (latched here too; the safety layer latches its own)."""
-        return self._estop
+        return self.observation(lambda joint: joint, estop=self._estop)
 
     def teleop_command(self) -> np.ndarray | None:
         """Arm targets [7] a person is sending while the override is on, else None."""

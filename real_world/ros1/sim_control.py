@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vla_rl.real_world.ros1 import import_rospy
 from vla_rl.real_world.sim_control import SimStatus, StatusHistory
 from vla_rl.real_world.topics import RobotTopics
@@ -21,11 +19,9 @@ class Ros1SimControl(StatusHistory):
             rospy.init_node("vla_rl_deploy", anonymous=True, disable_signals=True)
         self._int = Int64
         self._reset_pub = rospy.Publisher(topics.sim_reset, Int64, queue_size=4)
-        self._sub = rospy.Subscriber(topics.sim_status, Float64MultiArray, self._on_status, queue_size=16)
+        on_status = lambda msg: self.add(msg.data)  # noqa: E731
+        self._sub = rospy.Subscriber(topics.sim_status, Float64MultiArray, on_status, queue_size=16)
         self.topics = topics
-
-    def _on_status(self, msg: Any) -> None:
-        self.add(msg.data)
 
     def reset(self, seed: int, timeout_s: float = 10.0) -> SimStatus:
         """Start a new episode from ``seed``; returns the status of its first period."""

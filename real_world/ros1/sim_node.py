@@ -16,9 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from vla_rl.real_world.ros1 import import_rospy
-from vla_rl.real_world.ros1.messages import image_message, joint_state_message, parse_trajectory
+from vla_rl.real_world.ros1.messages import (
+    float64_array_message,
+    image_message,
+    joint_state_message,
+    parse_trajectory,
+)
 from vla_rl.real_world.sim_node_core import SimNodeCore, status_values
 from vla_rl.real_world.sim_robot import SimSnapshot
 from vla_rl.real_world.topics import SIM_STATUS_FIELDS, RobotTopics
@@ -90,6 +94,7 @@ class Ros1SimNode:
 
     def _publish(self, snapshot: SimSnapshot, stamp_s: float, latency_s: float) -> None:
         rospy, types = self.rospy, self._types
+        array_types = (types["array"], types["dim"])
         joint = joint_state_message(
             types["joint"],
             rospy,
@@ -101,18 +106,12 @@ class Ros1SimNode:
         for camera, publisher in self._image_pubs.items():
             publisher.publish(image_message(types["image"], rospy, stamp_s, snapshot.images[camera]))
         if snapshot.task_state is not None:
-            self._task_pub.publish(self._array(snapshot.task_state, "task_state"))
+            self._task_pub.publish(float64_array_message(*array_types, snapshot.task_state, "task_state"))
         status = status_values(snapshot, stamp_s, latency_s)
-        self._status_pub.publish(self._array(status, ",".join(SIM_STATUS_FIELDS)))
+        self._status_pub.publish(float64_array_message(*array_types, status, ",".join(SIM_STATUS_FIELDS)))
         # The joint state goes last: a subscriber woken by it finds the images and task state of the
         # same period already delivered (each topic has its own connection, so this is likely, not certain).
         self._joint_pub.publish(joint)
-
-    def _array(self, values: np.ndarray, label: str) -> Any:
-        msg = self._types["array"]()
-        msg.layout.dim = [self._types["dim"](label=label, size=len(values), stride=len(values))]
-        msg.data = [float(v) for v in values]
-        return msg
 
     def write_stats(self) -> None:
         """Command latencies and dropped commands as JSON (atomically: write, then rename)."""

@@ -99,14 +99,11 @@ class LatestCache:
         self._latest: Any = None
         self.count = 0
         """Messages received so far."""
-        self.received_at = 0.0
-        """``time.monotonic()`` when the latest message arrived."""
 
     def put(self, msg: Any) -> None:
         with self._cond:
             self._latest = msg
             self.count += 1
-            self.received_at = time.monotonic()
             self._cond.notify_all()
         if self._callback is not None:
             self._callback(msg)

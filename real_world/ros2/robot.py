@@ -28,32 +28,20 @@ Published (reliable):
 
 from __future__ import annotations
 
-import threading
+import functools
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from vla_rl.real_world.robot import (
-    Feature,
-    JointCommand,
-    Robot,
-    RobotError,
-    RobotObservation,
-    command_features,
-    robot_features,
-)
+from vla_rl.real_world.robot import JointCommand, RobotError, RobotObservation
 from vla_rl.real_world.ros1.messages import COMPRESSED_SUFFIX, tcp_pose_xyzw
 from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node
 from vla_rl.real_world.ros2.nodes import make_node
-from vla_rl.real_world.stamped import Stamped, match_images
-from vla_rl.real_world.topics import RobotTopics
+from vla_rl.real_world.stamped import StreamedRobot, StreamedRobotConfig, await_subscribers
 
-HISTORY = 16
-"""Joint states and images kept per stream to pair images with the latest joint state by stamp."""
 COMMAND_MSGTYPES = {
     "joint_trajectory": m.JOINT_TRAJECTORY,
     "float64_multi_array": m.FLOAT64_MULTI_ARRAY,
@@ -63,29 +51,12 @@ COMMAND_MSGTYPES = {
 
 
 @dataclass
-class Ros2RobotConfig:
+class Ros2RobotConfig(StreamedRobotConfig):
     """How to reach the robot over ROS 2 and what it reports."""
 
-    topics: RobotTopics = field(default_factory=RobotTopics)
-    """The same names as ROS 1 (DDS topics are these with ``rt`` in front of the leading slash)."""
     arm_joint_names: tuple[str, ...] = tuple(f"joint{i}" for i in range(1, 8))
     gripper_joint_names: tuple[str, ...] = ("finger_joint1", "finger_joint2")
     """Summed to the gripper opening; empty: no gripper feedback (the opening reads NaN)."""
-    cameras: tuple[str, ...] = ()
-    image_size: tuple[int, int] = (64, 64)
-    """Height and width the cameras publish (declared in the observation features)."""
-    task_state_dim: int = 0
-    """Length of the task-state vector; 0: not subscribed."""
-    image_transport: Literal["raw", "compressed"] = "raw"
-    """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: sensor_msgs/CompressedImage (jpeg
-    or png, decoded here) on that topic + ``/compressed``."""
-    command_type: Literal["joint_trajectory", "float64_multi_array", "pose_stamped"] = "joint_trajectory"
-    """``pose_stamped``: the TCP pose of the target (the model's TCP site: the hand frame moved
-    0.1034 m along its z axis, franka's default end effector; the controller's must be the same) for
-    e.g. a Cartesian impedance controller's ``equilibrium_pose``; ``send_trajectory`` needs
-    ``joint_trajectory``."""
-    pose_frame_id: str = "panda_link0"
-    """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
     point_time_from_start_s: float = 0.05
     """``time_from_start`` of a single command's point; chunks space their points by ``dt_s``."""
     stamp_trajectories: bool = False
@@ -93,9 +64,6 @@ class Ros2RobotConfig:
     gripper_command_scale: float = 1.0
     sensor_qos: str = "sensor_data"
     command_qos: str = "reliable"
-    sync_slop_s: float = 0.02
-    """An image belongs to a joint state when their stamps differ by at most this."""
-    connect_timeout_s: float = 10.0
     require_command_subscriber: bool = True
     """``connect`` fails unless the arm and gripper command topics have subscribers within the timeout."""
     backend: Literal["dds", "rclpy"] = "dds"
@@ -104,34 +72,20 @@ class Ros2RobotConfig:
     """cyclonedds XML configuration (e.g. ``dds.loopback_config()``); None: ``CYCLONEDDS_URI``."""
 
 
-class Ros2Robot(Robot):
+class Ros2Robot(StreamedRobot):
     """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
 
+    config: Ros2RobotConfig
+
     def __init__(self, config: Ros2RobotConfig, node_factory: Callable[[], Node] | None = None) -> None:
-        self.config = config
+        super().__init__(config, len(config.arm_joint_names))
         self._node_factory = node_factory or (
             lambda: make_node(config.backend, config.domain_id, config.dds_config)
         )
         self._node: Node | None = None
-        self._lock = threading.Condition()
-        self._joint_states: deque[Stamped] = deque(maxlen=HISTORY)
         self._fingers: dict[str, float] = {}
-        self._images: dict[str, deque[Stamped]] = {}
-        self._task_state: Stamped | None = None
-        self.dropped: dict[str, int] = {"joint_states": 0, "images": 0}
-        """Messages that could not be used (wrong joints, unsupported image encoding, undecodable)."""
+        self.dropped["joint_states"] = 0  # without the arm joints (nor a finger)
         self._kinematics: Any = None
-
-    @property
-    def observation_features(self) -> dict[str, Feature]:
-        config = self.config
-        return robot_features(
-            config.cameras, config.image_size, config.task_state_dim, len(config.arm_joint_names)
-        )
-
-    @property
-    def action_features(self) -> dict[str, Feature]:
-        return command_features(len(self.config.arm_joint_names))
 
     @property
     def is_connected(self) -> bool:
@@ -142,10 +96,8 @@ class Ros2Robot(Robot):
             return
         config, topics = self.config, self.config.topics
         with self._lock:  # nothing from an earlier connection
-            self._joint_states.clear()
+            self.clear_streams()
             self._fingers.clear()
-            self._images.clear()
-            self._task_state = None
         if config.command_type == "pose_stamped" and self._kinematics is None:
             from vla_rl.real_world.kinematics import ArmKinematics
 
@@ -156,12 +108,9 @@ class Ros2Robot(Robot):
         try:
             node.subscription(topics.joint_states, m.JOINT_STATE, self._on_joint_state, config.sensor_qos)
             for camera in config.cameras:
-                self._images[camera] = deque(maxlen=HISTORY)
+                on_image = functools.partial(self._on_image, camera)
                 node.subscription(
-                    topics.image_topic(camera) + suffix,
-                    image_type,
-                    self._image_callback(camera),
-                    config.sensor_qos,
+                    topics.image_topic(camera) + suffix, image_type, on_image, config.sensor_qos
                 )
             if config.task_state_dim:
                 node.subscription(
@@ -180,15 +129,11 @@ class Ros2Robot(Robot):
                     f"{config.domain_id}, reachable by DDS discovery?"
                 )
             if config.require_command_subscriber:
-                # Commands published before the controller's subscription matches are lost.
-                for topic, pub in (
-                    (topics.command, self._command_pub),
-                    (topics.gripper_command, self._gripper_pub),
-                ):
-                    while pub.subscription_count() == 0 and time.monotonic() < deadline:
-                        time.sleep(0.01)
-                    if pub.subscription_count() == 0:
-                        raise RobotError(f"nobody subscribes to {topic} within {config.connect_timeout_s} s")
+                subscribers = {
+                    topics.command: self._command_pub.subscription_count,
+                    topics.gripper_command: self._gripper_pub.subscription_count,
+                }
+                await_subscribers(subscribers, deadline, config.connect_timeout_s)
         except BaseException:
             node.close()
             raise
@@ -214,58 +159,27 @@ class Ros2Robot(Robot):
                 return
             qpos = np.array([position[name] for name in arm])
             qvel = np.array([velocity.get(name, 0.0) for name in arm])
-            self._joint_states.append(Stamped(m.stamp_seconds(msg.header.stamp), (qpos, qvel)))
-            self._lock.notify_all()
+            self.add_joint_state(m.stamp_seconds(msg.header.stamp), (qpos, qvel))
 
-    def _image_callback(self, camera: str) -> Callable[[Any], None]:
+    def _on_image(self, camera: str, msg: Any) -> None:
         parse = m.parse_compressed_image if self.config.image_transport == "compressed" else m.parse_image
-
-        def on_image(msg: Any) -> None:
-            try:
-                rgb = parse(msg)
-            except ValueError:
-                with self._lock:
-                    self.dropped["images"] += 1
-                return
-            with self._lock:
-                self._images[camera].append(Stamped(m.stamp_seconds(msg.header.stamp), rgb))
-
-        return on_image
+        self.add_image(camera, m.stamp_seconds(msg.header.stamp), parse, msg)
 
     def _on_task_state(self, msg: Any) -> None:
-        with self._lock:
-            self._task_state = Stamped(time.time(), np.asarray(msg.data, dtype=np.float64).copy())
+        self.add_task_state(msg.data)
 
     # -------------------------------------------------------------------------- observation
-    def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
-        """Block until a joint state stamped after ``after_stamp_s`` arrives; False on timeout."""
-        with self._lock:
-            return self._lock.wait_for(
-                lambda: bool(self._joint_states) and self._joint_states[-1].stamp_s > after_stamp_s, timeout_s
-            )
-
     def get_observation(self) -> RobotObservation:
         if self._node is None:
             raise RobotError("get_observation on a disconnected robot")
-        with self._lock:
-            if not self._joint_states:
-                raise RobotError("no joint state received yet")
-            joint = self._joint_states[-1]
-            fingers = [self._fingers.get(name) for name in self.config.gripper_joint_names]
-            images, stamps, unsynced = match_images(self._images, joint.stamp_s, self.config.sync_slop_s)
-            task_state = None if self._task_state is None else self._task_state.value
+        return self.observation(self._joint_values)
+
+    def _joint_values(self, joint: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, float]:
+        """Arm angles and velocities of a stored joint state, and the latest fingers' opening."""
+        fingers = [self._fingers.get(name) for name in self.config.gripper_joint_names]
         opening = float(sum(fingers)) if fingers and None not in fingers else float("nan")
-        qpos, qvel = joint.value
-        return RobotObservation(
-            arm_qpos_rad=qpos.copy(),
-            arm_qvel_rad_s=qvel.copy(),
-            gripper_opening_m=opening,
-            joint_state_stamp_s=joint.stamp_s,
-            images=images,
-            image_stamps_s=stamps,
-            task_state=task_state,
-            extras={"unsynced_cameras": unsynced},
-        )
+        qpos, qvel = joint
+        return qpos.copy(), qvel.copy(), opening
 
     # -------------------------------------------------------------------------- commands
     def send_action(self, command: JointCommand) -> JointCommand:

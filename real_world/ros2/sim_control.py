@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from vla_rl.real_world.ros2.dds import Node
 from vla_rl.real_world.ros2.messages import FLOAT64_MULTI_ARRAY
 from vla_rl.real_world.ros2.nodes import make_node
@@ -35,13 +33,11 @@ class Ros2SimControl(StatusHistory):
         self._node = node if node is not None else make_node(backend, domain_id, dds_config)
         try:
             self._reset_pub = self._node.publisher(topics.sim_reset, INT64, "reliable")
-            self._node.subscription(topics.sim_status, FLOAT64_MULTI_ARRAY, self._on_status, "reliable")
+            on_status = lambda msg: self.add(msg.data)  # noqa: E731
+            self._node.subscription(topics.sim_status, FLOAT64_MULTI_ARRAY, on_status, "reliable")
         except BaseException:
             self._node.close()
             raise
-
-    def _on_status(self, msg: Any) -> None:
-        self.add(msg.data)
 
     def reset(self, seed: int, timeout_s: float = 10.0) -> SimStatus:
         """Start a new episode from ``seed``; returns the status of its first period."""

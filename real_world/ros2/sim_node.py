@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from vla_rl.real_world.ros1.messages import ARM_JOINT_NAMES, FINGER_JOINT_NAMES, joint_order
 from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node
 from vla_rl.real_world.ros2.nodes import make_node
@@ -38,9 +39,6 @@ from vla_rl.real_world.topics import SIM_STATUS_FIELDS, RobotTopics
 
 from vla_rl.envs.config import EnvConfig
 
-ARM_JOINT_NAMES = tuple(f"joint{i}" for i in range(1, 8))
-FINGER_JOINT_NAMES = ("finger_joint1", "finger_joint2")
-
 
 def ros2_now_s() -> float:
     """The current time as ROS 2 carries it (sec, nanosec), read back as float seconds."""
@@ -49,12 +47,8 @@ def ros2_now_s() -> float:
 
 def arm_targets(msg: Any, joint_names: Sequence[str] = ARM_JOINT_NAMES) -> list[np.ndarray]:
     """Arm targets of each point of a JointTrajectory, reordered by joint name."""
-    index = {name: i for i, name in enumerate(msg.joint_names)}
-    missing = [name for name in joint_names if name not in index]
-    if missing:
-        raise ValueError(f"JointTrajectory lacks joints {missing}")
-    positions = m.parse_trajectory(msg)
-    return [row[[index[name] for name in joint_names]] for row in positions]
+    order = joint_order(msg.joint_names, "JointTrajectory", joint_names)
+    return [row[order] for row in m.parse_trajectory(msg)]
 
 
 class Ros2SimNode:

@@ -83,10 +83,6 @@ def ros_topic_name(dds_topic: str) -> str:
     return "/" + dds_topic[3:]
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
 def _unsupported(base: str) -> NotImplementedError:
     return NotImplementedError(f"ROS 2 base type {base!r} is not supported over DDS here")
 

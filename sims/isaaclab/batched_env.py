@@ -21,6 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import EpisodeStats, clone_obs, merge_rows, reset_ids, space_of, world_seeds
 from vla_rl.sims.isaaclab.conversions import as_torch, flatten_group, rgb_uint8, unit_to_env_action
 from vla_rl.sims.isaaclab.settings import DEFAULT_SUCCESS_TERMS, IsaacLabSettings
 
@@ -86,10 +87,8 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self._capture = PreResetCapture(env, self._pre_reset_snapshot) if needs_capture else None
 
         self._obs = self._reset_worlds(list(range(self.num_envs)), seeds=None)
-        self.observation_space = _space_of(self._obs)
-        self._episode_return = torch.zeros(self.num_envs, dtype=torch.float32, device=self.device)
-        self._episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        self._episode_success_once = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self.observation_space = space_of(self._obs)
+        self._episodes = EpisodeStats(self.num_envs, self.device)
 
     # ---------------------------------------------------------------- reading the env
     def _resolve_success_terms(self) -> tuple[str, ...]:
@@ -152,7 +151,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
     # ---------------------------------------------------------------- resets
     def world_seed(self, seed: int, world: int) -> int:
         """Isaac Lab seeds are ints: a 32-bit draw of ``SeedSequence([seed, world])``."""
-        return int(np.random.SeedSequence([int(seed), int(world)]).generate_state(1)[0])
+        return _int_seed([int(seed), int(world)])
 
     def _reset_ids(self, ids: list[int]) -> dict[str, Any]:
         """Resets worlds ``ids`` of the Isaac Lab env and returns its observation groups."""
@@ -184,30 +183,18 @@ class IsaacLabBatchedEnv(BatchedEnv):
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = (
-            list(range(self.num_envs))
-            if env_ids is None
-            else sorted({int(i) for i in torch.as_tensor(env_ids).reshape(-1).tolist()})
-        )
-        if isinstance(seed, int | np.integer):
-            seeds: list[int] | None = [self.world_seed(seed, i) for i in ids]
-        elif seed is not None:
-            if len(seed) != len(ids):
-                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-            seeds = [_int_seed(s) for s in seed]
-        else:
-            seeds = None
+        ids = sorted(set(reset_ids(env_ids, self.num_envs)))
+        entries = world_seeds(self, seed, ids)
+        seeds = None if entries is None else [_int_seed(s) for s in entries]
         if not ids:
-            return _clone_obs(self._obs), {}
+            return clone_obs(self._obs), {}
         fresh = self._reset_worlds(ids, seeds)
         rows = torch.tensor(ids, dtype=torch.int64, device=self.device)
         for key, value in fresh.items():
             if key != "instruction":
                 self._obs[key][rows] = value[rows]
-        self._episode_return[rows] = 0.0
-        self._episode_length[rows] = 0
-        self._episode_success_once[rows] = False
-        return _clone_obs(self._obs), {}
+        self._episodes.start(rows)
+        return clone_obs(self._obs), {}
 
     # ---------------------------------------------------------------- stepping
     def step(self, action: torch.Tensor) -> StepResult:
@@ -235,28 +222,16 @@ class IsaacLabBatchedEnv(BatchedEnv):
         reward = self._vector(reward, torch.float32)
 
         self._obs = self._observation(groups, self._images())
-        final = _clone_obs(self._obs)
+        final = clone_obs(self._obs)
         if bool(done.any()):
-            pre_reset = self._pre_reset_observation(native_final, snapshot)
-            for key, value in pre_reset.items():
-                if key != "instruction":
-                    final[key][done] = value[done]
+            final = merge_rows(final, self._pre_reset_observation(native_final, snapshot), done)
 
-        self._episode_return += reward
-        self._episode_length += 1
-        self._episode_success_once |= success
+        self._episodes.add(reward, success)
         info: dict[str, Any] = {"success": success, "final_obs": final}
         if bool(done.any()):
-            info["episode"] = {
-                "return": self._episode_return.clone(),
-                "length": self._episode_length.clone(),
-                "success": success.clone(),
-                "success_once": self._episode_success_once.clone(),
-            }
-            self._episode_return[done] = 0.0
-            self._episode_length[done] = 0
-            self._episode_success_once[done] = False
-        return StepResult(_clone_obs(self._obs), reward, terminated, truncated, info)
+            info["episode"] = self._episodes.report(success, self.device)
+            self._episodes.start(done)
+        return StepResult(clone_obs(self._obs), reward, terminated, truncated, info)
 
     def _vector(self, value: Any, dtype: torch.dtype) -> torch.Tensor:
         return as_torch(value).reshape(self.num_envs).to(device=self.device, dtype=dtype, copy=True)
@@ -275,26 +250,10 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self._env.close()
 
 
-def _space_of(obs: Observation) -> gym.spaces.Dict:
-    spaces: dict[str, gym.Space] = {}
-    for key, value in obs.items():
-        if key == "instruction":
-            spaces[key] = gym.spaces.Text(max_length=256)
-        elif key.startswith("rgb_"):
-            spaces[key] = gym.spaces.Box(0, 255, tuple(value.shape[1:]), np.uint8)
-        else:
-            spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
-    return gym.spaces.Dict(spaces)
-
-
 def _int_seed(seed: int | list[int]) -> int:
     if isinstance(seed, int | np.integer):
         return int(seed)
     return int(np.random.SeedSequence([int(s) for s in seed]).generate_state(1)[0])
-
-
-def _clone_obs(obs: Observation) -> Observation:
-    return {key: list(value) if key == "instruction" else value.clone() for key, value in obs.items()}
 
 
 def _clone_tree(groups: Any) -> Any:

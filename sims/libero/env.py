@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import EpisodeStats, reset_ids, world_seeds
 from vla_rl.sims.libero.client import WorkerClient
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
 from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
@@ -111,9 +112,7 @@ class LiberoBatchedEnv(BatchedEnv):
         # Each world draws (init-state index, env seed) per episode from its own generator.
         self._rngs = [np.random.default_rng(np.random.SeedSequence([0, i])) for i in range(self.num_envs)]
         self._obs: dict[str, np.ndarray] | None = None
-        self._length = np.zeros(self.num_envs, dtype=np.int64)
-        self._return = np.zeros(self.num_envs, dtype=np.float64)
-        self._success_once = np.zeros(self.num_envs, dtype=bool)
+        self._episodes = EpisodeStats(self.num_envs)
 
     # ---------------------------------------------------------------- helpers
     def _start_episodes(self, ids: Sequence[int]) -> None:
@@ -129,9 +128,7 @@ class LiberoBatchedEnv(BatchedEnv):
             }
         for key, value in obs.items():
             self._obs[key][list(ids)] = value
-        self._length[ids] = 0
-        self._return[ids] = 0.0
-        self._success_once[ids] = False
+        self._episodes.start(ids)
 
     def _torch_obs(self) -> Observation:
         out: Observation = {
@@ -146,22 +143,12 @@ class LiberoBatchedEnv(BatchedEnv):
     ) -> tuple[Observation, dict[str, Any]]:
         if self._pending_step:
             raise RuntimeError("reset() between step_async() and step_wait()")
-        ids = (
-            list(range(self.num_envs))
-            if env_ids is None
-            else [int(i) for i in torch.as_tensor(env_ids).flatten()]
-        )
+        ids = reset_ids(env_ids, self.num_envs)
         if self._obs is None and len(ids) < self.num_envs:
             raise RuntimeError("the first reset must reset every world")
-        if isinstance(seed, int):
-            seeds: list[Any] = [self.world_seed(seed, i) for i in ids]
-        elif seed is not None:
-            seeds = list(seed)
-            if len(seeds) != len(ids):
-                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} reset worlds")
-        if seed is not None:
-            for i, world_seed in zip(ids, seeds, strict=True):
-                self._rngs[i] = np.random.default_rng(np.random.SeedSequence(world_seed))
+        seeds = world_seeds(self, seed, ids)
+        for i, world_seed in zip(ids, seeds, strict=True) if seeds is not None else ():
+            self._rngs[i] = np.random.default_rng(np.random.SeedSequence(world_seed))
         self._start_episodes(ids)
         return self._torch_obs(), {}
 
@@ -181,23 +168,16 @@ class LiberoBatchedEnv(BatchedEnv):
         self._pending_step = False
         obs, reward, success = self._worker.receive()
         self._obs = obs
-        self._length += 1
-        self._return += reward
-        self._success_once |= success
+        self._episodes.add(reward, success)
         terminated = success.copy()
-        truncated = (self._length >= self.max_episode_steps) & ~terminated
+        truncated = (self._episodes.length >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
         info: dict[str, Any] = {
             "success": torch.from_numpy(success.copy()).to(self.device),
             "final_obs": self._torch_obs(),
         }
         if done.any():
-            info["episode"] = {
-                "return": torch.tensor(self._return, dtype=torch.float32, device=self.device),
-                "length": torch.tensor(self._length, device=self.device),
-                "success": torch.from_numpy(success.copy()).to(self.device),
-                "success_once": torch.tensor(self._success_once, device=self.device),
-            }
+            info["episode"] = self._episodes.report(success, self.device)
             self._start_episodes(np.flatnonzero(done).tolist())
         return StepResult(
             obs=self._torch_obs(),

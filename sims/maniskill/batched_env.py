@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import EpisodeStats, clone_obs, merge_rows, reset_ids, space_of, world_seeds
 from vla_rl.sims.maniskill.observations import ObservationLayout, map_observation
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult
@@ -75,24 +76,11 @@ class ManiSkillBatchedEnv(BatchedEnv):
         self._action_high = torch.as_tensor(single.high, dtype=torch.float32, device=self.sim_device)
         self.action_space = gym.spaces.Box(-1.0, 1.0, single.shape, np.float32)
 
-        self._episode_return = torch.zeros(self.num_envs, device=self.device)
-        self._episode_length = torch.zeros(self.num_envs, dtype=torch.long, device=self.device)
-        self._episode_success_once = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._episodes = EpisodeStats(self.num_envs, self.device)
         obs, _ = self.reset()  # reads shapes and checks that the cameras exist
-        self.observation_space = self._space_of(obs)
+        self.observation_space = space_of(obs)
 
     # ---------------------------------------------------------------- helpers
-    def _space_of(self, obs: Observation) -> gym.spaces.Dict:
-        spaces: dict[str, gym.Space] = {}
-        for key, value in obs.items():
-            if key == "instruction":
-                spaces[key] = gym.spaces.Text(max_length=256)
-            elif value.dtype == torch.uint8:
-                spaces[key] = gym.spaces.Box(0, 255, tuple(value.shape[1:]), np.uint8)
-            else:
-                spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
-        return gym.spaces.Dict(spaces)
-
     def _observe(self, raw: dict[str, Any]) -> Observation:
         return map_observation(raw, self.layout, self._instructions, self.device)
 
@@ -112,11 +100,6 @@ class ManiSkillBatchedEnv(BatchedEnv):
         unit = action.detach().to(self.sim_device, torch.float32).clamp(-1.0, 1.0)
         return self._action_low + (unit + 1.0) * 0.5 * (self._action_high - self._action_low)
 
-    def _clear_stats(self, ids: torch.Tensor) -> None:
-        self._episode_return[ids] = 0.0
-        self._episode_length[ids] = 0
-        self._episode_success_once[ids] = False
-
     # ---------------------------------------------------------------- contract
     def world_seed(self, seed: int, world: int) -> int:
         return _int_seed([seed, world])
@@ -124,19 +107,13 @@ class ManiSkillBatchedEnv(BatchedEnv):
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = (
-            list(range(self.num_envs))
-            if env_ids is None
-            else [int(i) for i in torch.as_tensor(env_ids).view(-1)]
+        ids = reset_ids(env_ids, self.num_envs)
+        entries = world_seeds(self, seed, ids)
+        seeds = (
+            None
+            if entries is None
+            else [_int_seed(s) if isinstance(s, list | tuple) else int(s) for s in entries]
         )
-        if isinstance(seed, int | np.integer):
-            seeds: list[int] | None = [self.world_seed(int(seed), i) for i in ids]
-        elif seed is not None:
-            if len(seed) != len(ids):
-                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-            seeds = [_int_seed(s) if isinstance(s, list | tuple) else int(s) for s in seed]
-        else:
-            seeds = None
 
         if not ids:  # nothing to reset: the current observation
             raw, info = self.base.get_obs(), {}
@@ -148,7 +125,7 @@ class ManiSkillBatchedEnv(BatchedEnv):
                 one = {"env_idx": torch.tensor([world], device=self.sim_device)}
                 raw, info = self.env.reset(seed=[world_seed] * self.num_envs, options=one)
         self._read_instructions(ids)
-        self._clear_stats(torch.tensor(ids, dtype=torch.long, device=self.device))
+        self._episodes.start(torch.tensor(ids, dtype=torch.long, device=self.device))
         return self._observe(raw), info
 
     def step(self, action: torch.Tensor) -> StepResult:
@@ -157,51 +134,31 @@ class ManiSkillBatchedEnv(BatchedEnv):
         terminated = torch.as_tensor(terminated, device=self.device).bool().reshape(self.num_envs).clone()
         if self.ignore_terminations:
             terminated.zero_()
-        self._episode_length += 1
-        truncated = torch.as_tensor(truncated, device=self.device).bool().reshape(self.num_envs)
-        truncated = truncated | (self._episode_length >= self.max_episode_steps)
-        done = terminated | truncated
         success = info.get("success")
         success = (
             torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
             if success is None
             else torch.as_tensor(success, device=self.device).bool().reshape(self.num_envs).clone()
         )
-        self._episode_return += reward
-        self._episode_success_once |= success
+        self._episodes.add(reward, success)
+        truncated = torch.as_tensor(truncated, device=self.device).bool().reshape(self.num_envs)
+        truncated = truncated | (self._episodes.length >= self.max_episode_steps)
+        done = terminated | truncated
 
         obs = self._observe(raw)
         out_info: dict[str, Any] = {"success": success}
         if done.any():
             ended = done.nonzero().view(-1)
-            out_info["episode"] = {
-                "return": self._episode_return.clone(),
-                "length": self._episode_length.clone(),
-                "success": success.clone(),
-                "success_once": self._episode_success_once.clone(),
-            }
+            out_info["episode"] = self._episodes.report(success, self.device)
             final = obs
             raw, _ = self.env.reset(options={"env_idx": ended.to(self.sim_device)})
             self._read_instructions(ended.tolist())
-            self._clear_stats(ended)
+            self._episodes.start(ended)
             obs = self._observe(raw)
-            out_info["final_obs"] = _merge_rows(obs, final, done)
+            out_info["final_obs"] = merge_rows(obs, final, done)
         else:
-            out_info["final_obs"] = {
-                k: (list(v) if isinstance(v, list) else v.clone()) for k, v in obs.items()
-            }
+            out_info["final_obs"] = clone_obs(obs)
         return StepResult(obs=obs, reward=reward, terminated=terminated, truncated=truncated, info=out_info)
 
     def close(self) -> None:
         self.env.close()
-
-
-def _merge_rows(obs: Observation, final: Observation, done: torch.Tensor) -> Observation:
-    """``obs`` with the rows of finished worlds taken from ``final``."""
-    merged: Observation = {}
-    for key, value in obs.items():
-        if isinstance(value, list):
-            merged[key] = [final[key][i] if done[i] else text for i, text in enumerate(value)]
-        else:
-            merged[key] = torch.where(done.view(-1, *[1] * (value.dim() - 1)), final[key], value)
-    return merged

@@ -27,6 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, world_seeds
 from vla_rl.sims.metaworld.cameras import TaskCameras
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
 
@@ -87,9 +88,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
         self.image_size = cfg.image_size
 
         self._obs = np.zeros((self.num_envs, OBS_DIM), dtype=np.float64)
-        self._steps = np.zeros(self.num_envs, dtype=np.int64)
-        self._return = np.zeros(self.num_envs, dtype=np.float64)
-        self._success_once = np.zeros(self.num_envs, dtype=bool)
+        self._episodes = EpisodeStats(self.num_envs)
         self._renderers: dict[str, TaskCameras] = {}
         self.reset(seed=0)
         try:
@@ -125,9 +124,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
                 obs[f"rgb_{camera}"] = torch.empty(size, dtype=torch.uint8, device=self.device)
             ids = range(self.num_envs)
         else:
-            obs = {
-                key: (list(value) if key == "instruction" else value.clone()) for key, value in rows.items()
-            }
+            obs = clone_obs(rows)
             obs["proprio"][ids] = state[ids, PROPRIO]
             obs["privileged"][ids] = state[ids]
         for i in ids if self._renderers else ():
@@ -141,16 +138,8 @@ class MetaWorldBatchedEnv(BatchedEnv):
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = range(self.num_envs) if env_ids is None else torch.as_tensor(env_ids).flatten().tolist()
-        ids = [int(i) for i in ids]
-        if isinstance(seed, int | np.integer):
-            seeds: list[Any] = [self.world_seed(int(seed), i) for i in ids]
-        elif seed is None:
-            seeds = [None] * len(ids)
-        else:
-            if len(seed) != len(ids):
-                raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-            seeds = list(seed)
+        ids = reset_ids(env_ids, self.num_envs)
+        seeds = world_seeds(self, seed, ids) or [None] * len(ids)
         for i, world_seed in zip(ids, seeds, strict=True):
             self._reset_world(i, world_seed)
         return self._observe(), {}
@@ -161,9 +150,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
             # MetaWorld seeds from one int; the entropy [seed, world] becomes one through SeedSequence.
             world.seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         self._obs[i], _ = world.reset()
-        self._steps[i] = 0
-        self._return[i] = 0.0
-        self._success_once[i] = False
+        self._episodes.start(i)
 
     def step(self, action: torch.Tensor) -> StepResult:
         actions = action.detach().to("cpu", torch.float64).numpy()
@@ -175,23 +162,16 @@ class MetaWorldBatchedEnv(BatchedEnv):
         for i, world in enumerate(self.worlds):
             self._obs[i], reward[i], _, _, info = world.step(actions[i])
             success[i] = bool(info["success"])
-        self._steps += 1
-        self._return += reward
-        self._success_once |= success
+        self._episodes.add(reward, success)
         terminated = success & self.terminate_on_success
-        truncated = (self._steps >= self.max_episode_steps) & ~terminated
+        truncated = (self._episodes.length >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
 
         final = self._observe()
         info_out: dict[str, Any] = {"success": torch.as_tensor(success, device=self.device)}
         ended = [int(i) for i in np.flatnonzero(done)]
         if ended:
-            info_out["episode"] = {
-                "return": torch.tensor(self._return, dtype=torch.float32, device=self.device),
-                "length": torch.tensor(self._steps, device=self.device),
-                "success": torch.as_tensor(success, device=self.device),
-                "success_once": torch.tensor(self._success_once, device=self.device),
-            }
+            info_out["episode"] = self._episodes.report(success, self.device)
             for i in ended:
                 self._reset_world(i, None)
         obs = self._observe(final, ended)

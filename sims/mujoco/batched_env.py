@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
+from vla_rl.sims.batching import EpisodeStats, reset_ids, world_seeds
 from vla_rl.sims.mujoco.config_checks import validate_config
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size, proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
@@ -82,9 +83,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
         self.goals = np.zeros((n, self.task.goal_dim))
         self.instructions = [""] * n
-        self.step_count = np.zeros(n, np.int64)
-        self.episode_return = np.zeros(n)
-        self.episode_success_once = np.zeros(n, bool)
+        self.episodes = EpisodeStats(n)
         self.rngs = [np.random.default_rng(s) for s in np.random.SeedSequence().spawn(n)]
 
         self._pool = ThreadPoolExecutor(max_workers=cfg.num_threads, thread_name_prefix="mujoco-world")
@@ -183,29 +182,17 @@ class MujocoBatchedEnv(BatchedEnv):
             mujoco.mj_forward(m, d)
             self._ctrl[i] = d.ctrl
             self.instructions[i] = self.task.instruction(self.goals[i], self.split)
-        self.step_count[ids] = 0
-        self.episode_return[ids] = 0.0
-        self.episode_success_once[ids] = False
+        self.episodes.start(ids)
         self._stepper.states_changed(self.datas, ids)
 
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        ids = (
-            np.arange(self.num_envs)
-            if env_ids is None
-            else np.asarray(torch.as_tensor(env_ids).cpu()).reshape(-1)
-        )
-        if isinstance(seed, int | np.integer):
-            for i in ids:
-                self.rngs[i] = np.random.default_rng(self.world_seed(int(seed), int(i)))
-        elif seed is not None:
-            seeds = list(seed)
-            if len(seeds) != len(ids):
-                raise ValueError(f"got {len(seeds)} seeds for {len(ids)} reset worlds")
-            for i, s in zip(ids, seeds, strict=True):
-                entropy = int(s) if isinstance(s, int | np.integer) else [int(v) for v in s]
-                self.rngs[i] = np.random.default_rng(entropy)
+        ids = np.asarray(reset_ids(env_ids, self.num_envs), dtype=np.int64)
+        seeds = world_seeds(self, seed, ids)
+        for i, s in zip(ids, seeds, strict=True) if seeds is not None else ():
+            entropy = int(s) if isinstance(s, int | np.integer) else [int(v) for v in s]
+            self.rngs[i] = np.random.default_rng(entropy)
         self._reset_worlds(ids)
         self._run_parallel(self._gather_and_render, ids)
         return self._observe(), {}
@@ -295,10 +282,8 @@ class MujocoBatchedEnv(BatchedEnv):
 
     def _finish_step(self) -> StepResult:
         reward, success = self.task.reward_and_success(self._task_state())
-        self.step_count += 1
-        self.episode_return += reward
-        self.episode_success_once |= success
-        truncated = self.step_count >= self.max_episode_steps
+        self.episodes.add(reward, success)
+        truncated = self.episodes.length >= self.max_episode_steps
         done_ids = np.flatnonzero(truncated)
         if self._skip_images:
             self._skip_images = False
@@ -307,12 +292,7 @@ class MujocoBatchedEnv(BatchedEnv):
         obs = self._observe()
         info: dict[str, Any] = {"success": torch.from_numpy(success.copy()).to(self.device), "final_obs": obs}
         if len(done_ids):
-            info["episode"] = {
-                "return": self._tensor(self.episode_return.astype(np.float32)),
-                "length": self._tensor(self.step_count.copy()),
-                "success": self._tensor(success.copy()),
-                "success_once": self._tensor(self.episode_success_once.copy()),
-            }
+            info["episode"] = self.episodes.report(success, self.device)
             self._reset_worlds(done_ids)
             self._run_parallel(self._gather_and_render, done_ids)
             obs = self._observe()
@@ -329,7 +309,14 @@ class MujocoBatchedEnv(BatchedEnv):
         return torch.from_numpy(array).to(self.device)
 
     def _observe(self) -> Observation:
-        proprio = proprio_vector(self.readout, self._arm_qadr, self._arm_vadr, self._finger_qadr)
+        readout, qpos = self.readout, self.readout.qpos
+        proprio = proprio_vector(
+            qpos[:, self._arm_qadr],
+            readout.qvel[:, self._arm_vadr],
+            qpos[:, self._finger_qadr].sum(axis=1),
+            readout.sensordata[:, 0:3],
+            readout.tcp_xmat.reshape(-1, 3, 3),
+        )
         privileged = self.task.privileged(self._task_state()).astype(np.float32)
         obs: Observation = {
             "proprio": self._tensor(proprio),
@@ -351,9 +338,9 @@ class MujocoBatchedEnv(BatchedEnv):
             mujoco.mj_getState(m, d, physics[i], STATE_SPEC)
         state: dict[str, Any] = {
             "physics_state": physics,
-            "step_count": self.step_count.copy(),
-            "episode_return": self.episode_return.copy(),
-            "episode_success_once": self.episode_success_once.copy(),
+            "step_count": self.episodes.length.copy(),
+            "episode_return": self.episodes.episode_return.copy(),
+            "episode_success_once": self.episodes.success_once.copy(),
             "goals": self.goals.copy(),
             "rng_states": [rng.bit_generator.state for rng in self.rngs],
             "instructions": list(self.instructions),
@@ -371,9 +358,9 @@ class MujocoBatchedEnv(BatchedEnv):
             self._ctrl[i] = d.ctrl
             self.rngs[i].bit_generator.state = state["rng_states"][i]
         self._stepper.states_changed(self.datas, np.arange(self.num_envs))
-        self.step_count[:] = np.asarray(state["step_count"])
-        self.episode_return[:] = np.asarray(state["episode_return"])
-        self.episode_success_once[:] = np.asarray(state["episode_success_once"])
+        self.episodes.length[:] = np.asarray(state["step_count"])
+        self.episodes.episode_return[:] = np.asarray(state["episode_return"])
+        self.episodes.success_once[:] = np.asarray(state["episode_success_once"])
         self.goals[:] = np.asarray(state["goals"])
         self.instructions = list(state["instructions"])
         self._run_parallel(self._gather_and_render, np.arange(self.num_envs))
@@ -387,14 +374,6 @@ class MujocoBatchedEnv(BatchedEnv):
         if self._renderers is not None:
             renderers = self._renderers
             self._renderers = None
-            # Each GL context must be released by the thread that owns it.
-            self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
+            self._run_parallel(lambda ids: renderers.close_thread_renderer(), np.arange(self.num_envs))
         self._pool.shutdown(wait=True)
         self._stepper.close()
-
-
-def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:
-    renderer = getattr(renderers._local, "renderer", None)
-    if renderer is not None:
-        renderer.close()
-        renderers._local.renderer = None

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import itertools
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from vla_rl.sims.mujoco.readout import WorldReadout
 
 PROPRIO_FIELDS: tuple[tuple[str, int], ...] = (
     ("arm_qpos", 7),
@@ -21,11 +18,8 @@ two columns of the TCP rotation matrix."""
 
 
 def field_slices(fields: tuple[tuple[str, int], ...]) -> dict[str, slice]:
-    slices, start = {}, 0
-    for name, size in fields:
-        slices[name] = slice(start, start + size)
-        start += size
-    return slices
+    ends = itertools.accumulate(size for _, size in fields)
+    return {name: slice(end - size, end) for (name, size), end in zip(fields, ends, strict=True)}
 
 
 def fields_size(fields: tuple[tuple[str, int], ...]) -> int:
@@ -38,19 +32,16 @@ def split_fields(vector: np.ndarray, fields: tuple[tuple[str, int], ...]) -> dic
 
 
 def proprio_vector(
-    readout: WorldReadout, arm_qadr: np.ndarray, arm_vadr: np.ndarray, finger_qadr: np.ndarray
+    arm_qpos: np.ndarray,
+    arm_qvel: np.ndarray,
+    gripper_opening_m: np.ndarray,
+    tcp_pos: np.ndarray,
+    tcp_xmat: np.ndarray,
 ) -> np.ndarray:
-    """float32 [N, fields_size(PROPRIO_FIELDS)] in ``PROPRIO_FIELDS`` order from a ``WorldReadout``:
-    arm joint positions and velocities, finger opening (m), TCP position and the first two columns
-    of the TCP rotation matrix."""
-    qpos = readout.qpos
-    return np.concatenate(
-        [
-            qpos[:, arm_qadr],
-            readout.qvel[:, arm_vadr],
-            qpos[:, finger_qadr].sum(axis=1, keepdims=True),
-            readout.sensordata[:, 0:3],
-            readout.tcp_xmat.reshape(-1, 3, 3)[:, :, :2].transpose(0, 2, 1).reshape(-1, 6),
-        ],
-        axis=1,
-    ).astype(np.float32)
+    """float32 [N, fields_size(PROPRIO_FIELDS)] in ``PROPRIO_FIELDS`` order: arm joint positions
+    and velocities [N, 7], finger opening [N] (m), TCP position [N, 3] and the first two columns of
+    the TCP rotation matrix [N, 3, 3] (in the simulator and, from measured joints, on a robot)."""
+    rot6 = np.swapaxes(tcp_xmat[..., :2], -1, -2).reshape(len(tcp_xmat), 6)
+    return np.concatenate([arm_qpos, arm_qvel, gripper_opening_m[:, None], tcp_pos, rot6], axis=1).astype(
+        np.float32
+    )

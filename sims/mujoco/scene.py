@@ -11,12 +11,13 @@ TABLE_CONAFFINITY = 3
 """Objects and the table collide with each other (bit 1) and with the gripper (bit 2)."""
 RENDER_SLICES = 12
 RENDER_STACKS = 6
-FRONT_CAMERA_POS = np.array([1.2, 0.0, 0.5])
-FRONT_CAMERA_TARGET = np.array([0.5, 0.0, 0.12])
-TOP_CAMERA_POS = np.array([0.75, 0.0, 0.8])
-TOP_CAMERA_TARGET = np.array([0.5, 0.0, 0.0])
-"""A steep view from above the far edge of the table: the arm reaches in from the other side, so it
-hides less of the table than the front view does."""
+SCENE_CAMERAS: dict[str, tuple[np.ndarray, np.ndarray]] = {
+    "front": (np.array([1.2, 0.0, 0.5]), np.array([0.5, 0.0, 0.12])),
+    "top": (np.array([0.75, 0.0, 0.8]), np.array([0.5, 0.0, 0.0])),
+}
+"""Fixed cameras of the scene: name -> (position, point looked at). ``top`` is a steep view from
+above the far edge of the table: the arm reaches in from the other side, so it hides less of the
+table than the front view does."""
 
 
 def look_at_quat(eye: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -60,18 +61,8 @@ def new_scene_spec(robot: RobotDescription, physics_dt_s: float, image_size: int
     world.add_light(
         name="fill", pos=[0.6, 0.8, 1.2], dir=[0.0, -0.5, -1.0], diffuse=[0.3, 0.3, 0.3], castshadow=False
     )
-    world.add_camera(
-        name="front",
-        pos=FRONT_CAMERA_POS,
-        quat=look_at_quat(FRONT_CAMERA_POS, FRONT_CAMERA_TARGET),
-        fovy=45.0,
-    )
-    world.add_camera(
-        name="top",
-        pos=TOP_CAMERA_POS,
-        quat=look_at_quat(TOP_CAMERA_POS, TOP_CAMERA_TARGET),
-        fovy=45.0,
-    )
+    for name, (pos, target) in SCENE_CAMERAS.items():
+        world.add_camera(name=name, pos=pos, quat=look_at_quat(pos, target), fovy=45.0)
     spec.add_sensor(
         name="tcp_pos",
         type=mujoco.mjtSensor.mjSENS_FRAMEPOS,

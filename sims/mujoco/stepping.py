@@ -14,6 +14,7 @@ carries the warm start over, as ``threads`` does. Chosen with ``EnvConfig.option
 
 from __future__ import annotations
 
+import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
@@ -26,11 +27,8 @@ FULL_PHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
 
 
 def _has_batch() -> bool:
-    try:
-        from mujoco import batch  # noqa: F401 - MuJoCo >= 4.0
-    except ImportError:
-        return False
-    return True
+    """``mujoco.batch`` is installed (MuJoCo >= 4.0); found without importing it."""
+    return importlib.util.find_spec("mujoco.batch") is not None
 
 
 HAS_MUJOCO_BATCH = _has_batch()

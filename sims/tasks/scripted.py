@@ -43,8 +43,7 @@ def _pick_targets(
     distance = np.linalg.norm(tcp - cube, axis=1)
     holding = (distance < 0.02) & (opening < GRASP_OPENING_RANGE_M[1])
     at_cube = distance < GRASP_REACHED_M
-    above = np.concatenate([cube[:, :2], np.full((len(cube), 1), cube[:, 2:].max() + HOVER_HEIGHT_M)], axis=1)
-    above[:, 2] = cube[:, 2] + HOVER_HEIGHT_M
+    above = np.concatenate([cube[:, :2], cube[:, 2:] + HOVER_HEIGHT_M], axis=1)
     # Far in xy and low: rise first, so the fingers do not sweep through objects.
     rise = (xy_error > 2 * XY_ALIGNED_M) & (tcp[:, 2] < cube[:, 2] + HOVER_HEIGHT_M - 0.03)
     target = np.where((xy_error > XY_ALIGNED_M)[:, None], above, cube)
@@ -140,26 +139,11 @@ SCRIPTED_POLICIES: dict[str, Callable[[dict, float], np.ndarray]] = {
 }
 
 
-def scripted_action(
-    task: str,
-    obs: dict,
-    max_step_m: float | None = None,
-    noise_std: float = 0.0,
-    generator: np.random.Generator | None = None,
-) -> torch.Tensor:
-    """``ee_delta_pos`` action [N, 4] (float32) of the scripted policy of ``task``.
-
-    With ``noise_std > 0``, Gaussian noise of that standard deviation (normalised action units)
-    is added to the xyz deltas, drawn from ``generator``, and the result clipped to [-1, 1]. The
-    gripper command stays clean: a flipped gripper drops the cube instead of diversifying motion.
-    """
+def scripted_action(task: str, obs: dict, max_step_m: float | None = None) -> torch.Tensor:
+    """``ee_delta_pos`` action [N, 4] (float32) of the scripted policy of ``task`` (noisy actions:
+    ``ScriptedExpert``)."""
     step = ControllerSettings().max_ee_step_m if max_step_m is None else max_step_m
-    action = SCRIPTED_POLICIES[task](obs, step)
-    if noise_std > 0.0:
-        if generator is None:
-            raise ValueError("noise_std > 0 needs a seeded numpy generator")
-        action[:, :3] = np.clip(action[:, :3] + generator.normal(0.0, noise_std, (len(action), 3)), -1, 1)
-    return torch.from_numpy(action.astype(np.float32))
+    return torch.from_numpy(SCRIPTED_POLICIES[task](obs, step).astype(np.float32))
 
 
 class ScriptedExpert:
@@ -167,7 +151,9 @@ class ScriptedExpert:
 
     ``act`` returns ``(executed, clean)``: the noisy action to send to the env and the noiseless
     expert action for the same observation (identical when ``noise_std == 0``), so demonstrations
-    can record the clean expert label for states the noise drove the robot into.
+    can record the clean expert label for states the noise drove the robot into. The noise
+    (standard deviation ``noise_std``, normalised action units) moves the xyz deltas only, clipped
+    to [-1, 1]: a flipped gripper drops the cube instead of diversifying motion.
     """
 
     def __init__(
@@ -179,7 +165,7 @@ class ScriptedExpert:
             raise ValueError(f"noise_std must be >= 0, got {noise_std}")
         self.task = task
         self.noise_std = noise_std
-        self.max_step_m = ControllerSettings().max_ee_step_m if max_step_m is None else max_step_m
+        self.max_step_m = max_step_m
         self.generator = np.random.default_rng(seed)
 
     def act(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor]:

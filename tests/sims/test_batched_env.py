@@ -69,7 +69,7 @@ def test_autoreset_returns_fresh_episode_and_final_obs_is_last_obs():
     assert episode["length"][1:].tolist() == [3, 3]
     torch.testing.assert_close(episode["return"][1:], twin_return[1:])
     assert torch.equal(result.reward, twin_result.reward)
-    assert env.step_count.tolist() == [2, 0, 0]
+    assert env.episodes.length.tolist() == [2, 0, 0]
     env.close()
     twin.close()
 
@@ -117,7 +117,7 @@ def test_partial_reset_leaves_other_worlds_untouched():
     for key in ("proprio", "privileged"):
         assert torch.equal(after[key][[0, 2]], before[key][[0, 2]])
         assert not torch.equal(after[key][1], before[key][1])
-    assert env.step_count.tolist() == [3, 0, 3]
+    assert env.episodes.length.tolist() == [3, 0, 3]
     env.close()
 
 

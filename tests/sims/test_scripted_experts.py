@@ -76,5 +76,3 @@ def test_invalid_expert_settings_are_rejected() -> None:
         ScriptedExpert("stack")
     with pytest.raises(ValueError, match="noise_std"):
         ScriptedExpert("lift", noise_std=-0.1)
-    with pytest.raises(ValueError, match="generator"):
-        scripted_action("lift", _lift_obs(), noise_std=0.1)

@@ -1,0 +1,108 @@
+"""What the simulator backends' batched envs share: reading ``reset``'s arguments (which worlds,
+the seed of each; each backend then seeds its worlds its own way), the running episodes'
+statistics, copying and merging observations and describing their space."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from vla_rl.envs.base import BatchedEnv, Observation
+
+
+def reset_ids(env_ids: torch.Tensor | None, num_envs: int) -> list[int]:
+    """The worlds ``reset(env_ids=...)`` names, as ints: every world for None."""
+    if env_ids is None:
+        return list(range(num_envs))
+    return [int(i) for i in torch.as_tensor(env_ids).reshape(-1).tolist()]
+
+
+def world_seeds(
+    env: BatchedEnv, seed: int | Sequence[int | list[int]] | None, ids: Sequence[int]
+) -> list[Any] | None:
+    """One seed entry per reset world ``ids`` (None: unseeded). An int ``seed`` gives world ``i``
+    ``env.world_seed(seed, i)``; a sequence must hold one entry per reset world."""
+    if seed is None:
+        return None
+    if isinstance(seed, int | np.integer):
+        return [env.world_seed(int(seed), int(i)) for i in ids]
+    if len(seed) != len(ids):
+        raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
+    return list(seed)
+
+
+def clone_obs(obs: Observation) -> Observation:
+    """A copy of a batched observation that later steps cannot change (tensors cloned, the
+    instruction list copied)."""
+    return {key: list(value) if isinstance(value, list) else value.clone() for key, value in obs.items()}
+
+
+def space_of(obs: Observation) -> gym.spaces.Dict:
+    """The space of one world's observation, read off a batched one: uint8 tensors are images in
+    [0, 255], other tensors unbounded float32, the instruction text."""
+    spaces: dict[str, gym.Space] = {}
+    for key, value in obs.items():
+        if key == "instruction":
+            spaces[key] = gym.spaces.Text(max_length=256)
+        elif value.dtype == torch.uint8:
+            spaces[key] = gym.spaces.Box(0, 255, tuple(value.shape[1:]), np.uint8)
+        else:
+            spaces[key] = gym.spaces.Box(-np.inf, np.inf, tuple(value.shape[1:]), np.float32)
+    return gym.spaces.Dict(spaces)
+
+
+class EpisodeStats:
+    """Return, length and success so far of every world's running episode, what ``info["episode"]``
+    reports when episodes end: numpy arrays, or tensors on ``device`` for backends whose rewards
+    are tensors."""
+
+    def __init__(self, num_envs: int, device: torch.device | None = None) -> None:
+        if device is None:
+            self.episode_return: Any = np.zeros(num_envs)
+            self.length: Any = np.zeros(num_envs, np.int64)
+            self.success_once: Any = np.zeros(num_envs, bool)
+        else:
+            self.episode_return = torch.zeros(num_envs, dtype=torch.float32, device=device)
+            self.length = torch.zeros(num_envs, dtype=torch.int64, device=device)
+            self.success_once = torch.zeros(num_envs, dtype=torch.bool, device=device)
+
+    def add(self, reward: Any, success: Any) -> None:
+        """One step of every world: its reward [N] and success [N]."""
+        self.episode_return += reward
+        self.length += 1
+        self.success_once |= success
+
+    def start(self, ids: Any) -> None:
+        """Worlds ``ids`` (indices or a bool mask) begin new episodes."""
+        self.episode_return[ids] = 0.0
+        self.length[ids] = 0
+        self.success_once[ids] = False
+
+    def report(self, success: Any, device: torch.device) -> dict[str, torch.Tensor]:
+        """``info["episode"]``: copies of the statistics (return as float32) and of this step's
+        ``success``, on ``device``."""
+
+        def copy(value: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
+            return torch.as_tensor(value).to(device=device, dtype=dtype, copy=True)
+
+        return {
+            "return": copy(self.episode_return, torch.float32),
+            "length": copy(self.length),
+            "success": copy(success),
+            "success_once": copy(self.success_once),
+        }
+
+
+def merge_rows(obs: Observation, final: Observation, done: torch.Tensor) -> Observation:
+    """``obs`` with the rows of finished worlds taken from ``final``."""
+    merged: Observation = {}
+    for key, value in obs.items():
+        if isinstance(value, list):
+            merged[key] = [final[key][i] if done[i] else text for i, text in enumerate(value)]
+        else:
+            merged[key] = torch.where(done.view(-1, *[1] * (value.dim() - 1)), final[key], value)
+    return merged
