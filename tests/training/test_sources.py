@@ -44,6 +44,7 @@ class FakeCollector:
     """Records the seeds and decision cap of each round; every second world succeeds."""
 
     chunked = True
+    reward_scaler = None
 
     def __init__(self) -> None:
         self.rounds: list[tuple[list, int]] = []
