@@ -374,6 +374,14 @@ class MujocoBatchedEnv(BatchedEnv):
         if self._renderers is not None:
             renderers = self._renderers
             self._renderers = None
-            self._run_parallel(lambda ids: renderers.close_thread_renderer(), np.arange(self.num_envs))
+            # Each GL context must be released by the thread that owns it.
+            self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
         self._pool.shutdown(wait=True)
         self._stepper.close()
+
+
+def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:
+    renderer = getattr(renderers._local, "renderer", None)
+    if renderer is not None:
+        renderer.close()
+        renderers._local.renderer = None
