@@ -60,7 +60,12 @@ class RolloutWorker(VersionedWeights):
         self.index = index
         self.env = make_env(cfg.env)
         self.policy, self.buffer, _ = build_learner(
-            cfg, self.env.observation_space, self.env.action_space, self.env.num_envs, self.env.device
+            cfg,
+            self.env.observation_space,
+            self.env.action_space,
+            self.env.num_envs,
+            self.env.device,
+            self.env.action_scale,
         )
         self.policy.eval()
         self.collector = RolloutCollector(self.env, self.policy, self.buffer, cfg.algorithm.gamma)
@@ -108,7 +113,12 @@ class AsyncPPO:
         spec = self.workers[0].call("spec").result()
         torch.manual_seed(cfg.seed)  # the same initial weights whether the workers ran here or not
         self.policy, self.buffer, self.algorithm = build_learner(
-            cfg, spec["observation_space"], spec["action_space"], spec["num_envs"]
+            cfg,
+            spec["observation_space"],
+            spec["action_space"],
+            spec["num_envs"],
+            "cpu",
+            spec["action_scale"],
         )
         self.version = 0
 

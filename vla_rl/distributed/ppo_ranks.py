@@ -74,7 +74,12 @@ class PPORank(GroupMember):
         self.cfg, self.rank, self.world_size = cfg, rank, world_size
         device = "cuda" if torch.cuda.is_available() else "cpu"  # the GPU Ray gave this rank, if any
         self.policy, self.buffer, _ = build_learner(
-            cfg, spec["observation_space"], spec["action_space"], spec["num_envs"], device
+            cfg,
+            spec["observation_space"],
+            spec["action_space"],
+            spec["num_envs"],
+            device,
+            spec["action_scale"],
         )
         self.ppo: ShardedPPO | None = None
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 # A batched observation: tensors of shape [N, ...] and the instruction strings (list of N str).
@@ -61,6 +62,10 @@ class BatchedEnv(ABC):
     """Space of one world's action (without the batch dimension), normalised to [-1, 1]."""
     max_episode_steps: int
     control_hz: float
+    action_scale: np.ndarray | None = None
+    """Per action dimension, the env's own units per unit of the normalised action (half the
+    range of an env whose actions are rescaled from [-1, 1], as the Gymnasium adapter's); ``None``
+    where the normalised actions are the env's own units (every built-in task)."""
 
     @abstractmethod
     def reset(
@@ -150,7 +155,15 @@ def world_seeds(
     return list(seed)
 
 
-SPEC_KEYS = ("num_envs", "device", "observation_space", "action_space", "max_episode_steps", "control_hz")
+SPEC_KEYS = (
+    "num_envs",
+    "device",
+    "observation_space",
+    "action_space",
+    "action_scale",
+    "max_episode_steps",
+    "control_hz",
+)
 """The attributes that describe a ``BatchedEnv`` from outside (what a wrapper or a proxy repeats)."""
 
 
@@ -161,7 +174,7 @@ def env_spec(env: BatchedEnv) -> dict[str, Any]:
 
 def adopt_spec(env: BatchedEnv, spec: dict[str, Any]) -> None:
     """Give ``env`` the ``SPEC_KEYS`` attributes of ``spec`` (an ``env_spec``): a wrapper or proxy
-    presents the size, device, spaces, time limit and control rate of the env it stands for."""
+    presents the size, device, spaces, action scale, time limit and control rate of the env it stands for."""
     for key in SPEC_KEYS:
         setattr(env, key, spec[key])
     env.device = torch.device(spec["device"])

@@ -85,6 +85,7 @@ class GymnasiumBatchedEnv(BatchedEnv):
         self._action_high = single_action.high.astype(np.float64)
         self._action_dtype = single_action.dtype
         self.action_space = gym.spaces.Box(-1.0, 1.0, single_action.shape, np.float32)
+        self.action_scale = (0.5 * (self._action_high - self._action_low)).astype(np.float32)
         self._is_dict_obs = isinstance(vector_env.single_observation_space, gym.spaces.Dict)
         self.observation_space = _observation_space_as_dict(vector_env.single_observation_space)
         self._box_key = next(iter(self.observation_space.spaces))

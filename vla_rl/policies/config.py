@@ -30,7 +30,10 @@ class PolicyConfig:
     activation: str = "elu"
     """Activation of the MLP heads: ``elu``, ``relu``, ``tanh``, ``gelu``, ``silu``."""
     init_log_std: float = 0.0
-    """Initial log standard deviation of the (state-independent) Gaussian action noise."""
+    """Initial log standard deviation of the (state-independent) Gaussian action noise, in the
+    env's own action units: an env that rescales the policy's [-1, 1] actions to its bounds (a
+    Gymnasium env) starts each dimension at ``init_log_std - log(half range)``, so 0 is a standard
+    deviation of one unit of the env's action whatever its bounds."""
     normalize_obs: bool = True
     """Keep a running mean/std of vector observations inside the model and normalise with it."""
     image_encoder: str = "conv"

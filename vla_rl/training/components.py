@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from vla_rl.config.load import ConfigError
@@ -48,7 +49,7 @@ def policy_obs_keys(cfg: TrainConfig) -> list[str]:
 
 def build_training_components(cfg: TrainConfig, env: BatchedEnv) -> TrainingComponents:
     policy, buffer, algorithm = build_learner(
-        cfg, env.observation_space, env.action_space, env.num_envs, env.device
+        cfg, env.observation_space, env.action_space, env.num_envs, env.device, env.action_scale
     )
     scaler = RewardScaler(env.num_envs, cfg.algorithm.gamma) if cfg.algorithm.normalize_rewards else None
     collector = RolloutCollector(env, policy, buffer, cfg.algorithm.gamma, reward_scaler=scaler)
@@ -61,14 +62,21 @@ def build_learner(
     action_space: gym.spaces.Box,
     num_envs: int,
     device: str | torch.device = "cpu",
+    action_scale: np.ndarray | None = None,
 ) -> tuple[ActorCriticPolicy, RolloutBuffer, Any]:
     """Policy, rollout storage and algorithm for ``num_envs`` worlds of the given spaces (no env:
     a learner fed with rollouts collected elsewhere builds just these). Resolves the policy's
-    observation keys against ``observation_space`` first (``resolve_policy_obs_keys``)."""
+    observation keys against ``observation_space`` first (``resolve_policy_obs_keys``).
+    ``action_scale`` is the env's (``BatchedEnv.action_scale``): ``policy.init_log_std`` is in the
+    env's own action units, so each dimension starts at ``init_log_std - log(action_scale)``."""
     from vla_rl.algorithms import build_algorithm
 
     resolve_policy_obs_keys(cfg, observation_space)
     policy = build_policy(cfg.policy, observation_space, action_space).to(device)
+    if action_scale is not None:
+        with torch.no_grad():
+            scale = torch.as_tensor(action_scale, dtype=policy.log_std.dtype, device=policy.log_std.device)
+            policy.log_std -= scale.log().repeat(policy.chunk_len)
     buffer = RolloutBuffer(
         cfg.algorithm.num_steps,
         num_envs,
