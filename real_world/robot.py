@@ -171,9 +171,7 @@ def robot_features(
 
 
 def command_features(num_joints: int = 7) -> dict[str, Feature]:
-    """Action features of ``JointCommand``."""
-    joints = tuple(f"joint{i}" for i in range(1, num_joints + 1))
-    return {
-        "arm_qpos_rad": Feature((num_joints,), "float64", joints),
-        "gripper_opening_m": Feature((1,), "float64", ("gripper",)),
-    }
+    """Action features of ``JointCommand``: the arm's observation features without the velocities."""
+    features = arm_features(num_joints)
+    del features["arm_qvel_rad_s"]
+    return features

@@ -3,8 +3,9 @@
 ``SimNodeCore`` owns the ``SimulatedRobot`` and the bookkeeping around it: the latest joint targets,
 a pending reset, the start of the current episode (commands computed from an observation stamped
 before it are dropped), the latency of every command applied (observation stamp to arrival) and the
-statistics file. A transport's node feeds it decoded commands from its subscription callbacks and
-gives ``tick`` a function that publishes one period's snapshot.
+statistics file. It publishes each period's snapshot with the messages of its ROS version. A
+transport's node subclasses it: it makes the publishers and feeds the commands its subscriptions
+receive to ``on_command_message``, ``on_gripper`` and ``on_reset_message``.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
+from vla_rl.real_world.ros_messages import ARM_JOINT_NAMES, FINGER_JOINT_NAMES, RosMessages, parse_trajectory
 from vla_rl.real_world.sim_robot import SimSnapshot, SimulatedRobot
 from vla_rl.real_world.topics import SIM_STATUS_FIELDS
 
@@ -25,9 +28,6 @@ from vla_rl.data.lerobot_layout import atomic_write_text
 from vla_rl.envs.config import EnvConfig
 
 log = logging.getLogger(__name__)
-
-PublishFn = Callable[[SimSnapshot, float, float], None]
-"""(snapshot, stamp_s, command_latency_s) -> None: publish one control period."""
 
 
 def status_values(snapshot: SimSnapshot, stamp_s: float, latency_s: float) -> np.ndarray:
@@ -43,12 +43,23 @@ def status_values(snapshot: SimSnapshot, stamp_s: float, latency_s: float) -> np
     return np.asarray([values[name] for name in SIM_STATUS_FIELDS], dtype=np.float64)
 
 
+class Publisher(Protocol):
+    def publish(self, msg: Any) -> None: ...
+
+
 class SimNodeCore:
     """A ``SimulatedRobot`` stepped once per control period towards the latest commands.
 
     ``clock`` stamps each period (seconds); a transport whose stamps are not float seconds passes
-    a clock that rounds to what its messages carry, so stamps round-trip exactly.
+    a clock that rounds to what its messages carry, so stamps round-trip exactly. A subclass sets
+    the publishers of the joint states, each camera's images, the task state and the status.
     """
+
+    messages: RosMessages
+    joint_pub: Publisher
+    image_pubs: Mapping[str, Publisher]
+    task_pub: Publisher
+    status_pub: Publisher
 
     def __init__(
         self,
@@ -61,6 +72,7 @@ class SimNodeCore:
         self.stats_path = stats_path
         self.clock = clock
         self._lock = threading.Lock()
+        self._stop = threading.Event()
         self._pending_seed: int | None = None
         self._episode_start_s = math.inf
         self._last_latency_s = math.nan
@@ -74,6 +86,11 @@ class SimNodeCore:
         return self.sim.control_hz
 
     # ------------------------------------------------------------------------ inputs
+    def on_command_message(self, msg: Any) -> bool:
+        """A JointTrajectory arrived (see ``on_command``); its header stamp is the observation's."""
+        arrival_s = time.time()
+        return self.on_command(parse_trajectory(msg), self.messages.seconds(msg.header.stamp), arrival_s)
+
     def on_command(self, points: Sequence[np.ndarray], stamp_s: float, arrival_s: float) -> bool:
         """Joint targets of a trajectory (the first point is applied) computed from the observation
         stamped ``stamp_s``; False if dropped (no point, or stamped before this episode began)."""
@@ -95,9 +112,13 @@ class SimNodeCore:
         with self._lock:
             self._pending_seed = int(seed)
 
+    def on_reset_message(self, msg: Any) -> None:
+        """A std_msgs/Int64 seed arrived."""
+        self.on_reset(int(msg.data))
+
     # ------------------------------------------------------------------------ loop
-    def tick(self, publish: PublishFn) -> SimSnapshot:
-        """One control period: a pending reset, else a physics step; then ``publish`` it."""
+    def tick(self) -> SimSnapshot:
+        """One control period: a pending reset, else a physics step; then publish it."""
         with self._lock:
             seed, self._pending_seed = self._pending_seed, None
             if seed is not None:
@@ -109,31 +130,49 @@ class SimNodeCore:
             if seed is not None:
                 self._episode_start_s = stamp_s
             latency = self._last_latency_s
-        publish(snapshot, stamp_s, latency)
+        self.publish(snapshot, stamp_s, latency)
         if snapshot.done and seed is None and snapshot.step and self.stats_path is not None:
             self.write_stats()
         return snapshot
 
-    def spin(
-        self, publish: PublishFn, max_seconds: float = math.inf, stop: threading.Event | None = None
-    ) -> None:
-        """Tick at the control rate until ``stop`` is set or ``max_seconds`` pass. A period that
+    def spin(self, max_seconds: float = math.inf) -> None:
+        """Tick at the control rate until ``stop`` is called (or ``max_seconds`` pass). A period that
         overran is not made up for with a burst of ticks: the schedule restarts from now."""
         period_s = 1.0 / self.control_hz
         deadline = time.monotonic() + max_seconds
         next_tick = time.monotonic()
         log.info("simulated robot running at %.1f Hz", self.control_hz)
-        while (stop is None or not stop.is_set()) and time.monotonic() < deadline:
-            self.tick(publish)
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            self.tick()
             next_tick += period_s
             delay = next_tick - time.monotonic()
             if delay > 0:
-                if stop is not None:
-                    stop.wait(delay)
-                else:
-                    time.sleep(delay)
+                self._stop.wait(delay)
             else:
                 next_tick = time.monotonic()
+
+    def stop(self) -> None:
+        """Make ``spin`` return after the current period (from another thread)."""
+        self._stop.set()
+
+    def publish(self, snapshot: SimSnapshot, stamp_s: float, latency_s: float) -> None:
+        """One period: each camera's image (rgb8), the task state, the status (``SIM_STATUS_FIELDS``)
+        and the joint state (``joint1..7`` and both fingers at half the opening each), all stamped
+        ``stamp_s``."""
+        messages = self.messages
+        for camera, publisher in self.image_pubs.items():
+            publisher.publish(messages.image_message(stamp_s, snapshot.images[camera], frame_id=camera))
+        if snapshot.task_state is not None:
+            self.task_pub.publish(messages.float64_array_message(snapshot.task_state, "task_state"))
+        status = status_values(snapshot, stamp_s, latency_s)
+        self.status_pub.publish(messages.float64_array_message(status, ",".join(SIM_STATUS_FIELDS)))
+        opening = snapshot.gripper_opening_m
+        position = np.concatenate([snapshot.arm_qpos_rad, [opening / 2, opening / 2]])
+        velocity = np.concatenate([snapshot.arm_qvel_rad_s, [0.0, 0.0]])
+        names = ARM_JOINT_NAMES + FINGER_JOINT_NAMES
+        # The joint state goes last: a subscriber woken by it likely (not certainly: each topic
+        # travels on its own) has the images and task state of the same period already.
+        self.joint_pub.publish(messages.joint_state_message(stamp_s, names, position, velocity))
 
     # ------------------------------------------------------------------------ stats
     def write_stats(self) -> None:
@@ -144,7 +183,8 @@ class SimNodeCore:
         atomic_write_text(self.stats_path, json.dumps(stats))
 
     def close(self) -> None:
-        """Write the statistics (if a path was given) and close the simulator."""
+        """Stop spinning, write the statistics (if a path was given) and close the simulator."""
+        self._stop.set()
         if self.stats_path is not None:
             self.write_stats()
         self.sim.close()

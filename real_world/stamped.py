@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.robot import (
     Feature,
     Robot,
@@ -18,6 +19,15 @@ from vla_rl.real_world.robot import (
     RobotObservation,
     command_features,
     robot_features,
+)
+from vla_rl.real_world.ros_messages import (
+    COMPRESSED_IMAGE,
+    COMPRESSED_SUFFIX,
+    IMAGE,
+    RosMessages,
+    parse_compressed_image,
+    parse_image,
+    tcp_pose_xyzw,
 )
 from vla_rl.real_world.topics import RobotTopics
 
@@ -86,11 +96,15 @@ class StreamedRobotConfig:
 class StreamedRobot(Robot):
     """A robot whose state arrives as messages (ROS 1 and ROS 2 subscriptions): the last
     ``HISTORY`` joint states and images of each camera, the latest task state and a count of the
-    messages that could not be used. Subscription callbacks feed it with ``add_*``."""
+    messages that could not be used. Subscription callbacks feed it with ``add_*`` and ``on_*``;
+    ``messages`` builds and reads the messages of the transport's ROS version."""
+
+    messages: RosMessages
 
     def __init__(self, config: StreamedRobotConfig, num_joints: int = 7) -> None:
         self.config = config
         self.num_joints = num_joints
+        self._kinematics: ArmKinematics | None = None
         self._lock = threading.Condition()
         self._joint_states: deque[Stamped] = deque(maxlen=HISTORY)
         self._images: dict[str, deque[Stamped]] = {c: deque(maxlen=HISTORY) for c in config.cameras}
@@ -115,7 +129,34 @@ class StreamedRobot(Robot):
                 history.clear()
             self._task_state = None
 
+    def image_subscriptions(self) -> list[tuple[str, str, str]]:
+        """(camera, topic, message type) of each camera, raw or compressed (``image_transport``)."""
+        compressed = self.config.image_transport == "compressed"
+        msgtype, suffix = (COMPRESSED_IMAGE, COMPRESSED_SUFFIX) if compressed else (IMAGE, "")
+        topics = self.config.topics
+        return [(camera, topics.image_topic(camera) + suffix, msgtype) for camera in self.config.cameras]
+
+    def load_kinematics(self) -> None:
+        """Load the forward kinematics ``pose_stamped`` commands need (once, when connecting)."""
+        if self.config.command_type == "pose_stamped" and self._kinematics is None:
+            self._kinematics = ArmKinematics()
+
+    def pose_command(self, arm_qpos_rad: np.ndarray, stamp_s: float) -> Any:
+        """geometry_msgs/PoseStamped of the TCP pose of a joint target, in ``config.pose_frame_id``."""
+        assert self._kinematics is not None, "load_kinematics first"
+        position, quat_xyzw = tcp_pose_xyzw(self._kinematics, arm_qpos_rad)
+        return self.messages.pose_stamped_message(stamp_s, position, quat_xyzw, self.config.pose_frame_id)
+
     # -------------------------------------------------------------------------- inputs
+    def on_image(self, camera: str, msg: Any) -> None:
+        """A camera's Image or CompressedImage arrived."""
+        parse = parse_compressed_image if self.config.image_transport == "compressed" else parse_image
+        self.add_image(camera, self.messages.seconds(msg.header.stamp), parse, msg)
+
+    def on_task_state(self, msg: Any) -> None:
+        """A std_msgs/Float64MultiArray task state arrived."""
+        self.add_task_state(msg.data)
+
     def add_joint_state(self, stamp_s: float, value: Any) -> None:
         with self._lock:
             self._joint_states.append(Stamped(stamp_s, value))

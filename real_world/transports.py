@@ -71,33 +71,24 @@ SIM_NODES: dict[str, str] = {
 """Transport -> ``"module:class"`` of its simulated robot node (``class(env, topics, stats_path=...)``)."""
 
 
-def _lookup(table: dict, transport: str, what: str):  # noqa: ANN001, ANN202
-    if transport not in table:
-        raise ValueError(f"no {what} for transport {transport!r}; available: {sorted(table)}")
-    return table[transport]
-
-
-def _resolve(table: dict[str, str], transport: str, what: str) -> type:
-    """The class ``table`` names for ``transport`` (imported now)."""
-    _lookup(table, transport, what)  # an unknown transport fails here, naming the known ones
-    return resolve(table, transport, what)
-
-
 def build_robot(cfg: DeployConfig, env: EnvConfig) -> SafeRobot:
     """The configured transport's robot behind the safety layer (``cfg.safety``, on by default)."""
     from vla_rl.real_world.safety import SafetyLayer
 
-    robot = _lookup(ROBOTS, cfg.robot.transport, "robot")(cfg, env)
+    if cfg.robot.transport not in ROBOTS:
+        raise ValueError(f"no robot for transport {cfg.robot.transport!r}; available: {sorted(ROBOTS)}")
+    robot = ROBOTS[cfg.robot.transport](cfg, env)
     return SafeRobot(robot, SafetyLayer(cfg.safety, env.control_hz))
 
 
 def build_sim_control(cfg: DeployConfig) -> SimControl:
-    return _resolve(SIM_CONTROLS, cfg.robot.transport, "simulated-robot control")(cfg.robot.topics)
+    """The transport's handle on the simulated robot (an unknown transport fails naming the known ones)."""
+    return resolve(SIM_CONTROLS, cfg.robot.transport, "simulated-robot control")(cfg.robot.topics)
 
 
 def run_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
     """Run the transport's simulated robot node for ``seconds`` (``cfg.sim_stats_path``: its statistics)."""
-    node_class = _resolve(SIM_NODES, cfg.robot.transport, "simulated robot node")
+    node_class = resolve(SIM_NODES, cfg.robot.transport, "simulated robot node")
     stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
     node = node_class(env, cfg.robot.topics, stats_path=stats)
     try:

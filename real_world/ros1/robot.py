@@ -9,25 +9,16 @@ std_msgs/Float64 whatever the arm takes.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from vla_rl.real_world import ros_messages as m
 from vla_rl.real_world.recording import InterventionInput
 from vla_rl.real_world.robot import JointCommand, RobotError, RobotObservation
-from vla_rl.real_world.ros1 import import_rospy
-from vla_rl.real_world.ros1.messages import (
-    COMPRESSED_SUFFIX,
-    float64_array_message,
-    parse_compressed_image,
-    parse_image,
-    parse_joint_state,
-    parse_trajectory,
-    pose_stamped_message,
-    tcp_pose_xyzw,
-    trajectory_message,
-)
+from vla_rl.real_world.ros1.messages import Ros1Messages
 from vla_rl.real_world.stamped import StreamedRobot, StreamedRobotConfig, await_subscribers
 
 
@@ -52,8 +43,6 @@ class Ros1Robot(StreamedRobot):
         self._teleop_command: np.ndarray | None = None
         self._handles: list[Any] = []
         self._connected = False
-        self._kinematics: Any = None
-        self.rospy: Any = None
 
     @property
     def is_connected(self) -> bool:
@@ -63,52 +52,34 @@ class Ros1Robot(StreamedRobot):
     def connect(self) -> None:
         if self._connected:
             return
-        rospy = self.rospy = import_rospy()
-        from sensor_msgs.msg import CompressedImage, Image, JointState
-        from std_msgs.msg import Bool, Float64, Float64MultiArray, MultiArrayDimension
-        from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
-
-        self._msg = {
-            "trajectory": JointTrajectory,
-            "point": JointTrajectoryPoint,
-            "float": Float64,
-            "array": Float64MultiArray,
-            "dim": MultiArrayDimension,
-        }
-        command_type: type = JointTrajectory
-        if self.config.command_type == "float64_multi_array":
-            command_type = Float64MultiArray
-        elif self.config.command_type == "pose_stamped":
-            from geometry_msgs.msg import PoseStamped  # python3-geometry-msgs; only this needs it
-            from vla_rl.real_world.kinematics import ArmKinematics
-
-            command_type = self._msg["pose"] = PoseStamped
-            self._kinematics = ArmKinematics()
+        self.messages = messages = Ros1Messages()
+        rospy = messages.rospy
+        self.load_kinematics()
         if not rospy.core.is_initialized():
             rospy.init_node(self.config.node_name, anonymous=True, disable_signals=True)
         topics = self.config.topics
-        subscribe = rospy.Subscriber
+
+        def subscribe(topic: str, msgtype: str, callback: Any, queue_size: int = 4, **options: Any) -> Any:
+            return rospy.Subscriber(topic, messages.type(msgtype), callback, queue_size=queue_size, **options)
+
+        bool_type = "std_msgs/msg/Bool"
         self._handles = [
-            subscribe(topics.joint_states, JointState, self._on_joint_state, queue_size=4, tcp_nodelay=True),
-            subscribe(topics.estop, Bool, self._on_estop, queue_size=4),
-            subscribe(topics.teleop_override, Bool, self._on_teleop_override, queue_size=4),
-            subscribe(topics.teleop_command, JointTrajectory, self._on_teleop_command, queue_size=4),
+            subscribe(topics.joint_states, m.JOINT_STATE, self._on_joint_state, tcp_nodelay=True),
+            subscribe(topics.estop, bool_type, self._on_estop),
+            subscribe(topics.teleop_override, bool_type, self._on_teleop_override),
+            subscribe(topics.teleop_command, m.JOINT_TRAJECTORY, self._on_teleop_command),
         ]
-        compressed = self.config.image_transport == "compressed"
-        image_type = CompressedImage if compressed else Image
-        for camera in self.config.cameras:
-            topic = topics.image_topic(camera) + (COMPRESSED_SUFFIX if compressed else "")
-            self._handles.append(
-                subscribe(topic, image_type, self._on_image, camera, queue_size=2, tcp_nodelay=True)
-            )
+        for camera, topic, msgtype in self.image_subscriptions():
+            on_image = functools.partial(self.on_image, camera)
+            self._handles.append(subscribe(topic, msgtype, on_image, queue_size=2, tcp_nodelay=True))
         if self.config.task_state_dim:
             self._handles.append(
-                subscribe(
-                    topics.task_state, Float64MultiArray, self._on_task_state, queue_size=4, tcp_nodelay=True
-                )
+                subscribe(topics.task_state, m.FLOAT64_MULTI_ARRAY, self.on_task_state, tcp_nodelay=True)
             )
+        command_type = messages.type(m.COMMAND_MSGTYPES[self.config.command_type])
         self._command_pub = rospy.Publisher(topics.command, command_type, queue_size=2, tcp_nodelay=True)
-        self._gripper_pub = rospy.Publisher(topics.gripper_command, Float64, queue_size=2, tcp_nodelay=True)
+        float64 = messages.type("std_msgs/msg/Float64")
+        self._gripper_pub = rospy.Publisher(topics.gripper_command, float64, queue_size=2, tcp_nodelay=True)
         self._handles += [self._command_pub, self._gripper_pub]
         if not self.wait_for_new_observation(-np.inf, self.config.connect_timeout_s):
             self.disconnect()
@@ -129,14 +100,7 @@ class Ros1Robot(StreamedRobot):
 
     # -------------------------------------------------------------------------- callbacks
     def _on_joint_state(self, msg: Any) -> None:
-        self.add_joint_state(msg.header.stamp.to_sec(), parse_joint_state(msg))
-
-    def _on_image(self, msg: Any, camera: str) -> None:
-        parse = parse_compressed_image if self.config.image_transport == "compressed" else parse_image
-        self.add_image(camera, msg.header.stamp.to_sec(), parse, msg)
-
-    def _on_task_state(self, msg: Any) -> None:
-        self.add_task_state(msg.data)
+        self.add_joint_state(msg.header.stamp.to_sec(), m.parse_joint_state(msg))
 
     def _on_estop(self, msg: Any) -> None:
         self._estop = self._estop or bool(msg.data)
@@ -145,8 +109,8 @@ class Ros1Robot(StreamedRobot):
         self._teleop_override = bool(msg.data)
 
     def _on_teleop_command(self, msg: Any) -> None:
-        points = parse_trajectory(msg)
-        if points:
+        points = m.parse_trajectory(msg)
+        if len(points):
             self._teleop_command = points[0]
 
     # -------------------------------------------------------------------------- observation
@@ -172,31 +136,24 @@ class Ros1Robot(StreamedRobot):
         if not self._connected:
             raise RobotError("send_action on a disconnected robot")
         self._command_pub.publish(self._command_message(commands, stamp_s))
-        self._gripper_pub.publish(self._msg["float"](float(commands[0].gripper_opening_m)))
+        self._gripper_pub.publish(
+            self.messages.make("std_msgs/msg/Float64", data=float(commands[0].gripper_opening_m))
+        )
         return commands[0]
 
     def _command_message(self, commands: list[JointCommand], stamp_s: float) -> Any:
         """The arm command of ``config.command_type``; ``stamp_s`` is the header stamp (the
         observation the commands were computed from)."""
         kind = self.config.command_type
+        positions = np.stack([np.asarray(c.arm_qpos_rad, dtype=np.float64) for c in commands])
         if kind == "joint_trajectory":
-            return trajectory_message(
-                self._msg["trajectory"],
-                self._msg["point"],
-                self.rospy,
-                commands,
-                1.0 / self.config.control_hz,
-                stamp_s,
-            )
+            period_s = 1.0 / self.config.control_hz
+            return self.messages.trajectory_message(m.ARM_JOINT_NAMES, positions, period_s, stamp_s)
         if len(commands) != 1:
             raise RobotError(f"a chunk of {len(commands)} commands needs command_type='joint_trajectory'")
-        target = np.asarray(commands[0].arm_qpos_rad, dtype=np.float64)
         if kind == "float64_multi_array":
-            return float64_array_message(self._msg["array"], self._msg["dim"], target, label="joints")
-        position, quat_xyzw = tcp_pose_xyzw(self._kinematics, target)
-        return pose_stamped_message(
-            self._msg["pose"], self.rospy, stamp_s, position, quat_xyzw, self.config.pose_frame_id
-        )
+            return self.messages.float64_array_message(positions[0], label="joints")
+        return self.pose_command(positions[0], stamp_s)
 
 
 class _TopicIntervention(InterventionInput):

@@ -35,19 +35,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from vla_rl.real_world import ros_messages as m
 from vla_rl.real_world.robot import JointCommand, RobotError, RobotObservation
-from vla_rl.real_world.ros1.messages import COMPRESSED_SUFFIX, tcp_pose_xyzw
-from vla_rl.real_world.ros2 import messages as m
 from vla_rl.real_world.ros2.dds import Node
+from vla_rl.real_world.ros2.messages import ROS2
 from vla_rl.real_world.ros2.nodes import make_node
 from vla_rl.real_world.stamped import StreamedRobot, StreamedRobotConfig, await_subscribers
-
-COMMAND_MSGTYPES = {
-    "joint_trajectory": m.JOINT_TRAJECTORY,
-    "float64_multi_array": m.FLOAT64_MULTI_ARRAY,
-    "pose_stamped": m.POSE_STAMPED,
-}
-"""``command_type`` -> the message type of ``topics.command``."""
 
 
 @dataclass
@@ -76,6 +69,7 @@ class Ros2Robot(StreamedRobot):
     """Subscribes joint states, images and task state; publishes joint targets and the gripper."""
 
     config: Ros2RobotConfig
+    messages = ROS2
 
     def __init__(self, config: Ros2RobotConfig, node_factory: Callable[[], Node] | None = None) -> None:
         super().__init__(config, len(config.arm_joint_names))
@@ -85,7 +79,6 @@ class Ros2Robot(StreamedRobot):
         self._node: Node | None = None
         self._fingers: dict[str, float] = {}
         self.dropped["joint_states"] = 0  # without the arm joints (nor a finger)
-        self._kinematics: Any = None
 
     @property
     def is_connected(self) -> bool:
@@ -98,25 +91,17 @@ class Ros2Robot(StreamedRobot):
         with self._lock:  # nothing from an earlier connection
             self.clear_streams()
             self._fingers.clear()
-        if config.command_type == "pose_stamped" and self._kinematics is None:
-            from vla_rl.real_world.kinematics import ArmKinematics
-
-            self._kinematics = ArmKinematics()
-        compressed = config.image_transport == "compressed"
-        image_type, suffix = (m.COMPRESSED_IMAGE, COMPRESSED_SUFFIX) if compressed else (m.IMAGE, "")
+        self.load_kinematics()
         node = self._node_factory()
         try:
             node.subscription(topics.joint_states, m.JOINT_STATE, self._on_joint_state, config.sensor_qos)
-            for camera in config.cameras:
-                on_image = functools.partial(self._on_image, camera)
-                node.subscription(
-                    topics.image_topic(camera) + suffix, image_type, on_image, config.sensor_qos
-                )
+            for camera, topic, msgtype in self.image_subscriptions():
+                node.subscription(topic, msgtype, functools.partial(self.on_image, camera), config.sensor_qos)
             if config.task_state_dim:
                 node.subscription(
-                    topics.task_state, m.FLOAT64_MULTI_ARRAY, self._on_task_state, config.sensor_qos
+                    topics.task_state, m.FLOAT64_MULTI_ARRAY, self.on_task_state, config.sensor_qos
                 )
-            command_type = COMMAND_MSGTYPES[config.command_type]
+            command_type = m.COMMAND_MSGTYPES[config.command_type]
             self._command_pub = node.publisher(topics.command, command_type, config.command_qos)
             self._gripper_pub = node.publisher(
                 topics.gripper_command, m.FLOAT64_MULTI_ARRAY, config.command_qos
@@ -159,14 +144,7 @@ class Ros2Robot(StreamedRobot):
                 return
             qpos = np.array([position[name] for name in arm])
             qvel = np.array([velocity.get(name, 0.0) for name in arm])
-            self.add_joint_state(m.stamp_seconds(msg.header.stamp), (qpos, qvel))
-
-    def _on_image(self, camera: str, msg: Any) -> None:
-        parse = m.parse_compressed_image if self.config.image_transport == "compressed" else m.parse_image
-        self.add_image(camera, m.stamp_seconds(msg.header.stamp), parse, msg)
-
-    def _on_task_state(self, msg: Any) -> None:
-        self.add_task_state(msg.data)
+            self.add_joint_state(self.messages.seconds(msg.header.stamp), (qpos, qvel))
 
     # -------------------------------------------------------------------------- observation
     def get_observation(self) -> RobotObservation:
@@ -212,15 +190,16 @@ class Ros2Robot(StreamedRobot):
         if positions.shape[1] != len(joints):
             raise ValueError(f"expected {len(joints)} joint targets, got {positions.shape[1]}")
         if self.config.command_type == "float64_multi_array":
-            msg = m.float64_array_message(positions[0], label="joints")
+            msg = self.messages.float64_array_message(positions[0], label="joints")
         elif self.config.command_type == "pose_stamped":
-            position, quat_xyzw = tcp_pose_xyzw(self._kinematics, positions[0])
-            msg = m.pose_stamped_message(command.stamp_s, position, quat_xyzw, self.config.pose_frame_id)
+            msg = self.pose_command(positions[0], command.stamp_s)
         else:
             stamp_s = command.stamp_s if self.config.stamp_trajectories else 0.0
-            msg = m.trajectory_message(joints, positions, spacing_s, stamp_s, first_point_s=first_s)
+            msg = self.messages.trajectory_message(
+                joints, positions, spacing_s, stamp_s, first_point_s=first_s
+            )
         self._command_pub.publish(msg)
 
     def _publish_gripper(self, opening_m: float) -> None:
         scaled = float(opening_m) * self.config.gripper_command_scale
-        self._gripper_pub.publish(m.float64_array_message([scaled], label="gripper"))
+        self._gripper_pub.publish(self.messages.float64_array_message([scaled], label="gripper"))

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from vla_rl.real_world.ros2.dds import Node
-from vla_rl.real_world.ros2.messages import FLOAT64_MULTI_ARRAY
 from vla_rl.real_world.ros2.nodes import make_node
 from vla_rl.real_world.ros2.types import message
+from vla_rl.real_world.ros_messages import FLOAT64_MULTI_ARRAY, INT64
 from vla_rl.real_world.sim_control import SimStatus, StatusHistory
 from vla_rl.real_world.topics import RobotTopics
-
-INT64 = "std_msgs/msg/Int64"
 
 
 class Ros2SimControl(StatusHistory):

@@ -261,21 +261,6 @@ def idl_types(store: Stores = DEFAULT_STORE) -> IdlTypes:
     return IdlTypes(typestore(store))
 
 
-def idl_class(msgtype: str) -> type[IdlStruct]:
-    """The IDL class of ``msgtype`` in the default (Humble) typestore."""
-    return idl_types().idl_class(msgtype)
-
-
-def to_idl(msg: Any, msgtype: str | None = None) -> IdlStruct:
-    """A rosbags message of the default typestore -> its IDL object."""
-    return idl_types().to_idl(msg, msgtype)
-
-
-def from_idl(obj: IdlStruct, msgtype: str) -> Any:
-    """An IDL object -> the rosbags message of the default typestore."""
-    return idl_types().from_idl(obj, msgtype)
-
-
 def message(msgtype: str, **fields: Any) -> Any:
     """A rosbags message of the default typestore: ``message('std_msgs/msg/Bool', data=True)``."""
     return typestore().types[msgtype](**fields)

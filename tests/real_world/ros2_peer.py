@@ -42,7 +42,8 @@ def image_pattern(height: int = 64, width: int = 64) -> np.ndarray:
 
 def sample_messages() -> dict[str, tuple[str, str, str, Any]]:
     """name -> (ROS topic, message type, QoS profile of the publisher, rosbags message)."""
-    from vla_rl.real_world.ros2 import messages as m
+    from vla_rl.real_world import ros_messages as m
+    from vla_rl.real_world.ros2.messages import ROS2
     from vla_rl.real_world.ros2.types import message
 
     qpos = np.linspace(-1.0, 1.0, 7)
@@ -52,19 +53,19 @@ def sample_messages() -> dict[str, tuple[str, str, str, Any]]:
             "/joint_states",
             m.JOINT_STATE,
             "sensor_data",
-            m.joint_state_message(STAMP_S, JOINTS, qpos, np.full(7, 0.5)),
+            ROS2.joint_state_message(STAMP_S, JOINTS, qpos, np.full(7, 0.5)),
         ),
         "image": (
             "/camera/front/image_raw",
             m.IMAGE,
             "sensor_data",
-            m.image_message(STAMP_S, image_pattern()),
+            ROS2.image_message(STAMP_S, image_pattern()),
         ),
         "trajectory": (
             "/joint_command",
             m.JOINT_TRAJECTORY,
             "reliable",
-            m.trajectory_message(JOINTS, chunk, 0.1),
+            ROS2.trajectory_message(JOINTS, chunk, 0.1),
         ),
         # Five bytes of CDR: shows whether anything pads a message that is not a multiple of 4.
         "estop": ("/estop", "std_msgs/msg/Bool", "reliable", message("std_msgs/msg/Bool", data=True)),
@@ -161,7 +162,8 @@ def role_sub(out: Path) -> int:
 
 
 def role_driver(out: Path) -> int:
-    from vla_rl.real_world.ros2 import messages as m
+    from vla_rl.real_world import ros_messages as m
+    from vla_rl.real_world.ros2.messages import ROS2
 
     node = _node()
     joint_pub = node.publisher("/joint_states", m.JOINT_STATE, "sensor_data")
@@ -182,9 +184,9 @@ def role_driver(out: Path) -> int:
         if time.monotonic() > deadline:
             break
         stamp_s = STAMP_S + time.monotonic()
-        joint_pub.publish(m.joint_state_message(stamp_s, names, position, np.zeros(9)))
-        image_pub.publish(m.image_message(stamp_s, image_pattern()))
-        task_pub.publish(m.float64_array_message([1.0, 2.0, 3.0]))
+        joint_pub.publish(ROS2.joint_state_message(stamp_s, names, position, np.zeros(9)))
+        image_pub.publish(ROS2.image_message(stamp_s, image_pattern()))
+        task_pub.publish(ROS2.float64_array_message([1.0, 2.0, 3.0]))
         time.sleep(0.01)
     latest = gripper.latest()
     result = {"trajectories": trajectories, "gripper": None if latest is None else latest.data.tolist()}

@@ -26,9 +26,9 @@ from message_checks import (
     quat_xyzw_to_matrix,
     smooth_image,
 )
+from vla_rl.real_world import ros_messages as m1
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.robot import JointCommand, RobotError
-from vla_rl.real_world.ros1 import messages as m1
 
 
 def test_tcp_pose_quaternion_matches_fk(kinematics: ArmKinematics) -> None:
@@ -53,13 +53,18 @@ def test_decode_failures_are_value_errors() -> None:
 
 # ------------------------------------------------------------------------------ ROS 1
 @pytest.fixture(scope="module")
-def rospy() -> Any:
-    from vla_rl.real_world.ros1 import import_rospy
+def ros1() -> Any:
+    from vla_rl.real_world.ros1.messages import Ros1Messages
 
     try:
-        return import_rospy()
+        return Ros1Messages()
     except ImportError as error:
         pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def rospy(ros1: Any) -> Any:
+    return ros1.rospy
 
 
 def ros1_wire(msg: Any, msg_type: type) -> Any:
@@ -70,31 +75,29 @@ def ros1_wire(msg: Any, msg_type: type) -> Any:
     return msg_type().deserialize(buffer.getvalue())
 
 
-def test_ros1_compressed_image_round_trip(rospy: Any) -> None:
+def test_ros1_compressed_image_round_trip(ros1: Any) -> None:
     from sensor_msgs.msg import CompressedImage
 
     rgb = smooth_image()
-    png = ros1_wire(m1.compressed_image_message(CompressedImage, rospy, STAMP_S, rgb, "png"), CompressedImage)
+    png = ros1_wire(ros1.compressed_image_message(STAMP_S, rgb, "png"), CompressedImage)
     np.testing.assert_array_equal(m1.parse_compressed_image(png), rgb)  # png is lossless
-    jpeg = m1.compressed_image_message(CompressedImage, rospy, STAMP_S, rgb, "jpeg")
+    jpeg = ros1.compressed_image_message(STAMP_S, rgb, "jpeg")
     jpeg = ros1_wire(jpeg, CompressedImage)
     assert "jpeg" in jpeg.format and jpeg.data[:2] == b"\xff\xd8"
     assert jpeg.header.stamp.to_sec() == pytest.approx(STAMP_S, abs=1e-6)
     assert_jpeg_close(m1.parse_compressed_image(jpeg), rgb)
 
 
-def test_ros1_command_messages(rospy: Any, kinematics: ArmKinematics) -> None:
+def test_ros1_command_messages(ros1: Any, kinematics: ArmKinematics) -> None:
     from geometry_msgs.msg import PoseStamped
-    from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+    from std_msgs.msg import Float64MultiArray
 
-    array = ros1_wire(
-        m1.float64_array_message(Float64MultiArray, MultiArrayDimension, TARGET), Float64MultiArray
-    )
+    array = ros1_wire(ros1.float64_array_message(TARGET), Float64MultiArray)
     np.testing.assert_array_equal(array.data, TARGET)
     assert array.layout.dim[0].size == 7
 
     position, quat = m1.tcp_pose_xyzw(kinematics, TARGET)
-    pose = m1.pose_stamped_message(PoseStamped, rospy, STAMP_S, position, quat, "panda_link0")
+    pose = ros1.pose_stamped_message(STAMP_S, position, quat, "panda_link0")
     pose = ros1_wire(pose, PoseStamped)
     assert pose.header.frame_id == "panda_link0"
     assert pose.header.stamp.to_sec() == pytest.approx(STAMP_S, abs=1e-6)
@@ -153,13 +156,12 @@ def fake_ros1(rospy: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return FakeRos1Transport
 
 
-def ros1_joint_state(rospy: Any) -> Any:
-    from sensor_msgs.msg import JointState
+def ros1_joint_state(ros1: Any) -> Any:
+    names = m1.ARM_JOINT_NAMES + m1.FINGER_JOINT_NAMES
+    return ros1.joint_state_message(STAMP_S, names, [*(TARGET - 0.1), 0.02, 0.02], np.zeros(9))
 
-    return m1.joint_state_message(JointState, rospy, STAMP_S, TARGET - 0.1, np.zeros(7), 0.04)
 
-
-def test_ros1_robot_defaults_are_raw_images_and_joint_trajectory(rospy: Any, fake_ros1: Any) -> None:
+def test_ros1_robot_defaults_are_raw_images_and_joint_trajectory(ros1: Any, fake_ros1: Any) -> None:
     from sensor_msgs.msg import Image
     from trajectory_msgs.msg import JointTrajectory
     from vla_rl.real_world.ros1.robot import Ros1Robot, Ros1RobotConfig
@@ -167,8 +169,8 @@ def test_ros1_robot_defaults_are_raw_images_and_joint_trajectory(rospy: Any, fak
     rgb = smooth_image(8, 6)
     transport = fake_ros1(
         {
-            "/joint_states": [ros1_joint_state(rospy)],
-            "/camera/front/image_raw": [m1.image_message(Image, rospy, STAMP_S, rgb)],
+            "/joint_states": [ros1_joint_state(ros1)],
+            "/camera/front/image_raw": [ros1.image_message(STAMP_S, rgb)],
         }
     )
     with Ros1Robot(Ros1RobotConfig(cameras=("front",), image_size=(8, 6))) as robot:
@@ -182,7 +184,7 @@ def test_ros1_robot_defaults_are_raw_images_and_joint_trajectory(rospy: Any, fak
 
 @pytest.mark.parametrize("command_type", COMMAND_TYPES)
 def test_ros1_robot_compressed_images_and_command_type(
-    rospy: Any, fake_ros1: Any, kinematics: ArmKinematics, command_type: str
+    ros1: Any, fake_ros1: Any, kinematics: ArmKinematics, command_type: str
 ) -> None:
     from geometry_msgs.msg import PoseStamped
     from sensor_msgs.msg import CompressedImage
@@ -191,14 +193,14 @@ def test_ros1_robot_compressed_images_and_command_type(
     from vla_rl.real_world.ros1.robot import Ros1Robot, Ros1RobotConfig
 
     rgb = smooth_image()
-    good = m1.compressed_image_message(CompressedImage, rospy, STAMP_S, rgb, "png")
-    broken = m1.compressed_image_message(CompressedImage, rospy, STAMP_S + 0.01, rgb, "jpeg")
+    good = ros1.compressed_image_message(STAMP_S, rgb, "png")
+    broken = ros1.compressed_image_message(STAMP_S + 0.01, rgb, "jpeg")
     broken.data = broken.data[:100]
-    depth = m1.compressed_image_message(CompressedImage, rospy, STAMP_S + 0.02, rgb, "png")
+    depth = ros1.compressed_image_message(STAMP_S + 0.02, rgb, "png")
     depth.format = "16UC1; compressedDepth"
     transport = fake_ros1(
         {
-            "/joint_states": [ros1_joint_state(rospy)],
+            "/joint_states": [ros1_joint_state(ros1)],
             "/camera/front/image_raw/compressed": [good, broken, depth],
         }
     )

@@ -22,8 +22,9 @@ pytest.importorskip("rosbags", reason="rosbags is not installed")
 
 from namespaces import private_namespace_unavailable, rehearse  # noqa: E402
 from ros2_fakes import FakeNode  # noqa: E402
+from vla_rl.real_world import ros_messages as m  # noqa: E402
 from vla_rl.real_world.policy_runner import load_trained_policy  # noqa: E402
-from vla_rl.real_world.ros2 import messages as m  # noqa: E402
+from vla_rl.real_world.ros2.messages import ROS2, stamp_seconds  # noqa: E402
 from vla_rl.real_world.ros2.sim_control import INT64, Ros2SimControl  # noqa: E402
 from vla_rl.real_world.ros2.sim_node import Ros2SimNode  # noqa: E402
 from vla_rl.real_world.ros2.types import message  # noqa: E402
@@ -88,7 +89,7 @@ class FakeWorld:
 
 
 def _trajectory(positions: np.ndarray, stamp_s: float, names: tuple[str, ...] = JOINTS) -> Any:
-    return m.trajectory_message(names, positions, 0.05, stamp_s)
+    return ROS2.trajectory_message(names, positions, 0.05, stamp_s)
 
 
 def test_sim_node_publishes_ros2_messages_and_applies_commands(tmp_path: Path) -> None:
@@ -113,14 +114,14 @@ def test_sim_node_publishes_ros2_messages_and_applies_commands(tmp_path: Path) -
     sim_node.tick()
     joint = node.publishers[topics.joint_states].sent[-1]
     status = dict(zip(SIM_STATUS_FIELDS, node.publishers[topics.sim_status].sent[-1].data, strict=True))
-    stamp_s = m.stamp_seconds(joint.header.stamp)
+    stamp_s = stamp_seconds(joint.header.stamp)
     # The status's float stamp is exactly what a receiver reads back from the header.
     assert status["stamp_s"] == stamp_s and status["episode"] == 0 and status["step"] == 0
     assert math.isnan(status["command_latency_s"])
     assert list(joint.name) == [*JOINTS, "finger_joint1", "finger_joint2"]
     np.testing.assert_array_equal(joint.position, [*[7.0] * 7, 0.02, 0.02])
     image = node.publishers[topics.image_topic("front")].sent[-1]
-    assert image.encoding == "rgb8" and m.stamp_seconds(image.header.stamp) == stamp_s
+    assert image.encoding == "rgb8" and stamp_seconds(image.header.stamp) == stamp_s
     np.testing.assert_array_equal(m.parse_image(image), np.zeros((4, 5, 3), np.uint8))
     assert list(node.publishers[topics.task_state].sent[-1].data) == [1.0, 2.0]
 
@@ -129,20 +130,20 @@ def test_sim_node_publishes_ros2_messages_and_applies_commands(tmp_path: Path) -
     target = np.linspace(0.1, 0.7, 7)
     commands.put(_trajectory(target[::-1][None], stamp_s, JOINTS[::-1]))
     commands.put(_trajectory(np.zeros((1, 7)), stamp_s - 1e-6))
-    node.subscriptions[topics.gripper_command].put(m.float64_array_message([0.01], "gripper"))
+    node.subscriptions[topics.gripper_command].put(ROS2.float64_array_message([0.01], "gripper"))
     sim_node.tick()
     np.testing.assert_allclose(world.arm, target)
     assert world.opening == pytest.approx(0.02)  # 0.01 / scale 0.5
     status = dict(zip(SIM_STATUS_FIELDS, node.publishers[topics.sim_status].sent[-1].data, strict=True))
     assert status["step"] == 1 and 0 <= status["command_latency_s"] < 5.0
-    assert sim_node.core.dropped_commands == 2 and len(sim_node.core.latencies_s) == 1
+    assert sim_node.dropped_commands == 2 and len(sim_node.latencies_s) == 1
     with pytest.raises(ValueError, match="lacks joints"):
-        sim_node._on_command(_trajectory(np.zeros((1, 6)), stamp_s, JOINTS[:6]))
+        sim_node.on_command_message(_trajectory(np.zeros((1, 6)), stamp_s, JOINTS[:6]))
 
     sim_node.tick()
     sim_node.tick()  # the last step: statistics written
     stats = json.loads((tmp_path / "stats.json").read_text())
-    assert stats == {"latencies_s": sim_node.core.latencies_s, "dropped_commands": 2}
+    assert stats == {"latencies_s": sim_node.latencies_s, "dropped_commands": 2}
     sim_node.close()
     assert node.closed and world.closed
 
@@ -151,7 +152,7 @@ def test_sim_node_spins_at_the_control_rate_until_stopped() -> None:
     node, world = FakeNode(), FakeWorld()
     sim_node = Ros2SimNode(EnvConfig(task="reach"), node=node, sim=world)  # type: ignore[arg-type]
     sim_node.spin(max_seconds=0.26)
-    stamps = [m.stamp_seconds(msg.header.stamp) for msg in node.publishers["/joint_states"].sent]
+    stamps = [stamp_seconds(msg.header.stamp) for msg in node.publishers["/joint_states"].sent]
     assert 3 <= len(stamps) <= 7  # 20 Hz for 0.26 s: 6 periods (fewer on a loaded machine, never more)
     assert np.all(np.diff(stamps) > 0) and (stamps[-1] - stamps[0]) / (len(stamps) - 1) > 0.04
     sim_node.stop()
@@ -160,7 +161,9 @@ def test_sim_node_spins_at_the_control_rate_until_stopped() -> None:
 
 
 def _status(episode: int, step: int, stamp_s: float, done: float = 0.0) -> Any:
-    return m.float64_array_message([episode, step, 0.0, done, math.nan, stamp_s], ",".join(SIM_STATUS_FIELDS))
+    return ROS2.float64_array_message(
+        [episode, step, 0.0, done, math.nan, stamp_s], ",".join(SIM_STATUS_FIELDS)
+    )
 
 
 def test_sim_control_resets_and_matches_status_by_stamp() -> None:

@@ -22,9 +22,9 @@ from message_checks import (
     smooth_image,
 )
 from ros2_fakes import FakeNode, cdr_round_trip
+from vla_rl.real_world import ros_messages as rm
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.robot import JointCommand
-from vla_rl.real_world.ros1 import messages as m1
 
 
 @pytest.fixture(scope="module")
@@ -38,21 +38,23 @@ def m2() -> Any:
 
 def test_ros2_compressed_image_round_trip(m2: Any) -> None:
     rgb = smooth_image()
-    png = cdr_round_trip(m2.compressed_image_message(STAMP_S, rgb, "png"), m2.COMPRESSED_IMAGE)
-    np.testing.assert_array_equal(m2.parse_compressed_image(png), rgb)
-    jpeg = cdr_round_trip(m2.compressed_image_message(STAMP_S, rgb, "jpeg"), m2.COMPRESSED_IMAGE)
+    png = cdr_round_trip(m2.ROS2.compressed_image_message(STAMP_S, rgb, "png"), rm.COMPRESSED_IMAGE)
+    np.testing.assert_array_equal(rm.parse_compressed_image(png), rgb)
+    jpeg = cdr_round_trip(m2.ROS2.compressed_image_message(STAMP_S, rgb, "jpeg"), rm.COMPRESSED_IMAGE)
     assert "jpeg" in jpeg.format and m2.stamp_seconds(jpeg.header.stamp) == pytest.approx(STAMP_S)
-    assert_jpeg_close(m2.parse_compressed_image(jpeg), rgb)
+    assert_jpeg_close(rm.parse_compressed_image(jpeg), rgb)
     jpeg.data = jpeg.data[:50]
     with pytest.raises(ValueError, match="cannot decode"):
-        m2.parse_compressed_image(jpeg)
+        rm.parse_compressed_image(jpeg)
 
 
 def test_ros2_command_messages(m2: Any, kinematics: ArmKinematics) -> None:
-    array = cdr_round_trip(m2.float64_array_message(TARGET, label="joints"), m2.FLOAT64_MULTI_ARRAY)
+    array = cdr_round_trip(m2.ROS2.float64_array_message(TARGET, label="joints"), rm.FLOAT64_MULTI_ARRAY)
     np.testing.assert_array_equal(array.data, TARGET)
-    position, quat = m1.tcp_pose_xyzw(kinematics, TARGET)
-    pose = cdr_round_trip(m2.pose_stamped_message(STAMP_S, position, quat, "panda_link0"), m2.POSE_STAMPED)
+    position, quat = rm.tcp_pose_xyzw(kinematics, TARGET)
+    pose = cdr_round_trip(
+        m2.ROS2.pose_stamped_message(STAMP_S, position, quat, "panda_link0"), rm.POSE_STAMPED
+    )
     assert pose.header.frame_id == "panda_link0"
     assert m2.stamp_seconds(pose.header.stamp) == pytest.approx(STAMP_S)
     assert_pose_is_fk(pose.pose, kinematics, TARGET)
@@ -65,14 +67,17 @@ def test_ros2_robot_compressed_images_and_command_type(
     from vla_rl.real_world.ros2.robot import Ros2Robot, Ros2RobotConfig
 
     rgb = smooth_image()
-    joints = m2.joint_state_message(STAMP_S, m1.ARM_JOINT_NAMES, TARGET - 0.1, np.zeros(7))
-    broken = m2.compressed_image_message(STAMP_S + 0.01, rgb, "jpeg")
+    joints = m2.ROS2.joint_state_message(STAMP_S, rm.ARM_JOINT_NAMES, TARGET - 0.1, np.zeros(7))
+    broken = m2.ROS2.compressed_image_message(STAMP_S + 0.01, rgb, "jpeg")
     broken.data = broken.data[:100]
     node = FakeNode(
         wire=True,
         preload={
             "/joint_states": [joints],
-            "/camera/front/image_raw/compressed": [m2.compressed_image_message(STAMP_S, rgb, "png"), broken],
+            "/camera/front/image_raw/compressed": [
+                m2.ROS2.compressed_image_message(STAMP_S, rgb, "png"),
+                broken,
+            ],
         },
     )
     config = Ros2RobotConfig(
@@ -82,7 +87,7 @@ def test_ros2_robot_compressed_images_and_command_type(
         command_type=command_type,  # type: ignore[arg-type]
     )
     with Ros2Robot(config, node_factory=lambda: node) as robot:
-        assert node.types["/camera/front/image_raw/compressed"] == m2.COMPRESSED_IMAGE
+        assert node.types["/camera/front/image_raw/compressed"] == rm.COMPRESSED_IMAGE
         obs = robot.get_observation()
         np.testing.assert_array_equal(obs.images["front"], rgb)
         assert obs.image_stamps_s["front"] == pytest.approx(STAMP_S)
@@ -90,13 +95,13 @@ def test_ros2_robot_compressed_images_and_command_type(
         robot.send_action(JointCommand(TARGET, 0.03, stamp_s=STAMP_S))
     command = node.publishers["/joint_command"]
     expected = {
-        "joint_trajectory": m2.JOINT_TRAJECTORY,
-        "float64_multi_array": m2.FLOAT64_MULTI_ARRAY,
-        "pose_stamped": m2.POSE_STAMPED,
+        "joint_trajectory": rm.JOINT_TRAJECTORY,
+        "float64_multi_array": rm.FLOAT64_MULTI_ARRAY,
+        "pose_stamped": rm.POSE_STAMPED,
     }
     assert command.msgtype == expected[command_type]
     assert len(command.sent) == 1
-    assert_command_is(command.sent[0], command_type, kinematics, m2.parse_trajectory, m2.stamp_seconds)
+    assert_command_is(command.sent[0], command_type, kinematics, rm.parse_trajectory, m2.stamp_seconds)
     gripper = node.publishers["/gripper_command"]
-    assert gripper.msgtype == m2.FLOAT64_MULTI_ARRAY
+    assert gripper.msgtype == rm.FLOAT64_MULTI_ARRAY
     np.testing.assert_allclose(gripper.sent[-1].data, [0.03])

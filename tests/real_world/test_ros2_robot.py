@@ -14,14 +14,15 @@ pytest.importorskip("rosbags", reason="rosbags is not installed")
 
 from ros2_fakes import FakeNode  # noqa: E402
 from ros2_peer import FINGERS, JOINTS, STAMP_S, image_pattern  # noqa: E402
+from vla_rl.real_world import ros_messages as m  # noqa: E402
 from vla_rl.real_world.robot import JointCommand, RobotError  # noqa: E402
-from vla_rl.real_world.ros2 import messages as m  # noqa: E402
+from vla_rl.real_world.ros2.messages import ROS2, stamp_seconds  # noqa: E402
 from vla_rl.real_world.ros2.robot import Ros2Robot, Ros2RobotConfig  # noqa: E402
 
 
 def _joint_state(stamp_s: float = STAMP_S) -> Any:
     position = np.concatenate([np.arange(7) * 0.1, [0.01, 0.015]])
-    return m.joint_state_message(stamp_s, [*JOINTS, *FINGERS], position, np.arange(9) * 0.01)
+    return ROS2.joint_state_message(stamp_s, [*JOINTS, *FINGERS], position, np.arange(9) * 0.01)
 
 
 def test_robot_connect_times_out_without_joint_state() -> None:
@@ -34,17 +35,17 @@ def test_robot_connect_times_out_without_joint_state() -> None:
 
 def test_robot_observation_and_commands() -> None:
     rgb = image_pattern(4, 5)
-    bgr_padded = m.image_message(STAMP_S, rgb[..., ::-1])
+    bgr_padded = ROS2.image_message(STAMP_S, rgb[..., ::-1])
     bgr_padded.encoding, bgr_padded.step = "bgr8", 16  # rows padded to 16 bytes
     bgr_padded.data = np.concatenate([np.pad(row, (0, 1)) for row in rgb[..., ::-1].reshape(4, 15)])
     node = FakeNode(
         {
             "/joint_states": [
                 _joint_state(),
-                m.joint_state_message(STAMP_S + 1, FINGERS, np.array([0.02, 0.02])),
+                ROS2.joint_state_message(STAMP_S + 1, FINGERS, np.array([0.02, 0.02])),
             ],
             "/camera/front/image_raw": [bgr_padded],
-            "/task_state": [m.float64_array_message([1.0, 2.0])],
+            "/task_state": [ROS2.float64_array_message([1.0, 2.0])],
         }
     )
     config = Ros2RobotConfig(
@@ -72,14 +73,14 @@ def test_robot_observation_and_commands() -> None:
         assert list(trajectory.joint_names) == list(JOINTS)
         assert (trajectory.header.stamp.sec, trajectory.header.stamp.nanosec) == (0, 0)  # start on arrival
         assert len(trajectory.points) == 1
-        assert m.stamp_seconds(trajectory.points[0].time_from_start) == pytest.approx(0.05)
+        assert stamp_seconds(trajectory.points[0].time_from_start) == pytest.approx(0.05)
         np.testing.assert_allclose(node.publishers["/gripper_command"].sent[-1].data, [0.03])
 
         chunk = [JointCommand(np.full(7, 0.1 * i), 0.01 * i) for i in range(4)]
         robot.send_trajectory(chunk, dt_s=0.1)
         trajectory = node.publishers["/joint_command"].sent[-1]
         np.testing.assert_allclose(m.parse_trajectory(trajectory), np.stack([c.arm_qpos_rad for c in chunk]))
-        times = [m.stamp_seconds(p.time_from_start) for p in trajectory.points]
+        times = [stamp_seconds(p.time_from_start) for p in trajectory.points]
         np.testing.assert_allclose(times, [0.1, 0.2, 0.3, 0.4])
         np.testing.assert_allclose(node.publishers["/gripper_command"].sent[-1].data, [0.0])
     assert node.closed and not robot.is_connected
@@ -105,10 +106,10 @@ def test_parse_image_encodings() -> None:
         ("rgba8", np.concatenate([rgb, np.full((3, 2, 1), 255, np.uint8)], axis=-1)),
         ("bgra8", np.concatenate([rgb[..., ::-1], np.zeros((3, 2, 1), np.uint8)], axis=-1)),
     ]:
-        msg = m.image_message(0.0, rgb)
+        msg = ROS2.image_message(0.0, rgb)
         msg.encoding, msg.step, msg.data = encoding, pixels.shape[1] * pixels.shape[2], pixels.reshape(-1)
         np.testing.assert_array_equal(m.parse_image(msg), rgb)
-    mono = m.image_message(0.0, rgb)
+    mono = ROS2.image_message(0.0, rgb)
     mono.encoding, mono.step, mono.data = "mono8", 2, rgb[..., 0].reshape(-1)
     np.testing.assert_array_equal(m.parse_image(mono), np.repeat(rgb[..., :1], 3, axis=-1))
     mono.encoding = "16UC1"
