@@ -30,7 +30,7 @@ from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
-    ExplorationFields,
+    ExplorationConfig,
     NoiseHead,
     chain_log_prob_and_entropy,
     chain_transitions,
@@ -49,7 +49,7 @@ MAX_PERIOD = 4.0
 
 
 @dataclass
-class FlowMLPConfig(ExplorationFields, DictConfig):
+class FlowMLPConfig(ExplorationConfig, DictConfig):
     """Sizes of the flow MLP policy (saved as JSON next to its weights)."""
 
     chunk_len: int = 1
@@ -82,7 +82,7 @@ class FlowMLPConfig(ExplorationFields, DictConfig):
     """Hidden widths of the value head."""
 
     def __post_init__(self) -> None:
-        self.exploration_config().validate()  # a bad exploration setting fails here, before any work
+        self.validate_exploration()  # a bad exploration setting fails here, before any work
 
 
 def sinusoidal_time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -168,7 +168,7 @@ class FlowMLPPolicy(ChunkPolicy):
         cfg = self.cfg
         flat = cfg.chunk_len * cfg.action_dim
         self.exploration, self.noise_head = exploration_modules(
-            cfg.exploration_config(),
+            cfg,
             cfg.num_denoising_steps,
             flat + cfg.time_embed_dim + cfg.feature_dim,  # the velocity MLP's input
             flat,

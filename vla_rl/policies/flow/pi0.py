@@ -105,7 +105,7 @@ class Pi0Policy(ChunkPolicy):
             self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
         width = int(self.model.config.dit_config.hidden_size)
         self.exploration, self.noise_head = exploration_modules(
-            self.cfg.exploration_config(),
+            self.cfg,
             self.num_steps,
             width,
             self.max_action_dim,

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 from transformers import PI0Config
 
 from vla_rl.policies.chunk_policy import proprio_columns
-from vla_rl.policies.flow.exploration import ExplorationFields
+from vla_rl.policies.flow.exploration import ExplorationConfig
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
 
 @dataclass
-class Pi0PolicyConfig(ExplorationFields, DictConfig):
+class Pi0PolicyConfig(ExplorationConfig, DictConfig):
     """What our wrapper adds around transformers' pi0 model (saved as JSON next to its weights)."""
 
     action_dim: int = 4
@@ -62,7 +62,7 @@ class Pi0PolicyConfig(ExplorationFields, DictConfig):
 
     def __post_init__(self) -> None:
         check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)
-        self.exploration_config().validate()
+        self.validate_exploration()
         if self.proprio_fields is not None:
             proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
         if isinstance(self.action_stats, dict):
