@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkPolicy, ChunkStep
 from vla_rl.policies.flow import chain, sde
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -358,3 +359,61 @@ def stored_step_mask(sample_info: dict[str, torch.Tensor], states: torch.Tensor)
     if "step_mask" in sample_info:
         return sample_info["step_mask"].to(states.device)
     return torch.ones(states.shape[0], states.shape[1] - 1, dtype=torch.bool, device=states.device)
+
+
+class FlowChainPolicy(ChunkPolicy):
+    """What the flow policies (``flow_mlp``, ``pi0``) share: a denoising chain that explores as their
+    ``cfg`` (an ``ExplorationConfig``) says, with a noise head from ``noise_head_sizes[0]`` features
+    to ``noise_head_sizes[1]`` stds where it learns them, and chunk-level log-probabilities."""
+
+    log_prob_levels = ("chunk",)
+    cfg: ExplorationConfig
+    noise_head_sizes: tuple[int, int]
+    """(features, stds) of the noise head, set before the first ``set_exploration``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noise_head: NoiseHead | None = None
+
+    @property
+    @abstractmethod
+    def num_steps(self) -> int:
+        """Denoising steps K of the chain."""
+
+    def set_exploration(self, **settings: object) -> None:
+        """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
+        ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
+        RL from an SFT checkpoint; adds a noise head if needed."""
+        if settings:
+            self.cfg = type(self.cfg).from_dict({**self.cfg.to_dict(), **settings})  # type: ignore[attr-defined]
+        self.exploration, self.noise_head = exploration_modules(
+            self.cfg, self.num_steps, *self.noise_head_sizes, self.noise_head, next(self.parameters()).device
+        )
+
+    def chain_step(
+        self,
+        sampled: ChainSample,
+        actions: torch.Tensor,
+        value: torch.Tensor | None,
+        dim_mask: torch.Tensor | None = None,
+    ) -> ChunkStep:
+        """The ``ChunkStep`` of a sampled chain ending in ``actions``: its log-probability over the
+        entries ``dim_mask`` keeps, and the chain and its stochastic steps for ``evaluate``."""
+        parts = (sampled.states, sampled.means, sampled.stds, sampled.step_mask)
+        log_prob, _ = chain_log_prob_and_entropy(*parts, dim_mask, self.cfg.chain_log_prob)
+        return ChunkStep(actions, log_prob, value, {"chain": sampled.states, "step_mask": sampled.step_mask})
+
+    def chain_evaluation(
+        self,
+        states: torch.Tensor,
+        means: torch.Tensor,
+        stds: torch.Tensor,
+        step_mask: torch.Tensor,
+        value: torch.Tensor | None,
+        dim_mask: torch.Tensor | None = None,
+    ) -> ChunkEvaluation:
+        """The ``ChunkEvaluation`` of stored chains from their recomputed transitions."""
+        log_prob, entropy = chain_log_prob_and_entropy(
+            states, means, stds, step_mask, dim_mask, self.cfg.chain_log_prob
+        )
+        return ChunkEvaluation(log_prob, entropy, value)

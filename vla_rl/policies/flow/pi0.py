@@ -19,22 +19,13 @@ from torch import nn
 from transformers import PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
-from vla_rl.policies.chunk_policy import (
-    ChunkEvaluation,
-    ChunkPolicy,
-    ChunkStep,
-    SampleInfo,
-    SFTOutput,
-    state_vector,
-)
+from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput, state_vector
 from vla_rl.policies.flow import chain, pi0_prefix
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ChainSample,
-    NoiseHead,
-    chain_log_prob_and_entropy,
+    FlowChainPolicy,
     chain_transitions,
-    exploration_modules,
     sample_chain,
     stored_step_mask,
 )
@@ -55,12 +46,10 @@ CONSTANT_STD = 1e-3
 """State dimensions whose standard deviation in the data is below this are centred, not scaled."""
 
 
-class Pi0Policy(ChunkPolicy):
+class Pi0Policy(FlowChainPolicy):
     """Observation -> action chunk with pi0; ``chunk_len`` = the model's ``chunk_size``."""
 
     registry_name = "pi0"
-
-    log_prob_levels = ("chunk",)
 
     def __init__(
         self, model: PI0ForConditionalGeneration, tokenizer: PreTrainedTokenizerBase, cfg: Pi0PolicyConfig
@@ -88,30 +77,14 @@ class Pi0Policy(ChunkPolicy):
         self.register_buffer(
             "action_dim_mask", torch.arange(self.max_action_dim) < self.action_dim, persistent=False
         )
-        self.noise_head: NoiseHead | None = None
-        self.set_exploration()  # needs the buffer above for the device
+        self.noise_head_sizes = (expert_width, self.max_action_dim)  # expert features -> padded stds
+        self.set_exploration()
         self._state_moments: torch.Tensor | None = None
         """Count, sum and sum of squares per state dimension seen by ``update_normalizer``."""
         if cfg.freeze_vision:
             vlm = model.model.vlm
             for module in (vlm.vision_tower, vlm.multi_modal_projector):
                 module.requires_grad_(False)
-
-    def set_exploration(self, **settings: object) -> None:
-        """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
-        RL from an SFT checkpoint; adds a noise head if needed."""
-        if settings:
-            self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
-        width = int(self.model.config.dit_config.hidden_size)
-        self.exploration, self.noise_head = exploration_modules(
-            self.cfg,
-            self.num_steps,
-            width,
-            self.max_action_dim,
-            self.noise_head,
-            self.device,
-        )
 
     @property
     def num_steps(self) -> int:
@@ -316,14 +289,9 @@ class Pi0Policy(ChunkPolicy):
         batch = prefix.state.shape[0]
         noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
         sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
-        chain_parts = (sampled.states, sampled.means, sampled.stds, sampled.step_mask)
-        log_prob, _ = chain_log_prob_and_entropy(*chain_parts, self.action_dim_mask, self.cfg.chain_log_prob)
         value = self.value_from_feature(state_feature) if with_value else None
-        return ChunkStep(
-            actions=self.to_env_actions(sampled.states[:, -1]),
-            log_prob=log_prob,
-            value=value,
-            sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
+        return self.chain_step(
+            sampled, self.to_env_actions(sampled.states[:, -1]), value, self.action_dim_mask
         )
 
     def _evaluate(
@@ -337,14 +305,8 @@ class Pi0Policy(ChunkPolicy):
         else:
             prefix = self.encode_prefix(obs)
         means, stds, state_feature = self.transitions_of_chain(prefix, states, step_mask, temperature)
-        log_prob, entropy = chain_log_prob_and_entropy(
-            states, means, stds, step_mask, self.action_dim_mask, self.cfg.chain_log_prob
-        )
-        return ChunkEvaluation(
-            log_prob=log_prob,
-            entropy=entropy,
-            value=self.value_from_feature(state_feature) if with_value else None,
-        )
+        value = self.value_from_feature(state_feature) if with_value else None
+        return self.chain_evaluation(states, means, stds, step_mask, value, self.action_dim_mask)
 
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
         """pi0's flow-matching loss (its Beta time sampling and noise), averaged over real entries:
