@@ -11,9 +11,6 @@ a function of the observation alone, the same at every denoising step and for ev
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 from torch import nn
 from transformers import PI0ForConditionalGeneration, PreTrainedTokenizerBase
@@ -40,7 +37,12 @@ from vla_rl.policies.flow.pi0_inputs import (
 )
 from vla_rl.policies.flow.pi0_io import build_pi0, load_pi0, load_pi0_policy, save_pi0_policy
 from vla_rl.policies.flow.pi0_prefix import PrefixCache
-from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
+from vla_rl.policies.vla.auxiliary import (
+    AuxiliaryStateHead,
+    auxiliary_target,
+    capture_layer_output,
+    capture_output,
+)
 
 CONSTANT_STD = 1e-3
 """State dimensions whose standard deviation in the data is below this are centred, not scaled."""
@@ -155,7 +157,7 @@ class Pi0Policy(FlowChainPolicy):
         state = prefix.state if state is None else state
         batch = x_t.shape[0]
         time = t if isinstance(t, torch.Tensor) else torch.full((batch,), float(t), device=x_t.device)
-        with self._capture_expert_hidden() as captured:
+        with capture_output(self.model.model.dit) as captured:
             output = self.model(
                 state=state,
                 noise=x_t,
@@ -167,19 +169,6 @@ class Pi0Policy(FlowChainPolicy):
         if grown > 0:
             prefix.key_values.crop(-grown)
         return output.logits, captured["hidden"]
-
-    @contextmanager
-    def _capture_expert_hidden(self) -> Iterator[dict[str, torch.Tensor]]:
-        captured: dict[str, torch.Tensor] = {}
-
-        def hook(_module: nn.Module, _inputs: object, output: object) -> None:
-            captured["hidden"] = output.last_hidden_state  # type: ignore[attr-defined]
-
-        handle = self.model.model.dit.register_forward_hook(hook)
-        try:
-            yield captured
-        finally:
-            handle.remove()
 
     def euler_sample(
         self, prefix: PrefixCache, noise: torch.Tensor, num_steps: int | None = None
@@ -319,7 +308,7 @@ class Pi0Policy(FlowChainPolicy):
         expert_layers = self.model.model.dit.layers
         with (
             unreduced_loss(self.model.config),
-            self._capture_expert_hidden() as captured,
+            capture_output(self.model.model.dit) as captured,
             capture_layer_output(expert_layers, self.cfg.aux_layer) as layer_output,
         ):
             per_entry = self.model(

@@ -21,12 +21,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer, PI0ForConditionalGeneration, PreTrainedTokenizerBase
+from safetensors.torch import load_file
+from transformers import PI0ForConditionalGeneration
 
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig, tiny_pi0_config
+from vla_rl.policies.pretrained_io import local_dir, save_weights
+from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR, build_text_tokenizer, load_local_tokenizer
 
 Pi0Policy = ChunkPolicy
 """What these functions build and persist: ``vla_rl.policies.flow.pi0.Pi0Policy``, which imports this
@@ -34,7 +35,6 @@ module (so its annotations here name the base class)."""
 
 CONFIG_FILE = "policy_config.json"
 MODEL_DIR = "model"
-TOKENIZER_DIR = "tokenizer"
 VALUE_HEAD_FILE = "value_head.safetensors"
 AUX_HEAD_FILE = "aux_head.safetensors"
 NOISE_HEAD_FILE = "noise_head.safetensors"
@@ -52,29 +52,6 @@ TINY_CONFIG_ARGS = {
     "image_size",
     "patch_size",
 }
-
-
-def build_offline_tokenizer(instructions: list[str] | None = None) -> PreTrainedTokenizerBase:
-    """Word-level tokenizer over the task instructions (no action tokens: pi0 emits no text)."""
-    from vla_rl.policies.vla.text_tokenizer import build_text_tokenizer
-
-    return build_text_tokenizer(instructions, num_action_tokens=0)
-
-
-def load_local_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
-    tokenizer_dir = directory / TOKENIZER_DIR if (directory / TOKENIZER_DIR).is_dir() else directory
-    return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-
-
-def _require_dir(directory: str | Path) -> Path:
-    path = Path(directory)
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path} is not a local directory")
-    return path
-
-
-def _tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
 
 
 def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
@@ -95,7 +72,7 @@ def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
         raise ValueError(f"unknown pi0 build arguments {sorted(unknown)}")
     kwargs.setdefault("max_action_dim", max(8, cfg.action_dim))
     kwargs.setdefault("max_state_dim", max(8, proprio_dim))
-    tokenizer = build_offline_tokenizer(instructions)
+    tokenizer = build_text_tokenizer(instructions, num_action_tokens=0)  # pi0 emits no text
     config = tiny_pi0_config(
         vocab_size=len(tokenizer),
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
@@ -108,8 +85,8 @@ def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
     return cls(PI0ForConditionalGeneration(config), tokenizer, cfg)
 
 
-def load_pi0(cls: type[Pi0Policy], local_dir: str | Path, cfg: Pi0PolicyConfig) -> Pi0Policy:
-    directory = _require_dir(local_dir)
+def load_pi0(cls: type[Pi0Policy], directory: str | Path, cfg: Pi0PolicyConfig) -> Pi0Policy:
+    directory = local_dir(directory)
     model = PI0ForConditionalGeneration.from_pretrained(directory, local_files_only=True)
     return cls(model, load_local_tokenizer(directory), cfg)
 
@@ -119,16 +96,16 @@ def save_pi0_policy(policy: Pi0Policy, directory: str | Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     policy.model.save_pretrained(path / MODEL_DIR)
     policy.tokenizer.save_pretrained(path / TOKENIZER_DIR)
-    save_file(_tensors(policy.value_head), str(path / VALUE_HEAD_FILE))
+    save_weights(policy.value_head.state_dict(), path / VALUE_HEAD_FILE)
     if policy.aux_head is not None:
-        save_file(_tensors(policy.aux_head), str(path / AUX_HEAD_FILE))
+        save_weights(policy.aux_head.state_dict(), path / AUX_HEAD_FILE)
     if policy.noise_head is not None:
-        save_file(_tensors(policy.noise_head), str(path / NOISE_HEAD_FILE))
+        save_weights(policy.noise_head.state_dict(), path / NOISE_HEAD_FILE)
     (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
 
 
 def load_pi0_policy(cls: type[Pi0Policy], directory: str | Path) -> Pi0Policy:
-    path = _require_dir(directory)
+    path = local_dir(directory)
     cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
     model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
     policy = cls(model, load_local_tokenizer(path), cfg)
