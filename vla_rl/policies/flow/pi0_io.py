@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from transformers import PI0ForConditionalGeneration
 
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig, tiny_pi0_config
+from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
 from vla_rl.policies.pretrained_io import local_dir, save_weights
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR, build_text_tokenizer, load_local_tokenizer
 
@@ -38,41 +38,29 @@ MODEL_DIR = "model"
 VALUE_HEAD_FILE = "value_head.safetensors"
 AUX_HEAD_FILE = "aux_head.safetensors"
 NOISE_HEAD_FILE = "noise_head.safetensors"
-TINY_CONFIG_ARGS = {
-    "max_action_dim",
-    "max_state_dim",
-    "num_inference_steps",
-    "hidden_size",
-    "expert_hidden_size",
-    "num_layers",
-    "num_heads",
-    "head_dim",
-    "vision_hidden_size",
-    "vision_layers",
-    "image_size",
-    "patch_size",
-}
+BUILD_ONLY_ARGS = {"chunk_len", "proprio_dim", "pretrained_dir", "instructions"}
+"""The ``Pi0BuildSettings`` fields that ``build_pi0`` reads itself."""
+TINY_CONFIG_ARGS = (
+    {f.name for f in fields(Pi0BuildSettings)} - {f.name for f in fields(Pi0PolicyConfig)} - BUILD_ONLY_ARGS
+)
+"""The other ``Pi0BuildSettings`` fields: the sizes of a fresh tiny pi0 (``tiny_pi0_config``'s)."""
 
 
 def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
-    kwargs = dict(kwargs)
-    policy_fields = {f.name for f in fields(Pi0PolicyConfig)}
-    cfg = Pi0PolicyConfig(**{k: kwargs.pop(k) for k in list(kwargs) if k in policy_fields})
-    pretrained_dir = kwargs.pop("pretrained_dir", None)
-    chunk_len = kwargs.pop("chunk_len", 4)
-    proprio_dim = int(kwargs.pop("proprio_dim", 0))
-    instructions = kwargs.pop("instructions", None)
-    if pretrained_dir is not None:
-        policy = load_pi0(cls, pretrained_dir, cfg)
+    settings = Pi0BuildSettings.from_dict(kwargs)
+    cfg = Pi0PolicyConfig(**{f.name: getattr(settings, f.name) for f in fields(Pi0PolicyConfig)})
+    chunk_len = settings.chunk_len
+    if settings.pretrained_dir is not None:
+        policy = load_pi0(cls, settings.pretrained_dir, cfg)
         if policy.chunk_len != chunk_len:
             raise ValueError(f"chunk_len {chunk_len} != the checkpoint's chunk_size {policy.chunk_len}")
         return policy
-    unknown = set(kwargs) - TINY_CONFIG_ARGS
-    if unknown:
-        raise ValueError(f"unknown pi0 build arguments {sorted(unknown)}")
-    kwargs.setdefault("max_action_dim", max(8, cfg.action_dim))
-    kwargs.setdefault("max_state_dim", max(8, proprio_dim))
-    tokenizer = build_text_tokenizer(instructions, num_action_tokens=0)  # pi0 emits no text
+    sizes = {
+        name: getattr(settings, name) for name in TINY_CONFIG_ARGS if getattr(settings, name) is not None
+    }
+    sizes.setdefault("max_action_dim", max(8, cfg.action_dim))
+    sizes.setdefault("max_state_dim", max(8, settings.proprio_dim))
+    tokenizer = build_text_tokenizer(settings.instructions, num_action_tokens=0)  # pi0 emits no text
     config = tiny_pi0_config(
         vocab_size=len(tokenizer),
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
@@ -80,7 +68,7 @@ def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        **kwargs,
+        **sizes,
     )
     return cls(PI0ForConditionalGeneration(config), tokenizer, cfg)
 
