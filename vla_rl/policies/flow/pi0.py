@@ -170,18 +170,6 @@ class Pi0Policy(FlowChainPolicy):
             prefix.key_values.crop(-grown)
         return output.logits, captured["hidden"]
 
-    def euler_sample(
-        self, prefix: PrefixCache, noise: torch.Tensor, num_steps: int | None = None
-    ) -> torch.Tensor:
-        """Deterministic Euler ODE from ``noise`` (t=1) to actions (t=0), in padded model units."""
-        steps = num_steps or self.num_steps
-        dt = chain.step_size(steps)
-        x = noise
-        for t in chain.denoising_times(steps)[:-1].tolist():
-            velocity, _ = self.velocity(prefix, x, t)
-            x = chain.euler_mean(x, velocity, dt)
-        return x
-
     def velocity_and_std(
         self, prefix: PrefixCache, x_t: torch.Tensor, t: float | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:

@@ -21,7 +21,6 @@ from transformers import PI0Config, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import state_vector
-from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.vla.prompt import instruction_rows, pad_rows, preprocess_images
 
@@ -68,10 +67,6 @@ def pad_last_dim(values: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(values, (0, size - values.shape[-1]))
 
 
-def preprocess_state(proprio: torch.Tensor, stats: NormStats, max_state_dim: int) -> torch.Tensor:
-    return pad_last_dim(stats.normalize(proprio.float()), max_state_dim)
-
-
 def build_inputs(
     obs: Observation,
     cfg: Pi0PolicyConfig,
@@ -108,7 +103,7 @@ def build_state(
         proprio = state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
     else:
         proprio = torch.zeros(batch, 0, device=device)
-    return preprocess_state(proprio, cfg.state_stats, model_config.max_state_dim)
+    return pad_last_dim(cfg.state_stats.normalize(proprio.float()), model_config.max_state_dim)
 
 
 @contextmanager
