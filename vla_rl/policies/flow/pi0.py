@@ -127,9 +127,6 @@ class Pi0Policy(FlowChainPolicy):
     def encode_prefix(self, obs: Observation) -> PrefixCache:
         """Run the vision tower and the Gemma prefix once (as ``sample_actions`` does)."""
         inputs = self.prepare_inputs(obs)
-        return self.encode_prefix_inputs(inputs)
-
-    def encode_prefix_inputs(self, inputs: Pi0Inputs) -> PrefixCache:
         model = self.model.model
         embeds = model.embed_prefix(inputs.input_ids, inputs.pixel_values, inputs.pixel_attention_mask)
         key_values = model.vlm(
