@@ -250,25 +250,6 @@ def build_exploration(cfg: ExplorationConfig, num_steps: int) -> ChainExploratio
     return EXPLORATIONS[cfg.exploration](cfg, num_steps)
 
 
-def exploration_modules(
-    cfg: ExplorationConfig,
-    num_steps: int,
-    feature_dim: int,
-    out_dim: int,
-    noise_head: NoiseHead | None = None,
-    device: torch.device | str = "cpu",
-) -> tuple[ChainExploration, NoiseHead | None]:
-    """The chain exploration of ``cfg`` and, where it learns its std (``flow_noise``), a noise head
-    from ``feature_dim`` features to ``out_dim`` stds: ``noise_head`` if given (moved to ``cfg``'s
-    bounds), else a new one."""
-    exploration = build_exploration(cfg, num_steps)
-    if exploration.needs_learned_std and noise_head is None:
-        noise_head = NoiseHead(feature_dim, out_dim, *cfg.noise_std_bounds).to(device)
-    elif noise_head is not None:
-        noise_head.set_bounds(*cfg.noise_std_bounds)
-    return exploration, noise_head
-
-
 @dataclass
 class ChainSample:
     """A sampled chain: states x_0 ... x_K, the transitions' means and stds, the stochastic steps."""
@@ -383,12 +364,16 @@ class FlowChainPolicy(ChunkPolicy):
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
         ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
-        RL from an SFT checkpoint; adds a noise head if needed."""
+        RL from an SFT checkpoint; adds a noise head where the std is learned (``flow_noise``) and
+        none is there yet, and moves an existing one to the new bounds."""
         if settings:
             self.cfg = type(self.cfg).from_dict({**self.cfg.to_dict(), **settings})  # type: ignore[attr-defined]
-        self.exploration, self.noise_head = exploration_modules(
-            self.cfg, self.num_steps, *self.noise_head_sizes, self.noise_head, next(self.parameters()).device
-        )
+        self.exploration = build_exploration(self.cfg, self.num_steps)
+        if self.exploration.needs_learned_std and self.noise_head is None:
+            device = next(self.parameters()).device
+            self.noise_head = NoiseHead(*self.noise_head_sizes, *self.cfg.noise_std_bounds).to(device)
+        elif self.noise_head is not None:
+            self.noise_head.set_bounds(*self.cfg.noise_std_bounds)
 
     def chain_step(
         self,

@@ -273,7 +273,7 @@ class Pi0Policy(FlowChainPolicy):
     ) -> ChunkEvaluation:
         states = sample_info["chain"].to(self.device)
         step_mask = stored_step_mask(sample_info, states)
-        if pi0_prefix.has_prefix_rows(sample_info):
+        if pi0_prefix.PREFIX_KEYS in sample_info:  # stored by observation_cache
             state = build_state(obs, len(states), self.cfg, self.model.config, self.device)
             prefix = pi0_prefix.prefix_from_rows(sample_info, state)
         else:

@@ -41,11 +41,6 @@ class Pi0Inputs:
     """float [N, max_state_dim]."""
 
 
-def image_tokens_per_camera(model_config: PI0Config) -> int:
-    vision = model_config.vlm_config.vision_config
-    return (vision.image_size // vision.patch_size) ** 2
-
-
 def prompt_ids(
     tokenizer: PreTrainedTokenizerBase,
     instructions: list[str],
@@ -75,14 +70,16 @@ def build_inputs(
     device: torch.device,
 ) -> Pi0Inputs:
     """All model inputs of one observation batch."""
-    vision_size = model_config.vlm_config.vision_config.image_size
-    pixel_values = preprocess_images(obs, cfg.camera_keys, vision_size, cfg.image_mean, cfg.image_std, device)
+    vision = model_config.vlm_config.vision_config
+    pixel_values = preprocess_images(
+        obs, cfg.camera_keys, vision.image_size, cfg.image_mean, cfg.image_std, device
+    )
     batch, cameras = pixel_values.shape[:2]
     ids, mask = prompt_ids(
         tokenizer,
         obs["instruction"],
         model_config.vlm_config.image_token_id,
-        image_tokens_per_camera(model_config) * cameras,
+        (vision.image_size // vision.patch_size) ** 2 * cameras,  # one per patch of each camera
         cfg.max_instruction_tokens,
     )
     return Pi0Inputs(

@@ -136,10 +136,6 @@ class TokenVLAConfig(VLAInputConfig, DictConfig):
                 f"not proprio_dim {self.proprio_dim}"
             )
 
-    @property
-    def tokens_per_chunk(self) -> int:
-        return self.chunk_len * self.action_dim
-
 
 TINY_BACKBONE_ARGS = (
     "hidden_size",
