@@ -70,7 +70,6 @@ class ImageEncoder(nn.Module):
             self.coords = None
         act = activation_class(activation)
         self.project = nn.Sequential(orthogonal_linear(flat_dim, feature_dim, HIDDEN_INIT_GAIN), act())
-        self.feature_dim = feature_dim
 
     def forward(self, obs: Observation) -> torch.Tensor:
         images = stacked_images(obs, self.keys)

@@ -70,7 +70,6 @@ class KeypointImageEncoder(nn.Module):
         self.spatial_softmax = SpatialSoftmax(map_shape[-2], map_shape[-1])
         coordinates, act = 2 * channels[-1], activation_class(activation)
         self.project = nn.Sequential(orthogonal_linear(coordinates, feature_dim, HIDDEN_INIT_GAIN), act())
-        self.feature_dim = feature_dim
 
     def keypoints(self, obs: Observation) -> torch.Tensor:
         """Expected (x, y) of each keypoint map, [N, K, 2]."""

@@ -25,17 +25,27 @@ def save_module_dir(
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     (path / config_file).write_text(json.dumps(config, indent=2))
-    state = {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
-    save_file(state, str(path / WEIGHTS_FILE))
+    save_weights(module.state_dict(), path / WEIGHTS_FILE)
+
+
+def save_weights(state: dict[str, torch.Tensor], path: str | Path) -> None:
+    """``state`` as a safetensors file at ``path`` (detached, contiguous tensors)."""
+    save_file({name: tensor.detach().contiguous() for name, tensor in state.items()}, str(path))
+
+
+def local_dir(directory: str | Path) -> Path:
+    """``directory`` as a ``Path``; ``FileNotFoundError`` unless it is a local directory (never a hub id)."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} is not a local directory")
+    return path
 
 
 def read_module_dir(
     directory: str | Path, config_file: str
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """The config dict and state dict written by ``save_module_dir`` into a local ``directory``."""
-    path = Path(directory)
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path} is not a local directory")
+    path = local_dir(directory)
     config = json.loads((path / config_file).read_text())
     return config, load_file(str(path / WEIGHTS_FILE))
 

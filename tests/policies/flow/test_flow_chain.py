@@ -20,7 +20,9 @@ LOG_N_06 = -0.5 * 0.6**2 - math.log(0.5) - 0.5 * math.log(2 * math.pi)  # -0.405
 
 
 def euler_maruyama(noise_level: float, num_steps: int = 2):
-    return build_exploration(ExplorationConfig(mode="euler_maruyama", noise_level=noise_level), num_steps)
+    return build_exploration(
+        ExplorationConfig(exploration="euler_maruyama", noise_level=noise_level), num_steps
+    )
 
 
 def test_time_grid_and_step_size():

@@ -97,7 +97,7 @@ def test_sde_std_profile_hand_values():
 
 @pytest.mark.parametrize("profile", ["flat", "sde"])
 def test_flow_noise_scales_the_learned_std_by_its_step_profile(profile):
-    exploration = build_exploration(ExplorationConfig(mode="flow_noise", std_profile=profile), 4)
+    exploration = build_exploration(ExplorationConfig(exploration="flow_noise", noise_std_profile=profile), 4)
     factors = [1.0] * 4 if profile == "flat" else sde_std_profile(chain.denoising_times(4))
     x, velocity = torch.zeros(2, 3), torch.ones(2, 3)
     learned = torch.tensor([[0.1, 0.2, 0.3], [0.1, 0.1, 0.1]])
@@ -112,7 +112,7 @@ def test_flow_noise_sde_mean_hand_values():
     # K = 4, step k = 1: t = 0.75, delta = 0.25; x = v = 1 -> action_hat = 0.25, noise_hat = 1.25.
     # Euler: 1 - 0.25 = 0.75. With std 0.2 (variance 0.04) the mean is pulled back by
     # 1.25 * 0.04 / 1.5 = 1 / 30: 0.125 + 1.25 * (0.5 - 0.04 / 1.5) = 0.71667.
-    exploration = build_exploration(ExplorationConfig(mode="flow_noise", mean="sde"), 4)
+    exploration = build_exploration(ExplorationConfig(exploration="flow_noise", noise_mean="sde"), 4)
     x, velocity = torch.ones(2, 3), torch.ones(2, 3)
     learned = torch.full((2, 3), 0.2)
     mean, std = exploration.step(x, velocity, 1, torch.tensor([True, False]), 1.0, learned)
@@ -124,8 +124,10 @@ def test_flow_noise_sde_mean_hand_values():
 def test_flow_noise_sde_mean_and_profile_at_flow_sdes_scale_is_flow_sde():
     # Flow-SDE at a = 0.5, K = 4: transition stds 0.25 sigma_t (a = 1), whose geometric mean is
     # 0.25 * 3 ** (1 / 8) = 0.2868; the sde profile spreads one learned std of that size the same way.
-    noise = build_exploration(ExplorationConfig(mode="flow_noise", mean="sde", std_profile="sde"), 4)
-    flow_sde = build_exploration(ExplorationConfig(mode="flow_sde", noise_level=0.5), 4)
+    noise = build_exploration(
+        ExplorationConfig(exploration="flow_noise", noise_mean="sde", noise_std_profile="sde"), 4
+    )
+    flow_sde = build_exploration(ExplorationConfig(exploration="flow_sde", noise_level=0.5), 4)
     torch.manual_seed(0)
     x, velocity, stochastic = torch.randn(3, 2), torch.randn(3, 2), torch.ones(3, dtype=torch.bool)
     learned = torch.full((3, 2), 0.25 * 3.0**0.125)
@@ -149,7 +151,9 @@ def test_flow_noise_sde_mean_keeps_the_odes_marginal_where_the_euler_mean_widens
 
     final_stds = {}
     for mean_kind in ("sde", "euler"):
-        exploration = build_exploration(ExplorationConfig(mode="flow_noise", mean=mean_kind), num_steps)
+        exploration = build_exploration(
+            ExplorationConfig(exploration="flow_noise", noise_mean=mean_kind), num_steps
+        )
         generator = torch.Generator().manual_seed(0)
         x = torch.randn(n, 3, generator=generator)
         learned = (torch.tensor([0.0, 0.1, 0.3]) / math.sqrt(num_steps)).expand(n, 3)
@@ -196,20 +200,20 @@ def test_mean_chain_log_prob_is_the_sum_over_the_denoising_steps_divided_by_k(fa
 
 def test_bad_exploration_settings_fail_clearly():
     with pytest.raises(ValueError, match="unknown exploration mode"):
-        ExplorationConfig(mode="sde").validate()
+        ExplorationConfig(exploration="sde").validate_exploration()
     with pytest.raises(ValueError, match="one_step"):
-        ExplorationConfig(mode="flow_noise", one_step=True).validate()
+        ExplorationConfig(exploration="flow_noise", sde_one_step=True).validate_exploration()
     with pytest.raises(ValueError, match="std_profile"):
-        ExplorationConfig(mode="flow_sde", std_profile="sde").validate()
+        ExplorationConfig(exploration="flow_sde", noise_std_profile="sde").validate_exploration()
     with pytest.raises(ValueError, match="std_profile"):
-        ExplorationConfig(mode="flow_noise", std_profile="cosine").validate()
+        ExplorationConfig(exploration="flow_noise", noise_std_profile="cosine").validate_exploration()
     with pytest.raises(ValueError, match="mean"):
-        ExplorationConfig(mode="flow_sde", mean="sde").validate()
+        ExplorationConfig(exploration="flow_sde", noise_mean="sde").validate_exploration()
     with pytest.raises(ValueError, match="mean must be one of"):
         make_pi0(exploration="flow_noise", noise_mean="heun")
     with pytest.raises(ValueError, match="noisy_chunk_steps"):
         make_flow_mlp(noisy_chunk_steps=-1)
-    with pytest.raises(ValueError, match="std_min < std_max"):
+    with pytest.raises(ValueError, match="0 < min < max"):
         make_pi0(exploration="flow_noise", noise_std_bounds=[0.2, 0.1])
     with pytest.raises(ValueError, match="chain_log_prob"):
         make_pi0(exploration="flow_noise", chain_log_prob="product")

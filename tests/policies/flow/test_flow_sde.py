@@ -73,7 +73,7 @@ def test_chain_log_prob_matches_sampled_frequencies():
     # frequencies are compared with the probabilities the chain log-density assigns to the bins.
     torch.manual_seed(0)
     num_samples, num_bins, per_bin = 200_000, 16, 64
-    exploration = build_exploration(ExplorationConfig(mode="flow_sde", noise_level=0.7), num_steps=2)
+    exploration = build_exploration(ExplorationConfig(exploration="flow_sde", noise_level=0.7), num_steps=2)
 
     def velocity_fn(x, k):
         return torch.full_like(x, 0.8), None

@@ -24,7 +24,7 @@ def test_prompt_has_one_placeholder_per_patch_then_bos_instruction_separator():
     assert (inputs.state[:, PROPRIO_DIM:] == 0).all()
 
 
-def test_cached_prefix_euler_sampler_equals_sample_actions():
+def test_cached_prefix_deterministic_chain_equals_sample_actions():
     policy = make_pi0()
     obs = make_obs(4)
     inputs = policy.prepare_inputs(obs)
@@ -39,7 +39,7 @@ def test_cached_prefix_euler_sampler_equals_sample_actions():
             pixel_attention_mask=inputs.pixel_attention_mask,
         )
         prefix = policy.encode_prefix(obs)
-        ours = policy.euler_sample(prefix, noise.clone())
+        ours = policy.run_chain(prefix, noise.clone(), 1.0, deterministic=True)[0].states[:, -1]
     torch.testing.assert_close(ours, reference, atol=1e-6, rtol=1e-6)
     assert prefix.key_values.get_seq_length() == prefix.prefix_length, (
         "velocity calls crop back to the prefix"

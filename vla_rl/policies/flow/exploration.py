@@ -8,13 +8,13 @@ to set ``mean_k`` and ``std_k``, registered by name:
 
 * ``euler_maruyama``: the Euler mean and a constant ``noise_level * sqrt(1 / K)``;
 * ``flow_sde``: the marginal-preserving SDE of ``vla_rl.policies.flow.sde`` (pi_RL's Flow-SDE);
-  with ``one_step`` only one uniformly chosen step per sample is stochastic, the others are ODE
+  with ``sde_one_step`` only one uniformly chosen step per sample is stochastic, the others are ODE
   steps (the two-layer MDP);
 * ``flow_noise``: the Euler mean and a standard deviation that a small network on the policy's own
-  features sets within ``[std_min, std_max]`` (pi_RL's Flow-Noise), learned with the policy. With
-  ``std_profile = "sde"`` step k's bounds are scaled by Flow-SDE's ``sigma_t`` at that step over its
+  features sets within ``noise_std_bounds`` (pi_RL's Flow-Noise), learned with the policy. With
+  ``noise_std_profile = "sde"`` step k's bounds are scaled by Flow-SDE's ``sigma_t`` at that step over its
   geometric mean across the steps: wide near the noise, narrow near the action, so the noise mostly
-  picks where the flow goes rather than jittering the action it ends on. With ``mean = "sde"`` the
+  picks where the flow goes rather than jittering the action it ends on. With ``noise_mean = "sde"`` the
   transition mean is Flow-SDE's marginal-preserving one for the learned variance instead of the
   Euler step, so the sampled chain keeps the flow's marginals (to first order in the step, and
   where the learned std varies slowly with the state: the drift has no term for its gradient) and
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkPolicy, ChunkStep
 from vla_rl.policies.flow import chain, sde
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -49,28 +50,28 @@ NOISE_MEANS = ("euler", "sde")
 
 @dataclass
 class ExplorationConfig:
-    """How the denoising chain of a flow policy is made stochastic."""
+    """How the denoising chain of a flow policy is made stochastic: the exploration settings every
+    flow policy config carries (``Pi0PolicyConfig``, ``FlowMLPConfig``), as saved with the policy."""
 
-    mode: str = "euler_maruyama"
-    """``euler_maruyama``, ``flow_sde`` or ``flow_noise``."""
     noise_level: float = 0.5
-    """``euler_maruyama``: total injected std; ``flow_sde``: ``a`` in ``sigma_t = a sqrt(t / (1 - t))``."""
-    one_step: bool = False
+    """Scale of the injected noise: ``euler_maruyama``: total injected std; ``flow_sde``: ``a`` in
+    ``sigma_t = a sqrt(t / (1 - t))``."""
+    exploration: str = "euler_maruyama"
+    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise`` (the module docstring)."""
+    sde_one_step: bool = False
     """``flow_sde``: only one randomly chosen denoising step per sample is stochastic."""
-    std_min: float = 0.08
-    """``flow_noise``: lower bound of the learned standard deviation."""
-    std_max: float = 0.16
-    """``flow_noise``: upper bound of the learned standard deviation."""
-    noisy_chunk_steps: int = 0
-    """Sample only the first this many steps of the chunk (axis 1), the others take the ODE step;
-    0 samples them all. Set it to the executed steps per chunk."""
-    std_profile: str = "flat"
+    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
+    """``flow_noise``: [min, max] of the standard deviation the noise head learns."""
+    noise_std_profile: str = "flat"
     """``flow_noise``: ``flat`` bounds at every denoising step, or ``sde``: step k's bounds times
     ``sigma_{t_k} / geometric mean of sigma`` (``sde_std_profile``)."""
-    mean: str = "euler"
+    noise_mean: str = "euler"
     """``flow_noise``: the transition mean, ``euler`` (the ODE step, pi_RL's Flow-Noise) or ``sde``:
     ``sde.sde_mean`` with the learned variance, the Euler step pulled towards the action by
     ``std^2 / (2 t)`` times the noise estimate, as Flow-SDE does for its fixed ``sigma_t``."""
+    noisy_chunk_steps: int = 0
+    """Sample only the first this many steps of the chunk (axis 1), the others take the ODE step
+    and leave the log-probability; 0 samples them all. Set it to the executed steps per chunk."""
     chain_log_prob: str = "sum"
     """``sum``: the chain's exact log-likelihood, the sum of its stochastic transitions'
     log-densities; ``mean``: their average over the sample's stochastic denoising steps, as pi_RL
@@ -78,25 +79,31 @@ class ExplorationConfig:
     geometric mean of the per-step ratios: a log-ratio K times smaller for PPO's clip range to act
     on, while the gradient keeps its direction. Entropies combine the same way."""
 
-    def validate(self) -> None:
-        if self.mode not in EXPLORATIONS:
-            raise ValueError(f"unknown exploration mode {self.mode!r}; allowed: {sorted(EXPLORATIONS)}")
+    def validate_exploration(self) -> None:
+        """``ValueError`` naming the first bad exploration setting."""
+        if self.exploration not in EXPLORATIONS:
+            raise ValueError(
+                f"unknown exploration mode {self.exploration!r}; allowed: {sorted(EXPLORATIONS)}"
+            )
         if self.noise_level < 0.0:
             raise ValueError(f"noise_level must be >= 0, got {self.noise_level}")
-        if not 0.0 < self.std_min < self.std_max:
-            raise ValueError(f"need 0 < std_min < std_max, got {self.std_min}, {self.std_max}")
-        if self.one_step and self.mode != "flow_sde":
-            raise ValueError("one_step applies to mode flow_sde only")
+        bounds = self.noise_std_bounds
+        if len(bounds) != 2 or not 0.0 < bounds[0] < bounds[1]:
+            raise ValueError(f"noise_std_bounds must be [min, max] with 0 < min < max, got {bounds}")
+        if self.sde_one_step and self.exploration != "flow_sde":
+            raise ValueError("sde_one_step applies to exploration flow_sde only")
         if self.noisy_chunk_steps < 0:
             raise ValueError(f"noisy_chunk_steps must be >= 0, got {self.noisy_chunk_steps}")
-        if self.std_profile not in STD_PROFILES:
-            raise ValueError(f"std_profile must be one of {STD_PROFILES}, got {self.std_profile!r}")
-        if self.std_profile != "flat" and self.mode != "flow_noise":
-            raise ValueError("std_profile applies to mode flow_noise only")
-        if self.mean not in NOISE_MEANS:
-            raise ValueError(f"mean must be one of {NOISE_MEANS}, got {self.mean!r}")
-        if self.mean != "euler" and self.mode != "flow_noise":
-            raise ValueError("mean applies to mode flow_noise only")
+        if self.noise_std_profile not in STD_PROFILES:
+            raise ValueError(
+                f"noise_std_profile must be one of {STD_PROFILES}, got {self.noise_std_profile!r}"
+            )
+        if self.noise_std_profile != "flat" and self.exploration != "flow_noise":
+            raise ValueError("noise_std_profile applies to exploration flow_noise only")
+        if self.noise_mean not in NOISE_MEANS:
+            raise ValueError(f"noise_mean must be one of {NOISE_MEANS}, got {self.noise_mean!r}")
+        if self.noise_mean != "euler" and self.exploration != "flow_noise":
+            raise ValueError("noise_mean applies to exploration flow_noise only")
         if self.chain_log_prob not in CHAIN_LOG_PROBS:
             raise ValueError(f"chain_log_prob must be one of {CHAIN_LOG_PROBS}, got {self.chain_log_prob!r}")
 
@@ -189,7 +196,7 @@ class FlowSDE(ChainExploration):
         self.sigmas = sde.schedule_sigmas(self.times, cfg.noise_level)
 
     def step_mask(self, batch, deterministic, device="cpu"):
-        if deterministic or not self.cfg.one_step:
+        if deterministic or not self.cfg.sde_one_step:
             return super().step_mask(batch, deterministic, device)
         return sde.stochastic_step_mask(batch, self.num_steps, one_step=True).to(device)
 
@@ -215,7 +222,7 @@ class FlowNoise(ChainExploration):
 
     def __init__(self, cfg: ExplorationConfig, num_steps: int) -> None:
         super().__init__(cfg, num_steps)
-        flat = cfg.std_profile == "flat" or num_steps < 2
+        flat = cfg.noise_std_profile == "flat" or num_steps < 2
         self.profile = [1.0] * num_steps if flat else sde_std_profile(self.times)
 
     def transition(self, x, velocity, k, stochastic, temperature, learned_std=None):
@@ -223,7 +230,7 @@ class FlowNoise(ChainExploration):
             raise ValueError("flow_noise needs the noise head's standard deviations")
         std = learned_std * (self.profile[k] * temperature)
         mean = chain.euler_mean(x, velocity, chain.step_size(self.num_steps))
-        if self.cfg.mean == "sde":
+        if self.cfg.noise_mean == "sde":
             t, delta = float(self.times[k]), float(self.times[k] - self.times[k + 1])
             shape = (len(stochastic),) + (1,) * (x.dim() - 1)
             sde_mean = sde.sde_mean(x, velocity, t, delta, std.square())
@@ -238,71 +245,9 @@ EXPLORATIONS: dict[str, type[ChainExploration]] = {
 }
 
 
-@dataclass
-class ExplorationFields:
-    """The exploration settings every flow policy config carries (``Pi0PolicyConfig``,
-    ``FlowMLPConfig``), as saved with the policy."""
-
-    noise_level: float = 0.5
-    """Scale of the noise injected in the stochastic chain (see ``exploration``)."""
-    exploration: str = "euler_maruyama"
-    """How the chain explores: ``euler_maruyama``, ``flow_sde`` or ``flow_noise``
-    (``vla_rl.policies.flow.exploration``)."""
-    sde_one_step: bool = False
-    """``flow_sde``: one randomly chosen denoising step per sample is stochastic."""
-    noise_std_bounds: list[float] = field(default_factory=lambda: [0.08, 0.16])
-    """``flow_noise``: [min, max] of the standard deviation the noise head learns."""
-    noise_std_profile: str = "flat"
-    """``flow_noise``: the same bounds at every denoising step (``flat``) or scaled per step as
-    Flow-SDE's ``sigma_t`` (``sde``; ``ExplorationConfig.std_profile``)."""
-    noise_mean: str = "euler"
-    """``flow_noise``: each noisy step's mean, the Euler step (``euler``, pi_RL's) or Flow-SDE's
-    marginal-preserving mean for the learned variance (``sde``; ``ExplorationConfig.mean``)."""
-    noisy_chunk_steps: int = 0
-    """Sample only the first this many chunk steps (the executed ones); the rest take the ODE step
-    and leave the log-probability. 0: all."""
-    chain_log_prob: str = "sum"
-    """``sum`` (the chain's exact log-likelihood) or ``mean`` over its stochastic denoising steps, as
-    pi_RL scores Flow-Noise chains (``ExplorationConfig.chain_log_prob``)."""
-
-    def exploration_config(self) -> ExplorationConfig:
-        """The ``ExplorationConfig`` these settings describe."""
-        low, high = self.noise_std_bounds
-        return ExplorationConfig(
-            mode=self.exploration,
-            noise_level=self.noise_level,
-            one_step=self.sde_one_step,
-            std_min=low,
-            std_max=high,
-            noisy_chunk_steps=self.noisy_chunk_steps,
-            std_profile=self.noise_std_profile,
-            mean=self.noise_mean,
-            chain_log_prob=self.chain_log_prob,
-        )
-
-
 def build_exploration(cfg: ExplorationConfig, num_steps: int) -> ChainExploration:
-    cfg.validate()
-    return EXPLORATIONS[cfg.mode](cfg, num_steps)
-
-
-def exploration_modules(
-    cfg: ExplorationConfig,
-    num_steps: int,
-    feature_dim: int,
-    out_dim: int,
-    noise_head: NoiseHead | None = None,
-    device: torch.device | str = "cpu",
-) -> tuple[ChainExploration, NoiseHead | None]:
-    """The chain exploration of ``cfg`` and, where it learns its std (``flow_noise``), a noise head
-    from ``feature_dim`` features to ``out_dim`` stds: ``noise_head`` if given (moved to ``cfg``'s
-    bounds), else a new one."""
-    exploration = build_exploration(cfg, num_steps)
-    if exploration.needs_learned_std and noise_head is None:
-        noise_head = NoiseHead(feature_dim, out_dim, cfg.std_min, cfg.std_max).to(device)
-    elif noise_head is not None:
-        noise_head.set_bounds(cfg.std_min, cfg.std_max)
-    return exploration, noise_head
+    cfg.validate_exploration()
+    return EXPLORATIONS[cfg.exploration](cfg, num_steps)
 
 
 @dataclass
@@ -395,3 +340,65 @@ def stored_step_mask(sample_info: dict[str, torch.Tensor], states: torch.Tensor)
     if "step_mask" in sample_info:
         return sample_info["step_mask"].to(states.device)
     return torch.ones(states.shape[0], states.shape[1] - 1, dtype=torch.bool, device=states.device)
+
+
+class FlowChainPolicy(ChunkPolicy):
+    """What the flow policies (``flow_mlp``, ``pi0``) share: a denoising chain that explores as their
+    ``cfg`` (an ``ExplorationConfig``) says, with a noise head from ``noise_head_sizes[0]`` features
+    to ``noise_head_sizes[1]`` stds where it learns them, and chunk-level log-probabilities."""
+
+    log_prob_levels = ("chunk",)
+    cfg: ExplorationConfig
+    noise_head_sizes: tuple[int, int]
+    """(features, stds) of the noise head, set before the first ``set_exploration``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noise_head: NoiseHead | None = None
+
+    @property
+    @abstractmethod
+    def num_steps(self) -> int:
+        """Denoising steps K of the chain."""
+
+    def set_exploration(self, **settings: object) -> None:
+        """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
+        ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
+        RL from an SFT checkpoint; adds a noise head where the std is learned (``flow_noise``) and
+        none is there yet, and moves an existing one to the new bounds."""
+        if settings:
+            self.cfg = type(self.cfg).from_dict({**self.cfg.to_dict(), **settings})  # type: ignore[attr-defined]
+        self.exploration = build_exploration(self.cfg, self.num_steps)
+        if self.exploration.needs_learned_std and self.noise_head is None:
+            device = next(self.parameters()).device
+            self.noise_head = NoiseHead(*self.noise_head_sizes, *self.cfg.noise_std_bounds).to(device)
+        elif self.noise_head is not None:
+            self.noise_head.set_bounds(*self.cfg.noise_std_bounds)
+
+    def chain_step(
+        self,
+        sampled: ChainSample,
+        actions: torch.Tensor,
+        value: torch.Tensor | None,
+        dim_mask: torch.Tensor | None = None,
+    ) -> ChunkStep:
+        """The ``ChunkStep`` of a sampled chain ending in ``actions``: its log-probability over the
+        entries ``dim_mask`` keeps, and the chain and its stochastic steps for ``evaluate``."""
+        parts = (sampled.states, sampled.means, sampled.stds, sampled.step_mask)
+        log_prob, _ = chain_log_prob_and_entropy(*parts, dim_mask, self.cfg.chain_log_prob)
+        return ChunkStep(actions, log_prob, value, {"chain": sampled.states, "step_mask": sampled.step_mask})
+
+    def chain_evaluation(
+        self,
+        states: torch.Tensor,
+        means: torch.Tensor,
+        stds: torch.Tensor,
+        step_mask: torch.Tensor,
+        value: torch.Tensor | None,
+        dim_mask: torch.Tensor | None = None,
+    ) -> ChunkEvaluation:
+        """The ``ChunkEvaluation`` of stored chains from their recomputed transitions."""
+        log_prob, entropy = chain_log_prob_and_entropy(
+            states, means, stds, step_mask, dim_mask, self.cfg.chain_log_prob
+        )
+        return ChunkEvaluation(log_prob, entropy, value)

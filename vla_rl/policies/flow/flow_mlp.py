@@ -19,22 +19,14 @@ import torch
 from torch import nn
 
 from vla_rl.envs.base import Observation
-from vla_rl.policies.chunk_policy import (
-    ChunkEvaluation,
-    ChunkPolicy,
-    ChunkStep,
-    SampleInfo,
-    SFTOutput,
-)
+from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
-    ExplorationFields,
-    NoiseHead,
-    chain_log_prob_and_entropy,
+    ExplorationConfig,
+    FlowChainPolicy,
     chain_transitions,
-    exploration_modules,
     sample_chain,
     stored_step_mask,
 )
@@ -49,7 +41,7 @@ MAX_PERIOD = 4.0
 
 
 @dataclass
-class FlowMLPConfig(ExplorationFields, DictConfig):
+class FlowMLPConfig(ExplorationConfig, DictConfig):
     """Sizes of the flow MLP policy (saved as JSON next to its weights)."""
 
     chunk_len: int = 1
@@ -82,7 +74,7 @@ class FlowMLPConfig(ExplorationFields, DictConfig):
     """Hidden widths of the value head."""
 
     def __post_init__(self) -> None:
-        self.exploration_config().validate()  # a bad exploration setting fails here, before any work
+        self.validate_exploration()  # a bad exploration setting fails here, before any work
 
 
 def sinusoidal_time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
@@ -138,13 +130,11 @@ class FlowMLPBuildSettings(FlowMLPConfig):
     """Short for ``vector_obs_dims: {proprio: proprio_dim}`` (ignored when ``vector_obs_dims`` is given)."""
 
 
-class FlowMLPPolicy(ChunkPolicy):
+class FlowMLPPolicy(FlowChainPolicy):
     """Velocity MLP ``v(x_t, t, obs features)`` over the flattened chunk, with a value head."""
 
     registry_name = "flow_mlp"
     config_file = CONFIG_FILE
-
-    log_prob_levels = ("chunk",)
 
     def __init__(self, cfg: FlowMLPConfig) -> None:
         super().__init__()
@@ -156,25 +146,8 @@ class FlowMLPPolicy(ChunkPolicy):
         in_dim = flat + cfg.time_embed_dim + cfg.feature_dim
         self.velocity_net = build_mlp(in_dim, cfg.hidden_sizes, flat, cfg.activation, out_gain=1.0)
         self.value_head = build_mlp(cfg.feature_dim, cfg.value_hidden_sizes, 1, cfg.activation, out_gain=1.0)
-        self.noise_head: NoiseHead | None = None
+        self.noise_head_sizes = (in_dim, flat)  # the velocity MLP's input -> one std per chunk entry
         self.set_exploration()
-
-    def set_exploration(self, **settings: object) -> None:
-        """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
-        RL from an SFT checkpoint; adds a noise head if needed."""
-        if settings:
-            self.cfg = FlowMLPConfig.from_dict({**self.cfg.to_dict(), **settings})
-        cfg = self.cfg
-        flat = cfg.chunk_len * cfg.action_dim
-        self.exploration, self.noise_head = exploration_modules(
-            cfg.exploration_config(),
-            cfg.num_denoising_steps,
-            flat + cfg.time_embed_dim + cfg.feature_dim,  # the velocity MLP's input
-            flat,
-            self.noise_head,
-            next(self.parameters()).device,
-        )
 
     @classmethod
     def build(cls, **kwargs: object) -> FlowMLPPolicy:
@@ -225,16 +198,8 @@ class FlowMLPPolicy(ChunkPolicy):
 
         noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
         sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
-        log_prob, _ = chain_log_prob_and_entropy(
-            sampled.states, sampled.means, sampled.stds, sampled.step_mask, None, self.cfg.chain_log_prob
-        )
         value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
-        return ChunkStep(
-            actions=sampled.states[:, -1].clamp(-1.0, 1.0),
-            log_prob=log_prob,
-            value=value,
-            sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
-        )
+        return self.chain_step(sampled, sampled.states[:, -1].clamp(-1.0, 1.0), value)
 
     def _evaluate(
         self, obs: Observation, sample_info: SampleInfo, temperature: float, level: str, with_value: bool
@@ -256,14 +221,8 @@ class FlowMLPPolicy(ChunkPolicy):
             temperature,
             None if learned is None else learned.view(per_step),
         )
-        log_prob, entropy = chain_log_prob_and_entropy(
-            chain_states, means, stds, step_mask, None, self.cfg.chain_log_prob
-        )
-        return ChunkEvaluation(
-            log_prob=log_prob,
-            entropy=entropy,
-            value=self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None,
-        )
+        value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
+        return self.chain_evaluation(chain_states, means, stds, step_mask, value)
 
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
         """Conditional flow matching: mean over real chunk steps of ``||v(x_t, t) - (noise - action)||^2 / A``

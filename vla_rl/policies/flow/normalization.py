@@ -11,7 +11,7 @@ With no statistics (``mode = "identity"``) values pass through unchanged: env ac
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -61,6 +61,3 @@ class NormStats:
             return values
         offset, scale = self._pair(values)
         return values * scale + offset
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)

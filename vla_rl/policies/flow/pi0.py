@@ -11,30 +11,18 @@ a function of the observation alone, the same at every denoising step and for ev
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 from torch import nn
 from transformers import PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
-from vla_rl.policies.chunk_policy import (
-    ChunkEvaluation,
-    ChunkPolicy,
-    ChunkStep,
-    SampleInfo,
-    SFTOutput,
-    state_vector,
-)
+from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput, state_vector
 from vla_rl.policies.flow import chain, pi0_prefix
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ChainSample,
-    NoiseHead,
-    chain_log_prob_and_entropy,
+    FlowChainPolicy,
     chain_transitions,
-    exploration_modules,
     sample_chain,
     stored_step_mask,
 )
@@ -49,18 +37,21 @@ from vla_rl.policies.flow.pi0_inputs import (
 )
 from vla_rl.policies.flow.pi0_io import build_pi0, load_pi0, load_pi0_policy, save_pi0_policy
 from vla_rl.policies.flow.pi0_prefix import PrefixCache
-from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
+from vla_rl.policies.vla.auxiliary import (
+    AuxiliaryStateHead,
+    auxiliary_target,
+    capture_layer_output,
+    capture_output,
+)
 
 CONSTANT_STD = 1e-3
 """State dimensions whose standard deviation in the data is below this are centred, not scaled."""
 
 
-class Pi0Policy(ChunkPolicy):
+class Pi0Policy(FlowChainPolicy):
     """Observation -> action chunk with pi0; ``chunk_len`` = the model's ``chunk_size``."""
 
     registry_name = "pi0"
-
-    log_prob_levels = ("chunk",)
 
     def __init__(
         self, model: PI0ForConditionalGeneration, tokenizer: PreTrainedTokenizerBase, cfg: Pi0PolicyConfig
@@ -88,30 +79,14 @@ class Pi0Policy(ChunkPolicy):
         self.register_buffer(
             "action_dim_mask", torch.arange(self.max_action_dim) < self.action_dim, persistent=False
         )
-        self.noise_head: NoiseHead | None = None
-        self.set_exploration()  # needs the buffer above for the device
+        self.noise_head_sizes = (expert_width, self.max_action_dim)  # expert features -> padded stds
+        self.set_exploration()
         self._state_moments: torch.Tensor | None = None
         """Count, sum and sum of squares per state dimension seen by ``update_normalizer``."""
         if cfg.freeze_vision:
             vlm = model.model.vlm
             for module in (vlm.vision_tower, vlm.multi_modal_projector):
                 module.requires_grad_(False)
-
-    def set_exploration(self, **settings: object) -> None:
-        """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,
-        ``noise_std_bounds``, ``noise_mean``, ``noisy_chunk_steps``, ``chain_log_prob``), e.g. for
-        RL from an SFT checkpoint; adds a noise head if needed."""
-        if settings:
-            self.cfg = Pi0PolicyConfig.from_dict({**self.cfg.to_dict(), **settings})
-        width = int(self.model.config.dit_config.hidden_size)
-        self.exploration, self.noise_head = exploration_modules(
-            self.cfg.exploration_config(),
-            self.num_steps,
-            width,
-            self.max_action_dim,
-            self.noise_head,
-            self.device,
-        )
 
     @property
     def num_steps(self) -> int:
@@ -152,9 +127,6 @@ class Pi0Policy(ChunkPolicy):
     def encode_prefix(self, obs: Observation) -> PrefixCache:
         """Run the vision tower and the Gemma prefix once (as ``sample_actions`` does)."""
         inputs = self.prepare_inputs(obs)
-        return self.encode_prefix_inputs(inputs)
-
-    def encode_prefix_inputs(self, inputs: Pi0Inputs) -> PrefixCache:
         model = self.model.model
         embeds = model.embed_prefix(inputs.input_ids, inputs.pixel_values, inputs.pixel_attention_mask)
         key_values = model.vlm(
@@ -182,7 +154,7 @@ class Pi0Policy(ChunkPolicy):
         state = prefix.state if state is None else state
         batch = x_t.shape[0]
         time = t if isinstance(t, torch.Tensor) else torch.full((batch,), float(t), device=x_t.device)
-        with self._capture_expert_hidden() as captured:
+        with capture_output(self.model.model.dit) as captured:
             output = self.model(
                 state=state,
                 noise=x_t,
@@ -194,31 +166,6 @@ class Pi0Policy(ChunkPolicy):
         if grown > 0:
             prefix.key_values.crop(-grown)
         return output.logits, captured["hidden"]
-
-    @contextmanager
-    def _capture_expert_hidden(self) -> Iterator[dict[str, torch.Tensor]]:
-        captured: dict[str, torch.Tensor] = {}
-
-        def hook(_module: nn.Module, _inputs: object, output: object) -> None:
-            captured["hidden"] = output.last_hidden_state  # type: ignore[attr-defined]
-
-        handle = self.model.model.dit.register_forward_hook(hook)
-        try:
-            yield captured
-        finally:
-            handle.remove()
-
-    def euler_sample(
-        self, prefix: PrefixCache, noise: torch.Tensor, num_steps: int | None = None
-    ) -> torch.Tensor:
-        """Deterministic Euler ODE from ``noise`` (t=1) to actions (t=0), in padded model units."""
-        steps = num_steps or self.num_steps
-        dt = chain.step_size(steps)
-        x = noise
-        for t in chain.denoising_times(steps)[:-1].tolist():
-            velocity, _ = self.velocity(prefix, x, t)
-            x = chain.euler_mean(x, velocity, dt)
-        return x
 
     def velocity_and_std(
         self, prefix: PrefixCache, x_t: torch.Tensor, t: float | torch.Tensor
@@ -316,14 +263,9 @@ class Pi0Policy(ChunkPolicy):
         batch = prefix.state.shape[0]
         noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
         sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
-        chain_parts = (sampled.states, sampled.means, sampled.stds, sampled.step_mask)
-        log_prob, _ = chain_log_prob_and_entropy(*chain_parts, self.action_dim_mask, self.cfg.chain_log_prob)
         value = self.value_from_feature(state_feature) if with_value else None
-        return ChunkStep(
-            actions=self.to_env_actions(sampled.states[:, -1]),
-            log_prob=log_prob,
-            value=value,
-            sample_info={"chain": sampled.states, "step_mask": sampled.step_mask},
+        return self.chain_step(
+            sampled, self.to_env_actions(sampled.states[:, -1]), value, self.action_dim_mask
         )
 
     def _evaluate(
@@ -331,20 +273,14 @@ class Pi0Policy(ChunkPolicy):
     ) -> ChunkEvaluation:
         states = sample_info["chain"].to(self.device)
         step_mask = stored_step_mask(sample_info, states)
-        if pi0_prefix.has_prefix_rows(sample_info):
+        if pi0_prefix.PREFIX_KEYS in sample_info:  # stored by observation_cache
             state = build_state(obs, len(states), self.cfg, self.model.config, self.device)
             prefix = pi0_prefix.prefix_from_rows(sample_info, state)
         else:
             prefix = self.encode_prefix(obs)
         means, stds, state_feature = self.transitions_of_chain(prefix, states, step_mask, temperature)
-        log_prob, entropy = chain_log_prob_and_entropy(
-            states, means, stds, step_mask, self.action_dim_mask, self.cfg.chain_log_prob
-        )
-        return ChunkEvaluation(
-            log_prob=log_prob,
-            entropy=entropy,
-            value=self.value_from_feature(state_feature) if with_value else None,
-        )
+        value = self.value_from_feature(state_feature) if with_value else None
+        return self.chain_evaluation(states, means, stds, step_mask, value, self.action_dim_mask)
 
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
         """pi0's flow-matching loss (its Beta time sampling and noise), averaged over real entries:
@@ -357,7 +293,7 @@ class Pi0Policy(ChunkPolicy):
         expert_layers = self.model.model.dit.layers
         with (
             unreduced_loss(self.model.config),
-            self._capture_expert_hidden() as captured,
+            capture_output(self.model.model.dit) as captured,
             capture_layer_output(expert_layers, self.cfg.aux_layer) as layer_output,
         ):
             per_entry = self.model(

@@ -4,36 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from transformers import PI0Config
+from transformers import GemmaConfig, PI0Config
 
-from vla_rl.policies.chunk_policy import proprio_columns
-from vla_rl.policies.flow.exploration import ExplorationFields
+from vla_rl.policies.flow.exploration import ExplorationConfig
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.pretrained_io import DictConfig
-from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
+from vla_rl.policies.vla.config import VLAInputConfig, tiny_paligemma_config
 
 
 @dataclass
-class Pi0PolicyConfig(ExplorationFields, DictConfig):
+class Pi0PolicyConfig(ExplorationConfig, VLAInputConfig, DictConfig):
     """What our wrapper adds around transformers' pi0 model (saved as JSON next to its weights)."""
 
     action_dim: int = 4
     """Real action values per step (4 for ``ee_delta_pos``); the model's actions are padded to
     ``max_action_dim`` and the extra dims are dropped."""
-    camera_keys: list[str] = field(default_factory=lambda: ["front"])
-    """Cameras fed to the model in this order, read from ``obs["rgb_<camera>"]``."""
-    image_mean: float = 0.5
-    """Pixel normalisation ``(x / 255 - mean) / std`` (SigLIP: 0.5, 0.5 -> [-1, 1])."""
-    image_std: float = 0.5
-    """See ``image_mean``."""
-    max_instruction_tokens: int = 48
-    """Instructions are truncated to this many tokens."""
     num_denoising_steps: int | None = None
     """Euler steps K from noise to action; None = the model's ``num_inference_steps``."""
     value_hidden_dim: int = 64
     """Hidden width of the value-head MLP on the expert's state-token feature."""
-    freeze_vision: bool = False
-    """Keep the vision tower (SigLIP) and its projector frozen during fine-tuning."""
     reuse_frozen_prefix: bool = True
     """While no VLM parameter trains, an RL update encodes each observation's prefix once and every
     epoch reuses its keys and values (``observation_cache``); memory per row: layers x 2 x kv_heads x
@@ -45,26 +34,10 @@ class Pi0PolicyConfig(ExplorationFields, DictConfig):
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``; keys
     missing from an observation give an empty state."""
-    proprio_fields: list[str] | None = None
-    """Named parts of ``obs["proprio"]`` to keep (see ``TokenVLAConfig.proprio_fields``); None
-    keeps all."""
-    aux_target_key: str | None = None
-    """Observation key (e.g. ``"privileged"``) that an auxiliary head regresses, in SFT only, from
-    the expert's state-token feature (see ``vla_rl.policies.vla.auxiliary``); None: no auxiliary
-    loss. Acting never reads it."""
-    aux_target_dim: int = 0
-    """Width of ``obs[aux_target_key]``."""
-    aux_coef: float = 1.0
-    """Weight of the auxiliary mean squared error in the SFT loss."""
-    aux_layer: int | None = None
-    """Action-expert layer (1-based) whose state-token output the auxiliary head reads; None: the
-    expert's final hidden state (the value head's feature)."""
 
     def __post_init__(self) -> None:
-        check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)
-        self.exploration_config().validate()
-        if self.proprio_fields is not None:
-            proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
+        super().__post_init__()
+        self.validate_exploration()
         if isinstance(self.action_stats, dict):
             self.action_stats = NormStats(**self.action_stats)
         if isinstance(self.state_stats, dict):
@@ -131,54 +104,37 @@ def tiny_pi0_config(
     image_size: int = 32,
     patch_size: int = 8,
 ) -> PI0Config:
-    """A pi0 small enough for CPU tests: 2-layer Gemma prefix and action expert, 2-layer SigLIP.
+    """A pi0 small enough for CPU tests: ``tiny_paligemma_config``'s 2-layer Gemma prefix and
+    2-layer SigLIP, and a 2-layer Gemma action expert.
 
     The expert attends to the prefix's key/value cache, so both share the number of layers, one
     key/value head and ``head_dim``. ``(image_size / patch_size)^2`` image tokens per camera.
     """
-    text = {
-        "model_type": "gemma",
-        "vocab_size": vocab_size,
-        "hidden_size": hidden_size,
-        "intermediate_size": 2 * hidden_size,
-        "num_hidden_layers": num_layers,
-        "num_attention_heads": num_heads,
-        "num_key_value_heads": 1,
-        "head_dim": head_dim,
-        "max_position_embeddings": 512,
-        "pad_token_id": pad_token_id,
-        "bos_token_id": bos_token_id,
-        "eos_token_id": eos_token_id,
-    }
-    vision = {
-        "model_type": "siglip_vision_model",
-        "hidden_size": vision_hidden_size,
-        "intermediate_size": 2 * vision_hidden_size,
-        "num_hidden_layers": vision_layers,
-        "num_attention_heads": 2,
-        "image_size": image_size,
-        "patch_size": patch_size,
-        "vision_use_head": False,
-    }
-    vlm = {
-        "model_type": "paligemma",
-        "text_config": text,
-        "vision_config": vision,
-        "projection_dim": hidden_size,
-        "image_token_id": image_token_id,
-        "vocab_size": vocab_size,
-        "pad_token_id": pad_token_id,
-    }
-    expert = {
-        "model_type": "gemma",
-        "hidden_size": expert_hidden_size,
-        "intermediate_size": 2 * expert_hidden_size,
-        "num_hidden_layers": num_layers,
-        "num_attention_heads": num_heads,
-        "num_key_value_heads": 1,
-        "head_dim": head_dim,
-        "max_position_embeddings": 512,
-    }
+    vlm = tiny_paligemma_config(
+        vocab_size,
+        image_token_id,
+        pad_token_id,
+        bos_token_id,
+        eos_token_id,
+        hidden_size,
+        num_layers,
+        num_heads,
+        head_dim,
+        intermediate_size=2 * hidden_size,
+        vision_hidden_size=vision_hidden_size,
+        vision_layers=vision_layers,
+        image_size=image_size,
+        patch_size=patch_size,
+    )
+    expert = GemmaConfig(
+        hidden_size=expert_hidden_size,
+        intermediate_size=2 * expert_hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=1,
+        head_dim=head_dim,
+        max_position_embeddings=512,
+    )
     return PI0Config(
         vlm_config=vlm,
         dit_config=expert,

@@ -21,7 +21,6 @@ from transformers import PI0Config, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import state_vector
-from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.vla.prompt import instruction_rows, pad_rows, preprocess_images
 
@@ -40,11 +39,6 @@ class Pi0Inputs:
     """bool [N, cameras] (all True: every observation has every camera)."""
     state: torch.Tensor
     """float [N, max_state_dim]."""
-
-
-def image_tokens_per_camera(model_config: PI0Config) -> int:
-    vision = model_config.vlm_config.vision_config
-    return (vision.image_size // vision.patch_size) ** 2
 
 
 def prompt_ids(
@@ -68,10 +62,6 @@ def pad_last_dim(values: torch.Tensor, size: int) -> torch.Tensor:
     return F.pad(values, (0, size - values.shape[-1]))
 
 
-def preprocess_state(proprio: torch.Tensor, stats: NormStats, max_state_dim: int) -> torch.Tensor:
-    return pad_last_dim(stats.normalize(proprio.float()), max_state_dim)
-
-
 def build_inputs(
     obs: Observation,
     cfg: Pi0PolicyConfig,
@@ -80,14 +70,16 @@ def build_inputs(
     device: torch.device,
 ) -> Pi0Inputs:
     """All model inputs of one observation batch."""
-    vision_size = model_config.vlm_config.vision_config.image_size
-    pixel_values = preprocess_images(obs, cfg.camera_keys, vision_size, cfg.image_mean, cfg.image_std, device)
+    vision = model_config.vlm_config.vision_config
+    pixel_values = preprocess_images(
+        obs, cfg.camera_keys, vision.image_size, cfg.image_mean, cfg.image_std, device
+    )
     batch, cameras = pixel_values.shape[:2]
     ids, mask = prompt_ids(
         tokenizer,
         obs["instruction"],
         model_config.vlm_config.image_token_id,
-        image_tokens_per_camera(model_config) * cameras,
+        (vision.image_size // vision.patch_size) ** 2 * cameras,  # one per patch of each camera
         cfg.max_instruction_tokens,
     )
     return Pi0Inputs(
@@ -108,7 +100,7 @@ def build_state(
         proprio = state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
     else:
         proprio = torch.zeros(batch, 0, device=device)
-    return preprocess_state(proprio, cfg.state_stats, model_config.max_state_dim)
+    return pad_last_dim(cfg.state_stats.normalize(proprio.float()), model_config.max_state_dim)
 
 
 @contextmanager

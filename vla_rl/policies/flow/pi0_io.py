@@ -21,12 +21,13 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer, PI0ForConditionalGeneration, PreTrainedTokenizerBase
+from safetensors.torch import load_file
+from transformers import PI0ForConditionalGeneration
 
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig, tiny_pi0_config
+from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
+from vla_rl.policies.pretrained_io import local_dir, save_weights
+from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR, build_text_tokenizer, load_local_tokenizer
 
 Pi0Policy = ChunkPolicy
 """What these functions build and persist: ``vla_rl.policies.flow.pi0.Pi0Policy``, which imports this
@@ -34,68 +35,32 @@ module (so its annotations here name the base class)."""
 
 CONFIG_FILE = "policy_config.json"
 MODEL_DIR = "model"
-TOKENIZER_DIR = "tokenizer"
 VALUE_HEAD_FILE = "value_head.safetensors"
 AUX_HEAD_FILE = "aux_head.safetensors"
 NOISE_HEAD_FILE = "noise_head.safetensors"
-TINY_CONFIG_ARGS = {
-    "max_action_dim",
-    "max_state_dim",
-    "num_inference_steps",
-    "hidden_size",
-    "expert_hidden_size",
-    "num_layers",
-    "num_heads",
-    "head_dim",
-    "vision_hidden_size",
-    "vision_layers",
-    "image_size",
-    "patch_size",
-}
-
-
-def build_offline_tokenizer(instructions: list[str] | None = None) -> PreTrainedTokenizerBase:
-    """Word-level tokenizer over the task instructions (no action tokens: pi0 emits no text)."""
-    from vla_rl.policies.vla.text_tokenizer import build_text_tokenizer
-
-    return build_text_tokenizer(instructions, num_action_tokens=0)
-
-
-def load_local_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
-    tokenizer_dir = directory / TOKENIZER_DIR if (directory / TOKENIZER_DIR).is_dir() else directory
-    return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-
-
-def _require_dir(directory: str | Path) -> Path:
-    path = Path(directory)
-    if not path.is_dir():
-        raise FileNotFoundError(f"{path} is not a local directory")
-    return path
-
-
-def _tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: tensor.detach().contiguous() for name, tensor in module.state_dict().items()}
+BUILD_ONLY_ARGS = {"chunk_len", "proprio_dim", "pretrained_dir", "instructions"}
+"""The ``Pi0BuildSettings`` fields that ``build_pi0`` reads itself."""
+TINY_CONFIG_ARGS = (
+    {f.name for f in fields(Pi0BuildSettings)} - {f.name for f in fields(Pi0PolicyConfig)} - BUILD_ONLY_ARGS
+)
+"""The other ``Pi0BuildSettings`` fields: the sizes of a fresh tiny pi0 (``tiny_pi0_config``'s)."""
 
 
 def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
-    kwargs = dict(kwargs)
-    policy_fields = {f.name for f in fields(Pi0PolicyConfig)}
-    cfg = Pi0PolicyConfig(**{k: kwargs.pop(k) for k in list(kwargs) if k in policy_fields})
-    pretrained_dir = kwargs.pop("pretrained_dir", None)
-    chunk_len = kwargs.pop("chunk_len", 4)
-    proprio_dim = int(kwargs.pop("proprio_dim", 0))
-    instructions = kwargs.pop("instructions", None)
-    if pretrained_dir is not None:
-        policy = load_pi0(cls, pretrained_dir, cfg)
+    settings = Pi0BuildSettings.from_dict(kwargs)
+    cfg = Pi0PolicyConfig(**{f.name: getattr(settings, f.name) for f in fields(Pi0PolicyConfig)})
+    chunk_len = settings.chunk_len
+    if settings.pretrained_dir is not None:
+        policy = load_pi0(cls, settings.pretrained_dir, cfg)
         if policy.chunk_len != chunk_len:
             raise ValueError(f"chunk_len {chunk_len} != the checkpoint's chunk_size {policy.chunk_len}")
         return policy
-    unknown = set(kwargs) - TINY_CONFIG_ARGS
-    if unknown:
-        raise ValueError(f"unknown pi0 build arguments {sorted(unknown)}")
-    kwargs.setdefault("max_action_dim", max(8, cfg.action_dim))
-    kwargs.setdefault("max_state_dim", max(8, proprio_dim))
-    tokenizer = build_offline_tokenizer(instructions)
+    sizes = {
+        name: getattr(settings, name) for name in TINY_CONFIG_ARGS if getattr(settings, name) is not None
+    }
+    sizes.setdefault("max_action_dim", max(8, cfg.action_dim))
+    sizes.setdefault("max_state_dim", max(8, settings.proprio_dim))
+    tokenizer = build_text_tokenizer(settings.instructions, num_action_tokens=0)  # pi0 emits no text
     config = tiny_pi0_config(
         vocab_size=len(tokenizer),
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
@@ -103,13 +68,13 @@ def build_pi0(cls: type[Pi0Policy], kwargs: dict[str, Any]) -> Pi0Policy:
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        **kwargs,
+        **sizes,
     )
     return cls(PI0ForConditionalGeneration(config), tokenizer, cfg)
 
 
-def load_pi0(cls: type[Pi0Policy], local_dir: str | Path, cfg: Pi0PolicyConfig) -> Pi0Policy:
-    directory = _require_dir(local_dir)
+def load_pi0(cls: type[Pi0Policy], directory: str | Path, cfg: Pi0PolicyConfig) -> Pi0Policy:
+    directory = local_dir(directory)
     model = PI0ForConditionalGeneration.from_pretrained(directory, local_files_only=True)
     return cls(model, load_local_tokenizer(directory), cfg)
 
@@ -119,16 +84,16 @@ def save_pi0_policy(policy: Pi0Policy, directory: str | Path) -> None:
     path.mkdir(parents=True, exist_ok=True)
     policy.model.save_pretrained(path / MODEL_DIR)
     policy.tokenizer.save_pretrained(path / TOKENIZER_DIR)
-    save_file(_tensors(policy.value_head), str(path / VALUE_HEAD_FILE))
+    save_weights(policy.value_head.state_dict(), path / VALUE_HEAD_FILE)
     if policy.aux_head is not None:
-        save_file(_tensors(policy.aux_head), str(path / AUX_HEAD_FILE))
+        save_weights(policy.aux_head.state_dict(), path / AUX_HEAD_FILE)
     if policy.noise_head is not None:
-        save_file(_tensors(policy.noise_head), str(path / NOISE_HEAD_FILE))
+        save_weights(policy.noise_head.state_dict(), path / NOISE_HEAD_FILE)
     (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
 
 
 def load_pi0_policy(cls: type[Pi0Policy], directory: str | Path) -> Pi0Policy:
-    path = _require_dir(directory)
+    path = local_dir(directory)
     cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
     model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
     policy = cls(model, load_local_tokenizer(path), cfg)

@@ -79,10 +79,6 @@ def prefix_rows(prefix: PrefixCache) -> dict[str, torch.Tensor]:
     }
 
 
-def has_prefix_rows(sample_info: dict[str, torch.Tensor]) -> bool:
-    return PREFIX_KEYS in sample_info
-
-
 def prefix_from_rows(sample_info: dict[str, torch.Tensor], state: torch.Tensor) -> PrefixCache:
     """Rebuild a ``PrefixCache`` from ``prefix_rows`` output (possibly zero-padded to a longer L by
     concatenation with other batches), trimmed to the longest real prompt among these rows so that the

@@ -61,22 +61,30 @@ class AuxiliaryStateHead(nn.Module):
 
 
 @contextmanager
-def capture_layer_output(layers: nn.ModuleList, layer: int | None) -> Iterator[dict]:
-    """While active, ``captured["hidden"]`` holds the output [N, L, hidden] of decoder layer
-    ``layer`` (1-based) of ``layers`` at its last call; ``layer=None`` captures nothing (the dict
-    stays empty)."""
+def capture_output(module: nn.Module) -> Iterator[dict[str, torch.Tensor]]:
+    """While active, ``captured["hidden"]`` holds the output of ``module`` at its last call (the
+    first element of a tuple or model output, e.g. a decoder's last hidden state)."""
     captured: dict[str, torch.Tensor] = {}
-    if layer is None:
-        yield captured
-        return
-    if not 1 <= layer <= len(layers):
-        raise ValueError(f"aux_layer {layer} is outside the decoder's layers 1..{len(layers)}")
 
     def hook(_module: nn.Module, _inputs: object, output: object) -> None:
-        captured["hidden"] = output[0] if isinstance(output, tuple) else output  # type: ignore[assignment]
+        captured["hidden"] = output if isinstance(output, torch.Tensor) else output[0]  # type: ignore[index]
 
-    handle = layers[layer - 1].register_forward_hook(hook)
+    handle = module.register_forward_hook(hook)
     try:
         yield captured
     finally:
         handle.remove()
+
+
+@contextmanager
+def capture_layer_output(layers: nn.ModuleList, layer: int | None) -> Iterator[dict]:
+    """While active, ``captured["hidden"]`` holds the output [N, L, hidden] of decoder layer
+    ``layer`` (1-based) of ``layers`` at its last call; ``layer=None`` captures nothing (the dict
+    stays empty)."""
+    if layer is None:
+        yield {}
+        return
+    if not 1 <= layer <= len(layers):
+        raise ValueError(f"aux_layer {layer} is outside the decoder's layers 1..{len(layers)}")
+    with capture_output(layers[layer - 1]) as captured:
+        yield captured

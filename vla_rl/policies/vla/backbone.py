@@ -10,14 +10,19 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from transformers import AutoTokenizer, PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
+from transformers import PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
 
+from vla_rl.policies.pretrained_io import local_dir
 from vla_rl.policies.vla.config import LoraSettings, tiny_paligemma_config
-from vla_rl.policies.vla.text_tokenizer import IMAGE_TOKEN, build_text_tokenizer
+from vla_rl.policies.vla.text_tokenizer import (
+    IMAGE_TOKEN,
+    TOKENIZER_DIR,
+    build_text_tokenizer,
+    load_local_tokenizer,
+)
 
 BACKBONE_DIR = "backbone"
 ADAPTER_DIR = "lora_adapter"
-TOKENIZER_DIR = "tokenizer"
 
 Backbone = PaliGemmaForConditionalGeneration | PeftModel
 
@@ -42,13 +47,9 @@ def load_local_backbone(
     directory: str | Path,
 ) -> tuple[PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase]:
     """PaliGemma weights and tokenizer from a local directory (``local_files_only=True``)."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise FileNotFoundError(f"{directory} is not a local directory")
+    directory = local_dir(directory)
     model = PaliGemmaForConditionalGeneration.from_pretrained(directory, local_files_only=True)
-    tokenizer_dir = directory / TOKENIZER_DIR if (directory / TOKENIZER_DIR).is_dir() else directory
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-    return model, tokenizer
+    return model, load_local_tokenizer(directory)
 
 
 def unwrap(backbone: Backbone) -> PaliGemmaForConditionalGeneration:
@@ -101,7 +102,7 @@ def load_saved_backbone(directory: str | Path, with_lora: bool) -> tuple[Backbon
     """Inverse of ``save_backbone``."""
     directory = Path(directory)
     model = PaliGemmaForConditionalGeneration.from_pretrained(directory / BACKBONE_DIR, local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(directory / TOKENIZER_DIR, local_files_only=True)
+    tokenizer = load_local_tokenizer(directory)
     if with_lora:
         return PeftModel.from_pretrained(model, directory / ADAPTER_DIR, is_trainable=True), tokenizer
     return model, tokenizer

@@ -33,12 +33,9 @@ class ChunkVLA(TokenVLABase):
     def _slot_hidden(self, prompt: Prompt) -> tuple[torch.Tensor, torch.Tensor]:
         """(hidden at the action slots [N, T, hidden], hidden at the last prompt position [N, hidden])."""
         batch = prompt.embeds.shape[0]
-        count = self.config.tokens_per_chunk
+        count = self.chunk_len * self.action_dim
         slots = self.action_slot_embedding.to(prompt.embeds.dtype).expand(batch, count, -1)
-        embeds = torch.cat([prompt.embeds, slots], dim=1)
-        mask = torch.cat([prompt.attention_mask, prompt.attention_mask.new_ones(batch, count)], dim=1)
-        offsets = torch.arange(count, device=mask.device)
-        positions = torch.cat([prompt.position_ids, prompt.next_position[:, None] + offsets], dim=1)
+        embeds, mask, positions = prompt.followed_by(slots)
         hidden, _ = self.run_backbone(embeds, mask, positions, torch.zeros_like(mask))
         return hidden[:, prompt.length :], hidden[:, prompt.length - 1]
 

@@ -41,7 +41,50 @@ class LoraSettings:
 
 
 @dataclass
-class TokenVLAConfig(DictConfig):
+class VLAInputConfig:
+    """What the VLA families (``TokenVLAConfig``, ``Pi0PolicyConfig``) read from an observation and
+    the auxiliary loss SFT may add to theirs."""
+
+    camera_keys: list[str] = field(default_factory=lambda: ["front"])
+    """Cameras fed to the model in this order, read from ``obs["rgb_<camera>"]``."""
+    image_mean: float = 0.5
+    """Pixel normalisation ``(x / 255 - mean) / std`` (SigLIP: 0.5, 0.5 -> [-1, 1])."""
+    image_std: float = 0.5
+    """See ``image_mean``."""
+    max_instruction_tokens: int = 48
+    """Instructions are truncated to this many tokens (the prompt separator is always kept)."""
+    freeze_vision: bool = False
+    """Keep the vision tower (SigLIP) and its projector frozen during fine-tuning."""
+    proprio_fields: list[str] | None = None
+    """Named parts of ``obs["proprio"]`` to keep (``arm_qpos``, ``arm_qvel``,
+    ``gripper_opening_m``, ``tcp_pos``, ``tcp_rot6``); None keeps all. Leaving out the joint
+    velocities removes a shortcut of behaviour cloning: from the second step of a demonstration
+    on, the velocity tells which way the expert is already moving, so a model can copy the motion
+    and never learn the decision (which cube the instruction names) that started it."""
+    aux_target_key: str | None = None
+    """Vector observation (e.g. ``privileged``) that SFT also regresses from the feature the value
+    head reads (the token VLAs' last prompt position, pi0's action-expert state token), an auxiliary
+    loss that teaches the model to read the instruction (see ``vla_rl.policies.vla.auxiliary``);
+    None: no auxiliary loss. Acting never reads it."""
+    aux_target_dim: int = 0
+    """Width of ``obs[aux_target_key]``."""
+    aux_coef: float = 1.0
+    """Weight of the auxiliary mean squared error in the SFT loss."""
+    aux_layer: int | None = None
+    """Layer (1-based) whose output the auxiliary head reads: a decoder layer at the last prompt
+    position (token VLAs) or an action-expert layer at the state token (pi0); None: the final hidden
+    state (the value head's feature). In a token VLA a middle layer leaves the layers above it to
+    carry what it learned to every action position: an action token other than the first is
+    predicted at an action position, which must otherwise find the target in the prompt itself."""
+
+    def __post_init__(self) -> None:
+        check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)
+        if self.proprio_fields is not None:
+            proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
+
+
+@dataclass
+class TokenVLAConfig(VLAInputConfig, DictConfig):
     """Shared by ``TokenVLA`` (autoregressive) and ``ChunkVLA`` (parallel decoding)."""
 
     chunk_len: int = 4
@@ -50,14 +93,8 @@ class TokenVLAConfig(DictConfig):
     """Values per action (4 for the ``ee_delta_pos`` control)."""
     num_bins: int = 256
     """Uniform bins per action dimension, mapped to the last ``num_bins`` vocabulary ids."""
-    camera_keys: list[str] = field(default_factory=lambda: ["front"])
-    """Cameras fed to the model in this order, read from ``obs["rgb_<camera>"]``."""
     image_size: int | None = None
     """Side in pixels images are resized to; None = the vision tower's ``image_size``."""
-    image_mean: float = 0.5
-    """Pixel normalisation ``(x / 255 - mean) / std`` (SigLIP: 0.5, 0.5 -> [-1, 1])."""
-    image_std: float = 0.5
-    """See ``image_mean``."""
     use_proprio: bool = False
     """Feed the state vector (``state_keys``) as extra prompt embeddings (one, or one per
     ``state_token_sizes`` group): learned linear projections to the text hidden size, placed
@@ -67,12 +104,6 @@ class TokenVLAConfig(DictConfig):
     ``use_proprio``."""
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``."""
-    proprio_fields: list[str] | None = None
-    """Named parts of ``obs["proprio"]`` to keep (``arm_qpos``, ``arm_qvel``,
-    ``gripper_opening_m``, ``tcp_pos``, ``tcp_rot6``); None keeps all. Leaving out the joint
-    velocities removes a shortcut of behaviour cloning: from the second step of a demonstration
-    on, the velocity tells which way the expert is already moving, so a model can copy the motion
-    and never learn the decision (which cube the instruction names) that started it."""
     state_token_sizes: list[int] | None = None
     """Split the state into consecutive groups of these widths, each projected to its own prompt
     token (e.g. ``[24, 3, 3, 3, 2, 2, 2]``: proprioception, three cubes, three pads), so that
@@ -81,27 +112,10 @@ class TokenVLAConfig(DictConfig):
     """Standardise the state with running statistics (fit on the demonstrations by SFT, stored
     with the checkpoint) before projecting it: joint angles in radians and object positions in
     metres otherwise differ in scale by an order of magnitude."""
-    max_instruction_tokens: int = 48
-    """Instructions are truncated to this many tokens (the prompt separator is always kept)."""
     lora: LoraSettings | None = None
     """Low-rank adaptation when set; full fine-tuning of the backbone when None."""
-    freeze_vision: bool = False
-    """Keep the vision tower (SigLIP) and its projector frozen."""
     value_hidden_dim: int = 64
     """Hidden width of the value-head MLP (and of the auxiliary head)."""
-    aux_target_key: str | None = None
-    """Vector observation (e.g. ``privileged``) that SFT also regresses from the prompt feature,
-    an auxiliary loss that teaches the model to read the instruction (see
-    ``vla_rl.policies.vla.auxiliary``); None: no auxiliary loss. Acting never reads it."""
-    aux_target_dim: int = 0
-    """Width of ``obs[aux_target_key]``."""
-    aux_coef: float = 1.0
-    """Weight of the auxiliary mean squared error in the SFT loss."""
-    aux_layer: int | None = None
-    """Decoder layer (1-based) whose output at the last prompt position the auxiliary head reads;
-    None: the final hidden state (the value head's feature). A middle layer leaves the layers above
-    it to carry what it learned to every action position: an action token other than the first is
-    predicted at an action position, which must otherwise find the target in the prompt itself."""
     action_low: list[float] | None = None
     """Per-dimension 1st-percentile action statistic; None = -1 (the env's normalised range)."""
     action_high: list[float] | None = None
@@ -115,18 +129,12 @@ class TokenVLAConfig(DictConfig):
             self.lora = LoraSettings(**self.lora)
         if self.use_proprio and self.proprio_dim <= 0:
             raise ValueError("use_proprio needs proprio_dim > 0")
-        check_auxiliary_settings(self.aux_target_key, self.aux_target_dim, self.aux_coef)
-        if self.proprio_fields is not None:
-            proprio_columns(self.proprio_fields)  # unknown names fail here, before any work
+        super().__post_init__()
         if self.state_token_sizes is not None and sum(self.state_token_sizes) != self.proprio_dim:
             raise ValueError(
                 f"state_token_sizes {self.state_token_sizes} sum to {sum(self.state_token_sizes)}, "
                 f"not proprio_dim {self.proprio_dim}"
             )
-
-    @property
-    def tokens_per_chunk(self) -> int:
-        return self.chunk_len * self.action_dim
 
 
 TINY_BACKBONE_ARGS = (

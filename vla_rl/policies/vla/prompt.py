@@ -41,6 +41,15 @@ class Prompt:
         """int64 [N]: position of the first token after the prompt (its last token is never padding)."""
         return self.position_ids[:, -1] + 1
 
+    def followed_by(self, embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The prompt followed by ``embeds`` [N, T, hidden] (real tokens at the next positions):
+        (embeds [N, L + T, hidden], attention mask [N, L + T], position ids [N, L + T])."""
+        batch, count = embeds.shape[:2]
+        mask = torch.cat([self.attention_mask, self.attention_mask.new_ones(batch, count)], dim=1)
+        offsets = torch.arange(count, device=embeds.device)
+        positions = torch.cat([self.position_ids, self.next_position[:, None] + offsets], dim=1)
+        return torch.cat([self.embeds, embeds], dim=1), mask, positions
+
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """1-indexed running count of real tokens; padded slots get the count so far (unused)."""

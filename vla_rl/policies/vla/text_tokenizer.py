@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from tokenizers import Tokenizer, normalizers, pre_tokenizers
 from tokenizers.models import WordLevel
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 PAD_TOKEN = "<pad>"
 EOS_TOKEN = "<eos>"
@@ -26,6 +27,8 @@ IMAGE_TOKEN = "<image>"
 PROMPT_SEPARATOR = "\n"
 """Ends the prompt (PaliGemma's convention: ``<image>... <bos> instruction \\n``)."""
 SPECIAL_TOKENS = (PAD_TOKEN, EOS_TOKEN, BOS_TOKEN, UNK_TOKEN, IMAGE_TOKEN, PROMPT_SEPARATOR)
+TOKENIZER_DIR = "tokenizer"
+"""Where a policy folder keeps its tokenizer (``save_pretrained``)."""
 
 EXTRA_INSTRUCTION_WORDS = (
     "move the gripper to the target push the cube onto the target pick up the cube "
@@ -81,3 +84,9 @@ def build_text_tokenizer(
         padding_side="left",
     )
     return tokenizer
+
+
+def load_local_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
+    """The tokenizer of a local checkpoint: in its ``tokenizer/`` subdirectory or next to the weights."""
+    tokenizer_dir = directory / TOKENIZER_DIR if (directory / TOKENIZER_DIR).is_dir() else directory
+    return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)

@@ -38,15 +38,8 @@ class TokenVLA(TokenVLABase):
         self, prompt: Prompt, bins: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Prompt followed by the given action tokens: (embeds, mask, positions, token types)."""
-        count = bins.shape[1]
-        batch = prompt.embeds.shape[0]
-        offsets = torch.arange(count, device=bins.device)
-        embeds = torch.cat([prompt.embeds, self.embed_bins(bins)], dim=1)
-        mask = torch.cat([prompt.attention_mask, prompt.attention_mask.new_ones(batch, count)], dim=1)
-        positions = torch.cat([prompt.position_ids, prompt.next_position[:, None] + offsets], dim=1)
-        token_types = torch.cat(
-            [torch.zeros_like(prompt.attention_mask), prompt.attention_mask.new_ones(batch, count)], dim=1
-        )
+        embeds, mask, positions = prompt.followed_by(self.embed_bins(bins))
+        token_types = torch.cat([torch.zeros_like(prompt.attention_mask), torch.ones_like(bins)], dim=1)
         return embeds, mask, positions, token_types
 
     def _teacher_forced(self, prompt: Prompt, bins: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

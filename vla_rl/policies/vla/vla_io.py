@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.policies.pretrained_io import save_weights
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
 from vla_rl.policies.vla.backbone import freeze_vision, load_saved_backbone, save_backbone
 from vla_rl.policies.vla.config import TokenVLAConfig
@@ -39,11 +40,9 @@ def save_token_vla(policy: TokenVLABase, directory: str | Path) -> None:
     record = {"family": policy.registry_name, "config": policy.config.to_dict()}
     (directory / POLICY_CONFIG_FILE).write_text(json.dumps(record, indent=2))
     heads = {
-        name: tensor.detach().contiguous()
-        for name, tensor in policy.state_dict().items()
-        if not name.startswith(BACKBONE_PREFIX)
+        name: tensor for name, tensor in policy.state_dict().items() if not name.startswith(BACKBONE_PREFIX)
     }
-    save_file(heads, str(directory / HEADS_FILE))
+    save_weights(heads, directory / HEADS_FILE)
 
 
 def load_token_vla(cls: type[TokenVLABase], directory: str | Path) -> TokenVLABase:
