@@ -188,4 +188,3 @@ TRAIN_JOB = JobSchema("ppo", TrainConfig, "train", _train_checks, _finish_train_
 """``vla-rl train``'s job: PPO of a state or pixel policy."""
 compose_train_config = TRAIN_JOB.compose
 load_train_config_file = TRAIN_JOB.load_file
-validate_train_config = TRAIN_JOB.validate
