@@ -8,15 +8,16 @@ comes from a separate small env with a camera, so metric worlds never pay for re
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.base import ActorCriticPolicy
@@ -128,24 +129,30 @@ def evaluate(
 
 
 def evaluate_run(
-    policy: ActorCriticPolicy, cfg: TrainConfig, out_dir: Path, video: bool | None = None
+    policy: ActorCriticPolicy | ChunkPolicy,
+    cfg: Any,
+    out_dir: Path | None = None,
+    video: bool | None = None,
+    summary_name: str = SUMMARY_FILENAME,
+    **settings: Any,
 ) -> EvalResult:
-    """A run's evaluation of ``policy`` as ``cfg.eval`` says (``video`` overrides ``cfg.eval.video``),
-    on the run's evaluation episodes; the summary and video go to ``out_dir``."""
+    """A run's evaluation of ``policy`` on the run's evaluation episodes (seed ``cfg.seed +
+    EVAL_SEED_OFFSET``): the settings of ``cfg.eval`` that are keywords of ``evaluate`` (same
+    names: ``num_episodes``, ``deterministic``, ``split``, ``num_envs``, ``execute_steps``, ...),
+    ``settings`` in place of any of them. With ``out_dir`` the summary goes there as
+    ``summary_name``, and the video too when ``video`` (default: ``cfg.eval.video``, off where the
+    job has no such key) is on."""
     ecfg = cfg.eval
+    keywords = inspect.signature(evaluate).parameters
+    given = {name: value for name, value in vars(ecfg).items() if name in keywords}
+    video = getattr(ecfg, "video", False) if video is None else video
     return evaluate(
         policy,
         cfg.env,
-        ecfg.num_episodes,
-        deterministic=ecfg.deterministic,
-        video_dir=out_dir if (ecfg.video if video is None else video) else None,
-        split=ecfg.split,
-        num_envs=ecfg.num_envs,
-        video_envs=ecfg.video_envs,
-        video_camera=ecfg.video_camera,
-        video_size=ecfg.video_size,
+        **{**given, **settings},
+        video_dir=out_dir if video else None,
         seed=cfg.seed + EVAL_SEED_OFFSET,
-        summary_path=out_dir / "eval_summary.json",
+        summary_path=None if out_dir is None else out_dir / summary_name,
     )
 
 
