@@ -16,9 +16,10 @@ env state, sampler, curriculum, evaluations) and the policy, as ``policy.safeten
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ class Run:
 
 @dataclass
 class RunResult:
-    """What a ``train`` call returns; a way of learning adds its own fields (``result_fields``)."""
+    """What a ``train`` call returns; a way of learning adds its own fields (``TrainingLoop.result``)."""
 
     iterations: int
     """Updates completed in total (including those before a resume)."""
@@ -90,7 +91,7 @@ class TrainingLoop:
     saves_pretrained = True
     """The policy goes to the checkpoint as its ``save_pretrained`` folder (False: ``policy.safetensors``)."""
     result_type: type[RunResult] = RunResult
-    """What ``train`` returns: ``RunResult`` and the fields ``result_fields`` adds."""
+    """What ``train`` returns: ``RunResult`` and the fields the subclass adds (see ``result``)."""
 
     def begin(self, cfg: Any) -> None:
         self._built_from = now_s()
@@ -261,7 +262,9 @@ class TrainingLoop:
         return state
 
     def result(self, run: Run) -> Any:
-        """The ``train`` call's ``result_type``: the loop's fields and the subclass's ``result_fields``."""
+        """The ``train`` call's ``result_type``: the loop's fields, and each field it adds to
+        ``RunResult``'s copied from the trainer's attribute of that name (``env_steps``, ``evaluations``)."""
+        added = fields(self.result_type)[len(fields(RunResult)) :]  # a dataclass lists its base's first
         return self.result_type(
             iterations=self.iteration,
             wall_time_s=self.wall_time_s(run),
@@ -269,12 +272,8 @@ class TrainingLoop:
             last_checkpoint=self.last_checkpoint,
             history=run.history,
             events=run.events,
-            **self.result_fields(),
+            **{f.name: copy.copy(getattr(self, f.name)) for f in added},
         )
-
-    def result_fields(self) -> dict[str, Any]:
-        """The fields the subclass's ``result_type`` adds to ``RunResult``'s."""
-        return {}
 
     def wall_time_s(self, run: Run) -> float:
         """The result's ``wall_time_s``: this ``train`` call's."""

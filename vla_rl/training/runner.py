@@ -108,9 +108,6 @@ class Trainer(TrainingLoop):
         self.env_steps = int(state["env_steps"])
         self.source.load_state_dict(state)
 
-    def result_fields(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps}
-
     def plan(self) -> str:
         """One line: what ``train`` (and ``vla-rl train``'s final evaluation) will do, and the cap."""
         cfg = self.cfg

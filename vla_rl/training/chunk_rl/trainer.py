@@ -209,9 +209,6 @@ class ChunkRLTrainer(TrainingLoop):
         """Checkpoints before the algorithms counted their own updates: the run's iteration."""
         return {**state, "algorithm": {"updates": int(state["iteration"]), **state["algorithm"]}}
 
-    def result_fields(self) -> dict[str, Any]:
-        return {"evaluations": list(self.evaluations)}
-
     def wall_time_s(self, run: Run) -> float:
         """The run's wall time, building and earlier ``train`` calls included."""
         return self.clock.elapsed_s if self.clock else 0.0

@@ -140,9 +140,6 @@ class SFTTrainer(TrainingLoop):
         algorithm = {"optimizer": state["optimizer"], "scheduler": state["scheduler"]}
         return {**state, "iteration": state["step"], "algorithm": algorithm}
 
-    def result_fields(self) -> dict[str, Any]:
-        return {"evaluations": self.evaluations, "final_eval": self.final_eval}
-
     @logs_to_run_dir
     def evaluate(self, video: bool = False) -> EvalResult:
         """Success rate of the current policy in the simulator as ``cfg.eval`` says."""
