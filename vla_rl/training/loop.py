@@ -279,15 +279,6 @@ class TrainingLoop:
         """The result's ``wall_time_s``: this ``train`` call's."""
         return now_s() - run.started_s
 
-    @property
-    def obs(self) -> Any:
-        """The observation the next continuous rollout starts from (a rollout source's)."""
-        return self.source.obs
-
-    @obs.setter
-    def obs(self, obs: Any) -> None:
-        self.source.obs = obs
-
     def close(self) -> None:
         """Release the algorithm's workers, the env and the runtime."""
         if hasattr(self.algorithm, "close"):
