@@ -172,10 +172,8 @@ def run_episodes(executor: Executor, env: BatchedEnv, num_episodes: int, seed: i
     """
     quotas = episode_quotas(num_episodes, env.num_envs)
     counted = np.zeros(env.num_envs, dtype=np.int64)
-    returns: list[float] = []
-    lengths: list[float] = []
-    successes: list[bool] = []
-    success_once: list[bool] = []
+    counts: dict[str, list[float]] = {key: [] for key in ("success", "success_once", "return", "length")}
+    """Of every counted episode: its entry of the env's ``info["episode"]``."""
     by_instruction: dict[str, list[bool]] = {}
     bar = phase_bar("evaluation", int(quotas.sum()), "episode")
     obs, _ = env.reset(seed=seed)
@@ -191,22 +189,20 @@ def run_episodes(executor: Executor, env: BatchedEnv, num_episodes: int, seed: i
         for i in np.flatnonzero(done.numpy() & (counted < quotas)):
             if instructions is not None:
                 by_instruction.setdefault(instructions[i], []).append(bool(episode["success"][i]))
-            returns.append(float(episode["return"][i]))
-            lengths.append(float(episode["length"][i]))
-            successes.append(bool(episode["success"][i]))
-            success_once.append(bool(episode["success_once"][i]))
+            for key, values in counts.items():
+                values.append(float(episode[key][i]))
             counted[i] += 1
-        if successes:
-            bar.update(len(successes) - bar.n)
-            bar.set_postfix(success=f"{np.mean(successes):.2f}")
+        if counts["success"]:
+            bar.update(len(counts["success"]) - bar.n)
+            bar.set_postfix(success=f"{np.mean(counts['success']):.2f}")
     bar.close()
-    count = len(returns)
+    mean = {key: float(np.mean(values)) if values else 0.0 for key, values in counts.items()}
     return EvalResult(
-        success_rate=float(np.mean(successes)) if count else 0.0,
-        success_once_rate=float(np.mean(success_once)) if count else 0.0,
-        mean_return=float(np.mean(returns)) if count else 0.0,
-        mean_length=float(np.mean(lengths)) if count else 0.0,
-        num_episodes=count,
+        success_rate=mean["success"],
+        success_once_rate=mean["success_once"],
+        mean_return=mean["return"],
+        mean_length=mean["length"],
+        num_episodes=len(counts["success"]),
         split="",
         success_by_instruction={
             text: float(np.mean(flags)) for text, flags in sorted(by_instruction.items())
