@@ -30,6 +30,7 @@ from vla_rl.training.budget import WallClock, now_s
 from vla_rl.training.checkpoint import (
     POLICY_DIRNAME,
     Checkpoint,
+    checkpoint_name,
     find_resume_checkpoint,
     load_checkpoint,
     save_checkpoint,
@@ -326,7 +327,7 @@ class TrainingLoop:
         return self.last_checkpoint
 
     def unsaved(self) -> bool:
-        return self.last_checkpoint is None or self.last_checkpoint.name != f"iter_{self.iteration:06d}"
+        return self.last_checkpoint is None or self.last_checkpoint.name != checkpoint_name(self.iteration)
 
     def resume(self, checkpoint: Checkpoint | None) -> None:
         """Continue from ``checkpoint`` exactly where it was written (None: a fresh start)."""

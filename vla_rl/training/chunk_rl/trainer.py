@@ -194,8 +194,6 @@ class ChunkRLTrainer(TrainingLoop):
 
     def extra_state(self) -> dict[str, Any]:
         return {
-            "group_counter": 0,
-            "curriculum": None,
             **self.source.state_dict(),
             "policy_name": self.cfg.policy.name,
             "evaluations": self.evaluations,
