@@ -42,39 +42,35 @@ from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.stop_signals import install_stop_handlers
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Run:
-    """What one ``train`` call did, for the subclass's result object."""
+    """What one ``train`` call has done so far (``TrainingLoop.run``); ``RunResult`` adds the totals."""
 
     stop_reason: str
+    """The budget's config key when it was spent (``iterations``, ``steps``, ``total_env_steps``), the
+    ``max_minutes`` stop (``time`` or ``max_minutes``) or ``interrupted``."""
     first_iteration: int
     """The iteration the call started from (after a resume, the checkpoint's)."""
     history: list[dict[str, float]] = field(default_factory=list)
     """Metrics of every update of this call, in order."""
     events: list[str] = field(default_factory=list)
-    """What happened to the workers (a dead env worker replaced, trainer ranks restarted)."""
+    """What happened to the workers during this call (a dead env worker replaced, trainer ranks
+    restarted from a checkpoint)."""
     started_s: float = field(default_factory=now_s)
     """When the ``train`` call began (``budget.now_s``)."""
 
 
-@dataclass
-class RunResult:
-    """What a ``train`` call returns; a way of learning adds its own fields (``TrainingLoop.result``)."""
+@dataclass(kw_only=True)
+class RunResult(Run):
+    """What a ``train`` call returns: its ``Run`` and the totals; a way of learning adds its own
+    fields (``TrainingLoop.result``)."""
 
     iterations: int
     """Updates completed in total (including those before a resume)."""
     wall_time_s: float
     """Wall time of this ``train`` call (chunk RL: of the whole run, across resumes)."""
-    stop_reason: str
-    """The budget's config key when it was spent (``iterations``, ``steps``, ``total_env_steps``), the
-    ``max_minutes`` stop (``time`` or ``max_minutes``) or ``interrupted``."""
     last_checkpoint: Path | None
     """The checkpoint written last."""
-    history: list[dict[str, float]] = field(default_factory=list)
-    """Metrics of every update of this call, in order."""
-    events: list[str] = field(default_factory=list)
-    """What happened to the workers during this call (a dead env worker replaced, trainer ranks
-    restarted from a checkpoint)."""
 
 
 class TrainingLoop:
@@ -267,12 +263,10 @@ class TrainingLoop:
         ``RunResult``'s copied from the trainer's attribute of that name (``env_steps``, ``evaluations``)."""
         added = fields(self.result_type)[len(fields(RunResult)) :]  # a dataclass lists its base's first
         return self.result_type(
+            **{f.name: getattr(run, f.name) for f in fields(Run)},
             iterations=self.iteration,
             wall_time_s=self.wall_time_s(run),
-            stop_reason=run.stop_reason,
             last_checkpoint=self.last_checkpoint,
-            history=run.history,
-            events=run.events,
             **{f.name: copy.copy(getattr(self, f.name)) for f in added},
         )
 
