@@ -186,9 +186,5 @@ class SFTTrainer(TrainingLoop):
 
 
 def eval_metrics(result: EvalResult) -> dict[str, float]:
-    return {
-        "eval/success_rate": result.success_rate,
-        "eval/success_once_rate": result.success_once_rate,
-        "eval/mean_return": result.mean_return,
-        "eval/mean_length": result.mean_length,
-    }
+    names = ("success_rate", "success_once_rate", "mean_return", "mean_length")
+    return {f"eval/{name}": getattr(result, name) for name in names}
