@@ -61,7 +61,6 @@ class Trainer(TrainingLoop):
         self.env = wrap_with_reward_model(env, cfg.reward)
         parts = build_training_components(cfg, self.env)
         self.policy = parts.policy
-        self.buffer = parts.buffer
         self.collector = parts.collector
         self.algorithm = parts.algorithm
         if cfg.distributed.trainer_ranks > 0:
