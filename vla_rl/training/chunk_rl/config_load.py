@@ -169,7 +169,6 @@ RL_EVALUATION_JOB = replace(
 """``RL_JOB`` for a config that only evaluates the run's policies: a removed learning-rate schedule on
 the clock (which plays no part in an evaluation) is dropped instead of refused."""
 compose_rl_config = RL_JOB.compose
-validate_rl_config = RL_JOB.validate
 
 
 def load_rl_config_file(
