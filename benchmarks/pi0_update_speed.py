@@ -103,7 +103,7 @@ def main() -> None:
         collect_s = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            trainer.obs, _ = trainer.collector.collect(trainer.obs, acfg.num_decisions)
+            trainer.source.obs, _ = trainer.collector.collect(trainer.source.obs, acfg.num_decisions)
             batch = trainer.collector.buffer
             collect_s.append(time.perf_counter() - start)
         algorithm, policy = trainer.algorithm, trainer.policy

@@ -128,7 +128,7 @@ def test_invalid_resume_path_fails(tmp_path: Path) -> None:
 def test_env_is_seeded_from_config(tmp_path: Path) -> None:
     a = _trainer(tmp_path / "a", "seed=3")
     b = _trainer(tmp_path / "b", "seed=3")
-    assert (a.obs["privileged"] == b.obs["privileged"]).all()
+    assert (a.source.obs["privileged"] == b.source.obs["privileged"]).all()
     assert isinstance(a.env, toy_env.ToyPointEnv)
 
 

@@ -13,12 +13,9 @@ from typing import Any
 
 _EXPORTS = {
     "ConfigError": "vla_rl.config.structured",
-    "EvalConfig": "vla_rl.config.schema",
-    "LoggerConfig": "vla_rl.config.schema",
     "TrainConfig": "vla_rl.config.schema",
     "compose_train_config": "vla_rl.config.load",
     "load_train_config_file": "vla_rl.config.load",
-    "validate_train_config": "vla_rl.config.load",
 }
 
 __all__ = list(_EXPORTS)

@@ -51,20 +51,25 @@ class JobSchema(Generic[RunT]):
     finish: Callable[[RunT], None] = lambda config: None
     """Checks beyond one rule per key (typed options of a reward model or a policy family), and
     defaults filled in from them; a ``ConfigError`` naming the key."""
+    migrate_overrides: Callable[[Sequence[str]], Sequence[str]] = tuple
+    """The overrides without those of keys an earlier release had (or a ``ConfigError`` naming the
+    key that replaced one), before they are applied."""
+    migrate: Callable[[DictConfig | dict[str, Any]], DictConfig | dict[str, Any]] = lambda raw: raw
+    """A config written by an earlier release in today's keys (the same rules), before it is validated."""
 
     def compose(self, overrides: Sequence[str] = ()) -> RunT:
         """``configs/<config_name>.yaml`` plus Hydra-syntax ``overrides``, validated."""
-        return self.validate(compose_config_module(self.config_name, overrides))
+        return self.validate(compose_config_module(self.config_name, self.migrate_overrides(overrides)))
 
     def load_file(self, path: str | Path, overrides: Sequence[str] = ()) -> RunT:
         """A resolved ``config.yaml`` (as written into checkpoints) with Hydra-syntax ``overrides``
         (e.g. ``eval.num_episodes=10``) applied, validated."""
-        return load_config_file(path, overrides, self.validate)
+        return load_config_file(path, self.migrate_overrides(overrides), self.validate)
 
     def validate(self, raw: DictConfig | dict[str, Any]) -> RunT:
-        """Merge ``raw`` into ``type`` (unknown keys and wrong types fail) and check every value: a
-        ``ConfigError`` naming the key, before anything is built or loaded."""
-        config = validate_structured(self.type, raw, [*run_checks(self.job), *self.checks()])
+        """Merge ``raw`` (migrated) into ``type`` (unknown keys and wrong types fail) and check every
+        value: a ``ConfigError`` naming the key, before anything is built or loaded."""
+        config = validate_structured(self.type, self.migrate(raw), [*run_checks(self.job), *self.checks()])
         self.finish(config)
         return config
 
@@ -188,4 +193,3 @@ TRAIN_JOB = JobSchema("ppo", TrainConfig, "train", _train_checks, _finish_train_
 """``vla-rl train``'s job: PPO of a state or pixel policy."""
 compose_train_config = TRAIN_JOB.compose
 load_train_config_file = TRAIN_JOB.load_file
-validate_train_config = TRAIN_JOB.validate

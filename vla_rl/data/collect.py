@@ -242,7 +242,7 @@ def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None)
     if cfg.policy_checkpoint:
         raise ValueError(
             "policy_checkpoint is set: pass make_actor "
-            "(vla_rl.training.policy_actor.checkpoint_actor_factory builds one)"
+            "(a functools.partial of vla_rl.training.policy_actor.CheckpointActor)"
         )
     return ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -109,11 +108,10 @@ def merge_stats(parts: list[RolloutStats]) -> RolloutStats:
     )
 
 
-def stats_metrics(stats: Any) -> dict[str, float]:
+def stats_metrics(stats: RolloutStats) -> dict[str, float]:
     """A rollout's statistics as ``perf/<name>_s`` and ``rollout/<name>`` scalars (NaN dropped)."""
-    raw = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else dict(vars(stats))
     return {
         f"{'perf' if name.endswith('_s') else 'rollout'}/{name}": float(value)
-        for name, value in raw.items()
+        for name, value in dataclasses.asdict(stats).items()
         if isinstance(value, bool | int | float) and not (isinstance(value, float) and math.isnan(value))
     }

@@ -7,6 +7,7 @@ output_dir=datasets/push noise_std=0.1 env.cameras=[front,wrist] video.lossless=
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from vla_rl.config.structured import ConfigError
@@ -32,7 +33,7 @@ def collect_command(args: argparse.Namespace) -> int:
     """Collect, print a summary; exit 1 when fewer episodes than asked were written."""
     from vla_rl.data.collect import collect_demonstrations
     from vla_rl.data.config import compose_collect_config
-    from vla_rl.training.policy_actor import checkpoint_actor_factory
+    from vla_rl.training.policy_actor import CheckpointActor
 
     cfg = compose_collect_config(list(args.overrides))
     if (Path(cfg.output_dir) / INFO_PATH).exists() and not cfg.append:
@@ -42,7 +43,12 @@ def collect_command(args: argparse.Namespace) -> int:
         )
     make_actor = None
     if cfg.policy_checkpoint:
-        make_actor = checkpoint_actor_factory(cfg.policy_checkpoint, cfg.policy_deterministic, cfg.seed)
+        make_actor = partial(
+            CheckpointActor,
+            checkpoint=cfg.policy_checkpoint,
+            deterministic=cfg.policy_deterministic,
+            seed=cfg.seed,
+        )
     result = collect_demonstrations(cfg, make_actor)
     print(
         f"wrote {result.episodes_written} episodes ({result.frames_written} frames) to {result.path} in "

@@ -8,15 +8,16 @@ comes from a separate small env with a camera, so metric worlds never pay for re
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from vla_rl.config.schema import TrainConfig
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.base import ActorCriticPolicy
@@ -128,24 +129,30 @@ def evaluate(
 
 
 def evaluate_run(
-    policy: ActorCriticPolicy, cfg: TrainConfig, out_dir: Path, video: bool | None = None
+    policy: ActorCriticPolicy | ChunkPolicy,
+    cfg: Any,
+    out_dir: Path | None = None,
+    video: bool | None = None,
+    summary_name: str = SUMMARY_FILENAME,
+    **settings: Any,
 ) -> EvalResult:
-    """A run's evaluation of ``policy`` as ``cfg.eval`` says (``video`` overrides ``cfg.eval.video``),
-    on the run's evaluation episodes; the summary and video go to ``out_dir``."""
+    """A run's evaluation of ``policy`` on the run's evaluation episodes (seed ``cfg.seed +
+    EVAL_SEED_OFFSET``): the settings of ``cfg.eval`` that are keywords of ``evaluate`` (same
+    names: ``num_episodes``, ``deterministic``, ``split``, ``num_envs``, ``execute_steps``, ...),
+    ``settings`` in place of any of them. With ``out_dir`` the summary goes there as
+    ``summary_name``, and the video too when ``video`` (default: ``cfg.eval.video``, off where the
+    job has no such key) is on."""
     ecfg = cfg.eval
+    keywords = inspect.signature(evaluate).parameters
+    given = {name: value for name, value in vars(ecfg).items() if name in keywords}
+    video = getattr(ecfg, "video", False) if video is None else video
     return evaluate(
         policy,
         cfg.env,
-        ecfg.num_episodes,
-        deterministic=ecfg.deterministic,
-        video_dir=out_dir if (ecfg.video if video is None else video) else None,
-        split=ecfg.split,
-        num_envs=ecfg.num_envs,
-        video_envs=ecfg.video_envs,
-        video_camera=ecfg.video_camera,
-        video_size=ecfg.video_size,
+        **{**given, **settings},
+        video_dir=out_dir if video else None,
         seed=cfg.seed + EVAL_SEED_OFFSET,
-        summary_path=out_dir / "eval_summary.json",
+        summary_path=None if out_dir is None else out_dir / summary_name,
     )
 
 
@@ -165,10 +172,8 @@ def run_episodes(executor: Executor, env: BatchedEnv, num_episodes: int, seed: i
     """
     quotas = episode_quotas(num_episodes, env.num_envs)
     counted = np.zeros(env.num_envs, dtype=np.int64)
-    returns: list[float] = []
-    lengths: list[float] = []
-    successes: list[bool] = []
-    success_once: list[bool] = []
+    counts: dict[str, list[float]] = {key: [] for key in ("success", "success_once", "return", "length")}
+    """Of every counted episode: its entry of the env's ``info["episode"]``."""
     by_instruction: dict[str, list[bool]] = {}
     bar = phase_bar("evaluation", int(quotas.sum()), "episode")
     obs, _ = env.reset(seed=seed)
@@ -184,22 +189,20 @@ def run_episodes(executor: Executor, env: BatchedEnv, num_episodes: int, seed: i
         for i in np.flatnonzero(done.numpy() & (counted < quotas)):
             if instructions is not None:
                 by_instruction.setdefault(instructions[i], []).append(bool(episode["success"][i]))
-            returns.append(float(episode["return"][i]))
-            lengths.append(float(episode["length"][i]))
-            successes.append(bool(episode["success"][i]))
-            success_once.append(bool(episode["success_once"][i]))
+            for key, values in counts.items():
+                values.append(float(episode[key][i]))
             counted[i] += 1
-        if successes:
-            bar.update(len(successes) - bar.n)
-            bar.set_postfix(success=f"{np.mean(successes):.2f}")
+        if counts["success"]:
+            bar.update(len(counts["success"]) - bar.n)
+            bar.set_postfix(success=f"{np.mean(counts['success']):.2f}")
     bar.close()
-    count = len(returns)
+    mean = {key: float(np.mean(values)) if values else 0.0 for key, values in counts.items()}
     return EvalResult(
-        success_rate=float(np.mean(successes)) if count else 0.0,
-        success_once_rate=float(np.mean(success_once)) if count else 0.0,
-        mean_return=float(np.mean(returns)) if count else 0.0,
-        mean_length=float(np.mean(lengths)) if count else 0.0,
-        num_episodes=count,
+        success_rate=mean["success"],
+        success_once_rate=mean["success_once"],
+        mean_return=mean["return"],
+        mean_length=mean["length"],
+        num_episodes=len(counts["success"]),
         split="",
         success_by_instruction={
             text: float(np.mean(flags)) for text, flags in sorted(by_instruction.items())

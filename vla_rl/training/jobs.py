@@ -23,18 +23,13 @@ from vla_rl.config.load import ConfigError
 from vla_rl.registry import resolve
 from vla_rl.training.checkpoint import CONFIG_FILENAME, resolve_checkpoint_dir
 
-COMPOSE = {
-    "ppo": "vla_rl.config.load:compose_train_config",
-    "rl": "vla_rl.training.chunk_rl.config_load:compose_rl_config",
-    "sft": "vla_rl.training.sft.config_load:compose_sft_config",
+JOBS = {
+    "ppo": "vla_rl.config.load:TRAIN_JOB",
+    "rl": "vla_rl.training.chunk_rl.config_load:RL_JOB",
+    "sft": "vla_rl.training.sft.config_load:SFT_JOB",
 }
-"""Job -> its config composed from ``configs/`` with Hydra-syntax overrides."""
-LOAD_SAVED = {
-    "ppo": "vla_rl.config.load:load_train_config_file",
-    "rl": "vla_rl.training.chunk_rl.config_load:load_rl_config_file",
-    "sft": "vla_rl.training.sft.config_load:load_sft_config_file",
-}
-"""Job -> its config loaded from a run's ``config.yaml`` with overrides."""
+"""Job -> its ``JobSchema``: its config composed from ``configs/``, or loaded from a run's
+``config.yaml``, with Hydra-syntax overrides."""
 RECIPE_KEY = "recipe"
 """The override that picks an RL recipe, and with it the ``rl`` job of ``vla-rl train``."""
 RESUME_KEY = "resume"
@@ -94,7 +89,7 @@ def job_config(job: str, overrides: Sequence[str], resume: str | None = None) ->
     resume = resume or override_value(overrides, RESUME_KEY)
     kept = [o for o in overrides if o.partition("=")[0].lstrip("+~") != RESUME_KEY]
     if resume is None or resume == "auto":
-        return resolve(COMPOSE, job, "job")([*kept, *(["resume=auto"] if resume == "auto" else [])])
+        return resolve(JOBS, job, "job").compose([*kept, *(["resume=auto"] if resume == "auto" else [])])
     checkpoint = resolve_run_checkpoint(resume)
     kept = [o for o in kept if o.partition("=")[0].lstrip("+~") != RECIPE_KEY]  # the saved config holds it
-    return resolve(LOAD_SAVED, job, "job")(checkpoint / CONFIG_FILENAME, [*kept, f"resume={checkpoint}"])
+    return resolve(JOBS, job, "job").load_file(checkpoint / CONFIG_FILENAME, [*kept, f"resume={checkpoint}"])

@@ -16,9 +16,10 @@ env state, sampler, curriculum, evaluations) and the policy, as ``policy.safeten
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from vla_rl.training.budget import WallClock, now_s
 from vla_rl.training.checkpoint import (
     POLICY_DIRNAME,
     Checkpoint,
+    checkpoint_name,
     find_resume_checkpoint,
     load_checkpoint,
     save_checkpoint,
@@ -40,39 +42,35 @@ from vla_rl.training.seeding import rng_state, seed_everything, set_rng_state
 from vla_rl.training.stop_signals import install_stop_handlers
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Run:
-    """What one ``train`` call did, for the subclass's result object."""
+    """What one ``train`` call has done so far (``TrainingLoop.run``); ``RunResult`` adds the totals."""
 
     stop_reason: str
+    """The budget's config key when it was spent (``iterations``, ``steps``, ``total_env_steps``), the
+    ``max_minutes`` stop (``time`` or ``max_minutes``) or ``interrupted``."""
     first_iteration: int
     """The iteration the call started from (after a resume, the checkpoint's)."""
     history: list[dict[str, float]] = field(default_factory=list)
     """Metrics of every update of this call, in order."""
     events: list[str] = field(default_factory=list)
-    """What happened to the workers (a dead env worker replaced, trainer ranks restarted)."""
+    """What happened to the workers during this call (a dead env worker replaced, trainer ranks
+    restarted from a checkpoint)."""
     started_s: float = field(default_factory=now_s)
     """When the ``train`` call began (``budget.now_s``)."""
 
 
-@dataclass
-class RunResult:
-    """What a ``train`` call returns; a way of learning adds its own fields (``result_fields``)."""
+@dataclass(kw_only=True)
+class RunResult(Run):
+    """What a ``train`` call returns: its ``Run`` and the totals; a way of learning adds its own
+    fields (``TrainingLoop.result``)."""
 
     iterations: int
     """Updates completed in total (including those before a resume)."""
     wall_time_s: float
     """Wall time of this ``train`` call (chunk RL: of the whole run, across resumes)."""
-    stop_reason: str
-    """The budget's config key when it was spent (``iterations``, ``steps``, ``total_env_steps``), the
-    ``max_minutes`` stop (``time`` or ``max_minutes``) or ``interrupted``."""
     last_checkpoint: Path | None
     """The checkpoint written last."""
-    history: list[dict[str, float]] = field(default_factory=list)
-    """Metrics of every update of this call, in order."""
-    events: list[str] = field(default_factory=list)
-    """What happened to the workers during this call (a dead env worker replaced, trainer ranks
-    restarted from a checkpoint)."""
 
 
 class TrainingLoop:
@@ -90,7 +88,7 @@ class TrainingLoop:
     saves_pretrained = True
     """The policy goes to the checkpoint as its ``save_pretrained`` folder (False: ``policy.safetensors``)."""
     result_type: type[RunResult] = RunResult
-    """What ``train`` returns: ``RunResult`` and the fields ``result_fields`` adds."""
+    """What ``train`` returns: ``RunResult`` and the fields the subclass adds (see ``result``)."""
 
     def begin(self, cfg: Any) -> None:
         self._built_from = now_s()
@@ -261,33 +259,20 @@ class TrainingLoop:
         return state
 
     def result(self, run: Run) -> Any:
-        """The ``train`` call's ``result_type``: the loop's fields and the subclass's ``result_fields``."""
+        """The ``train`` call's ``result_type``: the loop's fields, and each field it adds to
+        ``RunResult``'s copied from the trainer's attribute of that name (``env_steps``, ``evaluations``)."""
+        added = fields(self.result_type)[len(fields(RunResult)) :]  # a dataclass lists its base's first
         return self.result_type(
+            **{f.name: getattr(run, f.name) for f in fields(Run)},
             iterations=self.iteration,
             wall_time_s=self.wall_time_s(run),
-            stop_reason=run.stop_reason,
             last_checkpoint=self.last_checkpoint,
-            history=run.history,
-            events=run.events,
-            **self.result_fields(),
+            **{f.name: copy.copy(getattr(self, f.name)) for f in added},
         )
-
-    def result_fields(self) -> dict[str, Any]:
-        """The fields the subclass's ``result_type`` adds to ``RunResult``'s."""
-        return {}
 
     def wall_time_s(self, run: Run) -> float:
         """The result's ``wall_time_s``: this ``train`` call's."""
         return now_s() - run.started_s
-
-    @property
-    def obs(self) -> Any:
-        """The observation the next continuous rollout starts from (a rollout source's)."""
-        return self.source.obs
-
-    @obs.setter
-    def obs(self, obs: Any) -> None:
-        self.source.obs = obs
 
     def close(self) -> None:
         """Release the algorithm's workers, the env and the runtime."""
@@ -336,7 +321,7 @@ class TrainingLoop:
         return self.last_checkpoint
 
     def unsaved(self) -> bool:
-        return self.last_checkpoint is None or self.last_checkpoint.name != f"iter_{self.iteration:06d}"
+        return self.last_checkpoint is None or self.last_checkpoint.name != checkpoint_name(self.iteration)
 
     def resume(self, checkpoint: Checkpoint | None) -> None:
         """Continue from ``checkpoint`` exactly where it was written (None: a fresh start)."""

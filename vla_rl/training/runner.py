@@ -61,7 +61,6 @@ class Trainer(TrainingLoop):
         self.env = wrap_with_reward_model(env, cfg.reward)
         parts = build_training_components(cfg, self.env)
         self.policy = parts.policy
-        self.buffer = parts.buffer
         self.collector = parts.collector
         self.algorithm = parts.algorithm
         if cfg.distributed.trainer_ranks > 0:
@@ -107,9 +106,6 @@ class Trainer(TrainingLoop):
     def load_extra_state(self, state: dict[str, Any]) -> None:
         self.env_steps = int(state["env_steps"])
         self.source.load_state_dict(state)
-
-    def result_fields(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps}
 
     def plan(self) -> str:
         """One line: what ``train`` (and ``vla-rl train``'s final evaluation) will do, and the cap."""

@@ -22,16 +22,10 @@ _FLOAT = "__float__"
 _MARKERS = (_TENSOR, _NDARRAY, _TUPLE, _ITEMS, _FLOAT)
 
 
-def encode_state(state: Any, prefix: str = "") -> tuple[dict[str, torch.Tensor], Any]:
-    """Return ``(tensors, skeleton)``; tensor keys are dotted paths starting with ``prefix``."""
+def encode_state(state: Any) -> tuple[dict[str, torch.Tensor], Any]:
+    """Return ``(tensors, skeleton)``; tensor keys are the dotted paths to the tensors in ``state``."""
     tensors: dict[str, torch.Tensor] = {}
-    skeleton = _encode(state, prefix.rstrip("."), tensors)
-    return tensors, skeleton
-
-
-def decode_state(tensors: dict[str, torch.Tensor], skeleton: Any) -> Any:
-    """Rebuild the structure given to ``encode_state``."""
-    return _decode(skeleton, tensors)
+    return tensors, _encode(state, "", tensors)
 
 
 def _join(path: str, key: object) -> str:
@@ -63,9 +57,10 @@ def _encode(value: Any, path: str, tensors: dict[str, torch.Tensor]) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} at '{path}' in a checkpoint")
 
 
-def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
+def decode_state(tensors: dict[str, torch.Tensor], node: Any) -> Any:
+    """Rebuild the structure given to ``encode_state`` from its ``tensors`` and skeleton ``node``."""
     if isinstance(node, list):
-        return [_decode(v, tensors) for v in node]
+        return [decode_state(tensors, v) for v in node]
     if not isinstance(node, dict):
         return node
     if _TENSOR in node:
@@ -76,7 +71,7 @@ def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if _FLOAT in node:
         return float(node[_FLOAT])
     if _TUPLE in node:
-        return tuple(_decode(v, tensors) for v in node[_TUPLE])
+        return tuple(decode_state(tensors, v) for v in node[_TUPLE])
     if _ITEMS in node:
-        return {k: _decode(v, tensors) for k, v in node[_ITEMS]}
-    return {k: _decode(v, tensors) for k, v in node.items()}
+        return {k: decode_state(tensors, v) for k, v in node[_ITEMS]}
+    return {k: decode_state(tensors, v) for k, v in node.items()}

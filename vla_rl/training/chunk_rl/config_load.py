@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,6 @@ from vla_rl.config.structured import (
     Check,
     ConfigError,
     check_values,
-    compose_config_module,
-    load_config_file,
     not_negative,
     one_of,
     positive,
@@ -41,27 +41,6 @@ REMOVED_CLOCK_KEYS = {
 replacement, what the replacement counts)."""
 EVALUATION_IGNORES = ("algorithm.actor_lr_decay_minutes",)
 """Removed keys that an evaluation of a saved run may drop whatever their value."""
-
-
-def compose_rl_config(overrides: Sequence[str] = ()) -> VLARLConfig:
-    """``configs/rl.yaml`` (a recipe from ``configs/recipe``) plus Hydra-syntax ``overrides``."""
-    return validate_rl_config(compose_config_module(RL_JOB.config_name, without_removed_keys(overrides)))
-
-
-def load_rl_config_file(
-    path: str | Path, overrides: Sequence[str] = (), for_evaluation: bool = False
-) -> VLARLConfig:
-    """A resolved ``config.yaml`` (as written into RL checkpoints) with ``overrides`` applied.
-    ``for_evaluation``: the config only evaluates the run's policies, so a removed learning-rate
-    schedule on the clock (which plays no part in an evaluation) is dropped instead of refused."""
-    kept = without_removed_keys(overrides, EVALUATION_IGNORES if for_evaluation else ())
-    return load_config_file(path, kept, lambda raw: validate_rl_config(raw, for_evaluation))
-
-
-def validate_rl_config(raw: DictConfig | dict[str, Any], for_evaluation: bool = False) -> VLARLConfig:
-    """Merge ``raw`` into ``VLARLConfig`` and check every value (``RL_JOB``), after removing the
-    wall-clock schedules of an earlier release (``migrate_clock_schedules``)."""
-    return RL_JOB.validate(migrate_clock_schedules(raw, ignore=EVALUATION_IGNORES if for_evaluation else ()))
 
 
 def without_removed_keys(overrides: Sequence[str], ignore: Sequence[str] = ()) -> list[str]:
@@ -177,5 +156,24 @@ def _finish_rl_config(cfg: VLARLConfig) -> None:
     check_reward_config(cfg)
 
 
-RL_JOB = JobSchema("rl", VLARLConfig, "rl", _rl_checks, _finish_rl_config)
-"""``vla-rl train recipe=NAME``'s job: RL fine-tuning of a chunk policy."""
+RL_JOB = JobSchema(
+    "rl", VLARLConfig, "rl", _rl_checks, _finish_rl_config, without_removed_keys, migrate_clock_schedules
+)
+"""``vla-rl train recipe=NAME``'s job: RL fine-tuning of a chunk policy (``configs/rl.yaml``, a recipe
+from ``configs/recipe``); the wall-clock schedules of an earlier release are migrated away."""
+RL_EVALUATION_JOB = replace(
+    RL_JOB,
+    migrate_overrides=partial(without_removed_keys, ignore=EVALUATION_IGNORES),
+    migrate=partial(migrate_clock_schedules, ignore=EVALUATION_IGNORES),
+)
+"""``RL_JOB`` for a config that only evaluates the run's policies: a removed learning-rate schedule on
+the clock (which plays no part in an evaluation) is dropped instead of refused."""
+compose_rl_config = RL_JOB.compose
+
+
+def load_rl_config_file(
+    path: str | Path, overrides: Sequence[str] = (), for_evaluation: bool = False
+) -> VLARLConfig:
+    """A resolved ``config.yaml`` (as written into RL checkpoints) with ``overrides`` applied; of
+    ``RL_EVALUATION_JOB`` when ``for_evaluation``."""
+    return (RL_EVALUATION_JOB if for_evaluation else RL_JOB).load_file(path, overrides)

@@ -37,7 +37,7 @@ from vla_rl.training.budget import describe_cap
 from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
-from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
+from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sources import GroupRollouts, Rollouts
@@ -92,16 +92,14 @@ def evaluate_rl_policy(
 ) -> EvalResult:
     """A run's evaluation of ``policy`` on ``split``: its episodes (seeds), execution and sampling
     settings; ``num_episodes`` and ``deterministic`` default to ``cfg.eval``'s."""
-    return evaluate(
+    given = {"num_episodes": num_episodes, "deterministic": deterministic}
+    return evaluate_run(
         policy,
-        cfg.env,
-        cfg.eval.num_episodes if num_episodes is None else num_episodes,
-        deterministic=cfg.eval.deterministic if deterministic is None else deterministic,
-        seed=cfg.seed + EVAL_SEED_OFFSET,
+        cfg,
+        split=split,
         execute_steps=cfg.algorithm.execute_steps,
         temperature=cfg.algorithm.temperature if cfg.eval.temperature is None else cfg.eval.temperature,
-        num_envs=cfg.eval.num_envs,
-        split=split,
+        **{name: value for name, value in given.items() if value is not None},
     )
 
 
@@ -196,8 +194,6 @@ class ChunkRLTrainer(TrainingLoop):
 
     def extra_state(self) -> dict[str, Any]:
         return {
-            "group_counter": 0,
-            "curriculum": None,
             **self.source.state_dict(),
             "policy_name": self.cfg.policy.name,
             "evaluations": self.evaluations,
@@ -210,9 +206,6 @@ class ChunkRLTrainer(TrainingLoop):
     def upgrade_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """Checkpoints before the algorithms counted their own updates: the run's iteration."""
         return {**state, "algorithm": {"updates": int(state["iteration"]), **state["algorithm"]}}
-
-    def result_fields(self) -> dict[str, Any]:
-        return {"evaluations": list(self.evaluations)}
 
     def wall_time_s(self, run: Run) -> float:
         """The run's wall time, building and earlier ``train`` calls included."""

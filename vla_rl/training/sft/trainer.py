@@ -23,7 +23,7 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
 from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, resolve_policy_dir
-from vla_rl.training.evaluate import EVAL_SEED_OFFSET, EvalResult, evaluate
+from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sft.chunk_sampler import ChunkSampler
@@ -140,28 +140,11 @@ class SFTTrainer(TrainingLoop):
         algorithm = {"optimizer": state["optimizer"], "scheduler": state["scheduler"]}
         return {**state, "iteration": state["step"], "algorithm": algorithm}
 
-    def result_fields(self) -> dict[str, Any]:
-        return {"evaluations": self.evaluations, "final_eval": self.final_eval}
-
     @logs_to_run_dir
     def evaluate(self, video: bool = False) -> EvalResult:
         """Success rate of the current policy in the simulator as ``cfg.eval`` says."""
-        ecfg = self.cfg.eval
-        out_dir = self.run_dir / "eval"
-        return evaluate(
-            self.policy,
-            self.cfg.env,
-            ecfg.num_episodes,
-            deterministic=ecfg.deterministic,
-            video_dir=out_dir if video else None,
-            seed=self.cfg.seed + EVAL_SEED_OFFSET,
-            execute_steps=ecfg.execute_steps,
-            temperature=ecfg.temperature,
-            video_envs=ecfg.video_envs,
-            video_camera=ecfg.video_camera,
-            summary_path=out_dir / f"eval_step_{self.step:06d}.json",
-            ensemble_decay=ecfg.ensemble_decay,
-        )
+        summary_name = f"eval_step_{self.step:06d}.json"
+        return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", video, summary_name)
 
     def _make_policy(self, checkpoint: Checkpoint | None) -> ChunkPolicy:
         pcfg = self.cfg.policy
@@ -203,9 +186,5 @@ class SFTTrainer(TrainingLoop):
 
 
 def eval_metrics(result: EvalResult) -> dict[str, float]:
-    return {
-        "eval/success_rate": result.success_rate,
-        "eval/success_once_rate": result.success_once_rate,
-        "eval/mean_return": result.mean_return,
-        "eval/mean_length": result.mean_length,
-    }
+    names = ("success_rate", "success_once_rate", "mean_return", "mean_length")
+    return {f"eval/{name}": getattr(result, name) for name in names}
