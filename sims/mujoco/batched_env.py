@@ -375,13 +375,6 @@ class MujocoBatchedEnv(BatchedEnv):
             renderers = self._renderers
             self._renderers = None
             # Each GL context must be released by the thread that owns it.
-            self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
+            self._run_parallel(lambda ids: renderers.close_current(), np.arange(self.num_envs))
         self._pool.shutdown(wait=True)
         self._stepper.close()
-
-
-def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:
-    renderer = getattr(renderers._local, "renderer", None)
-    if renderer is not None:
-        renderer.close()
-        renderers._local.renderer = None
