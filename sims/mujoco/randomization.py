@@ -7,7 +7,7 @@ Sampling uses the world's own ``np.random.Generator`` only, so seeded resets are
 from __future__ import annotations
 
 import colorsys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import mujoco
 import numpy as np
@@ -64,9 +64,9 @@ TRAIN = RandomizationSplit(
     camera_rot_jitter_rad=0.01,
     heldout_instructions=False,
 )
-OOD_VISUAL = RandomizationSplit(
+OOD_VISUAL = replace(
+    TRAIN,
     name="ood_visual",
-    position_ring=False,
     object_hue_ranges=_HELDOUT_HUES,
     named_colour_hue_jitter=0.04,
     named_colour_value_range=(0.5, 0.7),
@@ -75,18 +75,13 @@ OOD_VISUAL = RandomizationSplit(
     light_pos_jitter_m=0.4,
     camera_pos_jitter_m=0.05,
     camera_rot_jitter_rad=0.06,
-    heldout_instructions=False,
 )
 SPLITS: dict[str, RandomizationSplit] = {
     "train": TRAIN,
     "ood_visual": OOD_VISUAL,
-    "ood_position": RandomizationSplit(**{**TRAIN.__dict__, "name": "ood_position", "position_ring": True}),
-    "ood_semantic": RandomizationSplit(
-        **{**TRAIN.__dict__, "name": "ood_semantic", "heldout_instructions": True}
-    ),
-    "ood_all": RandomizationSplit(
-        **{**OOD_VISUAL.__dict__, "name": "ood_all", "position_ring": True, "heldout_instructions": True}
-    ),
+    "ood_position": replace(TRAIN, name="ood_position", position_ring=True),
+    "ood_semantic": replace(TRAIN, name="ood_semantic", heldout_instructions=True),
+    "ood_all": replace(OOD_VISUAL, name="ood_all", position_ring=True, heldout_instructions=True),
 }
 
 
