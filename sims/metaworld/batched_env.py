@@ -27,11 +27,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, world_seeds
+from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids
 from vla_rl.sims.metaworld.cameras import TaskCameras
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.extras import import_optional
 
@@ -139,8 +139,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         ids = reset_ids(env_ids, self.num_envs)
-        seeds = world_seeds(self, seed, ids) or [None] * len(ids)
-        for i, world_seed in zip(ids, seeds, strict=True):
+        for i, world_seed in zip(ids, world_seeds(self, seed, ids), strict=True):
             self._reset_world(i, world_seed)
         return self._observe(), {}
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
-from vla_rl.sims.batching import EpisodeStats, reset_ids, world_seeds
+from vla_rl.sims.batching import EpisodeStats, reset_ids
 from vla_rl.sims.mujoco.config_checks import validate_config
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size, proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
@@ -25,7 +25,7 @@ from vla_rl.sims.mujoco.stepping import PhysicsStepper
 from vla_rl.sims.tasks.base import TaskState
 from vla_rl.sims.tasks.registry import make_task
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
 
 if TYPE_CHECKING:  # the env only calls what a rollout hands it; no import of the rollout layer
@@ -189,8 +189,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         ids = np.asarray(reset_ids(env_ids, self.num_envs), dtype=np.int64)
-        seeds = world_seeds(self, seed, ids)
-        for i, s in zip(ids, seeds, strict=True) if seeds is not None else ():
+        for i, s in zip(ids, world_seeds(self, seed, ids), strict=True) if seed is not None else ():
             entropy = int(s) if isinstance(s, int | np.integer) else [int(v) for v in s]
             self.rngs[i] = np.random.default_rng(entropy)
         self._reset_worlds(ids)
