@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
-from vla_rl.sims.batching import EpisodeStats, reset_ids
+from vla_rl.sims.batching import EpisodeStats, reset_ids, space_of
 from vla_rl.sims.mujoco.config_checks import validate_config
-from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size, proprio_vector
+from vla_rl.sims.mujoco.observations import proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
 from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
@@ -79,7 +79,8 @@ class MujocoBatchedEnv(BatchedEnv):
 
         self.readout = WorldReadout(m, n, self._tcp_site)
         self._ctrl = np.zeros((n, m.nu))
-        self._action = np.zeros((n, CONTROLLERS[cfg.control_mode].action_dim))
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (CONTROLLERS[cfg.control_mode].action_dim,), np.float32)
+        self._action = np.zeros((n, self.action_dim))
         self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
         self.goals = np.zeros((n, self.task.goal_dim))
         self.instructions = [""] * n
@@ -100,20 +101,9 @@ class MujocoBatchedEnv(BatchedEnv):
         self._stepper = self._make_stepper()
         if self._renderers is None:
             self._stepper.bind_readout(self.readout)
-
-        act_dim = CONTROLLERS[cfg.control_mode].action_dim
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
-        spaces: dict[str, gym.Space] = {
-            "proprio": gym.spaces.Box(-np.inf, np.inf, (fields_size(PROPRIO_FIELDS),), np.float32),
-            "privileged": gym.spaces.Box(-np.inf, np.inf, (self.task.privileged_dim,), np.float32),
-            "objects": gym.spaces.Box(-np.inf, np.inf, (self.task.object_dim,), np.float32),
-        }
-        for cam in cfg.cameras:
-            spaces[f"rgb_{cam}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)
-        spaces["instruction"] = gym.spaces.Text(max_length=256)
-        self.observation_space = gym.spaces.Dict(spaces)
         self._reset_worlds(np.arange(n))
         self._run_parallel(self._gather_and_render, np.arange(n))
+        self.observation_space = space_of(self._observe())
 
     # ------------------------------------------------- what subclasses (other physics) replace
     def _make_renderers(self) -> ThreadLocalRenderers | None:
