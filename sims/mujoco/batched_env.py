@@ -20,8 +20,7 @@ from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split,
 from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
-from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
-from vla_rl.sims.mujoco.stepping import PhysicsStepper
+from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STATE_SPEC, STEPPERS, PhysicsStepper
 from vla_rl.sims.tasks.base import TaskState
 from vla_rl.sims.tasks.registry import make_task
 
@@ -30,8 +29,6 @@ from vla_rl.envs.config import EnvConfig
 
 if TYPE_CHECKING:  # the env only calls what a rollout hands it; no import of the rollout layer
     from vla_rl.envs.timeline import Timeline
-
-STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 
 
 def build_model(cfg: EnvConfig, robot: RobotDescription = PANDA):
