@@ -132,8 +132,6 @@ class IsaacLabBatchedEnv(BatchedEnv):
         return obs
 
     def _images(self) -> dict[str, Any]:
-        if not self._settings.cameras:
-            return {}
         images = {}
         for name in self._settings.cameras:
             output = self._env.scene.sensors[name].data.output  # "rgb", or "rgba" where only that is set
