@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from vla_rl.envs.base import Observation
+from vla_rl.envs.base import Observation, StepResult
 
 
 def reset_ids(env_ids: torch.Tensor | None, num_envs: int) -> list[int]:
@@ -101,6 +101,15 @@ def merge_rows(obs: Observation, final: Observation, done: torch.Tensor) -> Obse
         else:
             merged[key] = torch.where(done.view(-1, *[1] * (value.dim() - 1)), final[key], value)
     return merged
+
+
+def numpy_step_result(
+    obs: Observation, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict, device
+) -> StepResult:
+    """The ``StepResult`` of worlds stepped on the host: numpy [N] rewards (as float32) and end flags
+    as tensors on ``device``."""
+    terminated_and_truncated = [torch.as_tensor(flags).to(device) for flags in (terminated, truncated)]
+    return StepResult(obs, torch.as_tensor(reward).to(device, torch.float32), *terminated_and_truncated, info)
 
 
 def batch_vector(value: Any, num_envs: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:

@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, reset_ids
+from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids
 from vla_rl.sims.libero.client import WorkerClient
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
 from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
@@ -178,13 +178,7 @@ class LiberoBatchedEnv(BatchedEnv):
         if done.any():
             info["episode"] = self._episodes.report(success, self.device)
             self._start_episodes(np.flatnonzero(done).tolist())
-        return StepResult(
-            obs=self._torch_obs(),
-            reward=torch.from_numpy(reward.astype(np.float32)).to(self.device),
-            terminated=torch.from_numpy(terminated).to(self.device),
-            truncated=torch.from_numpy(truncated).to(self.device),
-            info=info,
-        )
+        return numpy_step_result(self._torch_obs(), reward, terminated, truncated, info, self.device)
 
     def step(self, action: torch.Tensor) -> StepResult:
         self.step_async(action)

@@ -27,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, space_of
+from vla_rl.sims.batching import EpisodeStats, clone_obs, numpy_step_result, reset_ids, space_of
 from vla_rl.sims.metaworld.cameras import TaskCameras
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
 
@@ -168,13 +168,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
                 self._reset_world(i, None)
         obs = self._observe(final, ended)
         info_out["final_obs"] = final
-        return StepResult(
-            obs=obs,
-            reward=torch.as_tensor(reward, dtype=torch.float32, device=self.device),
-            terminated=torch.as_tensor(terminated, device=self.device),
-            truncated=torch.as_tensor(truncated, device=self.device),
-            info=info_out,
-        )
+        return numpy_step_result(obs, reward, terminated, truncated, info_out, self.device)
 
     def close(self) -> None:
         for cameras in self._renderers.values():

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
-from vla_rl.sims.batching import EpisodeStats, reset_ids, space_of
+from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids, space_of
 from vla_rl.sims.mujoco.config_checks import validate_config
 from vla_rl.sims.mujoco.observations import proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
@@ -282,13 +282,7 @@ class MujocoBatchedEnv(BatchedEnv):
             self._reset_worlds(done_ids)
             self._run_parallel(self._gather_and_render, done_ids)
             obs = self._observe()
-        return StepResult(
-            obs=obs,
-            reward=self._tensor(reward.astype(np.float32)),
-            terminated=self._tensor(np.zeros(self.num_envs, bool)),
-            truncated=self._tensor(truncated),
-            info=info,
-        )
+        return numpy_step_result(obs, reward, np.zeros(self.num_envs, bool), truncated, info, self.device)
 
     # ------------------------------------------------------------------------ observation
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
