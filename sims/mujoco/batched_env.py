@@ -184,16 +184,16 @@ class MujocoBatchedEnv(BatchedEnv):
         return self._observe(), {}
 
     # ------------------------------------------------------------------------------- step
-    def _robot_state(self, rows: slice) -> RobotState:
+    def _robot_state(self) -> RobotState:
         return RobotState(
-            arm_qpos=self.readout.qpos[rows][:, self._arm_qadr],
-            tcp_pos=self.readout.sensordata[rows, 0:3],
-            tcp_xmat=self.readout.tcp_xmat[rows].reshape(-1, 3, 3),
-            tcp_jacobian=self.readout.jacobian[rows][:, :, self._arm_vadr],
+            arm_qpos=self.readout.qpos[:, self._arm_qadr],
+            tcp_pos=self.readout.sensordata[:, 0:3],
+            tcp_xmat=self.readout.tcp_xmat.reshape(-1, 3, 3),
+            tcp_jacobian=self.readout.jacobian[:, :, self._arm_vadr],
         )
 
     def _apply_controller(self) -> None:
-        arm_targets, gripper = self.controller(self._action, self._robot_state(slice(None)))
+        arm_targets, gripper = self.controller(self._action, self._robot_state())
         self._ctrl[:, self._arm_act] = arm_targets
         self._ctrl[:, self._gripper_act] = gripper
 
@@ -289,15 +289,10 @@ class MujocoBatchedEnv(BatchedEnv):
         return torch.from_numpy(array).to(self.device)
 
     def _observe(self) -> Observation:
-        readout, qpos = self.readout, self.readout.qpos
-        proprio = proprio_vector(
-            qpos[:, self._arm_qadr],
-            readout.qvel[:, self._arm_vadr],
-            qpos[:, self._finger_qadr].sum(axis=1),
-            readout.sensordata[:, 0:3],
-            readout.tcp_xmat.reshape(-1, 3, 3),
-        )
-        privileged = self.task.privileged(self._task_state()).astype(np.float32)
+        robot, state = self._robot_state(), self._task_state()
+        arm_qvel, opening = self.readout.qvel[:, self._arm_vadr], state.gripper_opening_m
+        proprio = proprio_vector(robot.arm_qpos, arm_qvel, opening, robot.tcp_pos, robot.tcp_xmat)
+        privileged = self.task.privileged(state).astype(np.float32)
         obs: Observation = {
             "proprio": self._tensor(proprio),
             "privileged": self._tensor(privileged),
