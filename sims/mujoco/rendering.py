@@ -20,14 +20,17 @@ class WorldRenderer:
     ``Renderer`` does both; the scene is built here from each world's own model.
     """
 
-    def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
+    def __init__(
+        self, model: mujoco.MjModel, image_size: int, max_geom: int = 1000, shadows: bool = True
+    ) -> None:
         if not hasattr(mujoco, "GLContext"):
             raise RuntimeError(
                 f"MuJoCo rendering is off (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}), so cameras cannot "
                 "be rendered: install EGL (Debian: apt-get install libegl1) for headless rendering, or "
                 "set MUJOCO_GL to a backend this machine has before starting"
             )
-        self._renderer = mujoco.Renderer(model, image_size, image_size, max_geom=1000)
+        self._renderer = mujoco.Renderer(model, image_size, image_size, max_geom=max_geom)
+        self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows  # drawn where lights cast them
         self._option = mujoco.MjvOption()
         self._camera = mujoco.MjvCamera()
         self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
