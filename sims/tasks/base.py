@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 import torch
-from vla_rl.sims.mujoco.observations import fields_size, split_fields
+from vla_rl.sims.mujoco.observations import split_fields
 from vla_rl.sims.mujoco.randomization import RandomizationSplit
 from vla_rl.sims.mujoco.scene import place_free_body
 
@@ -76,7 +76,7 @@ class Task(ABC):
 
     @property
     def privileged_dim(self) -> int:
-        return fields_size(self.privileged_fields)
+        return sum(size for _, size in self.privileged_fields)
 
     def split_privileged(self, privileged: np.ndarray) -> dict[str, np.ndarray]:
         return split_fields(privileged, self.privileged_fields)
