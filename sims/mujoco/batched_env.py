@@ -77,7 +77,6 @@ class MujocoBatchedEnv(BatchedEnv):
         self.readout = WorldReadout(m, n, self._tcp_site)
         self._ctrl = np.zeros((n, m.nu))
         self.action_space = gym.spaces.Box(-1.0, 1.0, (CONTROLLERS[cfg.control_mode].action_dim,), np.float32)
-        self._action = np.zeros((n, self.action_dim))
         self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
         self.goals = np.zeros((n, self.task.goal_dim))
         self.instructions = [""] * n
@@ -192,11 +191,6 @@ class MujocoBatchedEnv(BatchedEnv):
             tcp_jacobian=self.readout.jacobian[:, :, self._arm_vadr],
         )
 
-    def _apply_controller(self) -> None:
-        arm_targets, gripper = self.controller(self._action, self._robot_state())
-        self._ctrl[:, self._arm_act] = arm_targets
-        self._ctrl[:, self._gripper_act] = gripper
-
     def _task_state(self) -> TaskState:
         return TaskState(
             tcp_pos=self.readout.sensordata[:, 0:3],
@@ -263,8 +257,9 @@ class MujocoBatchedEnv(BatchedEnv):
         action_np = np.asarray(torch.as_tensor(action).detach().cpu(), dtype=np.float64)
         if action_np.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action shape {action_np.shape} != {(self.num_envs, self.action_dim)}")
-        self._action = action_np
-        self._apply_controller()
+        arm_targets, gripper = self.controller(action_np, self._robot_state())
+        self._ctrl[:, self._arm_act] = arm_targets
+        self._ctrl[:, self._gripper_act] = gripper
 
     def _finish_step(self) -> StepResult:
         reward, success = self.task.reward_and_success(self._task_state())
