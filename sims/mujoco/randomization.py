@@ -140,13 +140,6 @@ def sample_named_rgba(rng: np.random.Generator, split: RandomizationSplit, hue: 
     )
 
 
-def _small_rotation_quat(rng: np.random.Generator, max_angle_rad: float) -> np.ndarray:
-    axis = rng.normal(size=3)
-    axis /= np.linalg.norm(axis)
-    half = 0.5 * rng.uniform(0.0, max_angle_rad)
-    return np.concatenate([[np.cos(half)], np.sin(half) * axis])
-
-
 def randomize_scene(
     model: mujoco.MjModel, base: mujoco.MjModel, rng: np.random.Generator, split: RandomizationSplit
 ) -> None:
@@ -159,8 +152,11 @@ def randomize_scene(
     model.light_diffuse[light] = rng.uniform(*split.light_diffuse_range)
     cam = model.camera("front").id
     model.cam_pos[cam] = base.cam_pos[cam] + rng.uniform(-1, 1, 3) * split.camera_pos_jitter_m
-    quat = np.empty(4)
-    mujoco.mju_mulQuat(quat, _small_rotation_quat(rng, split.camera_rot_jitter_rad), base.cam_quat[cam])
+    axis = rng.normal(size=3)
+    axis /= np.linalg.norm(axis)
+    rotation, quat = np.empty(4), np.empty(4)
+    mujoco.mju_axisAngle2Quat(rotation, axis, rng.uniform(0.0, split.camera_rot_jitter_rad))
+    mujoco.mju_mulQuat(quat, rotation, base.cam_quat[cam])
     model.cam_quat[cam] = quat
 
 
