@@ -25,7 +25,7 @@ import statistics
 import time
 
 import torch
-from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
+from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
 
 from benchmarks.common import machine_line, random_action_steps_per_s
 from vla_rl.config import compose_train_config

@@ -20,7 +20,8 @@ from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split,
 from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
-from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STATE_SPEC, STEPPERS, PhysicsStepper
+from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
+from vla_rl.sims.mujoco.stepping import STATE_SPEC, PhysicsStepper
 from vla_rl.sims.tasks.base import TaskState
 from vla_rl.sims.tasks.registry import make_task
 

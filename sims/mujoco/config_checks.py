@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vla_rl.robots.controllers import CONTROLLERS
 from vla_rl.sims.mujoco.randomization import SPLITS
-from vla_rl.sims.mujoco.stepping import DEFAULT_STEPPER, STEPPERS
+from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
 from vla_rl.sims.tasks.registry import TASKS
 
 from vla_rl.config.structured import check_values

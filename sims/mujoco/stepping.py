@@ -178,17 +178,3 @@ class RolloutStepper(PhysicsStepper):
 
     def close(self) -> None:
         self._runner.close()
-
-
-def _batch_stepper(models: Sequence[mujoco.MjModel], substeps: int, num_threads: int) -> PhysicsStepper:
-    from vla_rl.sims.mujoco.batch_stepper import BatchStepper  # needs mujoco >= 4.0
-
-    return BatchStepper(models, substeps, num_threads)
-
-
-STEPPERS: dict[str, Callable[[Sequence[mujoco.MjModel], int, int], PhysicsStepper]] = {
-    "rollout": RolloutStepper,
-    "threads": ThreadedStepper,
-    "batch": _batch_stepper,
-}
-"""The physics steppers by name (``env.options.stepper``)."""

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
-from vla_rl.sims.mujoco.stepping import STEPPERS, RolloutStepper, ThreadedStepper
+from vla_rl.sims.mujoco.steppers import STEPPERS
+from vla_rl.sims.mujoco.stepping import RolloutStepper, ThreadedStepper
 from vla_rl.sims.tasks.scripted import scripted_action
 
 from vla_rl.envs.config import EnvConfig
