@@ -47,25 +47,23 @@ class WorldRenderer:
         self._renderer.close()
 
 
-class ThreadLocalRenderers:
-    """Lazily creates one ``WorldRenderer`` per calling thread."""
+class ThreadLocalRenderers(threading.local):
+    """Lazily creates one ``WorldRenderer`` per calling thread (``threading.local`` gives each thread
+    its own attributes, set by ``__init__`` with the same arguments on the thread's first use)."""
 
     def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
         self._model = model
         self._size = image_size
-        self._local = threading.local()
+        self.renderer: WorldRenderer | None = None
 
     def get(self) -> WorldRenderer:
-        renderer = getattr(self._local, "renderer", None)
-        if renderer is None:
-            renderer = WorldRenderer(self._model, self._size)
-            self._local.renderer = renderer
-        return renderer
+        if self.renderer is None:
+            self.renderer = WorldRenderer(self._model, self._size)
+        return self.renderer
 
     def close_current(self) -> None:
         """Close the calling thread's renderer, if it has one (a GL context must be released by the
         thread that owns it)."""
-        renderer = getattr(self._local, "renderer", None)
-        if renderer is not None:
-            renderer.close()
-            self._local.renderer = None
+        if self.renderer is not None:
+            self.renderer.close()
+            self.renderer = None
