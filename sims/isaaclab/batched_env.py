@@ -204,14 +204,9 @@ class IsaacLabBatchedEnv(BatchedEnv):
 
     # ---------------------------------------------------------------- stepping
     def step(self, action: torch.Tensor) -> StepResult:
+        low, high, bound = self._action_low, self._action_high, self._settings.options.action_bound
         env_action = unit_to_env_action(
-            action,
-            self.num_envs,
-            self.action_dim,
-            self._action_low,
-            self._action_high,
-            self._settings.options.action_bound,
-            self._sim_device,
+            action, self.num_envs, self.action_dim, low, high, bound, self._sim_device
         )
         if self._capture is not None:
             self._capture.arm()
