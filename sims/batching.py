@@ -1,6 +1,7 @@
-"""What the simulator backends' batched envs share: reading ``reset``'s arguments (which worlds,
-the seed of each; each backend then seeds its worlds its own way), the running episodes'
-statistics, copying and merging observations and describing their space."""
+"""What the simulator backends' batched envs share: reading ``reset``'s arguments (which worlds, an
+integer seed from a world's seed entry; ``vla_rl.envs.base.world_seeds`` gives the entries and each
+backend seeds its worlds its own way), the running episodes' statistics, mapping actions and
+per-world values, copying and merging observations and describing their space."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from vla_rl.envs.base import BatchedEnv, Observation
+from vla_rl.envs.base import Observation, StepResult
 
 
 def reset_ids(env_ids: torch.Tensor | None, num_envs: int) -> list[int]:
@@ -21,18 +22,12 @@ def reset_ids(env_ids: torch.Tensor | None, num_envs: int) -> list[int]:
     return [int(i) for i in torch.as_tensor(env_ids).reshape(-1).tolist()]
 
 
-def world_seeds(
-    env: BatchedEnv, seed: int | Sequence[int | list[int]] | None, ids: Sequence[int]
-) -> list[Any] | None:
-    """One seed entry per reset world ``ids`` (None: unseeded). An int ``seed`` gives world ``i``
-    ``env.world_seed(seed, i)``; a sequence must hold one entry per reset world."""
-    if seed is None:
-        return None
-    if isinstance(seed, int | np.integer):
-        return [env.world_seed(int(seed), int(i)) for i in ids]
-    if len(seed) != len(ids):
-        raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
-    return list(seed)
+def int_seed(entry: int | Sequence[int], bits: int = 32) -> int:
+    """A simulator's integer seed from a ``world_seeds`` entry: an int as it is, a list of ints as the
+    low ``bits`` bits of the first draw of the ``numpy.random.SeedSequence`` they are the entropy of."""
+    if isinstance(entry, int | np.integer):
+        return int(entry)
+    return int(np.random.SeedSequence([int(x) for x in entry]).generate_state(1)[0]) & ((1 << bits) - 1)
 
 
 def clone_obs(obs: Observation) -> Observation:
@@ -106,3 +101,37 @@ def merge_rows(obs: Observation, final: Observation, done: torch.Tensor) -> Obse
         else:
             merged[key] = torch.where(done.view(-1, *[1] * (value.dim() - 1)), final[key], value)
     return merged
+
+
+def numpy_step_result(
+    obs: Observation, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray, info: dict, device
+) -> StepResult:
+    """The ``StepResult`` of worlds stepped on the host: numpy [N] rewards (as float32) and end flags
+    as tensors on ``device``."""
+    terminated_and_truncated = [torch.as_tensor(flags).to(device) for flags in (terminated, truncated)]
+    return StepResult(obs, torch.as_tensor(reward).to(device, torch.float32), *terminated_and_truncated, info)
+
+
+def batch_vector(value: Any, num_envs: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """A simulator's per-world value (tensor or array, [N] or [N, 1]) as a fresh ``dtype`` [N] tensor
+    on ``device`` (simulators overwrite their buffers in place on the next step)."""
+    return torch.as_tensor(value).reshape(num_envs).to(device=device, dtype=dtype, copy=True)
+
+
+def unit_to_env_action(
+    action: torch.Tensor,
+    num_envs: int,
+    action_dim: int,
+    low: torch.Tensor | None,
+    high: torch.Tensor | None,
+    bound: float,
+    device: str | torch.device,
+) -> torch.Tensor:
+    """Maps ``[N, A]`` actions in [-1, 1] (clipped) to the env: affinely onto ``[low, high]`` where the
+    env's action space is bounded, else multiplied by ``bound``."""
+    if tuple(action.shape) != (num_envs, action_dim):
+        raise ValueError(f"action must have shape {(num_envs, action_dim)}, got {tuple(action.shape)}")
+    unit = action.detach().to(device=device, dtype=torch.float32).clamp(-1.0, 1.0)
+    if low is None or high is None:
+        return unit * bound
+    return low + (unit + 1.0) * 0.5 * (high - low)

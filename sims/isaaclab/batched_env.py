@@ -21,11 +21,20 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, clone_obs, merge_rows, reset_ids, space_of, world_seeds
-from vla_rl.sims.isaaclab.conversions import as_torch, flatten_group, rgb_uint8, unit_to_env_action
+from vla_rl.sims.batching import (
+    EpisodeStats,
+    batch_vector,
+    clone_obs,
+    int_seed,
+    merge_rows,
+    reset_ids,
+    space_of,
+    unit_to_env_action,
+)
+from vla_rl.sims.isaaclab.conversions import flatten_group, rgb_uint8
 from vla_rl.sims.isaaclab.settings import DEFAULT_SUCCESS_TERMS, IsaacLabSettings
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 
 ANY_TERMINATION = "terminated"
 """Success-term name meaning "any termination that is not a time out"."""
@@ -123,8 +132,6 @@ class IsaacLabBatchedEnv(BatchedEnv):
         return obs
 
     def _images(self) -> dict[str, Any]:
-        if not self._settings.cameras:
-            return {}
         images = {}
         for name in self._settings.cameras:
             output = self._env.scene.sensors[name].data.output  # "rgb", or "rgba" where only that is set
@@ -137,7 +144,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         return self._env._get_observations()
 
     def _pre_reset_snapshot(self) -> dict[str, Any]:
-        images = {name: as_torch(image).clone() for name, image in self._images().items()}
+        images = {name: torch.as_tensor(image).clone() for name, image in self._images().items()}
         groups = None if self._native_final_obs else _clone_tree(self._compute_groups())
         return {"images": images, "groups": groups}
 
@@ -145,13 +152,13 @@ class IsaacLabBatchedEnv(BatchedEnv):
         success = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         for name in self._success_terms:
             value = terminated if name == ANY_TERMINATION else self._env.termination_manager.get_term(name)
-            success |= as_torch(value).to(self.device, torch.bool)
+            success |= torch.as_tensor(value).to(self.device, torch.bool)
         return success
 
     # ---------------------------------------------------------------- resets
     def world_seed(self, seed: int, world: int) -> int:
         """Isaac Lab seeds are ints: a 32-bit draw of ``SeedSequence([seed, world])``."""
-        return _int_seed([int(seed), int(world)])
+        return int_seed([seed, world])
 
     def _reset_ids(self, ids: list[int]) -> dict[str, Any]:
         """Resets worlds ``ids`` of the Isaac Lab env and returns its observation groups."""
@@ -176,7 +183,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
                 self._env.seed(seed)
                 groups = self._reset_ids([world])
         else:
-            self._env.seed(int(np.random.SeedSequence(seeds).generate_state(1)[0]))
+            self._env.seed(int_seed(seeds))
             groups = self._reset_ids(ids)
         return self._observation(groups, self._images())
 
@@ -184,8 +191,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         ids = sorted(set(reset_ids(env_ids, self.num_envs)))
-        entries = world_seeds(self, seed, ids)
-        seeds = None if entries is None else [_int_seed(s) for s in entries]
+        seeds = None if seed is None else [int_seed(s) for s in world_seeds(self, seed, ids)]
         if not ids:
             return clone_obs(self._obs), {}
         fresh = self._reset_worlds(ids, seeds)
@@ -198,14 +204,9 @@ class IsaacLabBatchedEnv(BatchedEnv):
 
     # ---------------------------------------------------------------- stepping
     def step(self, action: torch.Tensor) -> StepResult:
+        low, high, bound = self._action_low, self._action_high, self._settings.options.action_bound
         env_action = unit_to_env_action(
-            action,
-            self.num_envs,
-            self.action_dim,
-            self._action_low,
-            self._action_high,
-            self._settings.options.action_bound,
-            self._sim_device,
+            action, self.num_envs, self.action_dim, low, high, bound, self._sim_device
         )
         if self._capture is not None:
             self._capture.arm()
@@ -215,11 +216,11 @@ class IsaacLabBatchedEnv(BatchedEnv):
             snapshot = self._capture.disarm() if self._capture is not None else None
         native_final = extras.pop("final_obs", None)  # popped: a stale entry must not reach later steps
         # copies: Isaac Lab overwrites these buffers in place on its next step
-        terminated = self._vector(terminated, torch.bool)
-        truncated = self._vector(time_outs, torch.bool) & ~terminated
+        terminated = batch_vector(terminated, self.num_envs, self.device, torch.bool)
+        truncated = batch_vector(time_outs, self.num_envs, self.device, torch.bool) & ~terminated
         done = terminated | truncated
         success = self._success(terminated)
-        reward = self._vector(reward, torch.float32)
+        reward = batch_vector(reward, self.num_envs, self.device, torch.float32)
 
         self._obs = self._observation(groups, self._images())
         final = clone_obs(self._obs)
@@ -232,9 +233,6 @@ class IsaacLabBatchedEnv(BatchedEnv):
             info["episode"] = self._episodes.report(success, self.device)
             self._episodes.start(done)
         return StepResult(clone_obs(self._obs), reward, terminated, truncated, info)
-
-    def _vector(self, value: Any, dtype: torch.dtype) -> torch.Tensor:
-        return as_torch(value).reshape(self.num_envs).to(device=self.device, dtype=dtype, copy=True)
 
     def _pre_reset_observation(self, native_final: Any, snapshot: dict[str, Any] | None) -> Observation:
         groups = native_final if self._native_final_obs else (snapshot or {}).get("groups")
@@ -250,13 +248,7 @@ class IsaacLabBatchedEnv(BatchedEnv):
         self._env.close()
 
 
-def _int_seed(seed: int | list[int]) -> int:
-    if isinstance(seed, int | np.integer):
-        return int(seed)
-    return int(np.random.SeedSequence([int(s) for s in seed]).generate_state(1)[0])
-
-
 def _clone_tree(groups: Any) -> Any:
     if isinstance(groups, dict):
         return {key: _clone_tree(value) for key, value in groups.items()}
-    return as_torch(groups).clone()
+    return torch.as_tensor(groups).clone()

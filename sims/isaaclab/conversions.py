@@ -1,4 +1,4 @@
-"""Conversions between Isaac Lab's tensors and the toolkit's observation / action conventions.
+"""Conversions between Isaac Lab's tensors and the toolkit's observation conventions.
 
 Isaac Lab returns observations as a dict of groups (``"policy"``, ``"critic"``, ...), each either one
 concatenated ``[N, D]`` tensor or a dict of per-term tensors. Isaac Lab 3 keeps asset and sensor
@@ -14,10 +14,6 @@ from typing import Any
 import torch
 
 
-def as_torch(value: Any) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
-
-
 def flatten_group(group: Any, num_envs: int, device: torch.device) -> torch.Tensor:
     """One observation group as float32 ``[N, D]`` (a copy, so later steps cannot change it).
 
@@ -25,11 +21,13 @@ def flatten_group(group: Any, num_envs: int, device: torch.device) -> torch.Tens
     read from the camera sensors as ``rgb_<camera>``.
     """
     if isinstance(group, Mapping):
-        parts = [flatten_group(term, num_envs, device) for term in group.values() if as_torch(term).ndim < 4]
+        parts = [
+            flatten_group(term, num_envs, device) for term in group.values() if torch.as_tensor(term).ndim < 4
+        ]
         if not parts:
             return torch.zeros(num_envs, 0, dtype=torch.float32, device=device)
         return torch.cat(parts, dim=-1)
-    tensor = as_torch(group)
+    tensor = torch.as_tensor(group)
     return tensor.reshape(num_envs, -1).to(device=device, dtype=torch.float32, copy=True)
 
 
@@ -39,7 +37,7 @@ def rgb_uint8(image: Any, device: torch.device) -> torch.Tensor:
     Isaac Lab's camera images are row 0 at the top already (no flip). uint8 images are copied as they
     are; float images in [0, 1] are scaled by 255 and rounded (floats above 1 are taken as 0-255).
     """
-    tensor = as_torch(image)
+    tensor = torch.as_tensor(image)
     if tensor.ndim != 4 or tensor.shape[-1] not in (3, 4):
         raise ValueError(f"expected camera images [N, H, W, 3|4], got shape {tuple(tensor.shape)}")
     tensor = tensor[..., :3]
@@ -47,22 +45,3 @@ def rgb_uint8(image: Any, device: torch.device) -> torch.Tensor:
         scale = 255.0 if float(tensor.max()) <= 1.0 else 1.0
         tensor = (tensor.float() * scale).round().clamp(0, 255)
     return tensor.to(device=device, dtype=torch.uint8, copy=True)
-
-
-def unit_to_env_action(
-    action: torch.Tensor,
-    num_envs: int,
-    action_dim: int,
-    low: torch.Tensor | None,
-    high: torch.Tensor | None,
-    bound: float,
-    device: str | torch.device,
-) -> torch.Tensor:
-    """Maps ``[N, A]`` actions in [-1, 1] (clipped) to the env: affinely onto ``[low, high]`` where the
-    Isaac Lab action space is bounded, else multiplied by ``bound``."""
-    if tuple(action.shape) != (num_envs, action_dim):
-        raise ValueError(f"action must have shape {(num_envs, action_dim)}, got {tuple(action.shape)}")
-    unit = action.detach().to(device=device, dtype=torch.float32).clamp(-1.0, 1.0)
-    if low is None or high is None:
-        return unit * bound
-    return low + (unit + 1.0) * 0.5 * (high - low)

@@ -106,10 +106,6 @@ class IsaacLabSettings:
         return "cuda:0" if self.device == "cuda" else self.device
 
 
-def find_task_spec(task: str) -> TaskSpec | None:
-    return next((spec for prefix, spec in TASK_SPECS if task.startswith(prefix)), None)
-
-
 def settings_from_config(cfg: EnvConfig) -> IsaacLabSettings:
     """Checks ``cfg`` and returns the backend's settings; raises ``ValueError`` naming the bad key."""
     options = OPTIONS.validate(cfg.options, "env.options")
@@ -129,7 +125,7 @@ def settings_from_config(cfg: EnvConfig) -> IsaacLabSettings:
     if cameras and cfg.image_size < 1:
         raise ValueError(f"env.image_size must be >= 1 when cameras are rendered, got {cfg.image_size}")
 
-    spec = find_task_spec(cfg.task)
+    spec = next((task_spec for prefix, task_spec in TASK_SPECS if cfg.task.startswith(prefix)), None)
     instruction = options.instruction if options.instruction is not None else spec and spec.instruction
     if not isinstance(instruction, str) or not instruction.strip():
         raise ValueError(

@@ -24,12 +24,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, reset_ids, world_seeds
+from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids
 from vla_rl.sims.libero.client import WorkerClient
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
 from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
 
 ACTION_DIM = 7
@@ -146,8 +146,7 @@ class LiberoBatchedEnv(BatchedEnv):
         ids = reset_ids(env_ids, self.num_envs)
         if self._obs is None and len(ids) < self.num_envs:
             raise RuntimeError("the first reset must reset every world")
-        seeds = world_seeds(self, seed, ids)
-        for i, world_seed in zip(ids, seeds, strict=True) if seeds is not None else ():
+        for i, world_seed in zip(ids, world_seeds(self, seed, ids), strict=True) if seed is not None else ():
             self._rngs[i] = np.random.default_rng(np.random.SeedSequence(world_seed))
         self._start_episodes(ids)
         return self._torch_obs(), {}
@@ -179,13 +178,7 @@ class LiberoBatchedEnv(BatchedEnv):
         if done.any():
             info["episode"] = self._episodes.report(success, self.device)
             self._start_episodes(np.flatnonzero(done).tolist())
-        return StepResult(
-            obs=self._torch_obs(),
-            reward=torch.from_numpy(reward.astype(np.float32)).to(self.device),
-            terminated=torch.from_numpy(terminated).to(self.device),
-            truncated=torch.from_numpy(truncated).to(self.device),
-            info=info,
-        )
+        return numpy_step_result(self._torch_obs(), reward, terminated, truncated, info, self.device)
 
     def step(self, action: torch.Tensor) -> StepResult:
         self.step_async(action)

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 SUITE_MAX_EPISODE_STEPS = {
     "libero_spatial": 220,
     "libero_object": 280,
@@ -116,8 +118,5 @@ def write_libero_config(config_dir: Path, package_dir: Path, assets_dir: Path) -
     }
     config_dir.mkdir(parents=True, exist_ok=True)
     path = config_dir / "config.yaml"
-    # Plain "key: 'path'" lines are valid YAML; single quotes need no escaping except doubling.
-    path.write_text(
-        "".join(f"{key}: '{str(value).replace(chr(39), chr(39) * 2)}'\n" for key, value in entries.items())
-    )
+    path.write_text(yaml.safe_dump({key: str(value) for key, value in entries.items()}))
     return path

@@ -24,16 +24,22 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, clone_obs, merge_rows, reset_ids, space_of, world_seeds
+from vla_rl.sims.batching import (
+    EpisodeStats,
+    batch_vector,
+    clone_obs,
+    int_seed,
+    merge_rows,
+    reset_ids,
+    space_of,
+    unit_to_env_action,
+)
 from vla_rl.sims.maniskill.observations import ObservationLayout, map_observation
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 
-
-def _int_seed(entry: int | Sequence[int]) -> int:
-    """A ManiSkill seed (< 2**31, as ManiSkill draws them) from an int or a list of ints."""
-    entropy = [int(entry)] if isinstance(entry, int | np.integer) else [int(x) for x in entry]
-    return int(np.random.SeedSequence(entropy).generate_state(1)[0] & 0x7FFFFFFF)
+SEED_BITS = 31
+"""ManiSkill draws its seeds below 2**31; seeds made from lists of ints are kept there too."""
 
 
 class ManiSkillBatchedEnv(BatchedEnv):
@@ -93,27 +99,18 @@ class ManiSkillBatchedEnv(BatchedEnv):
 
     def scale_action(self, action: torch.Tensor) -> torch.Tensor:
         """[-1, 1] -> the env's bounds: ``low + (a + 1) / 2 * (high - low)``, after clipping."""
-        if tuple(action.shape) != (self.num_envs, self.action_dim):
-            raise ValueError(
-                f"action must have shape {(self.num_envs, self.action_dim)}, got {tuple(action.shape)}"
-            )
-        unit = action.detach().to(self.sim_device, torch.float32).clamp(-1.0, 1.0)
-        return self._action_low + (unit + 1.0) * 0.5 * (self._action_high - self._action_low)
+        low, high = self._action_low, self._action_high
+        return unit_to_env_action(action, self.num_envs, self.action_dim, low, high, 1.0, self.sim_device)
 
     # ---------------------------------------------------------------- contract
     def world_seed(self, seed: int, world: int) -> int:
-        return _int_seed([seed, world])
+        return int_seed([seed, world], SEED_BITS)
 
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         ids = reset_ids(env_ids, self.num_envs)
-        entries = world_seeds(self, seed, ids)
-        seeds = (
-            None
-            if entries is None
-            else [_int_seed(s) if isinstance(s, list | tuple) else int(s) for s in entries]
-        )
+        seeds = None if seed is None else [int_seed(s, SEED_BITS) for s in world_seeds(self, seed, ids)]
 
         if not ids:  # nothing to reset: the current observation
             raw, info = self.base.get_obs(), {}
@@ -130,19 +127,17 @@ class ManiSkillBatchedEnv(BatchedEnv):
 
     def step(self, action: torch.Tensor) -> StepResult:
         raw, reward, terminated, truncated, info = self.env.step(self.scale_action(action))
-        reward = torch.as_tensor(reward, device=self.device).float().reshape(self.num_envs).clone()
-        terminated = torch.as_tensor(terminated, device=self.device).bool().reshape(self.num_envs).clone()
+        n, device = self.num_envs, self.device
+        reward = batch_vector(reward, n, device, torch.float32)
+        terminated = batch_vector(terminated, n, device, torch.bool)
         if self.ignore_terminations:
             terminated.zero_()
         success = info.get("success")
-        success = (
-            torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-            if success is None
-            else torch.as_tensor(success, device=self.device).bool().reshape(self.num_envs).clone()
-        )
+        success = torch.zeros(n, dtype=torch.bool, device=device) if success is None else success
+        success = batch_vector(success, n, device, torch.bool)
         self._episodes.add(reward, success)
-        truncated = torch.as_tensor(truncated, device=self.device).bool().reshape(self.num_envs)
-        truncated = truncated | (self._episodes.length >= self.max_episode_steps)
+        truncated = batch_vector(truncated, n, device, torch.bool)
+        truncated |= self._episodes.length >= self.max_episode_steps
         done = terminated | truncated
 
         obs = self._observe(raw)

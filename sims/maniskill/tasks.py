@@ -72,8 +72,6 @@ OPTION_KEYS = {
 class ManiSkillSettings:
     """Everything the factory needs, resolved from an ``EnvConfig``."""
 
-    task: str
-    spec: TaskSpec
     obs_mode: str
     control_mode: str
     instruction: str | None
@@ -156,8 +154,6 @@ def resolve_settings(cfg: EnvConfig) -> ManiSkillSettings:
     make_kwargs.update(extra)
 
     return ManiSkillSettings(
-        task=cfg.task,
-        spec=spec,
         obs_mode=obs_mode,
         control_mode=control_mode,
         instruction=instruction if instruction is not None else spec.instruction,

@@ -27,11 +27,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from vla_rl.sims.batching import EpisodeStats, clone_obs, reset_ids, world_seeds
+from vla_rl.sims.batching import EpisodeStats, clone_obs, numpy_step_result, reset_ids, space_of
 from vla_rl.sims.metaworld.cameras import TaskCameras
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.extras import import_optional
 
@@ -90,7 +90,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
         self._obs = np.zeros((self.num_envs, OBS_DIM), dtype=np.float64)
         self._episodes = EpisodeStats(self.num_envs)
         self._renderers: dict[str, TaskCameras] = {}
-        self.reset(seed=0)
+        obs, _ = self.reset(seed=0)  # images not rendered yet, but of their shape: the space reads that
         try:
             for task, world in zip(self.tasks, self.worlds, strict=True):
                 if self.cameras and task not in self._renderers:
@@ -101,14 +101,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
             self.close()
             raise
 
-        spaces: dict[str, gym.Space] = {
-            "proprio": gym.spaces.Box(-np.inf, np.inf, (PROPRIO.stop,), np.float32),
-            "privileged": gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32),
-            "instruction": gym.spaces.Text(max_length=256),
-        }
-        for camera in self.cameras:
-            spaces[f"rgb_{camera}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)
-        self.observation_space = gym.spaces.Dict(spaces)
+        self.observation_space = space_of(obs)
         self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 
     # ---------------------------------------------------------------- observations
@@ -139,8 +132,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         ids = reset_ids(env_ids, self.num_envs)
-        seeds = world_seeds(self, seed, ids) or [None] * len(ids)
-        for i, world_seed in zip(ids, seeds, strict=True):
+        for i, world_seed in zip(ids, world_seeds(self, seed, ids), strict=True):
             self._reset_world(i, world_seed)
         return self._observe(), {}
 
@@ -176,13 +168,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
                 self._reset_world(i, None)
         obs = self._observe(final, ended)
         info_out["final_obs"] = final
-        return StepResult(
-            obs=obs,
-            reward=torch.as_tensor(reward, dtype=torch.float32, device=self.device),
-            terminated=torch.as_tensor(terminated, device=self.device),
-            truncated=torch.as_tensor(truncated, device=self.device),
-            info=info_out,
-        )
+        return numpy_step_result(obs, reward, terminated, truncated, info_out, self.device)
 
     def close(self) -> None:
         for cameras in self._renderers.values():

@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import mujoco
 import numpy as np
+from vla_rl.sims.mujoco.rendering import WorldRenderer
 
 UP_AXIS_Z = 7
 """Index, in MuJoCo's row-major 3x3 ``cam_xmat``, of the world z-component of the camera's y (image
@@ -40,9 +42,6 @@ class TaskCameras:
         shadows: bool = False,
         multisample: bool = False,
     ) -> None:
-        import mujoco
-
-        self._mujoco = mujoco
         self.camera_ids = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) for name in cameras]
         unknown = [name for name, cid in zip(cameras, self.camera_ids, strict=True) if cid < 0]
         if unknown:
@@ -53,23 +52,16 @@ class TaskCameras:
         model.vis.global_.offwidth = max(model.vis.global_.offwidth, image_size)
         model.vis.global_.offheight = max(model.vis.global_.offheight, image_size)
         model.vis.quality.offsamples = 4 if multisample else 0
-        self.renderer = mujoco.Renderer(model, image_size, image_size)
-        self.renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows
+        self.renderer = WorldRenderer(model, image_size, max_geom=10000, shadows=shadows)
         self.rotate = [camera_is_upside_down(data, cid) for cid in self.camera_ids]
-        self._option = mujoco.MjvOption()
-        self._camera = mujoco.MjvCamera()
-        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self.image_size = image_size
 
     def render(self, model: Any, data: Any) -> list[np.ndarray]:
         """One image per camera of the world ``(model, data)``, in the order the cameras were given."""
-        mujoco = self._mujoco
         images = []
         for camera_id, rotate in zip(self.camera_ids, self.rotate, strict=True):
-            self._camera.fixedcamid = camera_id
-            mujoco.mjv_updateScene(
-                model, data, self._option, None, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self.renderer.scene
-            )
-            image = self.renderer.render()
+            image = np.empty((self.image_size, self.image_size, 3), np.uint8)
+            self.renderer.render(model, data, camera_id, image)
             images.append(image[::-1, ::-1] if rotate else image)
         return images
 

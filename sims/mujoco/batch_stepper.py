@@ -19,10 +19,7 @@ from collections.abc import Sequence
 import mujoco
 import numpy as np
 from vla_rl.sims.mujoco.readout import WorldReadout
-from vla_rl.sims.mujoco.stepping import PhysicsStepper
-
-STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
-"""What a batch row holds (``mj_getState`` order)."""
+from vla_rl.sims.mujoco.stepping import STATE_SPEC, PhysicsStepper
 
 
 def load_batch_module():  # noqa: ANN201 - the mujoco.batch module
@@ -107,9 +104,7 @@ class BatchStepper(PhysicsStepper):
         self._jacobian = AxisJacobian(self.models[0], readout.tcp_site)
 
     def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:
-        state = self._batch.state
-        for i in np.asarray(ids).tolist():
-            mujoco.mj_getState(self.models[i], datas[i], state[i], STATE_SPEC)
+        self._save_states(datas, ids, self._batch.state, STATE_SPEC)
         # Resets edit the worlds' models (colours, lights, cameras); the batch reads them anew.
         self._batch.set_models(self.models)
 
@@ -128,23 +123,10 @@ class BatchStepper(PhysicsStepper):
             readout.tcp_xmat[:] = self._site_xmat[:, readout.tcp_site]
             self._jacobian(self._xaxis, self._xanchor, self._site_xpos, readout.jacobian)
             return
-
-        def load_chunk(ids: np.ndarray) -> None:
-            self._load(datas, ids)
-            refresh(ids)
-
-        if parallel_refresh:
-            run_parallel(load_chunk, np.arange(len(datas)))
-        else:
-            load_chunk(np.arange(len(datas)))
+        self._load_and_refresh(datas, self._batch.state, STATE_SPEC, run_parallel, refresh, parallel_refresh)
 
     def sync_datas(self, datas: Sequence[mujoco.MjData]) -> None:
-        self._load(datas, np.arange(len(datas)))
-
-    def _load(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:
-        state = self._batch.state
-        for i in ids.tolist():
-            mujoco.mj_setState(self.models[i], datas[i], state[i], STATE_SPEC)
+        self._load_states(datas, np.arange(len(datas)), self._batch.state, STATE_SPEC)
 
     def close(self) -> None:
         self._batch = None

@@ -13,25 +13,23 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
-from vla_rl.sims.batching import EpisodeStats, reset_ids, world_seeds
+from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids, space_of
 from vla_rl.sims.mujoco.config_checks import validate_config
-from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, fields_size, proprio_vector
+from vla_rl.sims.mujoco.observations import proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
 from vla_rl.sims.mujoco.readout import WorldReadout
 from vla_rl.sims.mujoco.rendering import ThreadLocalRenderers
 from vla_rl.sims.mujoco.scene import new_scene_spec
 from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
-from vla_rl.sims.mujoco.stepping import PhysicsStepper
+from vla_rl.sims.mujoco.stepping import STATE_SPEC, PhysicsStepper
 from vla_rl.sims.tasks.base import TaskState
 from vla_rl.sims.tasks.registry import make_task
 
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
 
 if TYPE_CHECKING:  # the env only calls what a rollout hands it; no import of the rollout layer
     from vla_rl.envs.timeline import Timeline
-
-STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 
 
 def build_model(cfg: EnvConfig, robot: RobotDescription = PANDA):
@@ -79,7 +77,7 @@ class MujocoBatchedEnv(BatchedEnv):
 
         self.readout = WorldReadout(m, n, self._tcp_site)
         self._ctrl = np.zeros((n, m.nu))
-        self._action = np.zeros((n, CONTROLLERS[cfg.control_mode].action_dim))
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (CONTROLLERS[cfg.control_mode].action_dim,), np.float32)
         self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
         self.goals = np.zeros((n, self.task.goal_dim))
         self.instructions = [""] * n
@@ -100,20 +98,9 @@ class MujocoBatchedEnv(BatchedEnv):
         self._stepper = self._make_stepper()
         if self._renderers is None:
             self._stepper.bind_readout(self.readout)
-
-        act_dim = CONTROLLERS[cfg.control_mode].action_dim
-        self.action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)
-        spaces: dict[str, gym.Space] = {
-            "proprio": gym.spaces.Box(-np.inf, np.inf, (fields_size(PROPRIO_FIELDS),), np.float32),
-            "privileged": gym.spaces.Box(-np.inf, np.inf, (self.task.privileged_dim,), np.float32),
-            "objects": gym.spaces.Box(-np.inf, np.inf, (self.task.object_dim,), np.float32),
-        }
-        for cam in cfg.cameras:
-            spaces[f"rgb_{cam}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)
-        spaces["instruction"] = gym.spaces.Text(max_length=256)
-        self.observation_space = gym.spaces.Dict(spaces)
         self._reset_worlds(np.arange(n))
         self._run_parallel(self._gather_and_render, np.arange(n))
+        self.observation_space = space_of(self._observe())
 
     # ------------------------------------------------- what subclasses (other physics) replace
     def _make_renderers(self) -> ThreadLocalRenderers | None:
@@ -189,8 +176,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
         ids = np.asarray(reset_ids(env_ids, self.num_envs), dtype=np.int64)
-        seeds = world_seeds(self, seed, ids)
-        for i, s in zip(ids, seeds, strict=True) if seeds is not None else ():
+        for i, s in zip(ids, world_seeds(self, seed, ids), strict=True) if seed is not None else ():
             entropy = int(s) if isinstance(s, int | np.integer) else [int(v) for v in s]
             self.rngs[i] = np.random.default_rng(entropy)
         self._reset_worlds(ids)
@@ -198,18 +184,13 @@ class MujocoBatchedEnv(BatchedEnv):
         return self._observe(), {}
 
     # ------------------------------------------------------------------------------- step
-    def _robot_state(self, rows: slice) -> RobotState:
+    def _robot_state(self) -> RobotState:
         return RobotState(
-            arm_qpos=self.readout.qpos[rows][:, self._arm_qadr],
-            tcp_pos=self.readout.sensordata[rows, 0:3],
-            tcp_xmat=self.readout.tcp_xmat[rows].reshape(-1, 3, 3),
-            tcp_jacobian=self.readout.jacobian[rows][:, :, self._arm_vadr],
+            arm_qpos=self.readout.qpos[:, self._arm_qadr],
+            tcp_pos=self.readout.sensordata[:, 0:3],
+            tcp_xmat=self.readout.tcp_xmat.reshape(-1, 3, 3),
+            tcp_jacobian=self.readout.jacobian[:, :, self._arm_vadr],
         )
-
-    def _apply_controller(self) -> None:
-        arm_targets, gripper = self.controller(self._action, self._robot_state(slice(None)))
-        self._ctrl[:, self._arm_act] = arm_targets
-        self._ctrl[:, self._gripper_act] = gripper
 
     def _task_state(self) -> TaskState:
         return TaskState(
@@ -277,8 +258,9 @@ class MujocoBatchedEnv(BatchedEnv):
         action_np = np.asarray(torch.as_tensor(action).detach().cpu(), dtype=np.float64)
         if action_np.shape != (self.num_envs, self.action_dim):
             raise ValueError(f"action shape {action_np.shape} != {(self.num_envs, self.action_dim)}")
-        self._action = action_np
-        self._apply_controller()
+        arm_targets, gripper = self.controller(action_np, self._robot_state())
+        self._ctrl[:, self._arm_act] = arm_targets
+        self._ctrl[:, self._gripper_act] = gripper
 
     def _finish_step(self) -> StepResult:
         reward, success = self.task.reward_and_success(self._task_state())
@@ -296,28 +278,17 @@ class MujocoBatchedEnv(BatchedEnv):
             self._reset_worlds(done_ids)
             self._run_parallel(self._gather_and_render, done_ids)
             obs = self._observe()
-        return StepResult(
-            obs=obs,
-            reward=self._tensor(reward.astype(np.float32)),
-            terminated=self._tensor(np.zeros(self.num_envs, bool)),
-            truncated=self._tensor(truncated),
-            info=info,
-        )
+        return numpy_step_result(obs, reward, np.zeros(self.num_envs, bool), truncated, info, self.device)
 
     # ------------------------------------------------------------------------ observation
     def _tensor(self, array: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(array).to(self.device)
 
     def _observe(self) -> Observation:
-        readout, qpos = self.readout, self.readout.qpos
-        proprio = proprio_vector(
-            qpos[:, self._arm_qadr],
-            readout.qvel[:, self._arm_vadr],
-            qpos[:, self._finger_qadr].sum(axis=1),
-            readout.sensordata[:, 0:3],
-            readout.tcp_xmat.reshape(-1, 3, 3),
-        )
-        privileged = self.task.privileged(self._task_state()).astype(np.float32)
+        robot, state = self._robot_state(), self._task_state()
+        arm_qvel, opening = self.readout.qvel[:, self._arm_vadr], state.gripper_opening_m
+        proprio = proprio_vector(robot.arm_qpos, arm_qvel, opening, robot.tcp_pos, robot.tcp_xmat)
+        privileged = self.task.privileged(state).astype(np.float32)
         obs: Observation = {
             "proprio": self._tensor(proprio),
             "privileged": self._tensor(privileged),
@@ -375,13 +346,6 @@ class MujocoBatchedEnv(BatchedEnv):
             renderers = self._renderers
             self._renderers = None
             # Each GL context must be released by the thread that owns it.
-            self._run_parallel(lambda ids: _free_thread_renderer(renderers), np.arange(self.num_envs))
+            self._run_parallel(lambda ids: renderers.close_current(), np.arange(self.num_envs))
         self._pool.shutdown(wait=True)
         self._stepper.close()
-
-
-def _free_thread_renderer(renderers: ThreadLocalRenderers) -> None:
-    renderer = getattr(renderers._local, "renderer", None)
-    if renderer is not None:
-        renderer.close()
-        renderers._local.renderer = None

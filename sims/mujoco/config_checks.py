@@ -7,7 +7,8 @@ from vla_rl.sims.mujoco.randomization import SPLITS
 from vla_rl.sims.mujoco.steppers import DEFAULT_STEPPER, STEPPERS
 from vla_rl.sims.tasks.registry import TASKS
 
-from vla_rl.envs.config import EnvConfig
+from vla_rl.config.structured import check_values
+from vla_rl.envs.config import ENV_CHECKS, EnvConfig
 
 CAMERAS = ("front", "top", "wrist")
 
@@ -24,12 +25,6 @@ def validate_config(cfg: EnvConfig) -> None:
     _check_choice("split", cfg.split, SPLITS)
     for camera in cfg.cameras:
         _check_choice("camera", camera, CAMERAS)
-    for field in ("num_envs", "image_size", "num_threads", "control_hz", "physics_dt_s"):
-        if getattr(cfg, field) <= 0:
-            raise ValueError(f"{field} must be > 0, got {getattr(cfg, field)!r}")
-    if cfg.physics_dt_s * cfg.control_hz > 1.0:
-        raise ValueError(
-            f"physics_dt_s={cfg.physics_dt_s} is longer than one control period (control_hz={cfg.control_hz})"
-        )
+    check_values(cfg, ENV_CHECKS, "env")  # sizes, rates and a physics step within a control period
     stepper = cfg.options.get("stepper", DEFAULT_STEPPER)
     _check_choice("options.stepper", stepper, STEPPERS)

@@ -22,10 +22,6 @@ def field_slices(fields: tuple[tuple[str, int], ...]) -> dict[str, slice]:
     return {name: slice(end - size, end) for (name, size), end in zip(fields, ends, strict=True)}
 
 
-def fields_size(fields: tuple[tuple[str, int], ...]) -> int:
-    return sum(size for _, size in fields)
-
-
 def split_fields(vector: np.ndarray, fields: tuple[tuple[str, int], ...]) -> dict[str, np.ndarray]:
     """Named views of the last dimension of ``vector`` ([N, D])."""
     return {name: vector[..., s] for name, s in field_slices(fields).items()}
@@ -38,7 +34,7 @@ def proprio_vector(
     tcp_pos: np.ndarray,
     tcp_xmat: np.ndarray,
 ) -> np.ndarray:
-    """float32 [N, fields_size(PROPRIO_FIELDS)] in ``PROPRIO_FIELDS`` order: arm joint positions
+    """float32 [N, 24] in ``PROPRIO_FIELDS`` order: arm joint positions
     and velocities [N, 7], finger opening [N] (m), TCP position [N, 3] and the first two columns of
     the TCP rotation matrix [N, 3, 3] (in the simulator and, from measured joints, on a robot)."""
     rot6 = np.swapaxes(tcp_xmat[..., :2], -1, -2).reshape(len(tcp_xmat), 6)

@@ -7,7 +7,7 @@ Sampling uses the world's own ``np.random.Generator`` only, so seeded resets are
 from __future__ import annotations
 
 import colorsys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import mujoco
 import numpy as np
@@ -64,9 +64,9 @@ TRAIN = RandomizationSplit(
     camera_rot_jitter_rad=0.01,
     heldout_instructions=False,
 )
-OOD_VISUAL = RandomizationSplit(
+OOD_VISUAL = replace(
+    TRAIN,
     name="ood_visual",
-    position_ring=False,
     object_hue_ranges=_HELDOUT_HUES,
     named_colour_hue_jitter=0.04,
     named_colour_value_range=(0.5, 0.7),
@@ -75,18 +75,13 @@ OOD_VISUAL = RandomizationSplit(
     light_pos_jitter_m=0.4,
     camera_pos_jitter_m=0.05,
     camera_rot_jitter_rad=0.06,
-    heldout_instructions=False,
 )
 SPLITS: dict[str, RandomizationSplit] = {
     "train": TRAIN,
     "ood_visual": OOD_VISUAL,
-    "ood_position": RandomizationSplit(**{**TRAIN.__dict__, "name": "ood_position", "position_ring": True}),
-    "ood_semantic": RandomizationSplit(
-        **{**TRAIN.__dict__, "name": "ood_semantic", "heldout_instructions": True}
-    ),
-    "ood_all": RandomizationSplit(
-        **{**OOD_VISUAL.__dict__, "name": "ood_all", "position_ring": True, "heldout_instructions": True}
-    ),
+    "ood_position": replace(TRAIN, name="ood_position", position_ring=True),
+    "ood_semantic": replace(TRAIN, name="ood_semantic", heldout_instructions=True),
+    "ood_all": replace(OOD_VISUAL, name="ood_all", position_ring=True, heldout_instructions=True),
 }
 
 
@@ -145,13 +140,6 @@ def sample_named_rgba(rng: np.random.Generator, split: RandomizationSplit, hue: 
     )
 
 
-def _small_rotation_quat(rng: np.random.Generator, max_angle_rad: float) -> np.ndarray:
-    axis = rng.normal(size=3)
-    axis /= np.linalg.norm(axis)
-    half = 0.5 * rng.uniform(0.0, max_angle_rad)
-    return np.concatenate([[np.cos(half)], np.sin(half) * axis])
-
-
 def randomize_scene(
     model: mujoco.MjModel, base: mujoco.MjModel, rng: np.random.Generator, split: RandomizationSplit
 ) -> None:
@@ -164,8 +152,11 @@ def randomize_scene(
     model.light_diffuse[light] = rng.uniform(*split.light_diffuse_range)
     cam = model.camera("front").id
     model.cam_pos[cam] = base.cam_pos[cam] + rng.uniform(-1, 1, 3) * split.camera_pos_jitter_m
-    quat = np.empty(4)
-    mujoco.mju_mulQuat(quat, _small_rotation_quat(rng, split.camera_rot_jitter_rad), base.cam_quat[cam])
+    axis = rng.normal(size=3)
+    axis /= np.linalg.norm(axis)
+    rotation, quat = np.empty(4), np.empty(4)
+    mujoco.mju_axisAngle2Quat(rotation, axis, rng.uniform(0.0, split.camera_rot_jitter_rad))
+    mujoco.mju_mulQuat(quat, rotation, base.cam_quat[cam])
     model.cam_quat[cam] = quat
 
 

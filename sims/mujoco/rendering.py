@@ -16,60 +16,54 @@ class WorldRenderer:
     One thread may hold renderers of several environments (an environment with one worker
     renders on the calling thread, as does a second one built there for evaluation), so each
     ``render`` and ``close`` first makes its own context current: drawing through another
-    environment's context, or a freed one, returns wrong pixels without an error.
+    environment's context, or a freed one, returns wrong pixels without an error. MuJoCo's
+    ``Renderer`` does both; the scene is built here from each world's own model.
     """
 
-    def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
-        self.size = image_size
+    def __init__(
+        self, model: mujoco.MjModel, image_size: int, max_geom: int = 1000, shadows: bool = True
+    ) -> None:
         if not hasattr(mujoco, "GLContext"):
             raise RuntimeError(
                 f"MuJoCo rendering is off (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}), so cameras cannot "
                 "be rendered: install EGL (Debian: apt-get install libegl1) for headless rendering, or "
                 "set MUJOCO_GL to a backend this machine has before starting"
             )
-        self._context = mujoco.GLContext(image_size, image_size)
-        self._context.make_current()
-        self._scene = mujoco.MjvScene(model, maxgeom=1000)
+        self._renderer = mujoco.Renderer(model, image_size, image_size, max_geom=max_geom)
+        self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows  # drawn where lights cast them
         self._option = mujoco.MjvOption()
         self._camera = mujoco.MjvCamera()
         self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
-        self._mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
-        self._viewport = mujoco.MjrRect(0, 0, image_size, image_size)
-        self._flipped = np.empty((image_size, image_size, 3), dtype=np.uint8)
 
     def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera_id: int, out: np.ndarray) -> None:
-        """Render ``camera_id`` of one world into ``out`` (uint8 [H, W, 3])."""
-        self._context.make_current()
+        """Render ``camera_id`` of one world into ``out`` (uint8 [H, W, 3], row 0 at the top)."""
         self._camera.fixedcamid = camera_id
         mujoco.mjv_updateScene(
-            model, data, self._option, None, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self._scene
+            model, data, self._option, None, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self._renderer.scene
         )
-        mujoco.mjr_render(self._viewport, self._scene, self._mjr)
-        mujoco.mjr_readPixels(self._flipped, None, self._viewport, self._mjr)
-        out[:] = self._flipped[::-1]
+        self._renderer.render(out=out)
 
     def close(self) -> None:
-        self._context.make_current()
-        self._mjr.free()
-        self._context.free()
+        self._renderer.close()
 
 
-class ThreadLocalRenderers:
-    """Lazily creates one ``WorldRenderer`` per calling thread."""
+class ThreadLocalRenderers(threading.local):
+    """Lazily creates one ``WorldRenderer`` per calling thread (``threading.local`` gives each thread
+    its own attributes, set by ``__init__`` with the same arguments on the thread's first use)."""
 
     def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
         self._model = model
         self._size = image_size
-        self._local = threading.local()
-        self._all: list[WorldRenderer] = []
-        self._lock = threading.Lock()
+        self.renderer: WorldRenderer | None = None
 
     def get(self) -> WorldRenderer:
-        renderer = getattr(self._local, "renderer", None)
-        if renderer is None:
-            renderer = WorldRenderer(self._model, self._size)
-            self._local.renderer = renderer
-            with self._lock:
-                self._all.append(renderer)
-        return renderer
+        if self.renderer is None:
+            self.renderer = WorldRenderer(self._model, self._size)
+        return self.renderer
+
+    def close_current(self) -> None:
+        """Close the calling thread's renderer, if it has one (a GL context must be released by the
+        thread that owns it)."""
+        if self.renderer is not None:
+            self.renderer.close()
+            self.renderer = None

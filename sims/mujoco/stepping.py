@@ -24,6 +24,8 @@ from mujoco import rollout
 from vla_rl.sims.mujoco.readout import WorldReadout
 
 FULL_PHYSICS = mujoco.mjtState.mjSTATE_FULLPHYSICS
+STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+"""What snapshots and ``mujoco.batch`` rows hold (``mj_getState`` order)."""
 
 
 def _has_batch() -> bool:
@@ -99,6 +101,29 @@ class PhysicsStepper(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads."""
 
+    def _save_states(self, datas: Sequence[mujoco.MjData], ids: np.ndarray, states: np.ndarray, spec) -> None:
+        """Rows ``ids`` of ``states`` := the ``spec`` state of ``datas[ids]``."""
+        for i in np.asarray(ids).tolist():
+            mujoco.mj_getState(self.models[i], datas[i], states[i], spec)
+
+    def _load_states(self, datas: Sequence[mujoco.MjData], ids: np.ndarray, states: np.ndarray, spec) -> None:
+        """``datas[ids]`` := rows ``ids`` of ``states`` (``spec`` states)."""
+        for i in ids.tolist():
+            mujoco.mj_setState(self.models[i], datas[i], states[i], spec)
+
+    def _load_and_refresh(self, datas, states, spec, run_parallel, refresh, parallel_refresh) -> None:
+        """``finish`` of a stepper that keeps the new states in ``states``: load every world's into
+        ``datas`` and refresh it, chunk by chunk in the pool (or here, see ``advance``)."""
+
+        def load_chunk(ids: np.ndarray) -> None:
+            self._load_states(datas, ids, states, spec)
+            refresh(ids)
+
+        if parallel_refresh:
+            run_parallel(load_chunk, np.arange(len(datas)))
+        else:
+            load_chunk(np.arange(len(datas)))
+
 
 class ThreadedStepper(PhysicsStepper):
     def simulate(self, datas, ctrl, run_parallel, refresh) -> None:
@@ -127,8 +152,7 @@ class RolloutStepper(PhysicsStepper):
         self._runner = rollout.Rollout(nthread=num_threads)
 
     def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:
-        for i in np.asarray(ids).tolist():
-            mujoco.mj_getState(self.models[i], datas[i], self._initial[i], FULL_PHYSICS)
+        self._save_states(datas, ids, self._initial, FULL_PHYSICS)
 
     def simulate(self, datas, ctrl, run_parallel, refresh) -> None:
         """One ``mujoco.rollout`` call (it releases the GIL). Controls are passed to the rollout,
@@ -149,17 +173,8 @@ class RolloutStepper(PhysicsStepper):
         self._initial[:] = self._states[:, -1]
 
     def finish(self, datas, run_parallel, refresh, parallel_refresh=True) -> None:
-        models, final = self.models, self._states[:, -1]
-
-        def load_chunk(ids: np.ndarray) -> None:
-            for i in ids.tolist():
-                mujoco.mj_setState(models[i], datas[i], final[i], FULL_PHYSICS)
-            refresh(ids)
-
-        if parallel_refresh:
-            run_parallel(load_chunk, np.arange(len(datas)))
-        else:
-            load_chunk(np.arange(len(datas)))
+        final = self._states[:, -1]
+        self._load_and_refresh(datas, final, FULL_PHYSICS, run_parallel, refresh, parallel_refresh)
 
     def close(self) -> None:
         self._runner.close()

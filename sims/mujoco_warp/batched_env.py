@@ -33,11 +33,11 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
     contact and constraint buffers of each world.
     """
 
-    _physics: WarpPhysics
+    _stepper: WarpPhysics
 
     def _make_stepper(self) -> WarpPhysics:
         options = self.cfg.options
-        self._physics = WarpPhysics(
+        return WarpPhysics(
             self.base_model,
             self.models,
             self.substeps,
@@ -47,12 +47,11 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
             contacts_per_world=int(options.get("contacts_per_world", DEFAULT_CONTACTS_PER_WORLD)),
             constraints_per_world=int(options.get("constraints_per_world", DEFAULT_CONSTRAINTS_PER_WORLD)),
         )
-        return self._physics
 
     @property
     def physics(self) -> WarpPhysics:
         """The batched warp model and data of all worlds."""
-        return self._physics
+        return self._stepper
 
     def _make_renderers(self) -> WarpBatchRenderer | None:
         if not self.cfg.cameras:
@@ -71,18 +70,18 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
         fn(ids)
 
     def _gather_and_render(self, ids: np.ndarray) -> None:
-        self._physics.read_into(self.readout)
+        self._stepper.read_into(self.readout)
         self._render(ids)
 
     def _refresh_worlds(self, ids: np.ndarray) -> None:
-        self._physics.refresh_after_physics(cameras=self._renderers is not None)
-        self._physics.read_into(self.readout)
+        self._stepper.refresh_after_physics(cameras=self._renderers is not None)
+        self._stepper.read_into(self.readout)
         if not self._skip_images:
             self._render(ids)
 
     def _render(self, ids: np.ndarray) -> None:
         if self._renderers is not None:
-            self._renderers.render(self._physics.model, self._physics.data, self._images)
+            self._renderers.render(self._stepper.model, self._stepper.data, self._images)
 
     # Warp kernels on the CPU device hold the interpreter, so there is no background physics to
     # overlap with: the contract's default (the whole step inside ``step_wait``).
@@ -90,7 +89,7 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
     step_wait = BatchedEnv.step_wait
 
     def state_dict(self) -> dict[str, Any]:
-        self._physics.download(self.datas)
+        self._stepper.download(self.datas)
         return super().state_dict()
 
     def close(self) -> None:

@@ -8,14 +8,17 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 import torch
-from vla_rl.sims.mujoco.observations import fields_size, split_fields
+from vla_rl.sims.mujoco.observations import split_fields
 from vla_rl.sims.mujoco.randomization import RandomizationSplit
+from vla_rl.sims.mujoco.scene import place_free_body
 
 CUBE_HALF_SIZE_M = 0.02
 GRASP_MAX_TCP_DISTANCE_M = 0.025
 """A cube counts as held when its centre is this close to the TCP ..."""
 GRASP_OPENING_RANGE_M = (0.03, 0.05)
 """... and the fingers are this far apart (closed on a 4 cm cube, not fully closed or open)."""
+MAX_CUBE_YAW_RAD = 0.4
+"""Cubes start turned about the vertical by up to this angle either way."""
 
 
 @dataclass
@@ -37,6 +40,14 @@ def is_grasped(tcp_pos: np.ndarray, cube_pos: np.ndarray, opening_m: np.ndarray)
     near = np.linalg.norm(tcp_pos - cube_pos, axis=-1) < GRASP_MAX_TCP_DISTANCE_M
     low, high = GRASP_OPENING_RANGE_M
     return near & (opening_m > low) & (opening_m < high)
+
+
+def place_cube(
+    model: mujoco.MjModel, data: mujoco.MjData, rng: np.random.Generator, name: str, xy: np.ndarray
+) -> None:
+    """Rest cube ``name`` (made by ``add_cube``) on the table at ``xy`` (m), turned by a random yaw."""
+    yaw_rad = rng.uniform(-MAX_CUBE_YAW_RAD, MAX_CUBE_YAW_RAD)
+    place_free_body(model, data, f"{name}_joint", np.append(xy, CUBE_HALF_SIZE_M), yaw_rad)
 
 
 def closeness(distance_m: np.ndarray, scale_per_m: float = 10.0) -> np.ndarray:
@@ -65,7 +76,7 @@ class Task(ABC):
 
     @property
     def privileged_dim(self) -> int:
-        return fields_size(self.privileged_fields)
+        return sum(size for _, size in self.privileged_fields)
 
     def split_privileged(self, privileged: np.ndarray) -> dict[str, np.ndarray]:
         return split_fields(privileged, self.privileged_fields)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 from vla_rl.sims.mujoco.randomization import RandomizationSplit, sample_object_rgba, sample_table_xy
-from vla_rl.sims.mujoco.scene import add_cube, place_free_body
-from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, is_grasped
+from vla_rl.sims.mujoco.scene import add_cube
+from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, is_grasped, place_cube
 
 SUCCESS_HEIGHT_M = 0.05
-MAX_YAW_RAD = 0.4
 
 
 class LiftTask(Task):
@@ -23,13 +22,7 @@ class LiftTask(Task):
         add_cube(spec, "cube", CUBE_HALF_SIZE_M, [0.8, 0.2, 0.2, 1.0])
 
     def reset_world(self, model, data, rng, split: RandomizationSplit, goal: np.ndarray) -> None:
-        place_free_body(
-            model,
-            data,
-            "cube_joint",
-            np.append(sample_table_xy(rng, split), CUBE_HALF_SIZE_M),
-            rng.uniform(-MAX_YAW_RAD, MAX_YAW_RAD),
-        )
+        place_cube(model, data, rng, "cube", sample_table_xy(rng, split))
         model.geom_rgba[model.geom("cube_geom").id] = sample_object_rgba(rng, split)
         goal[0] = CUBE_HALF_SIZE_M
 

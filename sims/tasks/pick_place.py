@@ -10,8 +10,8 @@ from vla_rl.sims.mujoco.randomization import (
     sample_named_rgba,
     sample_separated_xy,
 )
-from vla_rl.sims.mujoco.scene import add_cube, add_marker, place_free_body
-from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, is_grasped
+from vla_rl.sims.mujoco.scene import add_cube, add_marker
+from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, is_grasped, place_cube
 
 COLOUR_HUES: dict[str, float] = {"red": 0.0, "green": 0.33, "blue": 0.62}
 COLOURS = tuple(COLOUR_HUES)
@@ -19,7 +19,6 @@ PAD_RADIUS_M = 0.045
 SUCCESS_DISTANCE_M = 0.04
 RESTING_MAX_HEIGHT_M = CUBE_HALF_SIZE_M + 0.01
 MIN_SEPARATION_M = 0.08
-MAX_YAW_RAD = 0.4
 
 TRAIN_TEMPLATES = (
     "put the {cube} cube on the {pad} pad",
@@ -66,13 +65,7 @@ class PickPlaceTask(Task):
         k = len(COLOURS)
         points = sample_separated_xy(rng, split, 2 * k, MIN_SEPARATION_M)
         for i, colour in enumerate(COLOURS):
-            place_free_body(
-                model,
-                data,
-                f"cube_{colour}_joint",
-                np.append(points[i], CUBE_HALF_SIZE_M),
-                rng.uniform(-MAX_YAW_RAD, MAX_YAW_RAD),
-            )
+            place_cube(model, data, rng, f"cube_{colour}", points[i])
             data.mocap_pos[model.body(f"pad_{colour}").mocapid[0]] = (*points[k + i], 0.001)
             model.geom_rgba[model.geom(f"cube_{colour}_geom").id] = sample_named_rgba(
                 rng, split, COLOUR_HUES[colour]

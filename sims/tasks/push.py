@@ -5,12 +5,11 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 from vla_rl.sims.mujoco.randomization import RandomizationSplit, sample_object_rgba, sample_table_xy
-from vla_rl.sims.mujoco.scene import add_cube, add_marker, place_free_body
-from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness
+from vla_rl.sims.mujoco.scene import add_cube, add_marker
+from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, place_cube
 
 SUCCESS_DISTANCE_M = 0.05
 PUSH_DISTANCE_RANGE_M = (0.08, 0.16)
-MAX_YAW_RAD = 0.4
 
 
 class PushTask(Task):
@@ -36,13 +35,7 @@ class PushTask(Task):
             low, high = PUSH_DISTANCE_RANGE_M
             if low <= np.linalg.norm(target_xy - cube_xy) <= high:
                 break
-        place_free_body(
-            model,
-            data,
-            "cube_joint",
-            np.append(cube_xy, CUBE_HALF_SIZE_M),
-            rng.uniform(-MAX_YAW_RAD, MAX_YAW_RAD),
-        )
+        place_cube(model, data, rng, "cube", cube_xy)
         data.mocap_pos[model.body("target").mocapid[0]] = (*target_xy, 0.001)
         model.geom_rgba[model.geom("cube_geom").id] = sample_object_rgba(rng, split)
         goal[:] = target_xy

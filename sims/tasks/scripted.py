@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from vla_rl.robots.controllers import ControllerSettings
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, split_fields
-from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, GRASP_OPENING_RANGE_M
+from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, GRASP_OPENING_RANGE_M, Task
 from vla_rl.sims.tasks.lift import LiftTask
 from vla_rl.sims.tasks.pick_place import PickPlaceTask
 from vla_rl.sims.tasks.push import PushTask
@@ -52,16 +52,20 @@ def _pick_targets(
     return target, gripper, holding
 
 
+def _read(obs: dict, task: type[Task]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The privileged fields of ``task``, the TCP position [N, 3] and the finger opening [N] (m)."""
+    proprio = split_fields(obs["proprio"].numpy(), PROPRIO_FIELDS)
+    privileged = split_fields(obs["privileged"].numpy(), task.privileged_fields)
+    return privileged, proprio["tcp_pos"], proprio["gripper_opening_m"][:, 0]
+
+
 def reach_policy(obs: dict, max_step_m: float) -> np.ndarray:
-    priv = ReachTask.privileged_fields
-    target = split_fields(obs["privileged"].numpy(), priv)["target_pos"]
-    tcp = split_fields(obs["proprio"].numpy(), PROPRIO_FIELDS)["tcp_pos"]
-    return _move(tcp, target, np.full(len(tcp), OPEN), max_step_m)
+    p, tcp, _ = _read(obs, ReachTask)
+    return _move(tcp, p["target_pos"], np.full(len(tcp), OPEN), max_step_m)
 
 
 def push_policy(obs: dict, max_step_m: float) -> np.ndarray:
-    p = split_fields(obs["privileged"].numpy(), PushTask.privileged_fields)
-    tcp = split_fields(obs["proprio"].numpy(), PROPRIO_FIELDS)["tcp_pos"]
+    p, tcp, _ = _read(obs, PushTask)
     cube, goal = p["cube_pos"], p["target_xy"]
     n = len(tcp)
     to_goal = goal - cube[:, :2]
@@ -90,20 +94,15 @@ def push_policy(obs: dict, max_step_m: float) -> np.ndarray:
 
 
 def lift_policy(obs: dict, max_step_m: float) -> np.ndarray:
-    p = split_fields(obs["privileged"].numpy(), LiftTask.privileged_fields)
-    prop = split_fields(obs["proprio"].numpy(), PROPRIO_FIELDS)
-    tcp, opening = prop["tcp_pos"], prop["gripper_opening_m"][:, 0]
-    cube = p["cube_pos"]
-    target, gripper, holding = _pick_targets(tcp, cube, opening)
+    p, tcp, opening = _read(obs, LiftTask)
+    target, gripper, holding = _pick_targets(tcp, p["cube_pos"], opening)
     lift = np.concatenate([tcp[:, :2], np.full((len(tcp), 1), CARRY_HEIGHT_M)], axis=1)
     target = np.where(holding[:, None], lift, target)
     return _move(tcp, target, gripper, max_step_m)
 
 
 def pick_place_policy(obs: dict, max_step_m: float) -> np.ndarray:
-    p = split_fields(obs["privileged"].numpy(), PickPlaceTask.privileged_fields)
-    prop = split_fields(obs["proprio"].numpy(), PROPRIO_FIELDS)
-    tcp, opening = prop["tcp_pos"], prop["gripper_opening_m"][:, 0]
+    p, tcp, opening = _read(obs, PickPlaceTask)
     n = len(tcp)
     cubes = p["cubes_pos"].reshape(n, -1, 3)
     pads = p["pads_xy"].reshape(n, -1, 2)

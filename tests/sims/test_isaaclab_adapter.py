@@ -19,8 +19,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from vla_rl.sims.batching import unit_to_env_action
 from vla_rl.sims.isaaclab.batched_env import IsaacLabBatchedEnv
-from vla_rl.sims.isaaclab.conversions import rgb_uint8, unit_to_env_action
+from vla_rl.sims.isaaclab.conversions import rgb_uint8
 from vla_rl.sims.isaaclab.settings import settings_from_config
 
 from vla_rl.envs.config import EnvConfig

@@ -16,6 +16,7 @@ are bootstrapped from that final observation by the algorithms.
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -148,8 +149,8 @@ def world_seeds(
     for an int, the given one for a sequence (one per reset world), ``None`` without a seed."""
     if seed is None:
         return [None] * len(ids)
-    if isinstance(seed, int):
-        return [env.world_seed(seed, int(world)) for world in ids]
+    if isinstance(seed, numbers.Integral):  # numpy's integers too
+        return [env.world_seed(int(seed), int(world)) for world in ids]
     if len(seed) != len(ids):
         raise ValueError(f"got {len(seed)} seeds for {len(ids)} reset worlds")
     return list(seed)
