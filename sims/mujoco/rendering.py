@@ -16,35 +16,46 @@ class WorldRenderer:
     One thread may hold renderers of several environments (an environment with one worker
     renders on the calling thread, as does a second one built there for evaluation), so each
     ``render`` and ``close`` first makes its own context current: drawing through another
-    environment's context, or a freed one, returns wrong pixels without an error. MuJoCo's
-    ``Renderer`` does both; the scene is built here from each world's own model.
+    environment's context, or a freed one, returns wrong pixels without an error.
     """
 
     def __init__(
         self, model: mujoco.MjModel, image_size: int, max_geom: int = 1000, shadows: bool = True
     ) -> None:
+        self.size = image_size
         if not hasattr(mujoco, "GLContext"):
             raise RuntimeError(
                 f"MuJoCo rendering is off (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}), so cameras cannot "
                 "be rendered: install EGL (Debian: apt-get install libegl1) for headless rendering, or "
                 "set MUJOCO_GL to a backend this machine has before starting"
             )
-        self._renderer = mujoco.Renderer(model, image_size, image_size, max_geom=max_geom)
-        self._renderer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows  # drawn where lights cast them
+        self._context = mujoco.GLContext(image_size, image_size)
+        self._context.make_current()
+        self._scene = mujoco.MjvScene(model, maxgeom=max_geom)
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows  # drawn where lights cast them
         self._option = mujoco.MjvOption()
         self._camera = mujoco.MjvCamera()
         self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self._mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
+        self._viewport = mujoco.MjrRect(0, 0, image_size, image_size)
+        self._flipped = np.empty((image_size, image_size, 3), dtype=np.uint8)
 
     def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera_id: int, out: np.ndarray) -> None:
-        """Render ``camera_id`` of one world into ``out`` (uint8 [H, W, 3], row 0 at the top)."""
+        """Render ``camera_id`` of one world into ``out`` (uint8 [H, W, 3])."""
+        self._context.make_current()
         self._camera.fixedcamid = camera_id
         mujoco.mjv_updateScene(
-            model, data, self._option, None, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self._renderer.scene
+            model, data, self._option, None, self._camera, mujoco.mjtCatBit.mjCAT_ALL, self._scene
         )
-        self._renderer.render(out=out)
+        mujoco.mjr_render(self._viewport, self._scene, self._mjr)
+        mujoco.mjr_readPixels(self._flipped, None, self._viewport, self._mjr)
+        out[:] = self._flipped[::-1]
 
     def close(self) -> None:
-        self._renderer.close()
+        self._context.make_current()
+        self._mjr.free()
+        self._context.free()
 
 
 class ThreadLocalRenderers(threading.local):
