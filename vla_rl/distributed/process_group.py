@@ -68,11 +68,6 @@ class GroupMember(Worker):
             dist.destroy_process_group()
 
 
-def data_parallel(module: torch.nn.Module) -> DistributedDataParallel:
-    """``module`` wrapped so that backward averages gradients over the group (DDP)."""
-    return DistributedDataParallel(module)
-
-
 def fully_sharded(module: torch.nn.Module) -> torch.nn.Module:
     """``module`` with its parameters sharded over the group (FSDP2's ``fully_shard``): each rank
     keeps 1/world_size of every parameter and its optimizer state, gathers the whole before forward
@@ -84,10 +79,11 @@ def fully_sharded(module: torch.nn.Module) -> torch.nn.Module:
 
 WRAPPERS: dict[str, Callable[[torch.nn.Module], torch.nn.Module]] = {
     "none": lambda module: module,
-    "ddp": data_parallel,
+    "ddp": DistributedDataParallel,
     "fsdp2": fully_sharded,
 }
-"""Data-parallel strategies of a trainer group, by config name."""
+"""Data-parallel strategies of a trainer group, by config name: ``ddp`` wraps the module so that
+backward averages gradients over the group, ``fsdp2`` shards its parameters (``fully_sharded``)."""
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
