@@ -23,6 +23,7 @@ from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
 from vla_rl.data.lerobot_writer import LeRobotWriter
 from vla_rl.data.video import VideoSettings
 from vla_rl.envs import BatchedEnv, Observation, make_env
+from vla_rl.envs.batching import obs_to_device
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,7 @@ def record_dataset(
     with LeRobotWriter(output_dir, env.control_hz, robot_type, video, feature_names, append=append) as writer:
         obs, _ = env.reset(seed=seed)
         while written < num_episodes and attempted < max_attempts:
-            executed, clean = actor.act({key: _to_cpu(value) for key, value in obs.items()})
+            executed, clean = actor.act(obs_to_device(obs, "cpu"))
             result = env.step(executed.to(env.device))
             recorder.record(obs, executed, clean, result.reward, result.info["success"])
             for world in result.done.nonzero().flatten().tolist():
@@ -259,7 +260,3 @@ def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None)
             "(vla_rl.training.policy_actor.checkpoint_actor_factory builds one)"
         )
     return ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
-
-
-def _to_cpu(value: object) -> object:
-    return value.cpu() if isinstance(value, torch.Tensor) else value

@@ -123,5 +123,4 @@ def shard_batch(batch: torch.Tensor | dict, rank: int, world_size: int) -> torch
         return {key: shard_batch(value, rank, world_size) for key, value in batch.items()}
     if batch.shape[0] % world_size:
         raise ValueError(f"a batch of {batch.shape[0]} does not split into {world_size} equal shares")
-    share = batch.shape[0] // world_size
-    return batch[rank * share : (rank + 1) * share]
+    return batch.chunk(world_size)[rank]
