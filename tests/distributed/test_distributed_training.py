@@ -83,11 +83,12 @@ def _crashing_worker(marker: Path, at_step: int) -> type:
 
         calls = 0
 
-        def step(self, stage, action):
-            self.calls += 1
-            if self.calls == at_step and _claim(marker):
-                os._exit(1)
-            return super().step(stage, action)
+        def run(self, stage, method, *args, **kwargs):
+            if method == "step":
+                self.calls += 1
+                if self.calls == at_step and _claim(marker):
+                    os._exit(1)
+            return super().run(stage, method, *args, **kwargs)
 
     return CrashingEnvWorker
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
 from vla_rl.distributed.runtime import Worker
-from vla_rl.envs.base import Observation, StepResult, env_spec
+from vla_rl.envs.base import env_spec
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env
 
@@ -25,20 +23,10 @@ class EnvWorker(Worker):
         """What a driver-side proxy needs to present a stage as a ``BatchedEnv`` (``env_spec``)."""
         return env_spec(self.envs[0])
 
-    def world_seed(self, stage: int, seed: int, world: int) -> int | list[int]:
-        return self.envs[stage].world_seed(seed, world)
-
-    def reset(self, stage: int, seed: Any = None, env_ids: torch.Tensor | None = None) -> Observation:
-        return self.envs[stage].reset(seed=seed, env_ids=env_ids)[0]
-
-    def step(self, stage: int, action: torch.Tensor) -> StepResult:
-        return self.envs[stage].step(action)
-
-    def state_dict(self, stage: int) -> dict[str, Any]:
-        return self.envs[stage].state_dict()
-
-    def load_state_dict(self, stage: int, state: dict[str, Any]) -> Observation:
-        return self.envs[stage].load_state_dict(state)
+    def run(self, stage: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of stage ``stage``'s env: a ``BatchedEnv`` call (``reset``,
+        ``step``, ``world_seed``, ``state_dict``, ``load_state_dict``)."""
+        return getattr(self.envs[stage], method)(*args, **kwargs)
 
     def close(self) -> None:
         for env in self.envs:

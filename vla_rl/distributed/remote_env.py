@@ -101,17 +101,17 @@ class RemoteEnv(BatchedEnv):
         self._future: Any = None
         self._last_obs: Observation | None = None
 
-    @property
-    def handle(self) -> WorkerHandle:
-        return self.pool.workers[self.worker]
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Start ``method`` of this stage's env on its worker; returns the future."""
+        return self.pool.workers[self.worker].call("run", self.stage, method, *args, **kwargs)
 
     def world_seed(self, seed: int, world: int) -> int | list[int]:
-        return self.handle.call("world_seed", self.stage, seed, world).result()
+        return self._run("world_seed", seed, world).result()
 
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        self._last_obs = self.handle.call("reset", self.stage, seed, env_ids).result()
+        self._last_obs = self._run("reset", seed=seed, env_ids=env_ids).result()[0]
         self.generation = self.pool.generations[self.worker]
         return self._last_obs, {}
 
@@ -126,7 +126,7 @@ class RemoteEnv(BatchedEnv):
         if self.generation != self.pool.generations[self.worker]:
             self._future = "lost"
         else:
-            self._future = (self.generation, self.handle.call("step", self.stage, action))
+            self._future = (self.generation, self._run("step", action))
 
     def step_wait(self) -> StepResult:
         pending, self._future = self._future, None
@@ -154,10 +154,10 @@ class RemoteEnv(BatchedEnv):
         return StepResult(obs, torch.zeros(self.num_envs), no.clone(), ~no, info)
 
     def state_dict(self) -> dict[str, Any]:
-        return self.handle.call("state_dict", self.stage).result()
+        return self._run("state_dict").result()
 
     def load_state_dict(self, state: dict[str, Any]) -> Observation:
-        self._last_obs = self.handle.call("load_state_dict", self.stage, state).result()
+        self._last_obs = self._run("load_state_dict", state).result()
         return self._last_obs
 
     def close(self) -> None:
