@@ -5,20 +5,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+import safetensors.torch
 import torch
 
 from vla_rl.distributed.runtime import Runtime, WorkerHandle
 
 
 def state_checksum(state: dict[str, torch.Tensor]) -> str:
-    """SHA-256 over the names, dtypes, shapes and bytes of ``state``'s tensors, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(state):
-        tensor = state[name].detach().cpu().contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        tensor = tensor.reshape(-1)  # a 0-d tensor cannot be viewed as bytes
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-    return digest.hexdigest()
+    """SHA-256 of ``state`` as safetensors serialises it: the names, dtypes, shapes and bytes of its
+    tensors, in an order that does not depend on the dict's."""
+    tensors = {
+        name: value.detach().cpu().clone(memory_format=torch.contiguous_format)
+        for name, value in state.items()
+    }
+    return hashlib.sha256(safetensors.torch.save(tensors)).hexdigest()
 
 
 def cpu_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
