@@ -82,9 +82,6 @@ class EnvWorkerPool:
         self.replacements += 1
         self.events.append(f"env worker {index} died ({type(error).__name__}); replaced")
 
-    def fresh_seed(self) -> int:
-        return FRESH_SEED_BASE + self.replacements
-
     def close(self) -> None:
         self.runtime.stop_all(self.workers, "close")
 
@@ -146,7 +143,7 @@ class RemoteEnv(BatchedEnv):
 
     def _restart(self) -> StepResult:
         """Fresh episodes on the replacement worker; this step's transitions are marked lost."""
-        seed = self.pool.fresh_seed()
+        seed = FRESH_SEED_BASE + self.pool.replacements
         previous = self._last_obs
         obs, _ = self.reset(seed=[[seed, self.first_world + i] for i in range(self.num_envs)])
         no = torch.zeros(self.num_envs, dtype=torch.bool)

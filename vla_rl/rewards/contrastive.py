@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from vla_rl.config.structured import Check, ConfigError, Schema
 from vla_rl.policies.normalizer import RunningMeanStd
-from vla_rl.rewards.base import RewardModel, frames_to_float
+from vla_rl.rewards.base import RewardModel
 from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
 
 if TYPE_CHECKING:
@@ -151,7 +151,7 @@ class ImagePreprocessing:
 
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
         """uint8 ``[B, H, W, 3]`` -> normalised float32 ``[B, 3, size, size]``."""
-        x = frames_to_float(frames)
+        x = frames.movedim(-1, -3).float().div_(255.0)  # [B, 3, H, W] in [0, 1]
         height, width = x.shape[-2:]
         out = (self.size, self.size)
         if self.center_crop:
