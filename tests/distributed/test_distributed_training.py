@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from vla_rl.config import compose_train_config
-from vla_rl.distributed.env_worker import EnvWorker
-from vla_rl.distributed.remote_env import build_training_env
+from vla_rl.distributed.remote_env import EnvWorker, build_training_env
 from vla_rl.training.runner import Trainer
 
 STEPS_PER_ITERATION = 8 * 12

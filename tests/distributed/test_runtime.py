@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vla_rl.distributed.env_worker import EnvWorker
+from vla_rl.distributed.remote_env import EnvWorker
 from vla_rl.distributed.runtime import InProcessRuntime, Resources, make_runtime
 from vla_rl.envs.config import EnvConfig
 

@@ -4,6 +4,8 @@
 ``stages_per_worker`` stages each and returns a ``StagedEnv`` whose stages are ``RemoteEnv``
 proxies, so the ordinary ``RolloutCollector`` drives them: with several stages it sends one stage
 its actions and acts for the next while the workers simulate (pipelining), on either runtime.
+An ``EnvWorker`` is the worker's side: a few batched envs (its stages) that the driver steps through
+a runtime handle.
 
 When a worker dies (a call raises one of the runtime's worker-death errors), ``EnvWorkerPool``
 spawns a replacement with the same config and records an event. Each of the dead worker's stages
@@ -22,16 +24,38 @@ from typing import Any
 import torch
 
 from vla_rl.config.distributed import DistributedConfig
-from vla_rl.distributed.env_worker import EnvWorker
 from vla_rl.distributed.layout import make_training_runtime, worker_resources
-from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec
+from vla_rl.distributed.runtime import Resources, Runtime, Worker, WorkerHandle
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec, env_spec
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env
 from vla_rl.envs.staged import StagedEnv
 
 FRESH_SEED_BASE = 1_000_000
 """Seeds of replaced workers' worlds start here (the k-th replacement uses base + k)."""
+
+
+class EnvWorker(Worker):
+    """Holds ``num_stages`` copies of ``make_env(cfg)``. Every call names the stage it is for and
+    returns plain tensors, lists and dicts (picklable), so the worker runs unchanged in this
+    process or as a Ray actor. A Ray actor runs its calls one after another, so while the driver
+    runs the policy for one stage, the worker simulates the stages whose actions are queued."""
+
+    def __init__(self, cfg: EnvConfig, num_stages: int = 1) -> None:
+        self.envs = [make_env(cfg) for _ in range(num_stages)]
+
+    def spec(self) -> dict[str, Any]:
+        """What a driver-side proxy needs to present a stage as a ``BatchedEnv`` (``env_spec``)."""
+        return env_spec(self.envs[0])
+
+    def run(self, stage: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of stage ``stage``'s env: a ``BatchedEnv`` call (``reset``,
+        ``step``, ``world_seed``, ``state_dict``, ``load_state_dict``)."""
+        return getattr(self.envs[stage], method)(*args, **kwargs)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
 
 
 class EnvWorkerPool:
