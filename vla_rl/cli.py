@@ -42,7 +42,6 @@ from pathlib import Path  # noqa: E402
 from vla_rl.config import ConfigError  # noqa: E402
 from vla_rl.config.load import compose_config_module  # noqa: E402
 from vla_rl.real_world.cli import DEPLOY_COMMANDS, add_deploy_parsers  # noqa: E402
-from vla_rl.rewards.cli import add_reward_train_parser, reward_train_command  # noqa: E402
 from vla_rl.training.collect_cli import add_collect_parser, collect_command  # noqa: E402
 from vla_rl.training.jobs import (  # noqa: E402
     job_config,
@@ -94,7 +93,12 @@ def build_parser() -> argparse.ArgumentParser:
     sft = sub.add_parser("sft", help="supervised fine-tuning of a chunk policy on demonstrations")
     sft.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data.path=DIR data.max_episodes=50")
     sft.add_argument("--resume", metavar="PATH", help="run or checkpoint folder to continue exactly")
-    add_reward_train_parser(sub)
+    reward_train = sub.add_parser(
+        "reward-train", help="fit a success/progress reward model on demonstrations and failures"
+    )
+    reward_train.add_argument(
+        "overrides", nargs="*", help="Hydra overrides, e.g. task=push datasets=[DIR,...]"
+    )
     add_deploy_parsers(sub)
     return parser
 
@@ -172,6 +176,29 @@ def _final_evaluation(stop_reason: str, evaluation, target: float | None) -> int
         return 0
     _print_eval(evaluation)
     return _check_target(evaluation.success_rate, target)
+
+
+def reward_train_command(args: argparse.Namespace) -> int:
+    """Train, save, print the held-out measurements. Overrides use Hydra syntax against
+    ``configs/reward_train.yaml`` (``task=push datasets=[datasets/push_demos,datasets/push_failures]
+    eval_datasets=[datasets/push_heldout] model.cameras=[front,wrist]``)."""
+    from vla_rl.rewards.fit import train_reward_model
+    from vla_rl.rewards.train_config import compose_reward_train_config
+
+    cfg = compose_reward_train_config(list(args.overrides))
+    result = train_reward_model(cfg)
+    print(
+        f"trained on {result.train_frames} frames in {result.train_time_s / 60:.2f} min "
+        f"(final loss {result.final_loss:.4f}); model: {cfg.output_dir}"
+    )
+    if result.quality is not None:
+        q = result.quality
+        true = "n/a" if q.progress_spearman_true is None else f"{q.progress_spearman_true:.3f}"
+        print(
+            f"held-out ({q.episodes} episodes, {q.frames} frames): success AUROC {q.success_auroc:.3f}, "
+            f"progress Spearman vs labels {q.progress_spearman_labels:.3f}, vs true progress {true}"
+        )
+    return 0
 
 
 def eval_command(args: argparse.Namespace) -> int:

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from vla_rl.config import compose_train_config
-from vla_rl.distributed.env_worker import EnvWorker
-from vla_rl.distributed.remote_env import build_training_env
+from vla_rl.distributed.remote_env import EnvWorker, build_training_env
 from vla_rl.training.runner import Trainer
 
 STEPS_PER_ITERATION = 8 * 12
@@ -83,11 +82,12 @@ def _crashing_worker(marker: Path, at_step: int) -> type:
 
         calls = 0
 
-        def step(self, stage, action):
-            self.calls += 1
-            if self.calls == at_step and _claim(marker):
-                os._exit(1)
-            return super().step(stage, action)
+        def run(self, stage, method, *args, **kwargs):
+            if method == "step":
+                self.calls += 1
+                if self.calls == at_step and _claim(marker):
+                    os._exit(1)
+            return super().run(stage, method, *args, **kwargs)
 
     return CrashingEnvWorker
 

@@ -6,7 +6,8 @@ from collections import defaultdict
 
 import pytest
 
-from vla_rl.distributed.placement import PlacementConfig, plan_placement
+from vla_rl.config.distributed import PlacementConfig
+from vla_rl.distributed.layout import plan_placement
 from vla_rl.distributed.runtime import Resources
 
 

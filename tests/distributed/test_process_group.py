@@ -7,12 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from vla_rl.distributed.process_group import (
-    data_parallel,
-    init_trainer_rank,
-    publish_address,
-    shard_batch,
-)
+from vla_rl.distributed.process_group import WRAPPERS, init_trainer_rank, publish_address, shard_batch
 
 STEPS = 20
 
@@ -50,7 +45,7 @@ def _rank(rank: int, world_size: int, address, queue) -> None:
         return float(loss) / world_size
 
     x, y = shard_batch(x, rank, world_size), shard_batch(y, rank, world_size)
-    losses = _train(data_parallel(_model()), x, y, global_loss)
+    losses = _train(WRAPPERS["ddp"](_model()), x, y, global_loss)
     if rank == 0:
         queue.put(losses)
     dist.destroy_process_group()

@@ -8,8 +8,7 @@ import os
 
 import torch
 
-from vla_rl.distributed.env_worker import EnvWorker
-from vla_rl.distributed.remote_env import make_worker_env
+from vla_rl.distributed.remote_env import EnvWorker, make_worker_env
 from vla_rl.distributed.runtime import InProcessRuntime, Resources
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env

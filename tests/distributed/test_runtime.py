@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vla_rl.distributed.env_worker import EnvWorker
+from vla_rl.distributed.remote_env import EnvWorker
 from vla_rl.distributed.runtime import InProcessRuntime, Resources, make_runtime
 from vla_rl.envs.config import EnvConfig
 
@@ -27,11 +27,11 @@ class Counter:
 def _trajectory(runtime) -> list[torch.Tensor]:
     cfg = EnvConfig(task="push", num_envs=3, num_threads=1)
     worker = runtime.spawn(EnvWorker, cfg, resources=Resources(num_cpus=1))
-    states = [worker.call("reset", 0, seed=5).result()["privileged"]]
+    states = [worker.call("run", 0, "reset", seed=5).result()[0]["privileged"]]
     generator = torch.Generator().manual_seed(0)
     for _ in range(4):
         action = torch.rand(3, 4, generator=generator) * 2 - 1
-        states.append(worker.call("step", 0, action).result().obs["privileged"])
+        states.append(worker.call("run", 0, "step", action).result().obs["privileged"])
     worker.call("close").result()
     runtime.stop(worker)
     return states

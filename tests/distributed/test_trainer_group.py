@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from vla_rl.distributed.runtime import InProcessRuntime, Resources
-from vla_rl.distributed.trainer_group import TrainerGroup, TrainerGroupConfig
-from vla_rl.distributed.trainer_rank import TrainerRank, TrainTask
+from vla_rl.distributed.trainer_group import TrainerGroup, TrainerGroupConfig, TrainerRank, TrainTask
 from vla_rl.policies import PolicyConfig, build_policy
 
 STEPS = 24

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vla_rl.distributed.inference_worker import InferenceWorker
 from vla_rl.distributed.runtime import InProcessRuntime, Resources
-from vla_rl.distributed.weights import broadcast_weights, cpu_state, state_checksum
+from vla_rl.distributed.weights import InferenceWorker, broadcast_weights, cpu_state, state_checksum
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.policies import PolicyConfig, build_policy
 

@@ -179,12 +179,12 @@ def test_running_normalization_is_batch_independent(model_dir: Path) -> None:
     torch.testing.assert_close(scores, one_by_one, atol=1e-4, rtol=1e-4)
     restored = load(model_dir, normalization="running")
     restored.load_state_dict(model.state_dict())  # the statistics are buffers: they save with the module
-    assert int(restored.norm_count) == 6
+    assert int(restored.score_stats.count) == 6
     torch.testing.assert_close(restored.score(batch, texts), scores)
     model.update_normalization(raw[:2])  # incremental update matches the statistics of all 8
     everything = torch.cat([raw, raw[:2]]).double()
-    assert model.norm_mean.item() == pytest.approx(everything.mean().item(), abs=1e-9)
-    assert (model.norm_m2 / model.norm_count).item() == pytest.approx(everything.var(unbiased=False).item())
+    assert model.score_stats.mean.item() == pytest.approx(everything.mean().item(), abs=1e-9)
+    assert model.score_stats.var.item() == pytest.approx(everything.var(unbiased=False).item())
 
 
 # -- errors -----------------------------------------------------------------------------------

@@ -21,7 +21,9 @@ from vla_rl.data.config import CollectConfig
 from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
 from vla_rl.data.lerobot_writer import LeRobotWriter
+from vla_rl.data.video import VideoSettings
 from vla_rl.envs import BatchedEnv, Observation, make_env
+from vla_rl.envs.batching import obs_to_device
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +48,19 @@ def field_names(fields: Sequence[tuple[str, int]]) -> list[str]:
     return [name if size == 1 else f"{name}_{i}" for name, size in fields for i in range(size)]
 
 
-def feature_names(task: str) -> dict[str, list[str]]:
-    """Names of the state, privileged and action dimensions recorded for ``task``."""
-    from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS
-    from vla_rl.sims.tasks.registry import TASKS
-
-    return {
-        STATE_KEY: field_names(PROPRIO_FIELDS),
-        PRIVILEGED_KEY: field_names(TASKS[task].privileged_fields),
-        ACTION_KEY: list(EE_DELTA_POS_ACTION_NAMES),
-        EXPERT_ACTION_KEY: list(EE_DELTA_POS_ACTION_NAMES),
-    }
+def recorded_feature_names(
+    state_fields: Sequence[tuple[str, int]],
+    privileged_fields: Sequence[tuple[str, int]] | None,
+    record_expert: bool,
+) -> dict[str, list[str]]:
+    """Names of the state and ``ee_delta_pos`` action dimensions a collection records, and of the
+    privileged state (when ``privileged_fields`` is given) and the expert action (``record_expert``)."""
+    names = {STATE_KEY: field_names(state_fields), ACTION_KEY: list(EE_DELTA_POS_ACTION_NAMES)}
+    if privileged_fields is not None:
+        names[PRIVILEGED_KEY] = field_names(privileged_fields)
+    if record_expert:
+        names[EXPERT_ACTION_KEY] = list(EE_DELTA_POS_ACTION_NAMES)
+    return names
 
 
 class EpisodeRecorder:
@@ -150,87 +154,98 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
 
     ``make_actor(env)`` builds what acts instead: ``vla-rl collect`` passes one that loads the
     policy of ``cfg.policy_checkpoint`` (``vla_rl.training.policy_actor``, a layer above this one)."""
+    from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS
+    from vla_rl.sims.tasks.registry import TASKS
+
     torch.set_num_threads(cfg.torch_num_threads)
     start = time.perf_counter()
-    max_attempts = cfg.max_attempts if cfg.max_attempts > 0 else 10 * cfg.num_episodes
     record_expert = cfg.record_expert_actions and cfg.noise_std > 0 and not cfg.policy_checkpoint
-    names = feature_names(cfg.env.task)
-    if not cfg.record_privileged:
-        names.pop(PRIVILEGED_KEY)
-    if not record_expert:
-        names.pop(EXPERT_ACTION_KEY)
+    privileged_fields = TASKS[cfg.env.task].privileged_fields if cfg.record_privileged else None
+    names = recorded_feature_names(PROPRIO_FIELDS, privileged_fields, record_expert)
     env = make_env(cfg.env)
     try:
-        expert = _actor(cfg, env, make_actor)
-    except Exception:
-        env.close()
-        raise
-    writer = LeRobotWriter(
-        cfg.output_dir,
-        fps=env.control_hz,
-        robot_type=cfg.robot_type,
-        video=cfg.video.settings(),
-        feature_names=names,
-        append=cfg.append,
-    )
-    try:
-        recorder = EpisodeRecorder(env.num_envs, cfg.env.cameras, cfg.record_privileged, record_expert)
-        written, attempted, successes, frames = record_episodes(
-            env, expert, recorder, writer, cfg.num_episodes, max_attempts, cfg.keep_failures, cfg.seed
+        actor = _actor(cfg, env, make_actor)
+        result = record_dataset(
+            env,
+            actor,
+            cfg.output_dir,
+            cfg.env.cameras,
+            names,
+            start,
+            num_episodes=cfg.num_episodes,
+            max_attempts=cfg.max_attempts,
+            keep_failures=cfg.keep_failures,
+            seed=cfg.seed,
+            robot_type=cfg.robot_type,
+            video=cfg.video.settings(),
+            append=cfg.append,
         )
     finally:
-        writer.close()
         env.close()
-    if written < cfg.num_episodes:
+    if result.episodes_written < cfg.num_episodes:
         log.warning(
             "collect %s: only %d of %d episodes after %d attempts (success rate %.2f)",
             cfg.env.task,
-            written,
+            result.episodes_written,
             cfg.num_episodes,
-            attempted,
-            successes / max(attempted, 1),
+            result.episodes_attempted,
+            result.success_rate,
         )
-    return CollectResult(
-        Path(cfg.output_dir), written, attempted, successes, frames, time.perf_counter() - start
-    )
+    return result
 
 
-def record_episodes(
+def record_dataset(
     env: BatchedEnv,
     actor: Actor,
-    recorder: EpisodeRecorder,
-    writer: LeRobotWriter,
+    output_dir: str | Path,
+    cameras: Sequence[str],
+    feature_names: dict[str, list[str]],
+    start_s: float,
+    *,
     num_episodes: int,
     max_attempts: int,
     keep_failures: bool,
     seed: int,
+    robot_type: str,
+    video: VideoSettings | None,
+    append: bool,
     success_key: str = "success",
-) -> tuple[int, int, int, int]:
+) -> CollectResult:
     """Step ``env`` from ``reset(seed)`` with ``actor`` and write each episode as it ends (failed ones
-    only with ``keep_failures``) until ``num_episodes`` are written or ``max_attempts`` have ended.
-    ``success_key`` is the ``info["episode"]`` flag that says an episode succeeded. Returns (episodes
-    written, attempted, successful, frames written)."""
+    only with ``keep_failures``) into the dataset at ``output_dir`` (new, or continued with
+    ``append``) until ``num_episodes`` are written or ``max_attempts`` have ended (``<= 0``:
+    ``10 * num_episodes``). ``success_key`` is the ``info["episode"]`` flag that says an episode
+    succeeded. The episodes keep the privileged state and the expert action when ``feature_names``
+    names them (``recorded_feature_names``). ``start_s`` is the ``time.perf_counter()`` the
+    collection began at."""
+    recorder = EpisodeRecorder(
+        env.num_envs, cameras, PRIVILEGED_KEY in feature_names, EXPERT_ACTION_KEY in feature_names
+    )
+    max_attempts = max_attempts if max_attempts > 0 else 10 * num_episodes
     written = attempted = successes = frames = 0
-    obs, _ = env.reset(seed=seed)
-    while written < num_episodes and attempted < max_attempts:
-        executed, clean = actor.act({key: _to_cpu(value) for key, value in obs.items()})
-        result = env.step(executed.to(env.device))
-        recorder.record(obs, executed, clean, result.reward, result.info["success"])
-        for world in result.done.nonzero().flatten().tolist():
-            if written >= num_episodes or attempted >= max_attempts:
-                break
-            success = bool(result.info["episode"][success_key][world])
-            episode = recorder.finish(world, success)
-            attempted += 1
-            successes += success
-            if success or keep_failures:
-                writer.add_episode(episode)
-                written += 1
-                frames += len(episode)
-        if result.done.any():
-            log.info("collect: %d/%d episodes written, %d attempted", written, num_episodes, attempted)
-        obs = result.obs
-    return written, attempted, successes, frames
+    with LeRobotWriter(output_dir, env.control_hz, robot_type, video, feature_names, append=append) as writer:
+        obs, _ = env.reset(seed=seed)
+        while written < num_episodes and attempted < max_attempts:
+            executed, clean = actor.act(obs_to_device(obs, "cpu"))
+            result = env.step(executed.to(env.device))
+            recorder.record(obs, executed, clean, result.reward, result.info["success"])
+            for world in result.done.nonzero().flatten().tolist():
+                if written >= num_episodes or attempted >= max_attempts:
+                    break
+                success = bool(result.info["episode"][success_key][world])
+                episode = recorder.finish(world, success)
+                attempted += 1
+                successes += success
+                if success or keep_failures:
+                    writer.add_episode(episode)
+                    written += 1
+                    frames += len(episode)
+            if result.done.any():
+                log.info("collect: %d/%d episodes written, %d attempted", written, num_episodes, attempted)
+            obs = result.obs
+    return CollectResult(
+        Path(output_dir), written, attempted, successes, frames, time.perf_counter() - start_s
+    )
 
 
 def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None) -> Actor:
@@ -245,7 +260,3 @@ def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None)
             "(a functools.partial of vla_rl.training.policy_actor.CheckpointActor)"
         )
     return ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
-
-
-def _to_cpu(value: object) -> object:
-    return value.cpu() if isinstance(value, torch.Tensor) else value

@@ -18,16 +18,7 @@ from pathlib import Path
 
 import torch
 
-from vla_rl.data.collect import (
-    EE_DELTA_POS_ACTION_NAMES,
-    EXPERT_ACTION_KEY,
-    CollectResult,
-    EpisodeRecorder,
-    field_names,
-    record_episodes,
-)
-from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
-from vla_rl.data.lerobot_writer import LeRobotWriter
+from vla_rl.data.collect import CollectResult, record_dataset, recorded_feature_names
 from vla_rl.data.video import VideoSettings
 from vla_rl.envs.config import EnvConfig
 from vla_rl.sims.metaworld.batched_env import MetaWorldBatchedEnv
@@ -72,7 +63,6 @@ def collect_metaworld_demonstrations(
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
     start = time.perf_counter()
-    max_attempts = max_attempts if max_attempts > 0 else 10 * num_episodes
     cfg = EnvConfig(
         backend="metaworld",
         task=task,
@@ -82,32 +72,24 @@ def collect_metaworld_demonstrations(
         image_size=image_size,
         options={"terminate_on_success": stop_at_success},
     )
-    record_expert = noise_std > 0
-    names = {
-        STATE_KEY: field_names(STATE_FIELDS),
-        PRIVILEGED_KEY: field_names(PRIVILEGED_FIELDS),
-        ACTION_KEY: list(EE_DELTA_POS_ACTION_NAMES),
-    }
-    if record_expert:
-        names[EXPERT_ACTION_KEY] = list(EE_DELTA_POS_ACTION_NAMES)
+    names = recorded_feature_names(STATE_FIELDS, PRIVILEGED_FIELDS, record_expert=noise_std > 0)
     with MetaWorldBatchedEnv(cfg) as env:
-        expert = MetaWorldExpert(env.tasks, noise_std=noise_std, seed=seed)
-        recorder = EpisodeRecorder(
-            env.num_envs, cfg.cameras, record_privileged=True, record_expert=record_expert
-        )
-        writer = LeRobotWriter(
+        return record_dataset(
+            env,
+            MetaWorldExpert(env.tasks, noise_std=noise_std, seed=seed),
             output_dir,
-            fps=env.control_hz,
+            cfg.cameras,
+            names,
+            start,
+            num_episodes=num_episodes,
+            max_attempts=max_attempts,
+            keep_failures=keep_failures,
+            seed=seed,
             robot_type="sawyer",
             video=video,
-            feature_names=names,
             append=append,
+            success_key="success_once",
         )
-        with writer:
-            counts = record_episodes(
-                env, expert, recorder, writer, num_episodes, max_attempts, keep_failures, seed, "success_once"
-            )
-    return CollectResult(Path(output_dir), *counts, time.perf_counter() - start)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

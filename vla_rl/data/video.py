@@ -83,13 +83,11 @@ def write_video(path: str | Path, frames: np.ndarray, fps: float, settings: Vide
 
 def read_video(path: str | Path) -> np.ndarray:
     """All frames of the video at ``path`` as uint8 [T, H, W, 3]."""
-    import imageio.v2 as imageio
+    import imageio.v3 as iio
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"video file {path} does not exist")
-    frames = [
-        np.asarray(frame)[..., :3] for frame in imageio.mimread(str(path), format="FFMPEG", memtest=False)
-    ]
-    if not frames:
+    frames = iio.imread(str(path), plugin="FFMPEG", index=None)
+    if len(frames) == 0:
         raise ValueError(f"video file {path} has no frames")
-    return np.stack(frames).astype(np.uint8, copy=False)
+    return frames[..., :3]

@@ -164,6 +164,4 @@ class AsyncPPO:
         return {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
 
     def close(self) -> None:
-        for worker in self.workers:
-            worker.call("close").result()
-            self.runtime.stop(worker)
+        self.runtime.stop_all(self.workers, "close")

@@ -43,12 +43,6 @@ class _PPOLoss(torch.nn.Module):
         return self._ppo.compute_losses(batch, normalize_advantages=False)
 
 
-def _normalize_over_valid(batch: Minibatch) -> Minibatch:
-    """The minibatch with its advantages normalised by the statistics of its valid transitions
-    (what a single trainer computes before the losses)."""
-    return {**batch, "advantages": normalize_advantages(batch["advantages"], batch["valid"])}
-
-
 class ShardedPPO(PPO):
     """PPO whose gradient steps run on this rank's share of each minibatch (DDP averages them)."""
 
@@ -59,7 +53,8 @@ class ShardedPPO(PPO):
 
     def _minibatch_losses(self, batch: Minibatch) -> PPOLosses:
         if self.cfg.normalize_advantages:
-            batch = _normalize_over_valid(batch)
+            # Over the whole minibatch's valid transitions, as a single trainer does before the losses.
+            batch = {**batch, "advantages": normalize_advantages(batch["advantages"], batch["valid"])}
         return self.loss_module(shard_batch(batch, self.rank, self.world_size))
 
     def _metric(self, value: torch.Tensor) -> float:

@@ -68,11 +68,6 @@ class GroupMember(Worker):
             dist.destroy_process_group()
 
 
-def data_parallel(module: torch.nn.Module) -> DistributedDataParallel:
-    """``module`` wrapped so that backward averages gradients over the group (DDP)."""
-    return DistributedDataParallel(module)
-
-
 def fully_sharded(module: torch.nn.Module) -> torch.nn.Module:
     """``module`` with its parameters sharded over the group (FSDP2's ``fully_shard``): each rank
     keeps 1/world_size of every parameter and its optimizer state, gathers the whole before forward
@@ -84,10 +79,11 @@ def fully_sharded(module: torch.nn.Module) -> torch.nn.Module:
 
 WRAPPERS: dict[str, Callable[[torch.nn.Module], torch.nn.Module]] = {
     "none": lambda module: module,
-    "ddp": data_parallel,
+    "ddp": DistributedDataParallel,
     "fsdp2": fully_sharded,
 }
-"""Data-parallel strategies of a trainer group, by config name."""
+"""Data-parallel strategies of a trainer group, by config name: ``ddp`` wraps the module so that
+backward averages gradients over the group, ``fsdp2`` shards its parameters (``fully_sharded``)."""
 
 _FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -127,5 +123,4 @@ def shard_batch(batch: torch.Tensor | dict, rank: int, world_size: int) -> torch
         return {key: shard_batch(value, rank, world_size) for key, value in batch.items()}
     if batch.shape[0] % world_size:
         raise ValueError(f"a batch of {batch.shape[0]} does not split into {world_size} equal shares")
-    share = batch.shape[0] // world_size
-    return batch[rank * share : (rank + 1) * share]
+    return batch.chunk(world_size)[rank]

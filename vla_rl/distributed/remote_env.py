@@ -4,6 +4,8 @@
 ``stages_per_worker`` stages each and returns a ``StagedEnv`` whose stages are ``RemoteEnv``
 proxies, so the ordinary ``RolloutCollector`` drives them: with several stages it sends one stage
 its actions and acts for the next while the workers simulate (pipelining), on either runtime.
+An ``EnvWorker`` is the worker's side: a few batched envs (its stages) that the driver steps through
+a runtime handle.
 
 When a worker dies (a call raises one of the runtime's worker-death errors), ``EnvWorkerPool``
 spawns a replacement with the same config and records an event. Each of the dead worker's stages
@@ -22,16 +24,38 @@ from typing import Any
 import torch
 
 from vla_rl.config.distributed import DistributedConfig
-from vla_rl.distributed.env_worker import EnvWorker
 from vla_rl.distributed.layout import make_training_runtime, worker_resources
-from vla_rl.distributed.runtime import Resources, Runtime, WorkerHandle
-from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec
+from vla_rl.distributed.runtime import Resources, Runtime, Worker, WorkerHandle
+from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec, env_spec
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.registry import make_env
 from vla_rl.envs.staged import StagedEnv
 
 FRESH_SEED_BASE = 1_000_000
 """Seeds of replaced workers' worlds start here (the k-th replacement uses base + k)."""
+
+
+class EnvWorker(Worker):
+    """Holds ``num_stages`` copies of ``make_env(cfg)``. Every call names the stage it is for and
+    returns plain tensors, lists and dicts (picklable), so the worker runs unchanged in this
+    process or as a Ray actor. A Ray actor runs its calls one after another, so while the driver
+    runs the policy for one stage, the worker simulates the stages whose actions are queued."""
+
+    def __init__(self, cfg: EnvConfig, num_stages: int = 1) -> None:
+        self.envs = [make_env(cfg) for _ in range(num_stages)]
+
+    def spec(self) -> dict[str, Any]:
+        """What a driver-side proxy needs to present a stage as a ``BatchedEnv`` (``env_spec``)."""
+        return env_spec(self.envs[0])
+
+    def run(self, stage: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of stage ``stage``'s env: a ``BatchedEnv`` call (``reset``,
+        ``step``, ``world_seed``, ``state_dict``, ``load_state_dict``)."""
+        return getattr(self.envs[stage], method)(*args, **kwargs)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
 
 
 class EnvWorkerPool:
@@ -82,9 +106,6 @@ class EnvWorkerPool:
         self.replacements += 1
         self.events.append(f"env worker {index} died ({type(error).__name__}); replaced")
 
-    def fresh_seed(self) -> int:
-        return FRESH_SEED_BASE + self.replacements
-
     def close(self) -> None:
         self.runtime.stop_all(self.workers, "close")
 
@@ -101,17 +122,17 @@ class RemoteEnv(BatchedEnv):
         self._future: Any = None
         self._last_obs: Observation | None = None
 
-    @property
-    def handle(self) -> WorkerHandle:
-        return self.pool.workers[self.worker]
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Start ``method`` of this stage's env on its worker; returns the future."""
+        return self.pool.workers[self.worker].call("run", self.stage, method, *args, **kwargs)
 
     def world_seed(self, seed: int, world: int) -> int | list[int]:
-        return self.handle.call("world_seed", self.stage, seed, world).result()
+        return self._run("world_seed", seed, world).result()
 
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        self._last_obs = self.handle.call("reset", self.stage, seed, env_ids).result()
+        self._last_obs = self._run("reset", seed=seed, env_ids=env_ids).result()[0]
         self.generation = self.pool.generations[self.worker]
         return self._last_obs, {}
 
@@ -126,7 +147,7 @@ class RemoteEnv(BatchedEnv):
         if self.generation != self.pool.generations[self.worker]:
             self._future = "lost"
         else:
-            self._future = (self.generation, self.handle.call("step", self.stage, action))
+            self._future = (self.generation, self._run("step", action))
 
     def step_wait(self) -> StepResult:
         pending, self._future = self._future, None
@@ -146,7 +167,7 @@ class RemoteEnv(BatchedEnv):
 
     def _restart(self) -> StepResult:
         """Fresh episodes on the replacement worker; this step's transitions are marked lost."""
-        seed = self.pool.fresh_seed()
+        seed = FRESH_SEED_BASE + self.pool.replacements
         previous = self._last_obs
         obs, _ = self.reset(seed=[[seed, self.first_world + i] for i in range(self.num_envs)])
         no = torch.zeros(self.num_envs, dtype=torch.bool)
@@ -154,10 +175,10 @@ class RemoteEnv(BatchedEnv):
         return StepResult(obs, torch.zeros(self.num_envs), no.clone(), ~no, info)
 
     def state_dict(self) -> dict[str, Any]:
-        return self.handle.call("state_dict", self.stage).result()
+        return self._run("state_dict").result()
 
     def load_state_dict(self, state: dict[str, Any]) -> Observation:
-        self._last_obs = self.handle.call("load_state_dict", self.stage, state).result()
+        self._last_obs = self._run("load_state_dict", state).result()
         return self._last_obs
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ import os
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,20 +123,12 @@ class InProcessRuntime(Runtime):
         return _LocalHandle(cls(*args, **kwargs))
 
 
-class _RayFuture:
-    def __init__(self, ray: Any, ref: Any) -> None:
-        self._ray, self.ref = ray, ref
-
-    def result(self, timeout: float | None = None) -> Any:
-        return self._ray.get(self.ref, timeout=timeout)
-
-
 class _RayHandle(WorkerHandle):
-    def __init__(self, ray: Any, actor: Any) -> None:
-        self._ray, self.actor = ray, actor
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> _RayFuture:
-        return _RayFuture(self._ray, getattr(self.actor, method).remote(*args, **kwargs))
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Future:
+        return getattr(self.actor, method).remote(*args, **kwargs).future()
 
 
 class RayRuntime(Runtime):
@@ -182,7 +174,7 @@ class RayRuntime(Runtime):
                 placement_group=resources.placement_group, placement_group_bundle_index=resources.bundle_index
             )
         actor_cls = self.ray.remote(**options)(cls)
-        return _RayHandle(self.ray, actor_cls.remote(*args, **kwargs))
+        return _RayHandle(actor_cls.remote(*args, **kwargs))
 
     def share(self, value: Any) -> Any:
         return self.ray.put(value)
@@ -214,12 +206,9 @@ class RayRuntime(Runtime):
     def gather(self, futures: Sequence[Any]) -> list[Any]:
         """Fails fast: the first call that fails raises at once, while the others may still run
         (e.g. ranks waiting in a collective for a dead one), so the caller can stop them."""
-        refs = [future.ref for future in futures]
-        pending = list(refs)
-        while pending:
-            ready, pending = self.ray.wait(pending, num_returns=1)
-            self.ray.get(ready[0])
-        return self.ray.get(refs)
+        for future in as_completed(futures):
+            future.result()
+        return super().gather(futures)
 
     def shutdown(self) -> None:
         """Remove this runtime's placement groups; end Ray if this runtime started it."""

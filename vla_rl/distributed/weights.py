@@ -1,24 +1,28 @@
-"""Trainer -> inference weight sync: versioned state dicts and a checksum to compare copies."""
+"""Trainer -> inference weight sync: versioned state dicts, a checksum to compare copies, and the
+inference worker that receives them."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
 
+import gymnasium as gym
+import safetensors.torch
 import torch
 
 from vla_rl.distributed.runtime import Runtime, WorkerHandle
+from vla_rl.envs.base import Observation
+from vla_rl.policies import PolicyConfig, build_policy
 
 
 def state_checksum(state: dict[str, torch.Tensor]) -> str:
-    """SHA-256 over the names, dtypes, shapes and bytes of ``state``'s tensors, in name order."""
-    digest = hashlib.sha256()
-    for name in sorted(state):
-        tensor = state[name].detach().cpu().contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        tensor = tensor.reshape(-1)  # a 0-d tensor cannot be viewed as bytes
-        digest.update(tensor.view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-    return digest.hexdigest()
+    """SHA-256 of ``state`` as safetensors serialises it: the names, dtypes, shapes and bytes of its
+    tensors, in an order that does not depend on the dict's."""
+    tensors = {
+        name: value.detach().cpu().clone(memory_format=torch.contiguous_format)
+        for name, value in state.items()
+    }
+    return hashlib.sha256(safetensors.torch.save(tensors)).hexdigest()
 
 
 def cpu_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -43,6 +47,21 @@ class VersionedWeights:
 
     def weights_version(self) -> tuple[int, str]:
         return self.weights_version_loaded, state_checksum(cpu_state(self.policy))
+
+
+class InferenceWorker(VersionedWeights):
+    """Builds the policy ``cfg`` for the given spaces; ``act`` samples actions (no gradients) with the
+    weights last loaded."""
+
+    def __init__(
+        self, cfg: PolicyConfig, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box
+    ) -> None:
+        self.policy = build_policy(cfg, observation_space, action_space)
+        self.policy.eval()
+
+    @torch.no_grad()
+    def act(self, obs: Observation, deterministic: bool = False) -> torch.Tensor:
+        return self.policy.act(obs, deterministic=deterministic).action
 
 
 def broadcast_weights(

@@ -58,16 +58,13 @@ def registered_backends() -> list[str]:
 
 
 def make_env(cfg: EnvConfig) -> BatchedEnv:
-    """Build the environment described by ``cfg`` (dispatches on ``cfg.backend``)."""
+    """Build the environment described by ``cfg`` (dispatches on ``cfg.backend``); with
+    ``pipeline_stages`` > 1, a ``StagedEnv`` of that many equal groups of its worlds."""
     factory = backend_factory(cfg.backend)
     if cfg.pipeline_stages < 1:
         raise ValueError(f"config key 'env.pipeline_stages' must be >= 1, got {cfg.pipeline_stages}")
-    if cfg.pipeline_stages > 1:
-        return _make_staged_env(cfg, factory)
-    return factory(cfg)
-
-
-def _make_staged_env(cfg: EnvConfig, factory: EnvFactory) -> BatchedEnv:
+    if cfg.pipeline_stages == 1:
+        return factory(cfg)
     from vla_rl.envs.staged import StagedEnv
 
     stages = cfg.pipeline_stages

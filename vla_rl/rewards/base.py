@@ -95,8 +95,3 @@ def check_instructions(instructions: Sequence[str], batch_size: int) -> None:
     for i, text in enumerate(instructions):
         if not isinstance(text, str) or not text.strip():
             raise RewardModelError(f"instruction {i} is empty: every frame needs the task it is scored for")
-
-
-def frames_to_float(frames: torch.Tensor) -> torch.Tensor:
-    """uint8 ``[..., H, W, 3]`` -> float32 ``[..., 3, H, W]`` in [0, 1]."""
-    return frames.movedim(-1, -3).float().div_(255.0)

@@ -14,6 +14,7 @@ The model, tokenizer and image-processor settings load from one local directory 
 
 from __future__ import annotations
 
+import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from vla_rl.config.structured import Check, ConfigError, Schema
-from vla_rl.rewards.base import RewardModel, frames_to_float
+from vla_rl.policies.normalizer import RunningMeanStd
+from vla_rl.rewards.base import RewardModel
 from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
 
 if TYPE_CHECKING:
@@ -149,7 +151,7 @@ class ImagePreprocessing:
 
     def __call__(self, frames: torch.Tensor) -> torch.Tensor:
         """uint8 ``[B, H, W, 3]`` -> normalised float32 ``[B, 3, size, size]``."""
-        x = frames_to_float(frames)
+        x = frames.movedim(-1, -3).float().div_(255.0)  # [B, 3, H, W] in [0, 1]
         height, width = x.shape[-2:]
         out = (self.size, self.size)
         if self.center_crop:
@@ -194,9 +196,8 @@ class ContrastiveRewardModel(RewardModel):
         self._pad_to_max_length = model.config.model_type == "siglip"
         self._max_text_length = model.config.text_config.max_position_embeddings
         self._text_cache: dict[str, torch.Tensor] = {}
-        self.register_buffer("norm_count", torch.zeros((), dtype=torch.float64, device=options.device))
-        self.register_buffer("norm_mean", torch.zeros((), dtype=torch.float64, device=options.device))
-        self.register_buffer("norm_m2", torch.zeros((), dtype=torch.float64, device=options.device))
+        self.score_stats = RunningMeanStd((), epsilon=_NORM_EPS, clip=math.inf).to(options.device)
+        """Running mean and variance of the raw scores (``normalization: running``)."""
 
     @classmethod
     def from_directory(cls, path: str | Path, options: ContrastiveOptions) -> ContrastiveRewardModel:
@@ -310,24 +311,14 @@ class ContrastiveRewardModel(RewardModel):
         return probability.float().to(frames.device)
 
     def update_normalization(self, scores: torch.Tensor) -> None:
-        """Fold raw scores into the running mean/variance (Chan et al.'s parallel update)."""
-        x = scores.detach().to(self.norm_mean.device, torch.float64).flatten()
-        if x.numel() == 0:
-            return
-        with torch.no_grad():
-            count, batch_mean = x.numel(), x.mean()
-            total = self.norm_count + count
-            delta = batch_mean - self.norm_mean
-            self.norm_m2 += ((x - batch_mean) ** 2).sum() + delta**2 * self.norm_count * count / total
-            self.norm_mean += delta * count / total
-            self.norm_count.copy_(total)
+        """Fold raw scores into the running mean/variance (``RunningMeanStd``)."""
+        self.score_stats.update(scores)
 
     def normalize(self, raw: torch.Tensor) -> torch.Tensor:
         """``(raw - mean) / sqrt(var + eps)``; unchanged until two scores have been seen."""
-        if self.norm_count.item() < 2:
+        if self.score_stats.count.item() < 2:
             return raw
-        std = torch.sqrt(self.norm_m2 / self.norm_count + _NORM_EPS)
-        return ((raw.double() - self.norm_mean.to(raw.device)) / std.to(raw.device)).float()
+        return self.score_stats(raw.double()).float()
 
 
 def build_contrastive(path: str, options: dict[str, Any]) -> ContrastiveRewardModel:

@@ -26,8 +26,10 @@ from vla_rl.policies.layers import build_mlp
 from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.rewards.base import RewardModel
 from vla_rl.rewards.config import REWARD_OPTIONS_KEY, is_torch_device
+from vla_rl.rewards.contrastive import ImagePreprocessing
 
 CONFIG_FILE = "reward_model.json"
+BACKBONE_DIRNAME = "backbone"
 SCORES = ("progress", "success", "mean")
 
 
@@ -81,6 +83,56 @@ def word_ids(instruction: str, buckets: int) -> list[int]:
     return [zlib.crc32(word.encode()) % buckets for word in instruction.lower().split()]
 
 
+class PretrainedImageEncoder(nn.Module):
+    """uint8 frames ``[B, V, H, W, 3]`` -> features ``[B, feature_dim]`` through a CLIP/SigLIP tower.
+
+    ``vla-rl reward-train model.backbone=pretrained model.backbone_path=DIR`` fine-tunes the image
+    tower of the local checkpoint (or keeps it frozen with ``model.freeze_backbone=true``) under the
+    success/progress heads instead of training the small CNN from scratch. Each camera is embedded by
+    the same tower; the embeddings are concatenated and projected to ``feature_dim``. The tower's
+    config and image-processor settings are saved next to the reward model (``backbone/``), so the
+    saved model loads without the original directory.
+    """
+
+    def __init__(self, directory: str | Path, num_views: int, feature_dim: int, freeze: bool) -> None:
+        super().__init__()
+        path = Path(directory)
+        if not path.is_dir():
+            raise FileNotFoundError(f"model.backbone_path {str(directory)!r} is not a local model directory")
+        from transformers import AutoImageProcessor, AutoModel
+
+        model = AutoModel.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+        if not hasattr(model, "get_image_features"):
+            raise ValueError(f"{path}: {type(model).__name__} has no image tower (get_image_features)")
+        self.processor = AutoImageProcessor.from_pretrained(path, local_files_only=True)
+        self.model = model
+        self.preprocess = ImagePreprocessing.from_processor(
+            self.processor, model.config.vision_config.image_size
+        )
+        self.frozen = freeze
+        if freeze:
+            self.model.requires_grad_(False)
+        embed_dim = self._embed(torch.zeros(1, 8, 8, 3, dtype=torch.uint8)).shape[-1]
+        self.project = nn.Sequential(nn.Linear(num_views * embed_dim, feature_dim), nn.ELU())
+
+    def _embed(self, frames: torch.Tensor) -> torch.Tensor:
+        output = self.model.get_image_features(pixel_values=self.preprocess(frames))
+        return output if isinstance(output, torch.Tensor) else output.pooler_output
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        batch, views = frames.shape[:2]
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.frozen):
+            embeddings = self._embed(frames.flatten(0, 1))
+        return self.project(embeddings.reshape(batch, views * embeddings.shape[-1]))
+
+    def save_backbone(self, directory: str | Path) -> Path:
+        """Write the tower's config, weights and image processor into ``directory/backbone``."""
+        path = Path(directory) / BACKBONE_DIRNAME
+        self.model.save_pretrained(path)
+        self.processor.save_pretrained(path)
+        return path
+
+
 class LearnedRewardModel(RewardModel):
     """Frames + instruction -> (success logit, progress)."""
 
@@ -94,8 +146,6 @@ class LearnedRewardModel(RewardModel):
         self.image_size = config.image_size
         self.keys = [f"rgb_{camera}" for camera in config.cameras]
         if config.backbone == "pretrained":
-            from vla_rl.rewards.pretrained_encoder import PretrainedImageEncoder
-
             self.encoder = PretrainedImageEncoder(
                 config.backbone_path, self.num_views, config.feature_dim, config.freeze_backbone
             )

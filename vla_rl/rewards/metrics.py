@@ -47,31 +47,30 @@ def _scipy_stats():  # noqa: ANN202 - the scipy.stats module
 def true_progress(task: str, privileged: np.ndarray, episode: np.ndarray) -> np.ndarray:
     """[N] in [0, 1]: ``1 - d_t / d_0`` per frame, ``d`` the distance to the goal and ``d_0`` that of
     the frame's episode's first frame (frames of one episode in order)."""
-    if task not in GOAL_DISTANCE_FIELDS:
-        raise ValueError(f"no goal distance defined for task {task!r}; known: {sorted(GOAL_DISTANCE_FIELDS)}")
-    return progress_along(_path_length(task, privileged, (GOAL_DISTANCE_FIELDS[task],)), episode)
+    fields = {name: (field,) for name, field in GOAL_DISTANCE_FIELDS.items()}
+    return progress_along(_path_length(fields, "goal distance", task, privileged), episode)
 
 
 def remaining_path_progress(task: str, privileged: np.ndarray, episode: np.ndarray) -> np.ndarray:
     """[N] in [0, 1]: ``1 - d_t / d_0`` with ``d`` the path still to travel (``REMAINING_PATH_FIELDS``)."""
-    if task not in REMAINING_PATH_FIELDS:
-        known = sorted(REMAINING_PATH_FIELDS)
-        raise ValueError(f"no remaining path defined for task {task!r}; known: {known}")
-    return progress_along(_path_length(task, privileged, REMAINING_PATH_FIELDS[task]), episode)
+    return progress_along(_path_length(REMAINING_PATH_FIELDS, "remaining path", task, privileged), episode)
 
 
 def progress_along(distance: np.ndarray, episode: np.ndarray) -> np.ndarray:
     """``clip(1 - distance / distance at the episode's first frame, 0, 1)`` per frame."""
-    episode = np.asarray(episode)
-    _, first_rows = np.unique(episode, return_index=True)
-    start = dict(zip(episode[first_rows], distance[first_rows], strict=True))
-    initial = np.array([start[e] for e in episode])
+    _, first_rows, episode_of_row = np.unique(np.asarray(episode), return_index=True, return_inverse=True)
+    initial = distance[first_rows][episode_of_row]
     return np.clip(1.0 - distance / np.maximum(initial, 1e-6), 0.0, 1.0)
 
 
-def _path_length(task: str, privileged: np.ndarray, fields: tuple[str, ...]) -> np.ndarray:
+def _path_length(
+    fields_of_task: dict[str, tuple[str, ...]], what: str, task: str, privileged: np.ndarray
+) -> np.ndarray:
+    """The summed norms of the privileged fields ``fields_of_task[task]`` (``what`` they measure)."""
     from vla_rl.sims.mujoco.observations import split_fields
     from vla_rl.sims.tasks.registry import TASKS
 
+    if task not in fields_of_task:
+        raise ValueError(f"no {what} defined for task {task!r}; known: {sorted(fields_of_task)}")
     values = split_fields(privileged, TASKS[task].privileged_fields)
-    return sum(np.linalg.norm(values[name], axis=-1) for name in fields)
+    return sum(np.linalg.norm(values[name], axis=-1) for name in fields_of_task[task])

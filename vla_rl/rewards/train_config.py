@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from vla_rl.config.structured import Check, compose_config_module, validate_structured
+from vla_rl.config.structured import Check, compose_config_module, not_negative, positive, validate_structured
 from vla_rl.rewards.learned import LearnedRewardConfig
 from vla_rl.rewards.metrics import REMAINING_PATH_FIELDS
 
@@ -58,7 +58,6 @@ class RewardTrainConfig:
 REWARD_TRAIN_CHECKS: tuple[Check[RewardTrainConfig], ...] = (
     Check("datasets", lambda c: len(c.datasets) > 0, "name at least one dataset directory"),
     Check("model.cameras", lambda c: len(c.model.cameras) > 0, "name at least one camera"),
-    Check("model.image_size", lambda c: c.model.image_size > 0, "must be positive"),
     Check("model.channels", lambda c: len(c.model.channels) > 0, "needs at least one convolution"),
     Check(
         "model.backbone", lambda c: c.model.backbone in ("cnn", "pretrained"), "must be 'cnn' or 'pretrained'"
@@ -68,10 +67,8 @@ REWARD_TRAIN_CHECKS: tuple[Check[RewardTrainConfig], ...] = (
         lambda c: c.model.backbone != "pretrained" or bool(c.model.backbone_path),
         "must name the local CLIP/SigLIP folder of the pretrained backbone",
     ),
-    Check("steps", lambda c: c.steps > 0, "must be positive"),
-    Check("batch_size", lambda c: c.batch_size > 0, "must be positive"),
-    Check("learning_rate", lambda c: c.learning_rate > 0, "must be positive"),
-    Check("progress_weight", lambda c: c.progress_weight >= 0, "must not be negative"),
+    *positive("model.image_size", "steps", "batch_size", "learning_rate", "torch_num_threads"),
+    *not_negative("progress_weight", "random_shift_px"),
     Check(
         "progress_labels",
         lambda c: c.progress_labels in ("time", "task_state"),
@@ -82,9 +79,7 @@ REWARD_TRAIN_CHECKS: tuple[Check[RewardTrainConfig], ...] = (
         lambda c: c.progress_labels != "task_state" or c.task in REMAINING_PATH_FIELDS,
         f"progress_labels=task_state needs one of {sorted(REMAINING_PATH_FIELDS)}",
     ),
-    Check("random_shift_px", lambda c: c.random_shift_px >= 0, "must not be negative"),
     Check("output_dir", lambda c: bool(c.output_dir), "must name a directory"),
-    Check("torch_num_threads", lambda c: c.torch_num_threads > 0, "must be positive"),
 )
 
 

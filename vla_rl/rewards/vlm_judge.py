@@ -188,6 +188,8 @@ class VLMJudge(RewardModel):
         among them), so a frame gets the same score alone or in a batch; the answer is read at
         ``last_token_index`` of the attention mask, which holds for either padding side.
         """
+        from transformers import BatchFeature
+
         texts = [self._prompt(len(row), question) for row, question in zip(images, questions, strict=True)]
         extra = {}
         bos = self.processor.tokenizer.bos_token
@@ -201,15 +203,11 @@ class VLMJudge(RewardModel):
             return_tensors="np",  # "pt" makes PaliGemma's processor build its labels from tensors
             **extra,
         )
-        device = next(self.model.parameters()).device
-        dtype = next(self.model.parameters()).dtype
-        inputs = {}
-        for key, value in batch.items():
-            if key == "labels" or not isinstance(value, np.ndarray):
-                continue
-            value = torch.from_numpy(value).to(device)
-            inputs[key] = value.to(dtype) if value.is_floating_point() else value
-        return inputs
+        arrays = {
+            key: value for key, value in batch.items() if key != "labels" and isinstance(value, np.ndarray)
+        }
+        # Floating-point inputs (the pixels) take the weights' dtype; token ids keep theirs.
+        return BatchFeature(arrays, tensor_type="pt").to(device=self.model.device, dtype=self.model.dtype)
 
     def _prompt(self, num_images: int, question: str) -> str:
         if not self.uses_chat_template:
