@@ -19,6 +19,7 @@ import torch
 
 from vla_rl.data.config import CollectConfig
 from vla_rl.data.episode import Episode
+from vla_rl.data.lerobot_format import dataset_writer
 from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
 from vla_rl.data.lerobot_writer import LeRobotWriter
 from vla_rl.envs import BatchedEnv, Observation, make_env
@@ -165,9 +166,10 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
     except Exception:
         env.close()
         raise
-    writer = LeRobotWriter(
+    writer = dataset_writer(
         cfg.output_dir,
-        fps=env.control_hz,
+        env.control_hz,
+        cfg.codebase_version,
         robot_type=cfg.robot_type,
         video=cfg.video.settings(),
         feature_names=names,
