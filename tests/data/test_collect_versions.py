@@ -59,3 +59,7 @@ def test_codebase_version_is_checked(tmp_path: Path) -> None:
         ConfigError, match="'codebase_version': .*cli holds a v2.1 dataset; append to it with"
     ):
         collect_command(parser.parse_args(appending))
+
+
+def test_collect_writes_v30_by_default() -> None:
+    assert compose_collect_config([]).codebase_version == "v3.0"
