@@ -45,8 +45,11 @@ def _episodes(seed: int, lengths: tuple[int, ...], cameras: tuple[str, ...], siz
     return episodes
 
 
-def _assert_lerobot_frames_equal(episodes: list[Episode], fps: float, read: dict[str, np.ndarray]) -> None:
-    """LeRobot's items, frame by frame, against the episodes vla-rl wrote."""
+def _assert_lerobot_frames_equal(
+    episodes: list[Episode], fps: float, read: dict[str, np.ndarray], decoded: list[Episode] | None = None
+) -> None:
+    """LeRobot's items, frame by frame, against the episodes vla-rl wrote (camera frames against
+    ``decoded``'s, vla-rl's reading of a lossy video, when given)."""
     lengths = [len(e) for e in episodes]
     assert int(read["num_frames"]) == sum(lengths) and int(read["num_episodes"]) == len(episodes)
     assert float(read["fps"]) == fps
@@ -67,7 +70,10 @@ def _assert_lerobot_frames_equal(episodes: list[Episode], fps: float, read: dict
         "episode_index": cat([np.full(n, i) for i, n in enumerate(lengths)]),
         "index": np.arange(sum(lengths)),
         "timestamp": (frame_index / fps).astype(np.float32),
-        **{f"observation.images.{c}": cat([e.images[c] for e in episodes]) for c in episodes[0].images},
+        **{
+            f"observation.images.{c}": cat([e.images[c] for e in decoded or episodes])
+            for c in episodes[0].images
+        },
     }
     assert sorted(key for key in read if key.startswith("frames/")) == sorted(
         f"frames/{key}" for key in [*expected, "task", "task_index"]
@@ -114,6 +120,21 @@ def test_vla_rl_v30_read_by_lerobot(tmp_path: Path, run_lerobot) -> None:
             np.testing.assert_array_equal(read[f"stats/{feature}/{name}"], value, err_msg=f"{feature} {name}")
     # ... and what LeRobot's own statistics give on the frames it read
     _assert_stats_close(ours, read, "recomputed")
+
+
+def test_vla_rl_v30_default_h264_read_by_lerobot(tmp_path: Path, run_lerobot) -> None:
+    """The default encoding (H.264, 4:2:0, lossy) with a one-frame episode between others: LeRobot seeks
+    each episode's frames by timestamp and decodes exactly what vla-rl decodes."""
+    episodes = _episodes(7, (6, 1, 9, 4), cameras=("front",), size=32)
+    for number, episode in enumerate(episodes):
+        episode.images["front"] = _smooth_video(len(episode), 32, 30 * number)
+    root = write_dataset_v3(tmp_path / "ours", episodes, fps=10.0)
+    read = run_lerobot("lerobot_datasets.py", "read", root, tmp_path / "read.npz", out=tmp_path / "read.npz")
+    decoded = list(LeRobotV3Dataset(root).episodes())
+    _assert_lerobot_frames_equal(episodes, 10.0, read, decoded)
+    for expected, got in zip(episodes, decoded, strict=True):
+        # lossy, but these frames and no others: the episodes' colours lie 30 grey levels apart
+        assert np.abs(got.images["front"].astype(np.int64) - expected.images["front"]).mean() < 4.0
 
 
 def _smooth_video(length: int, size: int, phase: int) -> np.ndarray:
