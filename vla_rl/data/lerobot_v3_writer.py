@@ -302,22 +302,20 @@ class LeRobotV3Writer:
         }
 
     def info(self) -> dict[str, Any]:
-        """The ``meta/info.json`` contents for the episodes written so far."""
+        """The ``meta/info.json`` contents for the episodes written so far (LeRobot 0.4's keys; whole
+        numbers as integers, as LeRobot writes them)."""
         features = self.features or {}
         video_keys = self._video_keys()
-        chunks = {chunk for chunk, _ in self._last_files.values()}
         return {
             "codebase_version": CODEBASE_VERSION_V3,
             "robot_type": self.robot_type,
             "total_episodes": self.num_episodes,
             "total_frames": self.total_frames,
             "total_tasks": len(self.tasks),
-            "total_videos": self.num_episodes * len(video_keys),
-            "total_chunks": max(chunks) + 1 if chunks else 0,
             "chunks_size": self.chunks_size,
-            "data_files_size_in_mb": self.data_file_size_mb,
-            "video_files_size_in_mb": self.video_file_size_mb,
-            "fps": self.fps,
+            "data_files_size_in_mb": _whole(self.data_file_size_mb),
+            "video_files_size_in_mb": _whole(self.video_file_size_mb),
+            "fps": _whole(self.fps),
             "splits": {"train": f"0:{self.num_episodes}"},
             "data_path": DATA_PATH_V3,
             "video_path": VIDEO_PATH_V3 if video_keys else None,
@@ -346,6 +344,10 @@ class LeRobotV3Writer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _whole(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
 
 
 def write_dataset_v3(
