@@ -1,8 +1,9 @@
 """The LeRobot side of the dataset interop tests; runs in .venv-lerobot (LeRobot 0.4), never in the main venv.
 
     python lerobot_datasets.py read ROOT OUT.npz        LeRobotDataset reads ROOT: every frame, the tasks,
-                                                         meta/stats.json, and stats LeRobot recomputes from
-                                                         the frames it read
+                                                         meta/stats.json, stats LeRobot recomputes from the
+                                                         frames it read, and windows of frames as training
+                                                         asks for them (delta_timestamps)
     python lerobot_datasets.py write SPEC.npz ROOT OUT.npz
                                                          LeRobotDataset.create + add_frame + save_episode +
                                                          finalize writes the episodes in SPEC, then reads ROOT
@@ -11,7 +12,9 @@
 
 Arrays go to an .npz (``frames/<key>`` stacked over the dataset's frames, camera frames as uint8
 [N, H, W, 3]; ``stats/<feature>/<stat>`` as stored; ``recomputed/<feature>/<stat>`` from LeRobot's
-``compute_episode_stats`` and ``aggregate_stats``) for the main venv's tests to compare.
+``compute_episode_stats`` and ``aggregate_stats``; ``windows/<key>`` and ``windows/<key>_is_pad`` for
+every frame with ``WINDOW_FRAMES`` offsets: actions ahead, camera frames behind) for the main venv's
+tests to compare.
 """
 
 from __future__ import annotations
@@ -24,6 +27,30 @@ import numpy as np
 from PIL import Image
 
 REPO_ID = "local/interop"
+WINDOW_FRAMES = {"action": [0, 1, 2], "camera": [-1, 0]}
+"""Frame offsets of the windows read with ``delta_timestamps``: an action chunk, two camera frames."""
+
+
+def _frames(values: np.ndarray) -> np.ndarray:
+    """LeRobot's float [0, 1] channel-first camera frames as the uint8 [..., H, W, 3] decoded."""
+    return np.round(np.moveaxis(values, -3, -1) * 255.0).astype(np.uint8)
+
+
+def read_windows(root: Path, arrays: dict[str, np.ndarray]) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset, LeRobotDatasetMetadata
+
+    meta = LeRobotDatasetMetadata(REPO_ID, root=root)
+    offsets = {
+        "action": WINDOW_FRAMES["action"],
+        **{key: WINDOW_FRAMES["camera"] for key in meta.camera_keys},
+    }
+    delta = {key: [k / meta.fps for k in frames] for key, frames in offsets.items()}
+    dataset = LeRobotDataset(REPO_ID, root=root, video_backend="pyav", delta_timestamps=delta)
+    items = [dataset[i] for i in range(len(dataset))]
+    for key in offsets:
+        values = np.stack([item[key].numpy() for item in items])
+        arrays[f"windows/{key}"] = _frames(values) if key in meta.camera_keys else values
+        arrays[f"windows/{key}_is_pad"] = np.stack([item[f"{key}_is_pad"].numpy() for item in items])
 
 
 def read(root: Path, out: Path) -> None:
@@ -46,8 +73,8 @@ def read(root: Path, out: Path) -> None:
         if key == "task":
             continue
         values = np.stack([item[key].numpy() for item in items])
-        if key in cameras:  # float [0, 1] channel-first -> the uint8 frames it was decoded from
-            values = np.round(values.transpose(0, 2, 3, 1) * 255.0).astype(np.uint8)
+        if key in cameras:
+            values = _frames(values)
         arrays[f"frames/{key}"] = values
     for feature, stats in dataset.meta.stats.items():
         for name, value in stats.items():
@@ -72,6 +99,7 @@ def read(root: Path, out: Path) -> None:
     for feature, stats in aggregate_stats(per_episode).items():
         for name, value in stats.items():
             arrays[f"recomputed/{feature}/{name}"] = np.asarray(value)
+    read_windows(root, arrays)
     np.savez(out, **arrays)
 
 

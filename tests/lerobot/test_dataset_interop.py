@@ -120,6 +120,29 @@ def test_vla_rl_v30_read_by_lerobot(tmp_path: Path, run_lerobot) -> None:
             np.testing.assert_array_equal(read[f"stats/{feature}/{name}"], value, err_msg=f"{feature} {name}")
     # ... and what LeRobot's own statistics give on the frames it read
     _assert_stats_close(ours, read, "recomputed")
+    _assert_windows(episodes, read)
+
+
+def _assert_windows(episodes: list[Episode], read: dict[str, np.ndarray]) -> None:
+    """Training windows LeRobot reads (frame offsets 0, 1, 2 of the actions, -1 and 0 of the cameras)
+    against the episodes: an offset past either end repeats the episode's edge frame and is padding."""
+    lengths = [len(e) for e in episodes]
+    starts = np.cumsum([0, *lengths])
+    for key, offsets in (
+        ("action", [0, 1, 2]),
+        *((f"observation.images.{c}", [-1, 0]) for c in episodes[0].images),
+    ):
+        values = np.concatenate(
+            [e.actions if key == "action" else e.images[key.rsplit(".", 1)[1]] for e in episodes]
+        )
+        rows, pads = [], []
+        for number, length in enumerate(lengths):
+            for frame in range(length):
+                wanted = [frame + k for k in offsets]
+                rows.append([starts[number] + min(max(w, 0), length - 1) for w in wanted])
+                pads.append([not 0 <= w < length for w in wanted])
+        np.testing.assert_array_equal(read[f"windows/{key}"], values[np.array(rows)], err_msg=key)
+        np.testing.assert_array_equal(read[f"windows/{key}_is_pad"], np.array(pads), err_msg=key)
 
 
 def test_vla_rl_v30_default_h264_read_by_lerobot(tmp_path: Path, run_lerobot) -> None:
