@@ -180,6 +180,15 @@ def test_resume_after_a_crash_drops_rows_without_meta(tmp_path: Path) -> None:
     assert dataset.dataset_stats()["action"]["count"].tolist() == [18]
 
 
+def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -> None:
+    LeRobotV3Writer(tmp_path / "ds", 20.0).close()  # e.g. a collection whose every attempt failed
+    assert LeRobotV3Dataset(tmp_path / "ds").num_episodes == 0
+    episode = random_episode(np.random.default_rng(7), 3, "a")
+    with LeRobotV3Writer(tmp_path / "ds", 20.0, video=LOSSLESS_VIDEO, append=True) as writer:
+        assert writer.add_episode(episode) == 0
+    _assert_same_episode(episode, LeRobotV3Dataset(tmp_path / "ds").episode(0))
+
+
 def test_versions_are_chosen_and_refused_clearly(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
     write_dataset(tmp_path / "v21", [random_episode(rng, 2, "a")], fps=20.0)

@@ -91,8 +91,8 @@ class LeRobotV3Dataset(LeRobotDataset):
 
     @cached_property
     def episode_rows(self) -> list[dict[str, Any]]:
-        """The episodes table's rows without their stats columns."""
-        return read_episode_rows(self.root)
+        """The episodes table's rows without their stats columns (none for a dataset without episodes)."""
+        return read_episode_rows(self.root) if self.info.get("total_episodes", 1) else []
 
     @cached_property
     def tasks(self) -> dict[int, str]:

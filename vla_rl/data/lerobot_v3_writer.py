@@ -193,11 +193,11 @@ class LeRobotV3Writer:
             raise ValueError(
                 f"{self.root / INFO_PATH} has fps {info['fps']}, the writer was given {self.fps}"
             )
-        self.features = info["features"]
+        self.features = info["features"] or None  # none yet: the next episode fixes them
         self.chunks_size = int(info.get("chunks_size", self.chunks_size))
         self.robot_type = info.get("robot_type") or self.robot_type
         self.tasks = {task: index for index, task in read_tasks(self.root).items()}
-        self.episodes = read_episode_rows(self.root, with_stats=True)
+        self.episodes = read_episode_rows(self.root, with_stats=True) if info.get("total_episodes") else []
         self.episodes_stats = [stats_from_columns(row) for row in self.episodes]
         self.total_frames = sum(int(row["length"]) for row in self.episodes)
         if self.episodes:
