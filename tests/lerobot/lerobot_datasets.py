@@ -105,14 +105,16 @@ def read(root: Path, out: Path) -> None:
 
 def write(spec_path: Path, root: Path, out: Path) -> None:
     """SPEC holds ``fps``, ``lengths`` [E], ``tasks`` [E] and per-frame ``image`` [N, H, W, 3] uint8,
-    ``state`` [N, S], ``action`` [N, A] float32 and ``reward`` [N] float32, episodes back to back."""
+    ``state`` [N, S], ``action`` [N, A] float32 and ``reward`` [N] float32, episodes back to back, and
+    ``camera_dtype``: ``video`` (mp4 files) or ``image`` (PNG frames inside the parquet files)."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     spec = np.load(spec_path)
     image, state, action = spec["image"], spec["state"], spec["action"]
+    camera_dtype = str(spec["camera_dtype"])
     features = {
         "observation.images.front": {
-            "dtype": "video",
+            "dtype": camera_dtype,
             "shape": tuple(image.shape[1:]),
             "names": ["height", "width", "channels"],
         },
@@ -121,7 +123,12 @@ def write(spec_path: Path, root: Path, out: Path) -> None:
         "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
     }
     dataset = LeRobotDataset.create(
-        REPO_ID, fps=int(spec["fps"]), root=root, features=features, robot_type="sim"
+        REPO_ID,
+        fps=int(spec["fps"]),
+        root=root,
+        features=features,
+        robot_type="sim",
+        use_videos=camera_dtype == "video",
     )
     row = 0
     for length, task in zip(spec["lengths"], spec["tasks"], strict=True):

@@ -175,6 +175,7 @@ def test_lerobot_v30_read_by_vla_rl(tmp_path: Path, run_lerobot) -> None:
     total = sum(lengths)
     spec = {
         "fps": np.array(10),
+        "camera_dtype": np.array("video"),
         "lengths": np.array(lengths),
         "tasks": np.array(tasks),
         # LeRobot 0.4 encodes AV1 (SVT-AV1), which needs frames of at least 64 x 64
@@ -233,6 +234,40 @@ def test_lerobot_v30_read_by_vla_rl(tmp_path: Path, run_lerobot) -> None:
     ours = aggregate_stats(per_episode)
     subset = {k: v for k, v in read.items() if k.startswith("stats/") and k.split("/")[1] in ours}
     _assert_stats_close(ours, subset, "stats")
+
+
+def test_lerobot_v30_images_in_parquet_read_by_vla_rl(tmp_path: Path, run_lerobot) -> None:
+    """LeRobot's ``image`` features (PNG frames inside the data files instead of videos): lossless."""
+    rng = np.random.default_rng(3)
+    lengths = [3, 5]
+    spec = {
+        "fps": np.array(30),
+        "camera_dtype": np.array("image"),
+        "lengths": np.array(lengths),
+        "tasks": np.array(["stack", "stack"]),
+        "image": rng.integers(0, 256, (8, 16, 24, 3), dtype=np.uint8),
+        "state": rng.normal(size=(8, 2)).astype(np.float32),
+        "action": rng.normal(size=(8, 3)).astype(np.float32),
+        "reward": np.zeros(8, np.float32),
+    }
+    np.savez(tmp_path / "spec.npz", **spec)
+    root = tmp_path / "theirs"
+    read = run_lerobot(
+        "lerobot_datasets.py",
+        "write",
+        tmp_path / "spec.npz",
+        root,
+        tmp_path / "r.npz",
+        out=tmp_path / "r.npz",
+    )
+    dataset = open_dataset(root)
+    assert dataset.features["observation.images.front"]["dtype"] == "image"
+    assert not (root / "videos").exists()
+    episodes = list(dataset.episodes())
+    assert [len(e) for e in episodes] == lengths and dataset.tasks == {0: "stack"}
+    np.testing.assert_array_equal(np.concatenate([e.images["front"] for e in episodes]), spec["image"])
+    np.testing.assert_array_equal(read["frames/observation.images.front"], spec["image"])
+    np.testing.assert_array_equal(np.concatenate([e.actions for e in episodes]), spec["action"])
 
 
 def test_vla_rl_v21_converted_by_lerobot(tmp_path: Path, run_lerobot) -> None:
