@@ -189,6 +189,20 @@ def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -
     _assert_same_episode(episode, LeRobotV3Dataset(tmp_path / "ds").episode(0))
 
 
+def test_resume_after_a_crash_in_the_first_episode(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO).add_episode(
+        random_episode(np.random.default_rng(8), 4, "a")
+    )
+    shutil.rmtree(root / "meta")  # the crash: frames and video written, no meta file yet
+    episode = random_episode(np.random.default_rng(9), 3, "b")
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO) as again:
+        assert again.add_episode(episode) == 0
+    dataset = LeRobotV3Dataset(root)
+    assert dataset.num_episodes == 1 and pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 3
+    _assert_same_episode(episode, dataset.episode(0))
+
+
 def test_versions_are_chosen_and_refused_clearly(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
     write_dataset(tmp_path / "v21", [random_episode(rng, 2, "a")], fps=20.0)

@@ -291,6 +291,10 @@ class LeRobotV3Writer:
                 current = None
         if current is None:
             current = (*self._new_file(key), 0)
+            # a new file is referenced by no written episode: what a crash left there goes
+            shard_file(self.root, VIDEO_PATH_V3, current[0], current[1], video_key=key).unlink(
+                missing_ok=True
+            )
         chunk, file, frames_before = current
         append_video(shard_file(self.root, VIDEO_PATH_V3, chunk, file, video_key=key), scratch)
         self._video_files[key] = (chunk, file, frames_before + len(frames))
