@@ -12,6 +12,9 @@ MW_VENV := .venv-metaworld
 MW_STAMP := $(MW_VENV)/.installed
 LOCK := constraints/main.txt
 MW_LOCK := constraints/metaworld.txt
+LR_VENV := .venv-lerobot
+LR_STAMP := $(LR_VENV)/.installed
+LR_LOCK := constraints/lerobot.txt
 EXTRAS := dev,bench,vla,rewards,warp,ray,deploy,docs
 MW_EXTRAS := dev,vla,metaworld
 # The torch build, by default the lock's. Another build of the same version, e.g. CUDA on a GPU machine:
@@ -40,15 +43,18 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml Makefile $(LOCK)
 	$(call install_locked,$(VENV),$(LOCK),$(EXTRAS))
 
-# Regenerate both locks from pyproject.toml and constraints/base.in, keeping the pinned versions that
-# still fit; `make lock LOCK_ARGS=--upgrade` moves every pin to the newest release that resolves. It uses
-# the venv's pip-compile (pip-tools, in the dev extra) and does not reinstall the venv first.
+# Regenerate the locks (main and metaworld from pyproject.toml and constraints/base.in, lerobot from
+# constraints/lerobot.in), keeping the pinned versions that still fit; `make lock LOCK_ARGS=--upgrade`
+# moves every pin to the newest release that resolves. It uses the venv's pip-compile (pip-tools, in the
+# dev extra) and does not reinstall the venv first.
 LOCK_ARGS ?=
 PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras \
 	--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) pyproject.toml constraints/base.in
 lock: | $(STAMP)
 	$(PIP_COMPILE) --extra $(EXTRAS) -o $(LOCK)
 	$(PIP_COMPILE) --extra $(MW_EXTRAS) -o $(MW_LOCK)
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras \
+		--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) constraints/lerobot.in -o $(LR_LOCK)
 
 train: venv
 	$(VENV)/bin/vla-rl train $(ARGS)
@@ -57,8 +63,9 @@ train: venv
 # The layer contracts (.importlinter) first: import-linter on the whole installed library.
 test: venv ros
 	$(PY) tests/import_graph.py
-	$(VENV)/bin/pytest -q $(ARGS)
+	$(VENV)/bin/pytest -q --ignore=tests/lerobot $(ARGS)
 	$(MAKE) --no-print-directory test-metaworld
+	$(MAKE) --no-print-directory test-lerobot
 	$(MAKE) --no-print-directory docs
 
 # The documentation site (mkdocs.yml, docs/) into site/; --strict fails on broken links and references.
@@ -96,7 +103,7 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(MW_VENV) runs outputs build site *.egg-info
+	rm -rf $(VENV) $(MW_VENV) $(LR_VENV) runs outputs build site *.egg-info
 
 # MetaWorld 3.1 pins mujoco==3.3.0 while the main venv carries MuJoCo 4 (for MuJoCo Warp), so the
 # metaworld backend gets its own venv; `make test-metaworld` runs its tests there.
@@ -108,3 +115,19 @@ $(MW_STAMP): pyproject.toml Makefile $(MW_LOCK)
 .PHONY: test-metaworld
 test-metaworld: $(MW_STAMP)
 	$(MW_VENV)/bin/pytest -q tests/conformance tests/sims/test_metaworld_*.py -k metaworld $(MW_ARGS)
+
+# LeRobot 0.4 (the reference implementation of issue 84's parity and dataset tests) pins torch<2.8 and
+# transformers<5, so it gets its own venv, installed exactly as constraints/lerobot.txt pins it (vla-rl
+# itself is not installed there: needs transformers 5). `make test-lerobot` runs the main venv's pytest
+# on tests/lerobot/, whose tests call scripts with LR_PYTHON and compare the files they write.
+$(LR_VENV): $(LR_STAMP)
+
+$(LR_STAMP): Makefile $(LR_LOCK)
+	test -x $(LR_VENV)/bin/python || $(PYTHON) -m venv $(LR_VENV)
+	$(LR_VENV)/bin/python -m pip install --quiet -c $(LR_LOCK) pip setuptools wheel
+	$(LR_VENV)/bin/python -m pip install --quiet -r $(LR_LOCK)
+	touch $(LR_STAMP)
+
+.PHONY: test-lerobot
+test-lerobot: venv $(LR_STAMP)
+	LR_PYTHON=$(abspath $(LR_VENV))/bin/python $(VENV)/bin/pytest -q tests/lerobot $(LR_ARGS)

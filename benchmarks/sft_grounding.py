@@ -25,7 +25,7 @@ from vla_rl.sims.tasks.pick_place import COLOURS, PickPlaceTask
 from vla_rl.sims.tasks.registry import object_state_transform
 
 from benchmarks.common import machine_line
-from vla_rl.data.lerobot_reader import LeRobotDataset
+from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.checkpoint import latest_checkpoint
 from vla_rl.training.sft.chunk_sampler import observation_at
@@ -65,7 +65,7 @@ def grounding_report(run_dir: Path, dataset: Path) -> dict[str, float]:
         raise FileNotFoundError(f"{run_dir} has no checkpoint")
     family = load_sft_config_file(run_dir / "config.yaml").policy.name
     policy = load_chunk_policy(family, checkpoint / "policy").eval()
-    episodes = list(LeRobotDataset(dataset).episodes())
+    episodes = list(open_dataset(dataset).episodes())
     add_objects = object_state_transform("pick_place")
     report: dict[str, float] = {}
     torch.manual_seed(0)  # pi0's deterministic chunks still start from random noise

@@ -92,8 +92,16 @@ def _recorder(cfg, env, output_dir: Path):  # noqa: ANN001, ANN202 - lazily impo
         return None
     from vla_rl.real_world.recording import DeploymentRecorder
 
+    from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION, dataset_version
+    from vla_rl.data.lerobot_layout import INFO_PATH
+
     root = Path(cfg.recording.root) if cfg.recording.root else output_dir / "dataset"
-    return DeploymentRecorder(root, env.control_hz, env.control_mode, env.cameras, append=root.exists())
+    version = cfg.recording.codebase_version
+    if not version:
+        version = dataset_version(root) if (root / INFO_PATH).is_file() else DEFAULT_CODEBASE_VERSION
+    return DeploymentRecorder(
+        root, env.control_hz, env.control_mode, env.cameras, append=root.exists(), codebase_version=version
+    )
 
 
 def sim_robot_command(args: argparse.Namespace) -> int:

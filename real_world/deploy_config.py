@@ -19,6 +19,7 @@ from vla_rl.config.structured import (
     positive,
     validate_structured,
 )
+from vla_rl.data.lerobot_format import DATASET_WRITERS
 from vla_rl.envs.config import EnvConfig
 
 TRANSPORTS = ("ros1", "ros2")
@@ -91,6 +92,9 @@ class RecordingSection:
     """Record every episode (observations, sent commands, safety events, interventions) as LeRobot data."""
     root: str | None = None
     """Dataset folder; null: ``<output_dir>/dataset``."""
+    codebase_version: str = ""
+    """LeRobot dataset version of a new recording (``v3.0``, ``v2.1``); empty: the library's default
+    for a new folder, the folder's own version when recordings are added to an existing one."""
 
 
 @dataclass
@@ -129,6 +133,7 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     *not_negative("max_steps", "robot.sync_slop_s"),
     one_of("robot.image_transport", IMAGE_TRANSPORTS),
     one_of("robot.command_type", COMMAND_TYPES),
+    one_of("recording.codebase_version", ("", *DATASET_WRITERS)),
     Check(
         "robot.command_type",
         lambda c: not c.robot.simulated or c.robot.command_type == "joint_trajectory",

@@ -1,4 +1,4 @@
-"""Record real-robot deployment episodes as LeRobot v2.1 datasets, for later SFT or RL.
+"""Record real-robot deployment episodes as LeRobot datasets (v3.0 or v2.1), for later SFT or RL.
 
 Each control step becomes one frame: the policy's observation (``observation.state``,
 ``observation.privileged`` when given, camera videos), the normalised action in force
@@ -34,8 +34,8 @@ from vla_rl.robots.panda import PANDA, RobotDescription
 from vla_rl.robots.rotations import orientation_error
 
 from vla_rl.data.episode import Episode
+from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION, dataset_writer
 from vla_rl.data.lerobot_layout import ACTION_KEY, atomic_write_text, read_json
-from vla_rl.data.lerobot_writer import LeRobotWriter
 from vla_rl.data.video import VideoSettings
 
 SAFETY_EVENTS: tuple[str, ...] = (
@@ -177,7 +177,7 @@ class ScriptedIntervention(InterventionInput):
 
 
 class DeploymentRecorder:
-    """Buffers one deployment episode's frames and writes it through ``LeRobotWriter`` at its end.
+    """Buffers one deployment episode's frames and writes it through the dataset writer at its end.
 
     A written episode stays readable whatever happens later (the writer finishes each episode's
     files and meta lines at once). An episode still open at ``close`` (or when a ``with`` block is
@@ -201,6 +201,7 @@ class DeploymentRecorder:
         kinematics: ArmKinematics | None = None,
         feature_names: dict[str, list[str]] | None = None,
         append: bool = False,
+        codebase_version: str = DEFAULT_CODEBASE_VERSION,
     ) -> None:
         if control_mode not in ARM_LABELS:
             raise ValueError(f"unknown control_mode {control_mode!r}; allowed: {', '.join(ARM_LABELS)}")
@@ -213,7 +214,15 @@ class DeploymentRecorder:
         self.kinematics = kinematics or ArmKinematics(robot)
         names = {ACTION_KEY: ACTION_NAMES[control_mode], COMMAND_ARM_KEY: list(robot.arm_joint_names)}
         names = {**names, COMMAND_GRIPPER_KEY: ["gripper"], **(feature_names or {})}
-        self.writer = LeRobotWriter(self.root, fps, robot_type, video, names, append=append)
+        self.writer = dataset_writer(
+            self.root,
+            fps,
+            codebase_version,
+            robot_type=robot_type,
+            video=video,
+            feature_names=names,
+            append=append,
+        )
         meta_path = self.root / DEPLOYMENT_META_PATH
         meta = read_json(meta_path) if append and meta_path.is_file() else {}
         unlabelled = meta.get("unlabelled_success_episodes", [])

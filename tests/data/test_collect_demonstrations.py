@@ -11,9 +11,9 @@ import torch
 from vla_rl.sims.tasks.scripted import scripted_action
 
 from vla_rl.config.load import ConfigError
-from vla_rl.data import LeRobotDataset
 from vla_rl.data.collect import collect_demonstrations, field_names
 from vla_rl.data.config import compose_collect_config
+from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.training.collect_cli import add_collect_parser, collect_command
 
@@ -29,7 +29,7 @@ def test_collect_records_aligned_observations_and_actions(tmp_path: Path) -> Non
     result = collect_demonstrations(cfg)
     assert (result.episodes_written, result.episodes_attempted, result.successes) == (3, 3, 3)
     assert result.frames_written == 75
-    dataset = LeRobotDataset(cfg.output_dir)
+    dataset = open_dataset(cfg.output_dir)
     assert dataset.num_episodes == 3 and dataset.fps == 20.0 and dataset.info["robot_type"] == "panda"
     assert dataset.features["action"]["names"] == ["dx", "dy", "dz", "gripper"]
     assert dataset.features["observation.state"]["names"][:2] == ["arm_qpos_0", "arm_qpos_1"]
@@ -58,7 +58,7 @@ def test_collect_records_aligned_observations_and_actions(tmp_path: Path) -> Non
 def test_noisy_collection_keeps_clean_expert_labels(tmp_path: Path) -> None:
     cfg = _config(tmp_path, "num_episodes=2", "noise_std=0.2", "env.cameras=[]")
     collect_demonstrations(cfg)
-    episode = LeRobotDataset(cfg.output_dir).episode(0)
+    episode = open_dataset(cfg.output_dir).episode(0)
     expert = episode.extras["expert_action"]
     assert not np.array_equal(episode.actions[:, :3], expert[:, :3])
     np.testing.assert_array_equal(episode.actions[:, 3], expert[:, 3])
@@ -77,9 +77,9 @@ def test_failures_are_dropped_or_kept_labelled(tmp_path: Path) -> None:
         compose_collect_config([*base, "keep_failures=true", f"output_dir={tmp_path}/b"])
     )
     assert (kept.episodes_written, kept.episodes_attempted) == (2, 2)
-    episodes = list(LeRobotDataset(kept.path).episodes())
+    episodes = list(open_dataset(kept.path).episodes())
     assert [episode.success for episode in episodes] == [False, False]
-    assert LeRobotDataset(kept.path).episode_rows[0]["success"] is False
+    assert open_dataset(kept.path).episode_rows[0]["success"] is False
 
 
 def test_collect_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,7 +90,7 @@ def test_collect_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     )
     assert collect_command(args) == 0
     assert "wrote 2 episodes (50 frames)" in capsys.readouterr().out
-    assert LeRobotDataset(tmp_path / "cli").num_episodes == 2
+    assert open_dataset(tmp_path / "cli").num_episodes == 2
     args = parser.parse_args(
         ["collect", *SHORT_REACH, "env.cameras=[]", "num_episodes=2", f"output_dir={tmp_path}/cli"]
     )
@@ -106,7 +106,7 @@ def test_collect_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ]
     args = parser.parse_args(more)
     assert collect_command(args) == 0
-    assert LeRobotDataset(tmp_path / "cli").num_episodes == 3
+    assert open_dataset(tmp_path / "cli").num_episodes == 3
 
 
 @pytest.mark.parametrize(

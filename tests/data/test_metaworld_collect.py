@@ -29,7 +29,7 @@ def test_cli_records_mt10_episodes_with_images_and_instructions(tmp_path, capsys
     60), so the first two episodes written are one of each."""
     from vla_rl.sims.metaworld.tasks import INSTRUCTIONS
 
-    from vla_rl.data.lerobot_reader import LeRobotDataset
+    from vla_rl.data.lerobot_format import dataset_version, open_dataset
     from vla_rl.data.metaworld_collect import main
 
     out = tmp_path / "mt10"
@@ -37,7 +37,8 @@ def test_cli_records_mt10_episodes_with_images_and_instructions(tmp_path, capsys
     assert main([*argv, "--max-steps", "150"]) == 0
     assert "wrote 2 episodes" in capsys.readouterr().out
 
-    dataset = LeRobotDataset(out)
+    assert dataset_version(out) == "v3.0"  # the default, as for `vla-rl collect`
+    dataset = open_dataset(out)
     assert dataset.num_episodes == 2 and dataset.fps == pytest.approx(80.0)
     assert sorted(dataset.tasks.values()) == sorted([INSTRUCTIONS["reach-v3"], INSTRUCTIONS["push-v3"]])
     for position in range(2):

@@ -177,7 +177,7 @@ def test_recording_keeps_sent_commands_safety_events_and_interventions(
 ) -> None:
     from vla_rl.real_world.recording import DeploymentRecorder, decode_safety_events
 
-    from vla_rl.data.lerobot_reader import LeRobotDataset
+    from vla_rl.data.lerobot_format import open_dataset
 
     loaded = load_trained_policy(reach_run)
     home = np.array([0.0, 0.0, 0.0, -2.4, 0.0, 2.4, 0.785398])
@@ -186,7 +186,7 @@ def test_recording_keeps_sent_commands_safety_events_and_interventions(
     cfg = DeployConfig(episodes=2)
     with recorder:
         result, robot = _deploy(cfg, loaded, recorder=recorder, intervention=ScriptedIntervention(takeover))
-    dataset = LeRobotDataset(tmp_path / "data")
+    dataset = open_dataset(tmp_path / "data")
     assert dataset.num_episodes == 2
     episode = dataset.episode(0)
     assert len(episode) == result.episodes[0].steps == 50

@@ -29,7 +29,7 @@ from vla_rl.real_world.robot import JointCommand
 from vla_rl.robots.controllers import ControllerSettings, make_controller
 from vla_rl.robots.panda import PANDA
 
-from vla_rl.data.lerobot_reader import LeRobotDataset
+from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.data.video import LOSSLESS_VIDEO
 
 HOME = np.asarray(PANDA.home_arm_qpos, dtype=np.float64)
@@ -170,7 +170,7 @@ def test_recorded_episodes_read_back_equal(tmp_path, kinematics):
             record_episode(recorder, rng, kinematics, 6, {2, 3}, {3: ["workspace", "ee_speed"]}, True),
             record_episode(recorder, rng, kinematics, 6, {5}, {0: ["stale_image"], 4: ["estop"]}, None),
         ]
-    dataset = LeRobotDataset(root)
+    dataset = open_dataset(root)
     assert dataset.num_episodes == 2
     assert dataset.features[COMMAND_ARM_KEY]["names"] == list(PANDA.arm_joint_names)
     assert dataset.features["action"]["names"] == ["dx", "dy", "dz", "drx", "dry", "drz", "gripper"]
@@ -227,13 +227,13 @@ def test_open_episode_is_kept_when_the_loop_dies_and_earlier_ones_without_close(
     recorder.start_episode("first")
     recorder.add_frame(policy_action=rng.uniform(-1, 1, 8), safety_events=[], **record_frames, **frame)
     recorder.end_episode(True)
-    assert LeRobotDataset(root).num_episodes == 1  # readable before close (a later crash keeps it)
+    assert open_dataset(root).num_episodes == 1  # readable before close (a later crash keeps it)
     with pytest.raises(RuntimeError, match="estop"), recorder:
         recorder.start_episode("second")
         for _ in range(3):
             recorder.add_frame(policy_action=None, safety_events=["estop"], **record_frames, **frame)
         raise RuntimeError("estop pressed")
-    dataset = LeRobotDataset(root)
+    dataset = open_dataset(root)
     assert dataset.num_episodes == 2 and len(dataset.episode(1)) == 3 and not dataset.episode(1).success
     np.testing.assert_array_equal(dataset.episode(1).actions[:, :7], 0.0)  # held at the measured pose
     assert json.loads((root / DEPLOYMENT_META_PATH).read_text())["unlabelled_success_episodes"] == [1]
@@ -243,7 +243,7 @@ def test_open_episode_is_kept_when_the_loop_dies_and_earlier_ones_without_close(
         again.start_episode("third")
         again.add_frame(policy_action=np.zeros(8), safety_events=[], **record_frames, **frame)
         assert again.end_episode(False) == 2
-    assert LeRobotDataset(root).num_episodes == 3
+    assert open_dataset(root).num_episodes == 3
     assert json.loads((root / DEPLOYMENT_META_PATH).read_text())["unlabelled_success_episodes"] == [1]
 
 

@@ -124,7 +124,7 @@ def test_reward_train_config_errors(tmp_path) -> None:
 
 def test_collect_records_a_trained_policys_rollouts(tmp_path) -> None:
     """The failures a reward model should also learn from: a PPO policy's own episodes."""
-    from vla_rl.data.lerobot_reader import LeRobotDataset
+    from vla_rl.data.lerobot_format import open_dataset
 
     run_dir = tmp_path / "run"
     common = ["env.num_envs=2", "env.num_threads=1", "logger.progress_bar=false"]
@@ -145,7 +145,7 @@ def test_collect_records_a_trained_policys_rollouts(tmp_path) -> None:
         ]
     )
     assert code == 0
-    dataset = LeRobotDataset(output)
+    dataset = open_dataset(output)
     assert dataset.num_episodes == 2
     episode = dataset.episode(0)
     assert episode.images["front"].shape == (50, IMAGE_PX, IMAGE_PX, 3)

@@ -19,8 +19,8 @@ import torch
 
 from vla_rl.data.config import CollectConfig
 from vla_rl.data.episode import Episode
+from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION, dataset_writer
 from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
-from vla_rl.data.lerobot_writer import LeRobotWriter
 from vla_rl.data.video import VideoSettings
 from vla_rl.envs import BatchedEnv, Observation, make_env
 from vla_rl.envs.batching import obs_to_device
@@ -179,6 +179,7 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
             robot_type=cfg.robot_type,
             video=cfg.video.settings(),
             append=cfg.append,
+            codebase_version=cfg.codebase_version,
         )
     finally:
         env.close()
@@ -210,20 +211,30 @@ def record_dataset(
     video: VideoSettings | None,
     append: bool,
     success_key: str = "success",
+    codebase_version: str = DEFAULT_CODEBASE_VERSION,
 ) -> CollectResult:
     """Step ``env`` from ``reset(seed)`` with ``actor`` and write each episode as it ends (failed ones
-    only with ``keep_failures``) into the dataset at ``output_dir`` (new, or continued with
-    ``append``) until ``num_episodes`` are written or ``max_attempts`` have ended (``<= 0``:
-    ``10 * num_episodes``). ``success_key`` is the ``info["episode"]`` flag that says an episode
-    succeeded. The episodes keep the privileged state and the expert action when ``feature_names``
-    names them (``recorded_feature_names``). ``start_s`` is the ``time.perf_counter()`` the
-    collection began at."""
+    only with ``keep_failures``) into the dataset at ``output_dir`` (new, or continued with ``append``)
+    until ``num_episodes`` are written or ``max_attempts`` have ended (``<= 0``: ``10 * num_episodes``).
+    ``success_key`` is the ``info["episode"]`` flag that says an episode succeeded; ``codebase_version``
+    is the LeRobot dataset version written. The episodes keep the privileged state and the expert action
+    when ``feature_names`` names them (``recorded_feature_names``). ``start_s`` is the
+    ``time.perf_counter()`` the collection began at."""
     recorder = EpisodeRecorder(
         env.num_envs, cameras, PRIVILEGED_KEY in feature_names, EXPERT_ACTION_KEY in feature_names
     )
     max_attempts = max_attempts if max_attempts > 0 else 10 * num_episodes
     written = attempted = successes = frames = 0
-    with LeRobotWriter(output_dir, env.control_hz, robot_type, video, feature_names, append=append) as writer:
+    writer = dataset_writer(
+        output_dir,
+        env.control_hz,
+        codebase_version,
+        robot_type=robot_type,
+        video=video,
+        feature_names=feature_names,
+        append=append,
+    )
+    with writer:
         obs, _ = env.reset(seed=seed)
         while written < num_episodes and attempted < max_attempts:
             executed, clean = actor.act(obs_to_device(obs, "cpu"))

@@ -17,6 +17,7 @@ from vla_rl.config.structured import (
     positive,
     validate_structured,
 )
+from vla_rl.data.lerobot_format import DATASET_WRITERS, DEFAULT_CODEBASE_VERSION
 from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
 from vla_rl.envs.config import ENV_CHECKS, EnvConfig
 
@@ -75,7 +76,10 @@ class CollectConfig:
     seed: int = 0
     """Seed of the env's initial states and of the expert's noise."""
     output_dir: str = "datasets/${env.task}_${env.split}"
-    """Dataset directory to create (LeRobot v2.1 layout)."""
+    """Dataset directory to create."""
+    codebase_version: str = DEFAULT_CODEBASE_VERSION
+    """LeRobot dataset version written: ``v3.0`` (LeRobot 0.4's format: many episodes per parquet and mp4
+    file) or ``v2.1`` (one parquet and one mp4 per episode); appending needs the existing dataset's."""
     append: bool = False
     """Add episodes to an existing dataset at ``output_dir`` instead of refusing to touch it (give a new
     ``seed``, or the added episodes repeat the first ones)."""
@@ -98,6 +102,11 @@ COLLECT_CHECKS: tuple[Check[CollectConfig], ...] = (
     *positive("num_episodes", "torch_num_threads"),
     *not_negative("noise_std", "video.crf"),
     Check("output_dir", lambda c: bool(c.output_dir), "must name the dataset directory"),
+    Check(
+        "codebase_version",
+        lambda c: c.codebase_version in DATASET_WRITERS,
+        f"must be one of {', '.join(DATASET_WRITERS)}",
+    ),
 )
 
 

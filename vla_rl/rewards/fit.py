@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from vla_rl.data.lerobot_reader import LeRobotDataset
+from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.rewards.frames import LabelledFrames, labelled_frames, with_state_progress
 from vla_rl.rewards.learned import LearnedRewardModel
 from vla_rl.rewards.metrics import GOAL_DISTANCE_FIELDS, auroc, spearman, true_progress
@@ -61,7 +61,7 @@ def load_frames(
 ) -> LabelledFrames:
     """Labelled frames of every episode of the datasets ``directories`` (progress labelled as
     ``RewardTrainConfig.progress_labels`` says)."""
-    episodes = [episode for d in directories for episode in LeRobotDataset(d).episodes()]
+    episodes = [episode for d in directories for episode in open_dataset(d).episodes()]
     frames = labelled_frames(episodes, cameras)
     return with_state_progress(frames, task) if progress_labels == "task_state" else frames
 

@@ -18,9 +18,7 @@ EXIT_TOO_FEW_EPISODES = 1
 
 def add_collect_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``collect`` sub-command to a ``vla-rl`` sub-parser set."""
-    parser = subparsers.add_parser(
-        "collect", help="record scripted-expert demonstrations (LeRobot v2.1 dataset)"
-    )
+    parser = subparsers.add_parser("collect", help="record scripted-expert demonstrations (LeRobot dataset)")
     parser.add_argument(
         "overrides",
         nargs="*",
@@ -41,6 +39,15 @@ def collect_command(args: argparse.Namespace) -> int:
             f"config key 'output_dir': {cfg.output_dir} already holds a dataset; "
             "pass append=true to add episodes to it or choose another output_dir"
         )
+    if cfg.append and (Path(cfg.output_dir) / INFO_PATH).exists():
+        from vla_rl.data.lerobot_format import dataset_version
+
+        existing = dataset_version(cfg.output_dir)
+        if existing != cfg.codebase_version:
+            raise ConfigError(
+                f"config key 'codebase_version': {cfg.output_dir} holds a {existing} dataset; "
+                f"append to it with codebase_version={existing}"
+            )
     make_actor = None
     if cfg.policy_checkpoint:
         make_actor = partial(

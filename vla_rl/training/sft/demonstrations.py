@@ -21,14 +21,14 @@ def take_episodes(episodes: Iterable[Episode], max_episodes: int = 0) -> list[Ep
 
 
 def load_demonstrations(path: str | Path | None, max_episodes: int = 0) -> list[Episode]:
-    """Episodes of the dataset at ``path`` (read with ``vla_rl.data.lerobot_reader.LeRobotDataset``)."""
+    """Episodes of the LeRobot dataset (v2.x or v3.0) at ``path`` (read by ``open_dataset``)."""
     if path is None or str(path) == "":
         raise ConfigError("config key 'data.path': give the demonstration dataset folder (data.path=DIR)")
     if not Path(path).is_dir():
         raise ConfigError(f"config key 'data.path': no dataset folder at {path}")
-    from vla_rl.data.lerobot_reader import LeRobotDataset
+    from vla_rl.data.lerobot_format import open_dataset
 
-    episodes = take_episodes(LeRobotDataset(path).episodes(), max_episodes)
+    episodes = take_episodes(open_dataset(path).episodes(), max_episodes)
     if not episodes:
         raise ConfigError(f"config key 'data.path': the dataset at {path} has no episodes")
     return episodes

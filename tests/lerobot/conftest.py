@@ -1,0 +1,55 @@
+"""LeRobot 0.4 as the reference: its side runs as scripts in .venv-lerobot (``make test-lerobot`` builds it
+and names its python in ``LR_PYTHON``), writing files that the tests here, in the main venv, compare."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def lerobot_python() -> Path | None:
+    """The reference venv's python: ``LR_PYTHON``, else the repository's ``.venv-lerobot``."""
+    configured = os.environ.get("LR_PYTHON")
+    path = Path(configured) if configured else REPO / ".venv-lerobot" / "bin" / "python"
+    return path if path.is_file() else None
+
+
+@pytest.fixture(scope="session")
+def run_lerobot(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[str, np.ndarray]]:
+    """``run_lerobot(script, *args, out=PATH)`` runs ``tests/lerobot/<script>`` with .venv-lerobot's
+    python, offline, and returns the arrays it saved to ``out`` (an .npz)."""
+    python = lerobot_python()
+    if python is None:
+        pytest.skip(
+            "LeRobot's reference venv is absent (.venv-lerobot or LR_PYTHON): `make test-lerobot` builds it "
+            "from constraints/lerobot.txt and runs these tests"
+        )
+    home = tmp_path_factory.mktemp("hf_home")
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(home),
+        "HF_LEROBOT_HOME": str(home / "lerobot"),
+        "PYTHONNOUSERSITE": "1",
+    }
+    env.pop("PYTHONPATH", None)
+
+    def run(script: str, *args: object, out: Path) -> dict[str, np.ndarray]:
+        command = [str(python), str(HERE / script), *map(str, args)]
+        result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            output = f"{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+            raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n{output}")
+        with np.load(out) as arrays:
+            return dict(arrays)
+
+    return run
