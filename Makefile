@@ -116,7 +116,7 @@ $(MW_STAMP): pyproject.toml Makefile $(MW_LOCK)
 test-metaworld: $(MW_STAMP)
 	$(MW_VENV)/bin/pytest -q tests/conformance tests/sims/test_metaworld_*.py -k metaworld $(MW_ARGS)
 
-# LeRobot 0.4 (the reference implementation of issue 84's parity and dataset tests) pins torch<2.8 and
+# LeRobot 0.4 (the reference implementation of the parity and dataset tests) pins torch<2.8 and
 # transformers<5, so it gets its own venv, installed exactly as constraints/lerobot.txt pins it (vla-rl
 # itself is not installed there: needs transformers 5). `make test-lerobot` runs the main venv's pytest
 # on tests/lerobot/, whose tests call scripts with LR_PYTHON and compare the files they write.
