@@ -3,7 +3,7 @@
 the working tree and at a git revision beside it (default: the commit the one-core redesign
 started from, whose count was 27,436).
 
-    python -m benchmarks.line_count [--base REV]
+    python -m benchmarks.line_count [--base REV] [--at REV]
 """
 
 from __future__ import annotations
@@ -59,9 +59,11 @@ def revision_counts(revision: str) -> Counter[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default=REDESIGN_BASE, help="the git revision to compare with")
+    parser.add_argument("--at", default=None, help="the git revision to count (default: the working tree)")
     args = parser.parse_args()
-    now, base = tree_counts(), revision_counts(args.base)
-    print(f"| package | {args.base} | now | change |")
+    now = tree_counts() if args.at is None else revision_counts(args.at)
+    base = revision_counts(args.base)
+    print(f"| package | {args.base} | {args.at or 'now'} | change |")
     print("|---|---:|---:|---:|")
     for package in sorted(set(now) | set(base)):
         print(f"| `{package}` | {base[package]:,} | {now[package]:,} | {now[package] - base[package]:+,} |")
