@@ -61,5 +61,5 @@ def test_codebase_version_is_checked(tmp_path: Path) -> None:
         collect_command(parser.parse_args(appending))
 
 
-def test_collect_writes_v30_by_default() -> None:
-    assert compose_collect_config([]).codebase_version == "v3.0"
+def test_collect_writes_v21_by_default_until_v30_appends_at_a_constant_cost() -> None:
+    assert compose_collect_config([]).codebase_version == "v2.1"

@@ -37,7 +37,7 @@ def test_cli_records_mt10_episodes_with_images_and_instructions(tmp_path, capsys
     assert main([*argv, "--max-steps", "150"]) == 0
     assert "wrote 2 episodes" in capsys.readouterr().out
 
-    assert dataset_version(out) == "v3.0"  # the default, as for `vla-rl collect`
+    assert dataset_version(out) == "v2.1"  # the default, as for `vla-rl collect`
     dataset = open_dataset(out)
     assert dataset.num_episodes == 2 and dataset.fps == pytest.approx(80.0)
     assert sorted(dataset.tasks.values()) == sorted([INSTRUCTIONS["reach-v3"], INSTRUCTIONS["push-v3"]])

@@ -9,7 +9,7 @@ from typing import Any
 from vla_rl.data.lerobot_layout import INFO_PATH, read_json
 from vla_rl.registry import resolve
 
-DEFAULT_CODEBASE_VERSION = "v3.0"
+DEFAULT_CODEBASE_VERSION = "v2.1"
 """The version ``vla-rl collect``, deployment recording and ``dataset_writer`` write unless told."""
 
 DATASET_WRITERS: dict[str, str] = {
