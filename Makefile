@@ -114,7 +114,8 @@ $(MW_STAMP): pyproject.toml Makefile $(MW_LOCK)
 
 .PHONY: test-metaworld
 test-metaworld: $(MW_STAMP)
-	$(MW_VENV)/bin/pytest -q tests/conformance tests/sims/test_metaworld_*.py -k metaworld $(MW_ARGS)
+	$(MW_VENV)/bin/pytest -q tests/conformance tests/sims/test_metaworld_*.py tests/data/test_metaworld_collect.py \
+		-k metaworld $(MW_ARGS)
 
 # LeRobot 0.4 (the reference implementation of the parity and dataset tests) pins torch<2.8 and
 # transformers<5, so it gets its own venv, installed exactly as constraints/lerobot.txt pins it (vla-rl
