@@ -10,7 +10,6 @@ at them last), so a collection that crashes keeps every finished episode readabl
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from vla_rl.data.episode import Episode
-from vla_rl.data.lerobot_layout import (
-    INFO_PATH,
-    atomic_write_text,
-    camera_key,
-    episode_features,
-    read_json,
-    validate_episode,
-)
+from vla_rl.data.lerobot_layout import INFO_PATH, atomic_write_text, camera_key
 from vla_rl.data.lerobot_reader import column_to_numpy
 from vla_rl.data.lerobot_v3_layout import (
     CODEBASE_VERSION_V3,
@@ -60,7 +52,7 @@ from vla_rl.data.lerobot_v3_stats import (
     stats_to_columns,
     vector_stats,
 )
-from vla_rl.data.lerobot_writer import _feature_difference, episode_table
+from vla_rl.data.lerobot_writer_base import LeRobotWriterBase, write_parquet
 from vla_rl.data.stats import stats_to_json
 from vla_rl.data.video import VideoSettings, write_video
 from vla_rl.data.video_shards import append_video
@@ -120,15 +112,7 @@ def episode_stats_v3(table: pa.Table, episode: Episode) -> Stats:
     return stats
 
 
-def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write ``table`` to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-
-
-class LeRobotV3Writer:
+class LeRobotV3Writer(LeRobotWriterBase):
     """Append-style writer of a LeRobot v3.0 dataset directory, with ``LeRobotWriter``'s interface.
 
     The first episode fixes the features; later episodes must match them. With ``append=True`` an
@@ -147,25 +131,13 @@ class LeRobotV3Writer:
         data_file_size_mb: float = DEFAULT_DATA_FILE_SIZE_MB,
         video_file_size_mb: float = DEFAULT_VIDEO_FILE_SIZE_MB,
     ) -> None:
-        if fps <= 0:
-            raise ValueError(f"fps must be > 0, got {fps}")
+        super().__init__(root, fps, robot_type, video, feature_names, chunks_size)
         if chunks_size <= 0 or data_file_size_mb <= 0 or video_file_size_mb <= 0:
             raise ValueError("chunks_size and the file size caps must be > 0")
-        self.root = Path(root)
-        self.fps = float(fps)
-        self.robot_type = robot_type
-        self.video = video or VideoSettings()
-        self.feature_names = feature_names or {}
-        self.chunks_size = chunks_size
         self.data_file_size_mb = float(data_file_size_mb)
         self.video_file_size_mb = float(video_file_size_mb)
-        self.features: dict[str, dict[str, Any]] | None = None
-        self.episodes: list[dict[str, Any]] = []
-        """Episodes-table rows (stats columns included) of every episode written."""
         self.episodes_stats: list[Stats] = []
-        self.tasks: dict[str, int] = {}
-        self.total_frames = 0
-        self.closed = False
+        """The stats of every episode written (its row in ``episodes`` holds them as columns too)."""
         self._data_file: tuple[int, int] | None = None
         """(chunk, file) of the data file being filled; None: the next episode starts a new one."""
         self._data_tables: list[pa.Table] = []
@@ -174,28 +146,16 @@ class LeRobotV3Writer:
         """Video key -> (chunk, file, frames in it) of the video file being filled."""
         self._last_files: dict[str, tuple[int, int]] = {}
         """Data and video keys -> the (chunk, file) used last, from which new files count on."""
-        if (self.root / INFO_PATH).exists():
-            if not append:
-                raise FileExistsError(
-                    f"{self.root / INFO_PATH} exists: pass append=True to add episodes to it"
-                )
-            self._load_existing()
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._open(append)
 
-    def _load_existing(self) -> None:
-        info = read_json(self.root / INFO_PATH)
+    def _load_existing(self, info: dict[str, Any]) -> None:
         if str(info.get("codebase_version")) != CODEBASE_VERSION_V3:
             raise ValueError(
                 f"{self.root / INFO_PATH} is a {info.get('codebase_version')} dataset; this writer appends "
                 f"to {CODEBASE_VERSION_V3} ones"
             )
-        if float(info["fps"]) != self.fps:
-            raise ValueError(
-                f"{self.root / INFO_PATH} has fps {info['fps']}, the writer was given {self.fps}"
-            )
+        self._resume_info(info)
         self.features = info["features"] or None  # none yet: the next episode fixes them
-        self.chunks_size = int(info.get("chunks_size", self.chunks_size))
-        self.robot_type = info.get("robot_type") or self.robot_type
         self.tasks = {task: index for index, task in read_tasks(self.root).items()}
         self.episodes = read_episode_rows(self.root, with_stats=True) if info.get("total_episodes") else []
         self.episodes_stats = [stats_from_columns(row) for row in self.episodes]
@@ -213,13 +173,6 @@ class LeRobotV3Writer:
                 self._last_files[key] = (int(last[chunk_column]), int(last[file_column]))
         self._write_meta()
 
-    @property
-    def num_episodes(self) -> int:
-        return len(self.episodes)
-
-    def _video_keys(self) -> list[str]:
-        return [key for key, spec in (self.features or {}).items() if spec["dtype"] == "video"]
-
     def _new_file(self, key: str) -> tuple[int, int]:
         last = self._last_files.get(key)
         chunk_file = (0, 0) if last is None else next_file(*last, self.chunks_size)
@@ -228,19 +181,7 @@ class LeRobotV3Writer:
 
     def add_episode(self, episode: Episode) -> int:
         """Write one episode (frames, videos, meta); returns its episode index."""
-        if self.closed:
-            raise RuntimeError(f"the writer of {self.root} is closed")
-        validate_episode(episode)
-        features = episode_features(episode, self.fps, self.video, self.feature_names)
-        if self.features is None:
-            self.features = features
-        elif features != self.features:
-            raise ValueError(
-                f"episode features differ from the dataset's: {_feature_difference(self.features, features)}"
-            )
-        index = self.num_episodes
-        task_index = self.tasks.setdefault(episode.instruction, len(self.tasks))
-        table = episode_table(episode, index, self.total_frames, task_index, self.fps)
+        index, _, table = self._start_episode(episode)
         row: dict[str, Any] = {
             "episode_index": index,
             "tasks": [episode.instruction],
@@ -308,7 +249,6 @@ class LeRobotV3Writer:
     def info(self) -> dict[str, Any]:
         """The ``meta/info.json`` contents for the episodes written so far (LeRobot 0.4's keys; whole
         numbers as integers, as LeRobot writes them)."""
-        features = self.features or {}
         video_keys = self._video_keys()
         return {
             "codebase_version": CODEBASE_VERSION_V3,
@@ -323,7 +263,7 @@ class LeRobotV3Writer:
             "splits": {"train": f"0:{self.num_episodes}"},
             "data_path": DATA_PATH_V3,
             "video_path": VIDEO_PATH_V3 if video_keys else None,
-            "features": features,
+            "features": self.features or {},
         }
 
     def dataset_stats(self) -> Stats:
@@ -335,19 +275,7 @@ class LeRobotV3Writer:
             write_parquet(pa.Table.from_pylist(self.episodes), shard_file(self.root, EPISODES_PATH_V3, 0, 0))
         write_parquet(tasks_table(self.tasks), self.root / TASKS_PATH_V3)
         atomic_write_text(self.root / STATS_PATH, json.dumps(stats_to_json(self.dataset_stats()), indent=4))
-        atomic_write_text(self.root / INFO_PATH, json.dumps(self.info(), indent=4) + "\n")
-
-    def close(self) -> None:
-        """Rewrite every meta file; the dataset is complete afterwards (it is after each episode too)."""
-        if not self.closed:
-            self._write_meta()
-            self.closed = True
-
-    def __enter__(self) -> LeRobotV3Writer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._write_info()
 
 
 def _whole(value: float) -> int | float:
