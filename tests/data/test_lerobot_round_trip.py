@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from data_test_episodes import random_episode, smooth_frames
+from data_test_episodes import assert_same_episode, random_episode, smooth_frames, three_episodes
 
 from vla_rl.data import (
     LOSSLESS_VIDEO,
@@ -18,28 +18,8 @@ from vla_rl.data import (
 from vla_rl.data.episode import Episode
 
 
-def _assert_same_episode(expected: Episode, got: Episode) -> None:
-    assert got.instruction == expected.instruction
-    assert got.success == expected.success
-    assert sorted(got.images) == sorted(expected.images)
-    for camera in expected.images:
-        np.testing.assert_array_equal(got.images[camera], expected.images[camera])
-    for name in ("proprio", "actions", "rewards", "privileged", "success_per_step"):
-        value = getattr(got, name)
-        assert value.dtype == getattr(expected, name).dtype, name
-        np.testing.assert_array_equal(value, getattr(expected, name), err_msg=name)
-    assert sorted(got.extras) == sorted(expected.extras)
-    for key in expected.extras:
-        np.testing.assert_array_equal(got.extras[key], expected.extras[key])
-
-
 def test_lossless_round_trip_is_exact(tmp_path: Path) -> None:
-    rng = np.random.default_rng(0)
-    episodes = [
-        random_episode(rng, 5, "put the red cube on the blue pad", cameras=("front", "wrist")),
-        random_episode(rng, 7, "pick up the cube", cameras=("front", "wrist"), success=False),
-        random_episode(rng, 4, "put the red cube on the blue pad", cameras=("front", "wrist")),
-    ]
+    episodes = three_episodes(0)
     write_dataset(tmp_path / "ds", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO)
     dataset = LeRobotDataset(tmp_path / "ds")
     assert dataset.num_episodes == len(dataset) == 3
@@ -48,8 +28,8 @@ def test_lossless_round_trip_is_exact(tmp_path: Path) -> None:
     assert dataset.tasks == {0: "put the red cube on the blue pad", 1: "pick up the cube"}
     assert dataset.cameras == {"front": "observation.images.front", "wrist": "observation.images.wrist"}
     for expected, got in zip(episodes, dataset.episodes(), strict=True):
-        _assert_same_episode(expected, got)
-    _assert_same_episode(episodes[2], dataset.episode(-1))
+        assert_same_episode(expected, got)
+    assert_same_episode(episodes[2], dataset.episode(-1))
 
 
 def test_default_h264_video_is_close(tmp_path: Path) -> None:
@@ -106,7 +86,7 @@ def test_append_writer_keeps_finished_episodes_without_close(tmp_path: Path) -> 
     # a crash here: close() never runs, yet the two finished episodes are readable
     dataset = LeRobotDataset(tmp_path / "ds")
     assert dataset.num_episodes == 2 and dataset.info["total_frames"] == 7
-    _assert_same_episode(episodes[1], dataset.episode(1))
+    assert_same_episode(episodes[1], dataset.episode(1))
     # a torn last meta line, as a crash mid-append would leave, is dropped when appending again
     with open(tmp_path / "ds" / "meta" / "episodes.jsonl", "a") as file:
         file.write('{"episode_index": 2, "tas')
@@ -116,7 +96,7 @@ def test_append_writer_keeps_finished_episodes_without_close(tmp_path: Path) -> 
     assert dataset.num_episodes == 3 and dataset.num_frames == 12
     assert dataset.info["total_episodes"] == 3 and dataset.info["splits"] == {"train": "0:3"}
     assert dataset.tasks == {0: "a", 1: "b"}
-    _assert_same_episode(episodes[2], dataset.episode(2))
+    assert_same_episode(episodes[2], dataset.episode(2))
     assert dataset.episode(2).extras["expert_action"].shape == (5, 4)
 
 

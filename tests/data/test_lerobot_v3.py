@@ -9,42 +9,17 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from data_test_episodes import random_episode, smooth_frames
+from data_test_episodes import assert_same_episode, random_episode, smooth_frames, three_episodes
 
 from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
-from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_format import dataset_writer, open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
 from vla_rl.data.lerobot_v3_stats import frame_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer, write_dataset_v3
 
 
-def _assert_same_episode(expected: Episode, got: Episode) -> None:
-    assert got.instruction == expected.instruction
-    assert got.success == expected.success
-    assert sorted(got.images) == sorted(expected.images)
-    for camera in expected.images:
-        np.testing.assert_array_equal(got.images[camera], expected.images[camera])
-    for name in ("proprio", "actions", "rewards", "privileged", "success_per_step"):
-        value = getattr(got, name)
-        assert value.dtype == getattr(expected, name).dtype, name
-        np.testing.assert_array_equal(value, getattr(expected, name), err_msg=name)
-    assert sorted(got.extras) == sorted(expected.extras)
-    for key in expected.extras:
-        np.testing.assert_array_equal(got.extras[key], expected.extras[key])
-
-
-def _three_episodes(seed: int, cameras: tuple[str, ...] = ("front", "wrist")) -> list[Episode]:
-    rng = np.random.default_rng(seed)
-    return [
-        random_episode(rng, 5, "put the red cube on the blue pad", cameras=cameras),
-        random_episode(rng, 7, "pick up the cube", cameras=cameras, success=False),
-        random_episode(rng, 4, "put the red cube on the blue pad", cameras=cameras),
-    ]
-
-
 def test_lossless_round_trip_and_layout(tmp_path: Path) -> None:
-    episodes = _three_episodes(0)
+    episodes = three_episodes(0)
     root = write_dataset_v3(tmp_path / "ds", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO)
     dataset = open_dataset(root)
     assert isinstance(dataset, LeRobotV3Dataset)
@@ -52,8 +27,8 @@ def test_lossless_round_trip_and_layout(tmp_path: Path) -> None:
     assert dataset.tasks == {0: "put the red cube on the blue pad", 1: "pick up the cube"}
     assert dataset.cameras == {"front": "observation.images.front", "wrist": "observation.images.wrist"}
     for expected, got in zip(episodes, dataset.episodes(), strict=True):
-        _assert_same_episode(expected, got)
-    _assert_same_episode(episodes[1], dataset.episode(-2))
+        assert_same_episode(expected, got)
+    assert_same_episode(episodes[1], dataset.episode(-2))
 
     files = sorted(str(path.relative_to(root)) for path in root.rglob("*") if path.is_file())
     assert files == [
@@ -118,7 +93,7 @@ def test_frame_stats_quantiles_of_pixels() -> None:
 
 
 def test_size_caps_start_new_files_and_chunks(tmp_path: Path) -> None:
-    episodes = _three_episodes(3, cameras=("front",))
+    episodes = three_episodes(3, cameras=("front",))
     with LeRobotV3Writer(
         tmp_path / "ds",
         20.0,
@@ -136,7 +111,7 @@ def test_size_caps_start_new_files_and_chunks(tmp_path: Path) -> None:
         assert (root / f"videos/observation.images.front/chunk-{chunk:03d}/file-{file:03d}.mp4").is_file()
     dataset = LeRobotV3Dataset(root)
     for expected, got in zip(episodes, dataset.episodes(), strict=True):
-        _assert_same_episode(expected, got)
+        assert_same_episode(expected, got)
     np.testing.assert_array_equal(dataset.column("action"), np.concatenate([e.actions for e in episodes]))
 
 
@@ -154,7 +129,7 @@ def test_default_h264_shard_decodes_as_the_episode_files(tmp_path: Path) -> None
 
 
 def test_resume_after_a_crash_drops_rows_without_meta(tmp_path: Path) -> None:
-    episodes = _three_episodes(4, cameras=("front",))
+    episodes = three_episodes(4, cameras=("front",))
     root = tmp_path / "ds"
     writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO)
     writer.add_episode(episodes[0])
@@ -176,7 +151,7 @@ def test_resume_after_a_crash_drops_rows_without_meta(tmp_path: Path) -> None:
     assert dataset.num_episodes == 3 and dataset.info["total_frames"] == 18
     assert dataset.tasks == {0: "put the red cube on the blue pad", 1: "pick up the cube", 2: "wave"}
     for expected, got in zip([*episodes[:2], replacement], dataset.episodes(), strict=True):
-        _assert_same_episode(expected, got)
+        assert_same_episode(expected, got)
     assert dataset.dataset_stats()["action"]["count"].tolist() == [18]
 
 
@@ -186,7 +161,7 @@ def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -
     episode = random_episode(np.random.default_rng(7), 3, "a")
     with LeRobotV3Writer(tmp_path / "ds", 20.0, video=LOSSLESS_VIDEO, append=True) as writer:
         assert writer.add_episode(episode) == 0
-    _assert_same_episode(episode, LeRobotV3Dataset(tmp_path / "ds").episode(0))
+    assert_same_episode(episode, LeRobotV3Dataset(tmp_path / "ds").episode(0))
 
 
 def test_resume_after_a_crash_in_the_first_episode(tmp_path: Path) -> None:
@@ -200,7 +175,7 @@ def test_resume_after_a_crash_in_the_first_episode(tmp_path: Path) -> None:
         assert again.add_episode(episode) == 0
     dataset = LeRobotV3Dataset(root)
     assert dataset.num_episodes == 1 and pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 3
-    _assert_same_episode(episode, dataset.episode(0))
+    assert_same_episode(episode, dataset.episode(0))
 
 
 def test_versions_are_chosen_and_refused_clearly(tmp_path: Path) -> None:
