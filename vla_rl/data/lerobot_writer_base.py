@@ -127,6 +127,7 @@ class LeRobotWriterBase(ABC):
         self.feature_names = feature_names or {}
         self.chunks_size = chunks_size
         self.features: dict[str, dict[str, Any]] | None = None
+        """The ``info.json`` feature specs; None until the first episode fixes them."""
         self.episodes: list[dict[str, Any]] = []
         """The meta row of every episode written, in episode order."""
         self.tasks: dict[str, int] = {}
