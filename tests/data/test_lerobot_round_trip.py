@@ -100,6 +100,18 @@ def test_append_writer_keeps_finished_episodes_without_close(tmp_path: Path) -> 
     assert dataset.episode(2).extras["expert_action"].shape == (5, 4)
 
 
+def test_append_to_a_dataset_closed_before_its_first_episode(tmp_path: Path) -> None:
+    """A collection that wrote no episode leaves an empty dataset; appending to it fixes the features
+    from the first episode instead of refusing every episode as different."""
+    LeRobotWriter(tmp_path / "ds", fps=20.0, video=LOSSLESS_VIDEO).close()
+    episode = random_episode(np.random.default_rng(4), 4, "a")
+    with LeRobotWriter(tmp_path / "ds", fps=20.0, video=LOSSLESS_VIDEO, append=True) as resumed:
+        assert resumed.add_episode(episode) == 0
+    dataset = LeRobotDataset(tmp_path / "ds")
+    assert dataset.num_episodes == 1
+    assert_same_episode(episode, dataset.episode(0))
+
+
 def test_writer_refuses_existing_dataset_and_mismatched_episodes(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     write_dataset(tmp_path / "ds", [random_episode(rng, 2, "a")], fps=20.0)

@@ -70,7 +70,7 @@ class LeRobotWriter(LeRobotWriterBase):
 
     def _load_existing(self, info: dict[str, Any]) -> None:
         self._resume_info(info)
-        self.features = info["features"]
+        self.features = info["features"] or None  # none yet: the next episode fixes them
         for row in read_jsonl(self.root / TASKS_PATH, drop_torn_last_line=True):
             self.tasks[row["task"]] = int(row["task_index"])
         stats = read_jsonl(self.root / EPISODES_STATS_PATH, drop_torn_last_line=True)
