@@ -15,12 +15,14 @@ from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
 from vla_rl.data.lerobot_format import dataset_writer, open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
 from vla_rl.data.lerobot_v3_stats import frame_stats
-from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer, write_dataset_v3
+from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
 
 
 def test_lossless_round_trip_and_layout(tmp_path: Path) -> None:
     episodes = three_episodes(0)
-    root = write_dataset_v3(tmp_path / "ds", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO)
+    root = write_dataset(
+        tmp_path / "ds", episodes, fps=20.0, codebase_version="v3.0", robot_type="panda", video=LOSSLESS_VIDEO
+    )
     dataset = open_dataset(root)
     assert isinstance(dataset, LeRobotV3Dataset)
     assert dataset.num_episodes == 3 and dataset.num_frames == 16 and dataset.fps == 20.0
@@ -61,7 +63,7 @@ def test_stats_per_episode_and_pooled(tmp_path: Path) -> None:
     episodes[0].actions = np.array([[0, 1], [2, 3], [4, 8]], np.float32)
     episodes[1].actions = np.array([[6, -1], [8, 0]], np.float32)
     episodes[0].extras = episodes[1].extras = {}
-    dataset = LeRobotV3Dataset(write_dataset_v3(tmp_path / "ds", episodes, fps=10.0))
+    dataset = LeRobotV3Dataset(write_dataset(tmp_path / "ds", episodes, fps=10.0, codebase_version="v3.0"))
     # episode 0, dim 0 (0 2 4): q50 is the ceil(1.5) = 2nd smallest, q90 the ceil(2.7) = 3rd
     first = dataset.episode_stats(0)["action"]
     np.testing.assert_array_equal(first["q50"], [2, 3])
@@ -122,7 +124,7 @@ def test_default_h264_shard_decodes_as_the_episode_files(tmp_path: Path) -> None
     episodes = [random_episode(rng, length, "reach", image_size=32) for length in (6, 1, 9)]
     for offset, episode in enumerate(episodes):
         episode.images["front"] = np.roll(smooth_frames(len(episode), 32), 5 * offset, axis=1)
-    shards = LeRobotV3Dataset(write_dataset_v3(tmp_path / "v30", episodes, fps=10.0))
+    shards = LeRobotV3Dataset(write_dataset(tmp_path / "v30", episodes, fps=10.0, codebase_version="v3.0"))
     files = LeRobotDataset(write_dataset(tmp_path / "v21", episodes, fps=10.0))
     for from_shard, from_file in zip(shards.episodes(), files.episodes(), strict=True):
         np.testing.assert_array_equal(from_shard.images["front"], from_file.images["front"])

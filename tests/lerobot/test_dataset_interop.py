@@ -13,7 +13,6 @@ from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
 from vla_rl.data.lerobot_v3_stats import aggregate_stats, frame_stats, vector_stats
-from vla_rl.data.lerobot_v3_writer import write_dataset_v3
 
 HISTOGRAM_BINS = 5000
 """LeRobot 0.4 estimates quantiles from a histogram of this many bins over each episode's range: its
@@ -108,7 +107,14 @@ def _assert_stats_close(
 
 def test_vla_rl_v30_read_by_lerobot(tmp_path: Path, run_lerobot) -> None:
     episodes = _episodes(0, (5, 7, 4), cameras=("front", "wrist"))
-    root = write_dataset_v3(tmp_path / "ours", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO)
+    root = write_dataset(
+        tmp_path / "ours",
+        episodes,
+        fps=20.0,
+        codebase_version="v3.0",
+        robot_type="panda",
+        video=LOSSLESS_VIDEO,
+    )
     read = run_lerobot("lerobot_datasets.py", "read", root, tmp_path / "read.npz", out=tmp_path / "read.npz")
     _assert_lerobot_frames_equal(episodes, 20.0, read)
     assert read["tasks"].tolist() == ["put the red cube on the blue pad", "open the drawer"]
@@ -151,7 +157,7 @@ def test_vla_rl_v30_default_h264_read_by_lerobot(tmp_path: Path, run_lerobot) ->
     episodes = _episodes(7, (6, 1, 9, 4), cameras=("front",), size=32)
     for number, episode in enumerate(episodes):
         episode.images["front"] = _smooth_video(len(episode), 32, 30 * number)
-    root = write_dataset_v3(tmp_path / "ours", episodes, fps=10.0)
+    root = write_dataset(tmp_path / "ours", episodes, fps=10.0, codebase_version="v3.0")
     read = run_lerobot("lerobot_datasets.py", "read", root, tmp_path / "read.npz", out=tmp_path / "read.npz")
     decoded = list(LeRobotV3Dataset(root).episodes())
     _assert_lerobot_frames_equal(episodes, 10.0, read, decoded)

@@ -14,10 +14,9 @@ from vla_rl.data.episode import Episode
 _LAZY_EXPORTS = {
     "LeRobotDataset": "vla_rl.data.lerobot_reader",
     "LeRobotWriter": "vla_rl.data.lerobot_writer",
-    "write_dataset": "vla_rl.data.lerobot_writer",
+    "write_dataset": "vla_rl.data.lerobot_format",
     "LeRobotV3Dataset": "vla_rl.data.lerobot_v3_reader",
     "LeRobotV3Writer": "vla_rl.data.lerobot_v3_writer",
-    "write_dataset_v3": "vla_rl.data.lerobot_v3_writer",
     "open_dataset": "vla_rl.data.lerobot_format",
     "dataset_writer": "vla_rl.data.lerobot_format",
     "VideoSettings": "vla_rl.data.video",

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_layout import INFO_PATH, read_json
 from vla_rl.registry import resolve
 
@@ -58,3 +60,18 @@ def dataset_writer(
                 f"{root} holds a {existing} dataset: append to it as {existing}, not {codebase_version}"
             )
     return resolve(DATASET_WRITERS, codebase_version, "LeRobot dataset writer")(root, fps, **kwargs)
+
+
+def write_dataset(
+    root: str | Path,
+    episodes: Sequence[Episode],
+    fps: float,
+    codebase_version: str = DEFAULT_CODEBASE_VERSION,
+    **kwargs: Any,
+) -> Path:
+    """Write ``episodes`` as a new LeRobot dataset of ``codebase_version`` at ``root`` (``kwargs`` as
+    ``dataset_writer`` takes them: ``robot_type``, ``video``, ``feature_names``); returns ``root``."""
+    with dataset_writer(root, fps, codebase_version, **kwargs) as writer:
+        for episode in episodes:
+            writer.add_episode(episode)
+    return Path(root)

@@ -10,7 +10,6 @@ at them last), so a collection that crashes keeps every finished episode readabl
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -280,18 +279,3 @@ class LeRobotV3Writer(LeRobotWriterBase):
 
 def _whole(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
-
-
-def write_dataset_v3(
-    root: str | Path,
-    episodes: Sequence[Episode],
-    fps: float,
-    robot_type: str = "",
-    video: VideoSettings | None = None,
-    feature_names: dict[str, list[str]] | None = None,
-) -> Path:
-    """Write ``episodes`` as a new LeRobot v3.0 dataset at ``root``; returns ``root``."""
-    with LeRobotV3Writer(root, fps, robot_type, video, feature_names) as writer:
-        for episode in episodes:
-            writer.add_episode(episode)
-    return Path(root)

@@ -8,7 +8,6 @@ keeps every finished episode readable. ``close`` rewrites all meta files atomica
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -133,18 +132,3 @@ class LeRobotWriter(LeRobotWriterBase):
         atomic_write_text(self.root / EPISODES_PATH, jsonl_text(self.episodes))
         atomic_write_text(self.root / EPISODES_STATS_PATH, jsonl_text(self.episodes_stats))
         self._write_info()
-
-
-def write_dataset(
-    root: str | Path,
-    episodes: Sequence[Episode],
-    fps: float,
-    robot_type: str = "",
-    video: VideoSettings | None = None,
-    feature_names: dict[str, list[str]] | None = None,
-) -> Path:
-    """Write ``episodes`` as a new LeRobot v2.1 dataset at ``root``; returns ``root``."""
-    with LeRobotWriter(root, fps, robot_type, video, feature_names) as writer:
-        for episode in episodes:
-            writer.add_episode(episode)
-    return Path(root)
