@@ -105,3 +105,10 @@ def test_state_normalizer_standardises_the_state_fed_to_the_projector():
     # (1-2)/1, 0 (no spread), (3-2)/1, (4-2)/2, (5-2)/3.
     expected = torch.tensor([-1.0, 0.0, 1.0, 1.0, 1.0])
     torch.testing.assert_close(policy.state_normalizer(states[:1])[0], expected, atol=1e-6, rtol=0)
+
+
+def test_a_lora_target_the_backbone_lacks_is_a_config_error():
+    from vla_rl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"policy.lora.target_modules: \['qkv'\] match no module"):
+        make_policy("token_vla", lora=LoraSettings(rank=4, target_modules=["q_proj", "qkv"]))

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
+from peft import PeftModel
 from transformers import PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
 
 from vla_rl.policies.pretrained_io import local_dir
-from vla_rl.policies.vla.config import LoraSettings, tiny_paligemma_config
+from vla_rl.policies.vla.config import tiny_paligemma_config
 from vla_rl.policies.vla.text_tokenizer import (
     IMAGE_TOKEN,
     TOKENIZER_DIR,
@@ -55,19 +55,6 @@ def load_local_backbone(
 def unwrap(backbone: Backbone) -> PaliGemmaForConditionalGeneration:
     """The PaliGemma module (LoRA layers, when present, are injected into it in place)."""
     return backbone.get_base_model() if isinstance(backbone, PeftModel) else backbone
-
-
-def apply_lora(model: PaliGemmaForConditionalGeneration, settings: LoraSettings) -> PeftModel:
-    """Wrap with ``peft`` adapters; base weights get ``requires_grad=False``."""
-    config = LoraConfig(
-        r=settings.rank,
-        lora_alpha=settings.alpha,
-        lora_dropout=settings.dropout,
-        target_modules=list(settings.target_modules),
-        bias="none",
-        ensure_weight_tying=True,
-    )
-    return get_peft_model(model, config)
 
 
 def freeze_vision(model: PaliGemmaForConditionalGeneration) -> None:

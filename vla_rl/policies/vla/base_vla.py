@@ -29,12 +29,12 @@ from vla_rl.policies.chunk_policy import (
     SFTOutput,
     state_vector,
 )
+from vla_rl.policies.lora import apply_lora
 from vla_rl.policies.normalizer import RunningMeanStd
 from vla_rl.policies.vla.action_tokenizer import ActionTokenizer
 from vla_rl.policies.vla.auxiliary import AuxiliaryStateHead, auxiliary_target, capture_layer_output
 from vla_rl.policies.vla.backbone import (
     Backbone,
-    apply_lora,
     build_tiny_backbone,
     freeze_vision,
     load_local_backbone,

@@ -7,37 +7,9 @@ from dataclasses import dataclass, field
 from transformers import GemmaConfig, PaliGemmaConfig, SiglipVisionConfig
 
 from vla_rl.policies.chunk_policy import proprio_columns
+from vla_rl.policies.lora import LoraSettings
 from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
-
-
-@dataclass
-class LoraSettings:
-    """Low-rank adapters (``peft``) on the backbone; the base weights stay frozen."""
-
-    rank: int = 8
-    """Rank r of the A (r x in) and B (out x r) adapter matrices."""
-    alpha: float = 16.0
-    """Scale numerator: the adapter output is multiplied by ``alpha / rank``."""
-    dropout: float = 0.0
-    """Dropout on the adapter input."""
-    target_modules: list[str] = field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-            "lm_head",
-        ]
-    )
-    """Names of the backbone's linear layers that get adapters (Gemma and SigLIP projections). The
-    output head is included so that the action-bin logits can move: its weights are tied to the
-    frozen input embeddings, and without an adapter the reachable logit range stays that of the
-    pretrained (or freshly initialised) vocabulary. The tied input embedding gets the same adapter
-    (peft's ``ensure_weight_tying``), so the two stay one matrix."""
 
 
 @dataclass
