@@ -19,7 +19,7 @@ class TwoBlocks(nn.Module):
 
 
 def test_matching_targets_pass_and_get_adapters() -> None:
-    model = apply_lora(TwoBlocks(), LoraSettings(rank=2, target_modules=["q_proj", "head"]))
+    model = apply_lora(TwoBlocks(), LoraSettings(rank=2), default_targets=["q_proj", "head"])
     adapted = {name for name, _ in model.named_modules() if name.endswith("lora_A")}
     assert len(adapted) == 3  # blocks.0.q_proj, blocks.1.q_proj, head
 
@@ -27,7 +27,7 @@ def test_matching_targets_pass_and_get_adapters() -> None:
 def test_a_name_matching_no_module_is_named_with_the_linear_layers() -> None:
     # peft itself would accept this list (q_proj matches) and silently skip lm_head
     with pytest.raises(ConfigError, match=r"policy.lora.target_modules: \['lm_head'\].*\['head', 'q_proj'\]"):
-        apply_lora(TwoBlocks(), LoraSettings(target_modules=["q_proj", "lm_head"]))
+        apply_lora(TwoBlocks(), LoraSettings(target_modules=["q_proj", "lm_head"]), ["head"])
 
 
 def test_a_suffix_is_not_a_partial_name() -> None:

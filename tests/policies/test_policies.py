@@ -1,10 +1,10 @@
 import math
-import time
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from vla_rl.policies import PolicyConfig, build_policy, registered_policies
 from vla_rl.policies.cnn import GaussianCNNPolicy
@@ -149,12 +149,16 @@ def test_registry_lists_builtin_policies():
     assert registered_policies() == ["cnn", "mlp"]
 
 
-def test_default_cnn_forward_backward_on_a_batch_of_1024_is_fast():
+def test_default_cnn_forward_backward_on_a_batch_of_1024_stays_within_its_compute_budget():
+    """The default CNN's cost, counted (not timed, so a loaded host cannot fail it): a forward and
+    backward pass over 1,024 observations took 19.8 GFLOP on 2026-12-05. The bound is twice that: a
+    change that doubles the default encoder's compute must be deliberate and move this bound, and
+    its effect on speed is measured by `benchmarks.throughput`, not here."""
     torch.manual_seed(0)
     cfg = PolicyConfig(name="cnn", actor_obs_keys=["rgb_front", "proprio"], critic_obs_keys=["privileged"])
     policy = build_policy(cfg, OBS_SPACE, ACTION_SPACE)
     obs = random_obs(1024)
-    start = time.perf_counter()
-    log_prob, entropy, value, _, _ = policy.evaluate_actions(obs, torch.zeros(1024, 4))
-    (log_prob.mean() + value.mean()).backward()
-    assert time.perf_counter() - start < 5.0
+    with FlopCounterMode(display=False) as counter:
+        log_prob, entropy, value, _, _ = policy.evaluate_actions(obs, torch.zeros(1024, 4))
+        (log_prob.mean() + value.mean()).backward()
+    assert 1e9 < counter.get_total_flops() < 2 * 19.8e9

@@ -8,8 +8,10 @@ those layers without adapters and the run would train less than asked, silently.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
+import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from torch import nn
 
@@ -28,25 +30,15 @@ class LoraSettings:
     """Scale numerator: the adapter output is multiplied by ``alpha / rank``."""
     dropout: float = 0.0
     """Dropout on the adapter input."""
-    target_modules: list[str] = field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-            "lm_head",
-        ]
-    )
-    """Names of the backbone's linear layers that get adapters (Gemma and SigLIP projections), matched
-    as ``peft`` does: a module whose dotted name is the target or ends in ``.<target>``. The
-    PaliGemma families' output head is included so that the action-bin logits can move: its weights
-    are tied to the frozen input embeddings, and without an adapter the reachable logit range stays
-    that of the pretrained (or freshly initialised) vocabulary. The tied input embedding gets the
-    same adapter (peft's ``ensure_weight_tying``), so the two stay one matrix. Every name must
-    match at least one module of the model."""
+    target_modules: list[str] | None = None
+    """Names of the model's modules that get adapters, matched as ``peft`` does: a module whose
+    dotted name is the target or ends in ``.<target>``. Every name must match at least one module.
+    None: the family's default (its attention and MLP projections; see ``PALIGEMMA_LORA_TARGETS``
+    and ``PI0_LORA_TARGETS``)."""
+
+    def targets(self, default: Sequence[str]) -> list[str]:
+        """``target_modules``, or ``default`` when it is None."""
+        return list(default if self.target_modules is None else self.target_modules)
 
 
 def check_lora_targets(model: nn.Module, target_modules: list[str]) -> None:
@@ -67,16 +59,47 @@ def check_lora_targets(model: nn.Module, target_modules: list[str]) -> None:
         )
 
 
-def apply_lora(model: nn.Module, settings: LoraSettings) -> PeftModel:
-    """Wrap ``model`` with ``peft`` adapters on ``settings.target_modules`` (each checked to match);
-    the base weights get ``requires_grad=False``."""
-    check_lora_targets(model, list(settings.target_modules))
+def apply_lora(model: nn.Module, settings: LoraSettings, default_targets: Sequence[str]) -> PeftModel:
+    """Wrap ``model`` with ``peft`` adapters on ``settings``' targets (``default_targets`` when it
+    names none; each checked to match); the base weights get ``requires_grad=False``."""
+    targets = settings.targets(default_targets)
+    check_lora_targets(model, targets)
     config = LoraConfig(
         r=settings.rank,
         lora_alpha=settings.alpha,
         lora_dropout=settings.dropout,
-        target_modules=list(settings.target_modules),
+        target_modules=targets,
         bias="none",
-        ensure_weight_tying=True,
+        # a tied output head and input embedding get one adapter, so the two stay one matrix
+        ensure_weight_tying=bool(getattr(model, "_tied_weights_keys", None)),
     )
     return get_peft_model(model, config)
+
+
+def base_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s weights without adapters, under the names the model has without LoRA (what its
+    ``save_pretrained`` writes and ``from_pretrained`` reads)."""
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if "lora_" in name:
+            continue
+        state[name.replace(".base_layer.", ".")] = tensor
+    return state
+
+
+def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The adapter weights injected into ``model`` (``lora_A`` / ``lora_B``), under their own names."""
+    return {name: tensor for name, tensor in model.state_dict().items() if "lora_" in name}
+
+
+def load_adapter_state_dict(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Load ``adapter_state_dict``'s output into a model with the same adapters; every adapter
+    weight must be given and every given one must exist."""
+    missing = set(adapter_state_dict(model)) - set(state)
+    unexpected = set(state) - set(adapter_state_dict(model))
+    if missing or unexpected:
+        raise ValueError(
+            f"adapter weights do not fit the model: missing {sorted(missing)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}"
+        )
+    model.load_state_dict(state, strict=False)

@@ -223,3 +223,37 @@ def test_rl_token_policies_decode_only_the_executed_actions(tmp_path):
     assert cfg.algorithm.execute_steps == 2
     policy = load_rl_policy(cfg, tmp_path / "token_vla")
     assert policy.decoded_steps == 2 and policy.chunk_len == 4
+
+
+def test_policy_lora_adds_adapters_to_a_pi0_saved_without_them_and_trains_only_those(tmp_path):
+    """`policy.lora` on a pi0 saved without adapters: RL trains the adapters, the heads and pi0's
+    action/state/time projections; the base weights stay as loaded; the checkpoint keeps the adapters."""
+    torch.manual_seed(0)
+    start = build_chunk_policy(
+        "pi0", chunk_len=4, action_dim=4, proprio_dim=24, num_denoising_steps=3, image_size=32
+    )
+    start.save_pretrained(tmp_path / "pi0")
+    run_dir = tmp_path / "run"
+    args = [
+        *overrides(run_dir, tmp_path / "pi0", "pi0_flow_sde_ppo"),
+        "policy.name=pi0",
+        "env.cameras=[front]",
+        "env.image_size=32",
+        "iterations=1",
+        "algorithm.critic_warmup_iterations=0",  # the actor's first update is the one checked
+        "policy.lora={rank: 4}",
+    ]
+    assert main(["train", *args]) == 0
+    trained = load_rl_policy(compose_rl_config(args), run_dir / "checkpoints" / "iter_000001" / "policy")
+    assert trained.cfg.lora is not None and trained.cfg.lora.rank == 4
+    trained_state = trained.state_dict()
+    assert any("lora_B" in name and value.abs().sum() > 0 for name, value in trained_state.items())
+    base = {name.replace(".base_layer.", "."): value for name, value in trained_state.items()}
+    for name, value in start.state_dict().items():
+        if name.startswith("model.") and not name.startswith(
+            ("model.action_out_proj.", "model.embed_action_time.")
+        ):
+            assert torch.equal(base[name], value), name
+    assert not torch.equal(
+        trained_state["model.action_out_proj.weight"], start.state_dict()["model.action_out_proj.weight"]
+    )

@@ -27,7 +27,7 @@ from vla_rl.policies.flow.exploration import (
     stored_step_mask,
 )
 from vla_rl.policies.flow.normalization import NormStats
-from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
+from vla_rl.policies.flow.pi0_config import PI0_LORA_TARGETS, PI0_TRAINED_WITH_LORA, Pi0PolicyConfig
 from vla_rl.policies.flow.pi0_inputs import (
     Pi0Inputs,
     build_inputs,
@@ -37,6 +37,7 @@ from vla_rl.policies.flow.pi0_inputs import (
 )
 from vla_rl.policies.flow.pi0_io import build_pi0, load_pi0, load_pi0_policy, save_pi0_policy
 from vla_rl.policies.flow.pi0_prefix import PrefixCache
+from vla_rl.policies.lora import LoraSettings, apply_lora
 from vla_rl.policies.vla.auxiliary import (
     AuxiliaryStateHead,
     auxiliary_target,
@@ -83,10 +84,22 @@ class Pi0Policy(FlowChainPolicy):
         self.set_exploration()
         self._state_moments: torch.Tensor | None = None
         """Count, sum and sum of squares per state dimension seen by ``update_normalizer``."""
+        if cfg.lora is not None:
+            self.add_lora(cfg.lora)
         if cfg.freeze_vision:
             vlm = model.model.vlm
             for module in (vlm.vision_tower, vlm.multi_modal_projector):
                 module.requires_grad_(False)
+
+    def add_lora(self, settings: LoraSettings) -> None:
+        """Inject LoRA adapters into the model in place (``PI0_LORA_TARGETS`` unless ``settings``
+        names targets) and freeze its other weights, except the action, state and time projections
+        (``PI0_TRAINED_WITH_LORA``); the heads keep training. Saved with the policy."""
+        apply_lora(self.model, settings, PI0_LORA_TARGETS)
+        for name, parameter in self.model.named_parameters():
+            if name.startswith(PI0_TRAINED_WITH_LORA):
+                parameter.requires_grad_(True)
+        self.cfg.lora = settings
 
     @property
     def num_steps(self) -> int:

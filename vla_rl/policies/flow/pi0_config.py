@@ -8,8 +8,16 @@ from transformers import GemmaConfig, PI0Config
 
 from vla_rl.policies.flow.exploration import ExplorationConfig
 from vla_rl.policies.flow.normalization import NormStats
+from vla_rl.policies.lora import LoraSettings
 from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.config import VLAInputConfig, tiny_paligemma_config
+
+PI0_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""pi0's default LoRA targets: Gemma's attention and MLP projections (VLM and action expert) and
+SigLIP's query, key and value projections (pi0 has no output head over a vocabulary)."""
+PI0_TRAINED_WITH_LORA = ("embed_action_time.", "action_out_proj.")
+"""Parameters of pi0 that train in full beside the adapters: the small projections between the
+action expert and the action, state and time (as openpi's LoRA fine-tuning keeps them)."""
 
 
 @dataclass
@@ -34,10 +42,16 @@ class Pi0PolicyConfig(ExplorationConfig, VLAInputConfig, DictConfig):
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``; keys
     missing from an observation give an empty state."""
+    lora: LoraSettings | None = None
+    """Low-rank adapters on the VLM and the action expert (``target_modules`` defaults to their
+    attention and MLP projections, ``PI0_LORA_TARGETS``); the base weights stay frozen and the heads
+    train. None fine-tunes the whole model."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.validate_exploration()
+        if isinstance(self.lora, dict):
+            self.lora = LoraSettings(**self.lora)
         if isinstance(self.action_stats, dict):
             self.action_stats = NormStats(**self.action_stats)
         if isinstance(self.state_stats, dict):

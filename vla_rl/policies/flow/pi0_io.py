@@ -8,6 +8,7 @@ Layout of a policy directory written by ``save_pretrained``::
     value_head.safetensors    the value head
     aux_head.safetensors      the auxiliary state head and its target statistics (when configured)
     noise_head.safetensors    the Flow-Noise standard-deviation head (exploration ``flow_noise``)
+    lora_adapter.safetensors  the LoRA adapters (``lora`` set; ``model/`` then holds the base weights)
 
 A pi0 checkpoint in transformers' format (``from_pretrained_pi0``) is a directory with the model's
 ``config.json`` and weights, and its tokenizer either in a ``tokenizer/`` subdirectory or next to the
@@ -26,6 +27,7 @@ from transformers import PI0ForConditionalGeneration
 
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
+from vla_rl.policies.lora import adapter_state_dict, base_state_dict, load_adapter_state_dict
 from vla_rl.policies.pretrained_io import local_dir, save_weights
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR, build_text_tokenizer, load_local_tokenizer
 
@@ -38,6 +40,7 @@ MODEL_DIR = "model"
 VALUE_HEAD_FILE = "value_head.safetensors"
 AUX_HEAD_FILE = "aux_head.safetensors"
 NOISE_HEAD_FILE = "noise_head.safetensors"
+ADAPTER_FILE = "lora_adapter.safetensors"
 BUILD_ONLY_ARGS = {"chunk_len", "proprio_dim", "pretrained_dir", "instructions"}
 """The ``Pi0BuildSettings`` fields that ``build_pi0`` reads itself."""
 TINY_CONFIG_ARGS = (
@@ -82,7 +85,11 @@ def load_pi0(cls: type[Pi0Policy], directory: str | Path, cfg: Pi0PolicyConfig) 
 def save_pi0_policy(policy: Pi0Policy, directory: str | Path) -> None:
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
-    policy.model.save_pretrained(path / MODEL_DIR)
+    if policy.cfg.lora is None:
+        policy.model.save_pretrained(path / MODEL_DIR)
+    else:
+        policy.model.save_pretrained(path / MODEL_DIR, state_dict=base_state_dict(policy.model))
+        save_weights(adapter_state_dict(policy.model), path / ADAPTER_FILE)
     policy.tokenizer.save_pretrained(path / TOKENIZER_DIR)
     save_weights(policy.value_head.state_dict(), path / VALUE_HEAD_FILE)
     if policy.aux_head is not None:
@@ -97,6 +104,8 @@ def load_pi0_policy(cls: type[Pi0Policy], directory: str | Path) -> Pi0Policy:
     cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
     model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
     policy = cls(model, load_local_tokenizer(path), cfg)
+    if cfg.lora is not None:
+        load_adapter_state_dict(policy.model, load_file(str(path / ADAPTER_FILE)))
     policy.value_head.load_state_dict(load_file(str(path / VALUE_HEAD_FILE)))
     if policy.aux_head is not None:
         policy.aux_head.load_state_dict(load_file(str(path / AUX_HEAD_FILE)))

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from peft import PeftModel
 from transformers import PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
 
+from vla_rl.policies.lora import base_state_dict
 from vla_rl.policies.pretrained_io import local_dir
 from vla_rl.policies.vla.config import tiny_paligemma_config
 from vla_rl.policies.vla.text_tokenizer import (
@@ -63,22 +63,12 @@ def freeze_vision(model: PaliGemmaForConditionalGeneration) -> None:
             parameter.requires_grad_(False)
 
 
-def _base_state_dict(backbone: PeftModel) -> dict[str, torch.Tensor]:
-    """Backbone weights without adapters, under PaliGemma's own parameter names."""
-    state = {}
-    for name, tensor in backbone.get_base_model().state_dict().items():
-        if "lora_" in name:
-            continue
-        state[name.replace(".base_layer.", ".")] = tensor
-    return state
-
-
 def save_backbone(backbone: Backbone, tokenizer: PreTrainedTokenizerBase, directory: str | Path) -> None:
     """``backbone/`` (safetensors via ``save_pretrained``), ``lora_adapter/`` when LoRA, ``tokenizer/``."""
     directory = Path(directory)
     model = unwrap(backbone)
     if isinstance(backbone, PeftModel):
-        model.save_pretrained(directory / BACKBONE_DIR, state_dict=_base_state_dict(backbone))
+        model.save_pretrained(directory / BACKBONE_DIR, state_dict=base_state_dict(model))
         backbone.save_pretrained(directory / ADAPTER_DIR, save_embedding_layers=False)
     else:
         model.save_pretrained(directory / BACKBONE_DIR)

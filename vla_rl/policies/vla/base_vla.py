@@ -40,7 +40,7 @@ from vla_rl.policies.vla.backbone import (
     load_local_backbone,
     unwrap,
 )
-from vla_rl.policies.vla.config import TokenVLAConfig
+from vla_rl.policies.vla.config import PALIGEMMA_LORA_TARGETS, TokenVLAConfig
 from vla_rl.policies.vla.prompt import Prompt, positions_from_mask, preprocess_images, tokenize_instructions
 from vla_rl.policies.vla.sampling import (
     entropy_from_log_probs,
@@ -123,8 +123,9 @@ class TokenVLABase(ChunkPolicy):
         """Wrap a plain PaliGemma: freeze the vision tower and/or add LoRA adapters as configured."""
         if config.freeze_vision:
             freeze_vision(model)
-        backbone = apply_lora(model, config.lora) if config.lora is not None else model
-        return cls(config, backbone, tokenizer)
+        if config.lora is None:
+            return cls(config, model, tokenizer)
+        return cls(config, apply_lora(model, config.lora, PALIGEMMA_LORA_TARGETS), tokenizer)
 
     @classmethod
     def from_pretrained_vlm(cls, local_dir: str | Path, config: TokenVLAConfig) -> TokenVLABase:

@@ -11,6 +11,17 @@ from vla_rl.policies.lora import LoraSettings
 from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.auxiliary import check_auxiliary_settings
 
+PALIGEMMA_LORA_TARGETS = (
+    *("q_proj", "k_proj", "v_proj", "o_proj"),
+    *("gate_proj", "up_proj", "down_proj"),
+    "lm_head",
+)
+"""The token VLA families' default LoRA targets: the Gemma and SigLIP attention projections, Gemma's
+MLP, and the output head, so that the action-bin logits can move: its weights are tied to the frozen
+input embeddings, and without an adapter the reachable logit range stays that of the pretrained (or
+freshly initialised) vocabulary. The tied input embedding gets the same adapter (peft's
+``ensure_weight_tying``), so the two stay one matrix."""
+
 
 @dataclass
 class VLAInputConfig:

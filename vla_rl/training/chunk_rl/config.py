@@ -7,6 +7,7 @@ from typing import Any
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.config.schema import RunConfig
+from vla_rl.policies.lora import LoraSettings
 from vla_rl.rewards.config import RewardConfig
 
 
@@ -76,6 +77,10 @@ class RLPolicyConfig:
     exploration_anneal_updates: int = 0
     """The update (iteration) at which ``exploration_final`` is reached; the update counter lives in
     the checkpoint, so the noise of an update is the same on any machine and after a resume."""
+    lora: LoraSettings | None = None
+    """Add LoRA adapters to a policy loaded without them (``pi0``): RL then trains the adapters,
+    the heads and the family's small projections, the rest frozen. None trains the policy as it
+    was saved (with the adapters it has, if any). Saved with the policy, so a resume keeps them."""
 
 
 @dataclass

@@ -30,6 +30,7 @@ from vla_rl.algorithms.registry import build_chunk_algorithm
 from vla_rl.config.load import ConfigError
 from vla_rl.envs import make_env
 from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.policies.lora import LoraSettings
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.rollout.collector import RolloutCollector
@@ -67,7 +68,10 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
     ``policy.exploration_final`` as annealed at ``update``), in eval mode
     (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
     the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
-    policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device)).eval()
+    policy = load_chunk_policy(cfg.policy.name, directory)
+    if cfg.policy.lora is not None:
+        add_lora(policy, cfg.policy.lora, cfg.policy.name)
+    policy = policy.to(torch.device(cfg.device)).eval()
     limit_decoding = getattr(policy, "limit_decoding", None)
     if limit_decoding is not None:
         limit_decoding(cfg.algorithm.execute_steps)
@@ -81,6 +85,23 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
             )
         set_exploration(**settings)
     return policy
+
+
+def add_lora(policy: ChunkPolicy, settings: LoraSettings, family: str) -> None:
+    """``policy.lora``'s adapters on a policy saved without them; a policy that has adapters keeps
+    its own (a resumed run, or a checkpoint trained with LoRA), and must have been given the same."""
+    policy_config = getattr(policy, "cfg", None) or getattr(policy, "config", None)  # pi0's, token VLAs'
+    saved = getattr(policy_config, "lora", None)
+    if saved is not None:
+        if saved != settings:
+            raise ConfigError(
+                f"config key 'policy.lora': the policy was saved with LoRA {saved}, not {settings}"
+            )
+        return
+    add = getattr(policy, "add_lora", None)
+    if add is None:
+        raise ConfigError(f"config key 'policy.lora': {family} policies take no LoRA adapters in RL")
+    add(settings)
 
 
 def evaluate_rl_policy(
