@@ -17,7 +17,7 @@ from transformers import PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput, state_vector
-from vla_rl.policies.flow import chain, pi0_prefix
+from vla_rl.policies.flow import chain, lerobot_preprocessing, pi0_prefix
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ChainSample,
@@ -113,8 +113,10 @@ class Pi0Policy(FlowChainPolicy):
         return load_pi0(cls, local_dir, cfg or Pi0PolicyConfig())
 
     @classmethod
-    def from_pretrained(cls, directory: str) -> Pi0Policy:
-        return load_pi0_policy(cls, directory)
+    def from_pretrained(cls, directory: str, tokenizer_dir: str | None = None) -> Pi0Policy:
+        """A folder of ``save_pretrained`` or a LeRobot ``pi0`` folder (``lerobot_pi0_io``; its
+        tokenizer from ``tokenizer_dir`` when the folder has none)."""
+        return load_pi0_policy(cls, directory, tokenizer_dir)
 
     def save_pretrained(self, directory: str) -> None:
         save_pi0_policy(self, directory)
@@ -244,13 +246,32 @@ class Pi0Policy(FlowChainPolicy):
     def value_from_feature(self, state_feature: torch.Tensor) -> torch.Tensor:
         return self.value_head(self.critic_input(state_feature.float())).squeeze(-1)
 
+    def unnormalized_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
+        """Padded model units -> the robot's units [N, chunk, action_dim] (a LeRobot import: its
+        postprocessor's unnormalisation)."""
+        if self.cfg.lerobot is not None:
+            return lerobot_preprocessing.unnormalized_actions(model_actions, self.cfg.lerobot)
+        return self.cfg.action_stats.unnormalize(model_actions[..., : self.action_dim].float())
+
     def to_env_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
         """Padded model units -> env units [N, chunk, action_dim], clipped to [-1, 1]."""
-        actions = self.cfg.action_stats.unnormalize(model_actions[..., : self.action_dim].float())
-        return actions.clamp(-1.0, 1.0)
+        return self.unnormalized_actions(model_actions).clamp(-1.0, 1.0)
 
     def to_model_actions(self, env_actions: torch.Tensor) -> torch.Tensor:
+        if self.cfg.lerobot is not None:
+            return lerobot_preprocessing.normalized_actions(
+                env_actions, self.cfg.lerobot, self.max_action_dim
+            )
         return pad_last_dim(self.cfg.action_stats.normalize(env_actions.float()), self.max_action_dim)
+
+    @torch.no_grad()
+    def predict_action_chunk(self, obs: Observation, noise: torch.Tensor) -> torch.Tensor:
+        """The noise-free denoising chain from ``noise`` [N, chunk, max_action_dim] to actions in the
+        robot's units [N, chunk, action_dim], not clipped: for a LeRobot import what LeRobot's
+        ``predict_action_chunk`` followed by its postprocessor gives for the same noise."""
+        prefix = self.encode_prefix(obs)
+        sampled, _ = self.run_chain(prefix, noise.to(self.device), 1.0, deterministic=True)
+        return self.unnormalized_actions(sampled.states[:, -1])
 
     # ----- ChunkPolicy ----------------------------------------------------------------------------------
 
@@ -282,11 +303,20 @@ class Pi0Policy(FlowChainPolicy):
         value = self.value_from_feature(state_feature) if with_value else None
         return self.chain_evaluation(states, means, stds, step_mask, value, self.action_dim_mask)
 
-    def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
-        """pi0's flow-matching loss (its Beta time sampling and noise), averaged over real entries:
-        chunk steps inside the episode and the first ``action_dim`` of ``max_action_dim`` dims (padded
-        steps hold the last real action, see ``chunk_padding``); plus ``aux_coef`` x the auxiliary
-        state error of the expert's state-token feature when ``aux_target_key`` is set."""
+    def sft_loss(
+        self,
+        obs: Observation,
+        action_chunk: torch.Tensor,
+        chunk_mask: torch.Tensor,
+        *,
+        noise: torch.Tensor | None = None,
+        time: torch.Tensor | None = None,
+    ) -> SFTOutput:
+        """pi0's flow-matching loss (its Beta time sampling and noise, unless ``noise`` [N, chunk,
+        max_action_dim] and ``time`` [N] are given), averaged over real entries: chunk steps inside
+        the episode and the first ``action_dim`` of ``max_action_dim`` dims (padded steps hold the
+        last real action, see ``chunk_padding``); plus ``aux_coef`` x the auxiliary state error of
+        the expert's state-token feature when ``aux_target_key`` is set."""
         inputs = self.prepare_inputs(obs)
         chunk_mask = chunk_mask.to(self.device)
         targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask))
@@ -303,6 +333,8 @@ class Pi0Policy(FlowChainPolicy):
                 pixel_attention_mask=inputs.pixel_attention_mask,
                 attention_mask=inputs.attention_mask,
                 actions=targets,
+                noise=None if noise is None else noise.to(self.device),
+                timestep=None if time is None else time.to(self.device),
             ).loss
         mask = chunk_mask[:, :, None] & self.action_dim_mask[None, None, :]
         weights = mask.to(per_entry.dtype)

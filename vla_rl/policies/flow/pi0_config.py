@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from transformers import GemmaConfig, PI0Config
 
 from vla_rl.policies.flow.exploration import ExplorationConfig
+from vla_rl.policies.flow.lerobot_preprocessing import LeRobotPreprocessing
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.pretrained_io import DictConfig
 from vla_rl.policies.vla.config import VLAInputConfig, tiny_paligemma_config
@@ -34,10 +35,16 @@ class Pi0PolicyConfig(ExplorationConfig, VLAInputConfig, DictConfig):
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into the state, e.g. ``["proprio", "objects"]``; keys
     missing from an observation give an empty state."""
+    lerobot: LeRobotPreprocessing | None = None
+    """Set when the model was imported from a LeRobot ``pi0`` folder: its preprocessing (image
+    resize-with-pad, normalisation modes and statistics, prompt), used instead of ``camera_keys``'
+    resize, ``image_mean``/``image_std``, ``action_stats``/``state_stats`` and our prompt layout."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.validate_exploration()
+        if isinstance(self.lerobot, dict):
+            self.lerobot = LeRobotPreprocessing(**self.lerobot)
         if isinstance(self.action_stats, dict):
             self.action_stats = NormStats(**self.action_stats)
         if isinstance(self.state_stats, dict):
