@@ -1,4 +1,5 @@
-"""A LeRobot ``pi0`` policy folder -> our ``Pi0Policy`` (what ``policy.init_from=DIR`` does with one).
+"""A LeRobot ``pi0`` / ``pi05`` policy folder -> our ``Pi0Policy`` / ``Pi05Policy`` (what
+``policy.init_from=DIR`` does with one).
 
 The weights go to transformers' PI0 (``lerobot_pi0_model``), the preprocessing settings of the folder's
 processors into ``Pi0PolicyConfig.lerobot`` (``lerobot_preprocessing``), and the tokenizer is the
@@ -45,14 +46,18 @@ def lerobot_tokenizer(folder: Path, tokenizer_dir: str | Path | None) -> PreTrai
 
 
 def load_lerobot_pi0(
-    cls: type[ChunkPolicy], directory: str | Path, tokenizer_dir: str | Path | None = None
+    cls: type[ChunkPolicy],
+    directory: str | Path,
+    tokenizer_dir: str | Path | None = None,
+    policy_type: str = "pi0",
 ) -> ChunkPolicy:
-    """The LeRobot pi0 folder ``directory`` as a ``cls`` (``Pi0Policy``)."""
+    """The LeRobot ``policy_type`` (``pi0`` or ``pi05``) folder ``directory`` as a ``cls``
+    (``Pi0Policy`` / ``Pi05Policy``)."""
     folder = read_lerobot_folder(directory)
-    if folder.policy_type != "pi0":
+    if folder.policy_type != policy_type:
         raise ConfigError(
-            f"config key 'policy.init_from': {folder.path} is a LeRobot {folder.policy_type!r} policy, "
-            "the pi0 family loads 'pi0' folders"
+            f"config key 'policy.name': {folder.path} is a LeRobot {folder.policy_type!r} policy, the "
+            f"{policy_type} family loads {policy_type!r} folders (policy.name={folder.policy_type})"
         )
     prep = LeRobotPreprocessing.from_folder(folder)
     tokenizer = lerobot_tokenizer(folder.path, tokenizer_dir)

@@ -1,4 +1,5 @@
-"""A LeRobot ``pi0`` / ``pi05`` folder's weights -> transformers' ``PI0ForConditionalGeneration``.
+"""A LeRobot ``pi0`` / ``pi05`` folder's weights -> transformers' ``PI0ForConditionalGeneration`` /
+``PI05ForConditionalGeneration``.
 
 LeRobot's config.json names its Gemma sizes by variant (``paligemma_variant``, ``action_expert_variant``)
 and leaves the SigLIP tower at PaliGemma's default; the sizes themselves are in the weights. So the
@@ -8,7 +9,8 @@ not in any shape and are LeRobot's fixed choices: 8 query heads in both Gemmas (
 hard-codes them) and SigLIP's 16 attention heads (PaliGemma's default, which LeRobot keeps). A real
 checkpoint thereby gives Gemma 2B + Gemma 300M + SigLIP So400m/14 at 224 px, and a reduced one its own
 sizes. The weights then load through transformers' own key conversion for LeRobot pi0 checkpoints
-(``conversion_mapping`` "pi0"); a key that stays missing or unused is a ``ConfigError``.
+(``conversion_mapping`` "pi0", which "pi05" shares); a key that stays missing or unused is a
+``ConfigError``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from transformers import (
     PaliGemmaConfig,
     PI0Config,
     PI0ForConditionalGeneration,
+    PI05Config,
+    PI05ForConditionalGeneration,
+    PreTrainedModel,
     SiglipVisionConfig,
 )
 
@@ -79,9 +84,14 @@ def _gemma(shapes: dict[str, tuple[int, ...]], prefix: str, vocab: int, folder: 
     )
 
 
-def pi0_model_config(folder: LeRobotFolder, shapes: dict[str, tuple[int, ...]]) -> PI0Config:
-    """transformers' ``PI0Config`` of a LeRobot pi0 folder: sizes from the weights, the flow settings
-    (chunk, padded widths, denoising steps, time sampling and embedding periods) from config.json."""
+MODELS = {"pi0": (PI0Config, PI0ForConditionalGeneration), "pi05": (PI05Config, PI05ForConditionalGeneration)}
+"""LeRobot policy type -> transformers' config and model classes."""
+
+
+def pi0_model_config(folder: LeRobotFolder, shapes: dict[str, tuple[int, ...]]) -> PI0Config | PI05Config:
+    """transformers' ``PI0Config`` / ``PI05Config`` of a LeRobot pi0 / pi05 folder: sizes from the
+    weights, the flow settings (chunk, padded widths, denoising steps, time sampling and embedding
+    periods) from config.json. pi0.5 reads its state from the prompt: no ``max_state_dim``."""
     vocab = _shape(shapes, VLM + "lm_head.weight", folder)[0]
     text = _gemma(shapes, VLM + "model.language_model.", vocab, folder)
     expert = _gemma(shapes, EXPERT + "model.", vocab, folder)
@@ -110,11 +120,13 @@ def pi0_model_config(folder: LeRobotFolder, shapes: dict[str, tuple[int, ...]]) 
         image_token_id=vocab,  # a placeholder id past the vocabulary (as in PaliGemma checkpoints)
     )
     config = folder.config
-    return PI0Config(
+    config_class = MODELS[folder.policy_type][0]
+    state = {"max_state_dim": int(config["max_state_dim"])} if folder.policy_type == "pi0" else {}
+    return config_class(
         vlm_config=vlm,
         dit_config=expert,
         chunk_size=int(config["chunk_size"]),
-        max_state_dim=int(config["max_state_dim"]),
+        **state,
         max_action_dim=int(config["max_action_dim"]),
         num_inference_steps=int(config["num_inference_steps"]),
         time_sampling_beta_alpha=float(config["time_sampling_beta_alpha"]),
@@ -126,11 +138,11 @@ def pi0_model_config(folder: LeRobotFolder, shapes: dict[str, tuple[int, ...]]) 
     )
 
 
-def load_lerobot_pi0_model(folder: LeRobotFolder) -> PI0ForConditionalGeneration:
-    """transformers' PI0 with the folder's weights, in float32."""
+def load_lerobot_pi0_model(folder: LeRobotFolder) -> PreTrainedModel:
+    """transformers' PI0 / PI05 with the folder's weights, in float32."""
     weights = folder.path / "model.safetensors"
     config = pi0_model_config(folder, weight_shapes(weights))
-    model, info = PI0ForConditionalGeneration.from_pretrained(
+    model, info = MODELS[folder.policy_type][1].from_pretrained(
         folder.path, config=config, local_files_only=True, output_loading_info=True, dtype="float32"
     )
     problems = {

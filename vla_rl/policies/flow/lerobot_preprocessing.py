@@ -9,10 +9,13 @@ of transformers' PI0, as LeRobot's preprocessor and ``PI0Policy`` compute them:
   and padding to the resolution, centred, with the value -1; then ``2 x - 1``. The padding is applied
   to images still in [0, 1], so padded pixels reach the model as -3, not -1: that is LeRobot's
   behaviour and it is reproduced here;
-* the instruction: ``"\\n"`` appended unless present, tokenised by the folder's tokenizer with its own
-  special tokens (PaliGemma's ``<bos>``), truncated and right-padded to ``tokenizer_max_length``;
-  preceded by one placeholder token per image patch of each camera (transformers' PI0 puts the image
-  features there);
+* the instruction: ``"\\n"`` appended unless present (pi0), or, for pi0.5, the prompt
+  ``"Task: <instruction>, State: <bins>;\\nAction: "`` (the instruction stripped, ``_`` and newlines
+  made spaces; the normalised state zero-padded to ``max_state_dim`` and each value given as its bin
+  0..255 of 256 equal bins over [-1, 1], as ``np.digitize``); tokenised by the folder's tokenizer with
+  its own special tokens (PaliGemma's ``<bos>``), truncated and right-padded to
+  ``tokenizer_max_length``; preceded by one placeholder token per image patch of each camera
+  (transformers' PI0 / PI05 put the image features there);
 * state: the folder's STATE normalisation, zero-padded to ``max_state_dim``;
 * actions out: the first ``action_dim`` of ``max_action_dim`` values, with the inverse ACTION
   normalisation (and the forward one for demonstrated actions in the loss).
@@ -42,6 +45,8 @@ STATE_KEY = "observation.state"
 ACTION_KEY = "action"
 PROMPT_END = "\n"
 """LeRobot's pi0 processor ends every instruction with a newline (PaliGemma's prompt convention)."""
+STATE_BINS = 256
+"""pi0.5 writes each state value as one of this many bins."""
 
 
 @dataclass
@@ -66,6 +71,8 @@ class LeRobotPreprocessing:
     """(height, width) the images are resized and padded to."""
     tokenizer_max_length: int = 48
     """Prompt tokens after truncation and padding."""
+    max_state_dim: int = 32
+    """The state is zero-padded to this width (pi0's state token, pi0.5's prompt)."""
 
     @classmethod
     def from_folder(cls, folder: LeRobotFolder) -> LeRobotPreprocessing:
@@ -82,6 +89,7 @@ class LeRobotPreprocessing:
             eps=folder.eps,
             image_resolution=[int(v) for v in folder.config.get("image_resolution", [224, 224])],
             tokenizer_max_length=int(folder.config.get("tokenizer_max_length", 48)),
+            max_state_dim=int(folder.config.get("max_state_dim", 32)),
         )
 
     @cached_property
@@ -158,11 +166,36 @@ def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: t
     return torch.stack(per_camera, dim=1)
 
 
+def state_bins(state: torch.Tensor) -> np.ndarray:
+    """int [N, D]: each normalised value's bin 0..255 of 256 equal bins over [-1, 1] (values below -1
+    give -1, above 1 give 255, as ``np.digitize`` does)."""
+    edges = np.linspace(-1, 1, STATE_BINS + 1)[:-1]
+    return np.digitize(state.detach().cpu().numpy(), bins=edges) - 1
+
+
+def pi05_prompts(instructions: list[str], state: torch.Tensor) -> list[str]:
+    """pi0.5's prompts: the task and the discretised normalised state [N, max_state_dim]."""
+    prompts = []
+    for text, bins in zip(instructions, state_bins(state), strict=True):
+        task = text.strip().replace("_", " ").replace("\n", " ")
+        prompts.append(f"Task: {task}, State: {' '.join(map(str, bins))};\nAction: ")
+    return prompts
+
+
 def lerobot_prompt(
-    tokenizer: PreTrainedTokenizerBase, instructions: list[str], prep: LeRobotPreprocessing
+    tokenizer: PreTrainedTokenizerBase,
+    instructions: list[str],
+    prep: LeRobotPreprocessing,
+    state: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids [N, tokenizer_max_length], mask [N, tokenizer_max_length]) of the instructions."""
-    texts = [text if text.endswith(PROMPT_END) else text + PROMPT_END for text in instructions]
+    """(ids [N, tokenizer_max_length], mask [N, tokenizer_max_length]) of the prompts; pi0.5's carry
+    ``state`` (normalised and padded, [N, max_state_dim])."""
+    if prep.policy_type == "pi05":
+        if state is None:
+            raise ValueError("pi0.5's prompt needs the normalised state")
+        texts = pi05_prompts(instructions, state)
+    else:
+        texts = [text if text.endswith(PROMPT_END) else text + PROMPT_END for text in instructions]
     tokens = tokenizer(
         texts,
         max_length=prep.tokenizer_max_length,
@@ -174,7 +207,7 @@ def lerobot_prompt(
     return tokens["input_ids"].long(), tokens["attention_mask"].long()
 
 
-def normalized_state(proprio: torch.Tensor, prep: LeRobotPreprocessing, max_state_dim: int) -> torch.Tensor:
+def normalized_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
     """float [N, max_state_dim]: the folder's STATE normalisation, zero-padded."""
     if proprio.shape[-1] != prep.state_dim:
         raise ConfigError(
@@ -182,7 +215,7 @@ def normalized_state(proprio: torch.Tensor, prep: LeRobotPreprocessing, max_stat
             f"gives {proprio.shape[-1]}"
         )
     state = normalize(proprio.float(), STATE_KEY, prep.folder)
-    return F.pad(state, (0, max_state_dim - state.shape[-1]))
+    return F.pad(state, (0, prep.max_state_dim - state.shape[-1]))
 
 
 def unnormalized_actions(model_actions: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:

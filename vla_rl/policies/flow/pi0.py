@@ -52,6 +52,10 @@ class Pi0Policy(FlowChainPolicy):
     """Observation -> action chunk with pi0; ``chunk_len`` = the model's ``chunk_size``."""
 
     registry_name = "pi0"
+    model_class: type = PI0ForConditionalGeneration
+    """transformers' model class this family wraps (loading a saved policy builds one)."""
+    lerobot_type = "pi0"
+    """The LeRobot policy type whose folders this family imports."""
 
     def __init__(
         self, model: PI0ForConditionalGeneration, tokenizer: PreTrainedTokenizerBase, cfg: Pi0PolicyConfig
@@ -158,7 +162,7 @@ class Pi0Policy(FlowChainPolicy):
         time = t if isinstance(t, torch.Tensor) else torch.full((batch,), float(t), device=x_t.device)
         with capture_output(self.model.model.dit) as captured:
             output = self.model(
-                state=state,
+                **self.state_input(state),
                 noise=x_t,
                 timestep=time.float(),
                 attention_mask=prefix.attention_mask,
@@ -168,6 +172,10 @@ class Pi0Policy(FlowChainPolicy):
         if grown > 0:
             prefix.key_values.crop(-grown)
         return output.logits, captured["hidden"]
+
+    def state_input(self, state: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The state as the model takes it: pi0's state token (pi0.5 overrides: none)."""
+        return {"state": state}
 
     def velocity_and_std(
         self, prefix: PrefixCache, x_t: torch.Tensor, t: float | torch.Tensor
@@ -327,7 +335,7 @@ class Pi0Policy(FlowChainPolicy):
             capture_layer_output(expert_layers, self.cfg.aux_layer) as layer_output,
         ):
             per_entry = self.model(
-                state=inputs.state,
+                **self.state_input(inputs.state),
                 input_ids=inputs.input_ids,
                 pixel_values=inputs.pixel_values,
                 pixel_attention_mask=inputs.pixel_attention_mask,

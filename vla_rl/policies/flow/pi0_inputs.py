@@ -82,8 +82,9 @@ def build_inputs(
         )
     batch, cameras = pixel_values.shape[:2]
     num_image_tokens = (vision.image_size // vision.patch_size) ** 2 * cameras  # one per patch
+    state = build_state(obs, batch, cfg, model_config, device)
     if cfg.lerobot is not None:
-        text_ids, text_mask = lerobot.lerobot_prompt(tokenizer, list(obs["instruction"]), cfg.lerobot)
+        text_ids, text_mask = lerobot.lerobot_prompt(tokenizer, list(obs["instruction"]), cfg.lerobot, state)
         ids = torch.cat([torch.full((batch, num_image_tokens), image_token_id), text_ids], dim=1)
         mask = torch.cat([torch.ones(batch, num_image_tokens, dtype=torch.long), text_mask], dim=1)
     else:
@@ -95,7 +96,7 @@ def build_inputs(
         attention_mask=mask.to(device),
         pixel_values=pixel_values,
         pixel_attention_mask=torch.ones(batch, cameras, dtype=torch.bool, device=device),
-        state=build_state(obs, batch, cfg, model_config, device),
+        state=state,
     )
 
 
@@ -109,7 +110,7 @@ def build_state(
     else:
         proprio = torch.zeros(batch, 0, device=device)
     if cfg.lerobot is not None:
-        return lerobot.normalized_state(proprio, cfg.lerobot, model_config.max_state_dim)
+        return lerobot.normalized_state(proprio, cfg.lerobot)
     return pad_last_dim(cfg.state_stats.normalize(proprio.float()), model_config.max_state_dim)
 
 

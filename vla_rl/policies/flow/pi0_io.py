@@ -104,9 +104,9 @@ def load_pi0_policy(
     ``tokenizer_dir`` when it carries none)."""
     path = local_dir(directory)
     if is_lerobot_folder(path):
-        return load_lerobot_pi0(cls, path, tokenizer_dir)
+        return load_lerobot_pi0(cls, path, tokenizer_dir, cls.lerobot_type)
     cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
-    model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
+    model = cls.model_class.from_pretrained(path / MODEL_DIR, local_files_only=True)
     policy = cls(model, load_local_tokenizer(path), cfg)
     policy.value_head.load_state_dict(load_file(str(path / VALUE_HEAD_FILE)))
     if policy.aux_head is not None:

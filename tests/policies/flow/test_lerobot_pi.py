@@ -1,12 +1,13 @@
-"""A LeRobot pi0 folder loaded by vla-rl against LeRobot 0.4 itself.
+"""LeRobot pi0 and pi0.5 folders loaded by vla-rl, against LeRobot 0.4 itself.
 
-The fixture ``tests/fixtures/lerobot/pi0`` was written by ``tests/lerobot/make_pi_fixtures.py`` in the
-LeRobot venv (with openpi's transformers files): LeRobot's ``PI0Policy`` at reduced width, saved by its
+The fixtures ``tests/fixtures/lerobot/pi0`` and ``.../pi05`` were written by
+``tests/lerobot/make_pi_fixtures.py`` in the LeRobot venv (with openpi's transformers files): LeRobot's
+``PI0Policy`` / ``PI05Policy`` at reduced width, saved by its
 ``save_pretrained`` with its processors, and its outputs for a raw observation batch: the action chunk
 of ``predict_action_chunk`` through its pre- and post-processor for a given initial noise, and the
 flow-matching loss of ``forward`` for a given noise and time. Here the same folder goes through
-``Pi0Policy.from_pretrained`` (the path of ``policy.init_from``) and the same raw batch through our own
-preprocessing.
+``Pi0Policy`` / ``Pi05Policy.from_pretrained`` (the path of ``policy.init_from``) and the same raw batch
+through our own preprocessing.
 """
 
 from __future__ import annotations
@@ -20,21 +21,31 @@ import torch
 
 from vla_rl.config import ConfigError
 from vla_rl.policies.flow.pi0 import Pi0Policy
+from vla_rl.policies.flow.pi05 import Pi05Policy
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "lerobot" / "pi0"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "lerobot"
+FAMILIES = {"pi0": Pi0Policy, "pi05": Pi05Policy}
+"""LeRobot policy type -> the family that imports it."""
 TOLERANCE = 1e-4
 """float32 parity with the reference (the issue's bound)."""
 
 
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def policy_type(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def reference() -> dict[str, np.ndarray]:
-    with np.load(FIXTURE / "reference.npz") as arrays:
+def reference(policy_type: str) -> dict[str, np.ndarray]:
+    with np.load(FIXTURES / policy_type / "reference.npz") as arrays:
         return dict(arrays)
 
 
 @pytest.fixture(scope="module")
-def policy() -> Pi0Policy:
-    return Pi0Policy.from_pretrained(str(FIXTURE / "policy"), tokenizer_dir=str(FIXTURE / "tokenizer")).eval()
+def policy(policy_type: str) -> Pi0Policy:
+    fixture = FIXTURES / policy_type
+    family = FAMILIES[policy_type]
+    return family.from_pretrained(str(fixture / "policy"), tokenizer_dir=str(fixture / "tokenizer")).eval()
 
 
 def raw_observation(reference: dict[str, np.ndarray]) -> dict[str, object]:
@@ -47,7 +58,9 @@ def raw_observation(reference: dict[str, np.ndarray]) -> dict[str, object]:
     }
 
 
-def test_folder_settings_are_read(policy: Pi0Policy) -> None:
+def test_folder_settings_are_read(policy: Pi0Policy, policy_type: str) -> None:
+    assert type(policy) is FAMILIES[policy_type]
+    assert policy.cfg.lerobot is not None and policy.cfg.lerobot.policy_type == policy_type
     assert policy.cfg.camera_keys == ["front", "wrist"]
     assert (policy.action_dim, policy.chunk_len, policy.num_steps) == (7, 10, 10)
     assert policy.model.config.max_action_dim == 32
@@ -60,7 +73,9 @@ def test_prompt_and_state_equal_lerobot_preprocessor(
     width = reference["lang_tokens"].shape[1]
     np.testing.assert_array_equal(inputs.input_ids[:, -width:].numpy(), reference["lang_tokens"])
     np.testing.assert_array_equal(inputs.attention_mask[:, -width:].numpy(), reference["lang_mask"])
-    np.testing.assert_allclose(inputs.state[:, :8].numpy(), reference["normalized_state"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(
+        inputs.state[:, :8].numpy(), reference["normalized_state"][:, :8], rtol=0, atol=1e-6
+    )
     assert not inputs.state[:, 8:].any()
 
 
@@ -68,7 +83,7 @@ def test_action_chunk_equals_lerobot(policy: Pi0Policy, reference: dict[str, np.
     actions = policy.predict_action_chunk(raw_observation(reference), torch.as_tensor(reference["noise"]))
     assert actions.shape == reference["actions"].shape
     difference = float(np.abs(actions.numpy() - reference["actions"]).max())
-    print(f"pi0 action chunk: max |vla-rl - LeRobot| = {difference:.3g}")
+    print(f"{type(policy).__name__} action chunk: max |vla-rl - LeRobot| = {difference:.3g}")
     assert difference < TOLERANCE
 
 
@@ -83,7 +98,7 @@ def test_flow_matching_loss_equals_lerobot(policy: Pi0Policy, reference: dict[st
             time=torch.as_tensor(reference["loss_time"]),
         )
     difference = abs(float(output.loss) - float(reference["loss"]))
-    print(f"pi0 flow-matching loss: {float(output.loss):.7f} vs LeRobot {float(reference['loss']):.7f}")
+    print(f"{type(policy).__name__} loss: {float(output.loss):.7f} vs LeRobot {float(reference['loss']):.7f}")
     assert difference < TOLERANCE
 
 
@@ -92,7 +107,7 @@ def test_saved_import_keeps_lerobot_preprocessing(
 ) -> None:
     """An RL checkpoint of an imported policy preprocesses as the folder did, without the folder."""
     policy.save_pretrained(str(tmp_path / "saved"))
-    reloaded = Pi0Policy.from_pretrained(str(tmp_path / "saved")).eval()
+    reloaded = type(policy).from_pretrained(str(tmp_path / "saved")).eval()
     assert reloaded.cfg.lerobot == policy.cfg.lerobot
     obs, noise = raw_observation(reference), torch.as_tensor(reference["noise"])
     torch.testing.assert_close(
@@ -100,16 +115,25 @@ def test_saved_import_keeps_lerobot_preprocessing(
     )
 
 
-def test_folder_without_tokenizer_needs_tokenizer_dir(tmp_path: Path) -> None:
-    shutil.copytree(FIXTURE / "policy", tmp_path / "policy")
+def test_folder_without_tokenizer_needs_tokenizer_dir(tmp_path: Path, policy_type: str) -> None:
+    shutil.copytree(FIXTURES / policy_type / "policy", tmp_path / "policy")
     with pytest.raises(ConfigError, match="policy.tokenizer_dir"):
-        Pi0Policy.from_pretrained(str(tmp_path / "policy"))
+        FAMILIES[policy_type].from_pretrained(str(tmp_path / "policy"))
 
 
-def test_tokenizer_inside_the_folder_is_used(tmp_path: Path, reference: dict[str, np.ndarray]) -> None:
-    shutil.copytree(FIXTURE / "policy", tmp_path / "policy")
-    shutil.copytree(FIXTURE / "tokenizer", tmp_path / "policy" / "tokenizer")
-    policy = Pi0Policy.from_pretrained(str(tmp_path / "policy"))
+def test_folder_of_the_other_type_is_refused(policy_type: str) -> None:
+    other = next(name for name in FAMILIES if name != policy_type)
+    fixture = FIXTURES / policy_type
+    with pytest.raises(ConfigError, match=f"policy.name={policy_type}"):
+        FAMILIES[other].from_pretrained(str(fixture / "policy"), tokenizer_dir=str(fixture / "tokenizer"))
+
+
+def test_tokenizer_inside_the_folder_is_used(
+    tmp_path: Path, reference: dict[str, np.ndarray], policy_type: str
+) -> None:
+    shutil.copytree(FIXTURES / policy_type / "policy", tmp_path / "policy")
+    shutil.copytree(FIXTURES / policy_type / "tokenizer", tmp_path / "policy" / "tokenizer")
+    policy = FAMILIES[policy_type].from_pretrained(str(tmp_path / "policy"))
     width = reference["lang_tokens"].shape[1]
     ids = policy.prepare_inputs(raw_observation(reference)).input_ids[:, -width:]
     np.testing.assert_array_equal(ids.numpy(), reference["lang_tokens"])
