@@ -19,7 +19,9 @@ import math
 import re
 from pathlib import Path
 
+import torch
 from safetensors import safe_open
+from torch import nn
 from transformers import (
     GemmaConfig,
     PaliGemmaConfig,
@@ -152,3 +154,29 @@ def load_lerobot_pi0_model(folder: LeRobotFolder) -> PreTrainedModel:
     if problems:
         raise ConfigError(f"policy.init_from: {weights} does not fit transformers' PI0: {problems}")
     return model
+
+
+class LeRobotTimestepEmbedding(nn.Module):
+    """pi0's sinusoidal time embedding as LeRobot computes it: frequencies and their products with the
+    time in float64 (float32 on Apple's MPS, which has no float64), sine and cosine, then cast to the
+    time's dtype. transformers' PI0 / PI05 compute it in float32, where an argument of up to
+    ``2 pi / min_period`` (1571 rad) carries a rounding of about 1e-4 rad."""
+
+    def __init__(self, width: int, min_period: float, max_period: float) -> None:
+        super().__init__()
+        self.width, self.min_period, self.max_period = width, min_period, max_period
+
+    def forward(self, time: torch.Tensor) -> torch.Tensor:
+        dtype = torch.float32 if time.device.type == "mps" else torch.float64
+        fraction = torch.linspace(0.0, 1.0, self.width // 2, dtype=dtype, device=time.device)
+        period = self.min_period * (self.max_period / self.min_period) ** fraction
+        angle = (1.0 / period * 2 * math.pi)[None, :] * time[:, None]
+        return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).to(time.dtype)
+
+
+def use_lerobot_time_embedding(model: PreTrainedModel) -> None:
+    """Give ``model`` (PI0 / PI05) LeRobot's float64 time embedding in place of its float32 one."""
+    config = model.config
+    model.embed_action_time.sinusoid_embeds = LeRobotTimestepEmbedding(
+        config.dit_config.hidden_size, config.min_period, config.max_period
+    )

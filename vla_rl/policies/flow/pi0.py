@@ -26,6 +26,7 @@ from vla_rl.policies.flow.exploration import (
     sample_chain,
     stored_step_mask,
 )
+from vla_rl.policies.flow.lerobot_pi0_model import use_lerobot_time_embedding
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.flow.pi0_inputs import (
@@ -87,6 +88,8 @@ class Pi0Policy(FlowChainPolicy):
         self.set_exploration()
         self._state_moments: torch.Tensor | None = None
         """Count, sum and sum of squares per state dimension seen by ``update_normalizer``."""
+        if cfg.lerobot is not None:
+            use_lerobot_time_embedding(model)
         if cfg.freeze_vision:
             vlm = model.model.vlm
             for module in (vlm.vision_tower, vlm.multi_modal_projector):
@@ -186,11 +189,19 @@ class Pi0Policy(FlowChainPolicy):
         std = None if self.noise_head is None else self.noise_head(hidden[:, 1:])
         return velocity, std, hidden[:, 0]
 
+    def velocity_times(self) -> torch.Tensor:
+        """float32 [K + 1]: the times of the chain's velocity evaluations: for a LeRobot import its
+        sampling loop's float32-accumulated grid (``chain.accumulated_denoising_times``), else
+        ``chain.denoising_times``."""
+        if self.cfg.lerobot is not None:
+            return chain.accumulated_denoising_times(self.num_steps)
+        return chain.denoising_times(self.num_steps)
+
     def run_chain(
         self, prefix: PrefixCache, noise: torch.Tensor, temperature: float, deterministic: bool
     ) -> tuple[ChainSample, torch.Tensor]:
         """The sampled chain (``vla_rl.policies.flow.exploration``) and the state-token feature [N, H]."""
-        times = chain.denoising_times(self.num_steps).tolist()
+        times = self.velocity_times().tolist()
         state_feature: list[torch.Tensor] = []
 
         def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -211,7 +222,7 @@ class Pi0Policy(FlowChainPolicy):
         one another: they run as one batch of N * K rows (each row's prefix repeated K times), which
         saves K - 1 passes of per-call overhead on small models and fills a GPU on large ones."""
         batch, steps = states.shape[0], self.num_steps
-        times = chain.denoising_times(steps)[:-1].to(states.device)
+        times = self.velocity_times()[:-1].to(states.device)
         velocity, std, feature = self.velocity_and_std(
             pi0_prefix.repeat_prefix(prefix, steps), states[:, :steps].flatten(0, 1), times.repeat(batch)
         )
