@@ -137,3 +137,31 @@ def test_tokenizer_inside_the_folder_is_used(
     width = reference["lang_tokens"].shape[1]
     ids = policy.prepare_inputs(raw_observation(reference)).input_ids[:, -width:]
     np.testing.assert_array_equal(ids.numpy(), reference["lang_tokens"])
+
+
+def test_rl_config_loads_the_folder_with_its_tokenizer_dir(policy_type: str, reference: dict) -> None:
+    """``vla-rl train ... policy.name=<type> policy.init_from=DIR policy.tokenizer_dir=TOK`` loads
+    the folder through ``load_rl_policy`` (the trainer's path) and acts as LeRobot does."""
+    from vla_rl.training.chunk_rl.config_load import compose_rl_config
+    from vla_rl.training.chunk_rl.trainer import load_rl_policy
+
+    fixture = FIXTURES / policy_type
+    cfg = compose_rl_config(
+        [
+            "recipe=pi0_flow_sde_ppo",
+            f"policy.name={policy_type}",
+            f"policy.init_from={fixture / 'policy'}",
+            f"policy.tokenizer_dir={fixture / 'tokenizer'}",
+        ]
+    )
+    policy = load_rl_policy(cfg, fixture / "policy")
+    assert type(policy) is FAMILIES[policy_type]
+    actions = policy.predict_action_chunk(raw_observation(reference), torch.as_tensor(reference["noise"]))
+    assert float(np.abs(actions.numpy() - reference["actions"]).max()) < TOLERANCE
+
+
+def test_tokenizer_dir_for_a_family_without_one_is_refused() -> None:
+    from vla_rl.policies.registry import load_chunk_policy
+
+    with pytest.raises(ConfigError, match="policy.tokenizer_dir"):
+        load_chunk_policy("flow_mlp", FIXTURES / "pi0" / "policy", tokenizer_dir="somewhere")

@@ -67,7 +67,11 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
     ``policy.exploration_final`` as annealed at ``update``), in eval mode
     (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
     the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
-    policy = load_chunk_policy(cfg.policy.name, directory).to(torch.device(cfg.device)).eval()
+    policy = (
+        load_chunk_policy(cfg.policy.name, directory, cfg.policy.tokenizer_dir)
+        .to(torch.device(cfg.device))
+        .eval()
+    )
     limit_decoding = getattr(policy, "limit_decoding", None)
     if limit_decoding is not None:
         limit_decoding(cfg.algorithm.execute_steps)
