@@ -165,3 +165,14 @@ def test_tokenizer_dir_for_a_family_without_one_is_refused() -> None:
 
     with pytest.raises(ConfigError, match="policy.tokenizer_dir"):
         load_chunk_policy("flow_mlp", FIXTURES / "pi0" / "policy", tokenizer_dir="somewhere")
+
+
+def test_missing_camera_and_wrong_state_width_are_config_errors(
+    policy: Pi0Policy, reference: dict[str, np.ndarray]
+) -> None:
+    obs = raw_observation(reference)
+    without_wrist = {key: value for key, value in obs.items() if key != "rgb_wrist"}
+    with pytest.raises(ConfigError, match="observation.images.wrist"):
+        policy.prepare_inputs(without_wrist)
+    with pytest.raises(ConfigError, match="state has 8 values, the observation gives 6"):
+        policy.prepare_inputs({**obs, "proprio": torch.as_tensor(reference["state"][:, :6])})
