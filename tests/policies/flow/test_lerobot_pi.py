@@ -176,3 +176,27 @@ def test_missing_camera_and_wrong_state_width_are_config_errors(
         policy.prepare_inputs(without_wrist)
     with pytest.raises(ConfigError, match="state has 8 values, the observation gives 6"):
         policy.prepare_inputs({**obs, "proprio": torch.as_tensor(reference["state"][:, :6])})
+
+
+@pytest.mark.parametrize("exploration", ["flow_sde", "flow_noise"])
+def test_imported_policy_recomputes_its_sampled_chain_for_rl(
+    policy_type: str, reference: dict[str, np.ndarray], exploration: str
+) -> None:
+    """RL on an import: a sampled chain's log-probability and value are recomputed from the stored
+    chain (what PPO does) and gradients reach the action expert and the vision tower."""
+    fixture = FIXTURES / policy_type
+    policy = FAMILIES[policy_type].from_pretrained(
+        str(fixture / "policy"), tokenizer_dir=str(fixture / "tokenizer")
+    )
+    policy.set_exploration(exploration=exploration)
+    policy.eval()
+    obs = raw_observation(reference)
+    torch.manual_seed(0)
+    step = policy.sample(obs, temperature=1.0, with_value=True)
+    assert step.actions.shape == (2, policy.chunk_len, 7)
+    evaluation = policy.evaluate(obs, step.sample_info, temperature=1.0, with_value=True)
+    torch.testing.assert_close(evaluation.log_prob, step.log_prob, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(evaluation.value, step.value, atol=1e-5, rtol=1e-5)
+    (evaluation.log_prob.sum() + evaluation.value.sum()).backward()
+    assert policy.model.action_out_proj.weight.grad is not None
+    assert policy.model.model.vlm.vision_tower.embeddings.patch_embedding.weight.grad is not None
