@@ -51,6 +51,8 @@ RAW_IMAGE_HW = (40, 56)
 IMAGE_SIDE = 32
 """The policies' ``image_resolution`` (and the SigLIP tower's ``image_size``)."""
 PATCH = 8
+EMPTY_CAMERAS = {"pi0": 1, "pi05": 0}
+"""LeRobot's ``empty_cameras``: camera slots no observation fills (fed as masked-out images)."""
 STATE_DIM = 8
 ACTION_DIM = 7
 CHUNK = 10
@@ -222,6 +224,7 @@ def build_and_save(policy_type: str, folder: Path, tokenizer: Any, stats: dict[s
         chunk_size=CHUNK,
         n_action_steps=CHUNK,
         image_resolution=(IMAGE_SIDE, IMAGE_SIDE),
+        empty_cameras=EMPTY_CAMERAS[policy_type],
         device="cpu",
         push_to_hub=False,
     )

@@ -3,7 +3,8 @@
 From a raw observation (uint8 ``rgb_<camera>`` [N, H, W, 3], ``proprio``, ``instruction``) to the inputs
 of transformers' PI0, as LeRobot's preprocessor and ``PI0Policy`` compute them:
 
-* images: ``x / 255`` channels first (LeRobot's env conversion), the folder's VISUAL normalisation,
+* images (every camera of the folder but its ``empty_camera_<i>`` slots, which LeRobot masks out):
+  ``x / 255`` channels first (LeRobot's env conversion), the folder's VISUAL normalisation,
   then, unless already at ``image_resolution``, a bilinear resize that keeps the aspect ratio
   (``align_corners=False``, no antialiasing, each side ``int(side / ratio)``), clamped to [-1, 1],
   and padding to the resolution, centred, with the value -1; then ``2 x - 1``. The padding is applied
@@ -41,6 +42,9 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.lerobot_folder import Feature, LeRobotFolder, normalize
 
 IMAGE_PREFIX = "observation.images."
+EMPTY_CAMERA_PREFIX = IMAGE_PREFIX + "empty_camera_"
+"""LeRobot's ``empty_cameras`` slots: no observation fills them; LeRobot feeds them as images whose
+tokens are masked out of attention and of the position count, which is the same as leaving them out."""
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
 PROMPT_END = "\n"
@@ -114,7 +118,12 @@ class LeRobotPreprocessing:
 
     @property
     def image_keys(self) -> list[str]:
-        return [k for k, f in self.input_features.items() if f["type"] == "VISUAL"]
+        """The cameras the model reads, in the folder's order (its empty-camera slots left out)."""
+        return [
+            k
+            for k, f in self.input_features.items()
+            if f["type"] == "VISUAL" and not k.startswith(EMPTY_CAMERA_PREFIX)
+        ]
 
     @property
     def cameras(self) -> list[str]:
