@@ -17,6 +17,9 @@ For each policy type it writes ``OUT/<type>/``:
   their normaliser statistics), exactly the files of a user's checkpoint;
 * ``tokenizer/``: a small local word-level tokenizer standing in for the PaliGemma tokenizer that
   LeRobot's processor names (``google/paligemma-3b-pt-224``, never downloaded here);
+* ``full_size_shapes.json``: the weight names and shapes of LeRobot's full-size model of that type
+  (default config, built on PyTorch's meta device: no memory, no weights), so the loader's reading of
+  a real checkpoint's sizes is checked too;
 * ``reference.npz``: a raw observation batch (uint8 HWC images, state, instructions), the initial noise,
   the action chunk of LeRobot's ``predict_action_chunk`` through its own pre- and post-processor, and the
   flow-matching loss of ``forward`` on an action batch with fixed noise and time, plus intermediate
@@ -122,6 +125,32 @@ def build_tokenizer(directory: Path) -> Any:
     return tokenizer
 
 
+def lerobot_modules(policy_type: str) -> tuple[Any, Any, Any]:
+    """LeRobot's modeling module, config class and policy class of ``policy_type``."""
+    if policy_type == "pi0":
+        from lerobot.policies.pi0 import modeling_pi0 as modeling
+        from lerobot.policies.pi0.configuration_pi0 import PI0Config as Config
+        from lerobot.policies.pi0.modeling_pi0 import PI0Policy as Policy
+    else:
+        from lerobot.policies.pi05 import modeling_pi05 as modeling
+        from lerobot.policies.pi05.configuration_pi05 import PI05Config as Config
+        from lerobot.policies.pi05.modeling_pi05 import PI05Policy as Policy
+    return modeling, Config, Policy
+
+
+def full_size_shapes(policy_type: str) -> dict[str, list[int]]:
+    """Weight name (as LeRobot saves it) -> shape of LeRobot's default-size model, built on the meta
+    device (before ``shrink_lerobot`` touches the module)."""
+    import torch
+
+    modeling, config_class, _ = lerobot_modules(policy_type)
+    inputs, outputs = features()
+    config = config_class(input_features=inputs, output_features=outputs, device="cpu", push_to_hub=False)
+    with torch.device("meta"):
+        core = (modeling.PI0Pytorch if policy_type == "pi0" else modeling.PI05Pytorch)(config)
+    return {f"model.{name}": list(tensor.shape) for name, tensor in core.state_dict().items()}
+
+
 def shrink_lerobot(modeling: Any, vocab_size: int) -> None:
     """Give LeRobot's model construction in ``modeling`` (its pi0 or pi05 module) the reduced sizes."""
     from transformers import GemmaForCausalLM, PaliGemmaForConditionalGeneration, SiglipVisionConfig
@@ -207,15 +236,7 @@ def build_and_save(policy_type: str, folder: Path, tokenizer: Any, stats: dict[s
     from lerobot.policies.factory import make_pre_post_processors
     from lerobot.processor import tokenizer_processor
 
-    if policy_type == "pi0":
-        from lerobot.policies.pi0 import modeling_pi0 as modeling
-        from lerobot.policies.pi0.configuration_pi0 import PI0Config as Config
-        from lerobot.policies.pi0.modeling_pi0 import PI0Policy as Policy
-    else:
-        from lerobot.policies.pi05 import modeling_pi05 as modeling
-        from lerobot.policies.pi05.configuration_pi05 import PI05Config as Config
-        from lerobot.policies.pi05.modeling_pi05 import PI05Policy as Policy
-
+    modeling, Config, Policy = lerobot_modules(policy_type)
     shrink_lerobot(modeling, len(tokenizer))
     inputs, outputs = features()
     config = Config(
@@ -338,6 +359,10 @@ def main() -> None:
         for policy_type in args.types:
             out = args.out / policy_type
             shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            shapes = full_size_shapes(policy_type)
+            lines = [f"{json.dumps(name)}: {json.dumps(shape)}" for name, shape in sorted(shapes.items())]
+            (out / "full_size_shapes.json").write_text("{\n" + ",\n".join(lines) + "\n}\n")
             tokenizer = build_tokenizer(out / "tokenizer")
             rng = np.random.default_rng(SEED)
             build_and_save(policy_type, out / "policy", tokenizer, dataset_stats(rng))

@@ -200,3 +200,75 @@ def test_imported_policy_recomputes_its_sampled_chain_for_rl(
     (evaluation.log_prob.sum() + evaluation.value.sum()).backward()
     assert policy.model.action_out_proj.weight.grad is not None
     assert policy.model.model.vlm.vision_tower.embeddings.patch_embedding.weight.grad is not None
+
+
+ARCHITECTURE = {
+    "vlm_config.text_config": (
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_act",
+    ),
+    "vlm_config.vision_config": (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "patch_size",
+        "image_size",
+        "projection_dim",
+    ),
+    "vlm_config": ("image_token_id",),
+    "dit_config": (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_act",
+    ),
+}
+"""The sizes ``pi0_model_config`` reads from a checkpoint (or takes as LeRobot's fixed choices)."""
+
+
+def _field(config: object, path: str) -> object:
+    for part in path.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def test_full_size_checkpoint_maps_onto_transformers_pi0_base(policy_type: str) -> None:
+    """The weight shapes of LeRobot's default-size model (recorded by the fixture script on the meta
+    device) give transformers' own default config, which is that of LeRobot's published
+    ``pi0_base`` / ``pi05_base``; and the two models hold the same number of weights."""
+    import json
+    import math
+
+    from vla_rl.policies.flow.lerobot_pi0_model import EXPERT, MODELS, VLM, pi0_model_config
+    from vla_rl.policies.lerobot_folder import read_lerobot_folder
+
+    fixture = FIXTURES / policy_type
+    shapes = {
+        name: tuple(shape)
+        for name, shape in json.loads((fixture / "full_size_shapes.json").read_text()).items()
+    }
+    folder = read_lerobot_folder(fixture / "policy")
+    folder.config = {**folder.config, "image_resolution": [224, 224]}
+    config = pi0_model_config(folder, shapes)
+    config_class, model_class = MODELS[policy_type]
+    default = config_class()
+    for group, names in ARCHITECTURE.items():
+        for name in names:
+            assert _field(config, f"{group}.{name}") == _field(default, f"{group}.{name}"), f"{group}.{name}"
+    with torch.device("meta"):
+        model = model_class(config)
+    ours = sum(tensor.numel() for tensor in model.state_dict().values())
+    # LeRobot's PaliGemma lm_head is its embedding (tied); pi0.5's expert keeps an unused lm_head.
+    unused = {VLM + "lm_head.weight"} | ({EXPERT + "lm_head.weight"} if policy_type == "pi05" else set())
+    theirs = sum(math.prod(shape) for name, shape in shapes.items() if name not in unused)
+    assert ours == theirs

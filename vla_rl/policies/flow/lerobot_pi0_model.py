@@ -82,7 +82,7 @@ def _gemma(shapes: dict[str, tuple[int, ...]], prefix: str, vocab: int, folder: 
         num_attention_heads=GEMMA_QUERY_HEADS,
         num_key_value_heads=key[0] // head_dim,
         head_dim=head_dim,
-        hidden_activation=GEMMA_ACTIVATION,
+        hidden_act=GEMMA_ACTIVATION,
     )
 
 
