@@ -55,6 +55,8 @@ def test_script_rebuilds_the_committed_fixture(
     assert weights.keys() == committed_weights.keys()
     for name, values in committed_weights.items():
         np.testing.assert_array_equal(weights[name], values, err_msg=name)
+    shapes = "full_size_shapes.json"
+    assert (out / policy_type / shapes).read_text() == (FIXTURES / policy_type / shapes).read_text()
     for name in ("config.json", "policy_preprocessor.json", "policy_postprocessor.json"):
         assert (out / policy_type / "policy" / name).read_text() == (
             FIXTURES / policy_type / "policy" / name
