@@ -272,3 +272,25 @@ def test_full_size_checkpoint_maps_onto_transformers_pi0_base(policy_type: str) 
     unused = {VLM + "lm_head.weight"} | ({EXPERT + "lm_head.weight"} if policy_type == "pi05" else set())
     theirs = sum(math.prod(shape) for name, shape in shapes.items() if name not in unused)
     assert ours == theirs
+
+
+def test_prompt_length_is_the_preprocessors(
+    tmp_path: Path, reference: dict[str, np.ndarray], policy_type: str
+) -> None:
+    """LeRobot pads and truncates to its tokenizer step's ``max_length``: a folder whose processor says
+    8 gets the reference prompts cut to their first 8 tokens."""
+    import json
+
+    shutil.copytree(FIXTURES / policy_type / "policy", tmp_path / "policy")
+    path = tmp_path / "policy" / "policy_preprocessor.json"
+    pipeline = json.loads(path.read_text())
+    for step in pipeline["steps"]:
+        if step["registry_name"] == "tokenizer_processor":
+            step["config"]["max_length"] = 8
+    path.write_text(json.dumps(pipeline))
+    policy = FAMILIES[policy_type].from_pretrained(
+        str(tmp_path / "policy"), tokenizer_dir=str(FIXTURES / policy_type / "tokenizer")
+    )
+    ids = policy.prepare_inputs(raw_observation(reference)).input_ids
+    np.testing.assert_array_equal(ids[:, -8:].numpy(), reference["lang_tokens"][:, :8])
+    assert (ids[:, :-8] == policy.model.config.vlm_config.image_token_id).all()

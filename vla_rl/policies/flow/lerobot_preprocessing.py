@@ -27,6 +27,7 @@ with the policy, so a checkpoint written after RL preprocesses the same way with
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -39,12 +40,14 @@ from transformers import PreTrainedTokenizerBase
 
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
-from vla_rl.policies.lerobot_folder import Feature, LeRobotFolder, normalize
+from vla_rl.policies.lerobot_folder import PREPROCESSOR_FILE, Feature, LeRobotFolder, normalize
 
 IMAGE_PREFIX = "observation.images."
 EMPTY_CAMERA_PREFIX = IMAGE_PREFIX + "empty_camera_"
 """LeRobot's ``empty_cameras`` slots: no observation fills them; LeRobot feeds them as images whose
 tokens are masked out of attention and of the position count, which is the same as leaving them out."""
+TOKENIZER_STEP = "tokenizer_processor"
+"""The preprocessor step that tokenises the prompt (its config has ``max_length``)."""
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
 PROMPT_END = "\n"
@@ -74,7 +77,8 @@ class LeRobotPreprocessing:
     image_resolution: list[int] = field(default_factory=lambda: [224, 224])
     """(height, width) the images are resized and padded to."""
     tokenizer_max_length: int = 48
-    """Prompt tokens after truncation and padding."""
+    """Prompt tokens after truncation and padding: the preprocessor's tokenizer step's ``max_length``
+    (what LeRobot runs), else config.json's ``tokenizer_max_length``."""
     max_state_dim: int = 32
     """The state is zero-padded to this width (pi0's state token, pi0.5's prompt)."""
 
@@ -92,7 +96,7 @@ class LeRobotPreprocessing:
             stats={k: {n: np.asarray(v).tolist() for n, v in s.items()} for k, s in folder.stats.items()},
             eps=folder.eps,
             image_resolution=[int(v) for v in folder.config.get("image_resolution", [224, 224])],
-            tokenizer_max_length=int(folder.config.get("tokenizer_max_length", 48)),
+            tokenizer_max_length=tokenizer_max_length(folder),
             max_state_dim=int(folder.config.get("max_state_dim", 32)),
         )
 
@@ -138,6 +142,15 @@ class LeRobotPreprocessing:
     def state_dim(self) -> int:
         feature = self.input_features.get(STATE_KEY)
         return int(feature["shape"][0]) if feature else 0
+
+
+def tokenizer_max_length(folder: LeRobotFolder) -> int:
+    """The prompt length LeRobot's preprocessor pads and truncates to."""
+    pipeline = json.loads((folder.path / PREPROCESSOR_FILE).read_text())
+    for step in pipeline.get("steps", []):
+        if step.get("registry_name") == TOKENIZER_STEP and "max_length" in step.get("config", {}):
+            return int(step["config"]["max_length"])
+    return int(folder.config.get("tokenizer_max_length", 48))
 
 
 def resize_with_pad(images: torch.Tensor, height: int, width: int) -> torch.Tensor:
