@@ -294,3 +294,25 @@ def test_prompt_length_is_the_preprocessors(
     ids = policy.prepare_inputs(raw_observation(reference)).input_ids
     np.testing.assert_array_equal(ids[:, -8:].numpy(), reference["lang_tokens"][:, :8])
     assert (ids[:, :-8] == policy.model.config.vlm_config.image_token_id).all()
+
+
+def test_cameras_are_named_as_before_the_preprocessors_renaming(
+    tmp_path: Path, reference: dict[str, np.ndarray], policy_type: str
+) -> None:
+    """A processor that renames ``observation.images.top`` to the policy's ``front`` reads the raw
+    observation's ``top`` camera, as LeRobot does."""
+    import json
+
+    shutil.copytree(FIXTURES / policy_type / "policy", tmp_path / "policy")
+    path = tmp_path / "policy" / "policy_preprocessor.json"
+    pipeline = json.loads(path.read_text())
+    pipeline["steps"][0]["config"]["rename_map"] = {"observation.images.top": "observation.images.front"}
+    path.write_text(json.dumps(pipeline))
+    policy = FAMILIES[policy_type].from_pretrained(
+        str(tmp_path / "policy"), tokenizer_dir=str(FIXTURES / policy_type / "tokenizer")
+    )
+    assert policy.cfg.camera_keys == ["top", "wrist"]
+    obs = raw_observation(reference)
+    obs["rgb_top"] = obs.pop("rgb_front")
+    actions = policy.predict_action_chunk(obs, torch.as_tensor(reference["noise"]))
+    assert float(np.abs(actions.numpy() - reference["actions"]).max()) < TOLERANCE

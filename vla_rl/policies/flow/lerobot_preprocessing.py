@@ -48,6 +48,8 @@ EMPTY_CAMERA_PREFIX = IMAGE_PREFIX + "empty_camera_"
 tokens are masked out of attention and of the position count, which is the same as leaving them out."""
 TOKENIZER_STEP = "tokenizer_processor"
 """The preprocessor step that tokenises the prompt (its config has ``max_length``)."""
+RENAME_STEP = "rename_observations_processor"
+"""The preprocessor step that renames raw observation keys to the policy's (``rename_map``)."""
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
 PROMPT_END = "\n"
@@ -81,9 +83,13 @@ class LeRobotPreprocessing:
     (what LeRobot runs), else config.json's ``tokenizer_max_length``."""
     max_state_dim: int = 32
     """The state is zero-padded to this width (pi0's state token, pi0.5's prompt)."""
+    rename_map: dict[str, str] = field(default_factory=dict)
+    """The preprocessor's first step: raw observation key -> the policy's key."""
 
     @classmethod
     def from_folder(cls, folder: LeRobotFolder) -> LeRobotPreprocessing:
+        default_length = folder.config.get("tokenizer_max_length", 48)
+
         def features(raw: dict[str, Feature]) -> dict[str, dict[str, Any]]:
             return {key: {"type": f.type, "shape": list(f.shape)} for key, f in raw.items()}
 
@@ -96,7 +102,10 @@ class LeRobotPreprocessing:
             stats={k: {n: np.asarray(v).tolist() for n, v in s.items()} for k, s in folder.stats.items()},
             eps=folder.eps,
             image_resolution=[int(v) for v in folder.config.get("image_resolution", [224, 224])],
-            tokenizer_max_length=tokenizer_max_length(folder),
+            tokenizer_max_length=int(
+                preprocessor_setting(folder, TOKENIZER_STEP, "max_length", default_length)
+            ),
+            rename_map=dict(preprocessor_setting(folder, RENAME_STEP, "rename_map", {})),
             max_state_dim=int(folder.config.get("max_state_dim", 32)),
         )
 
@@ -131,8 +140,11 @@ class LeRobotPreprocessing:
 
     @property
     def cameras(self) -> list[str]:
-        """Camera names in the model's order: ``observation.images.<name>`` -> ``obs["rgb_<name>"]``."""
-        return [key.removeprefix(IMAGE_PREFIX) for key in self.image_keys]
+        """Camera names in the model's order: ``observation.images.<name>`` -> ``obs["rgb_<name>"]``,
+        where ``<name>`` is the key before the preprocessor's renaming (``rename_map``), as the raw
+        observation LeRobot receives names it."""
+        raw_key = {policy_key: raw for raw, policy_key in self.rename_map.items()}
+        return [raw_key.get(key, key).removeprefix(IMAGE_PREFIX) for key in self.image_keys]
 
     @property
     def action_dim(self) -> int:
@@ -144,13 +156,14 @@ class LeRobotPreprocessing:
         return int(feature["shape"][0]) if feature else 0
 
 
-def tokenizer_max_length(folder: LeRobotFolder) -> int:
-    """The prompt length LeRobot's preprocessor pads and truncates to."""
+def preprocessor_setting(folder: LeRobotFolder, step_name: str, key: str, default: Any) -> Any:
+    """``key`` of the config of the folder's preprocessor step ``step_name`` (what LeRobot runs), else
+    ``default``."""
     pipeline = json.loads((folder.path / PREPROCESSOR_FILE).read_text())
     for step in pipeline.get("steps", []):
-        if step.get("registry_name") == TOKENIZER_STEP and "max_length" in step.get("config", {}):
-            return int(step["config"]["max_length"])
-    return int(folder.config.get("tokenizer_max_length", 48))
+        if step.get("registry_name") == step_name and key in step.get("config", {}):
+            return step["config"][key]
+    return default
 
 
 def resize_with_pad(images: torch.Tensor, height: int, width: int) -> torch.Tensor:
