@@ -15,6 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from vla_rl.config.structured import ConfigError
 from vla_rl.policies.base import GAUSSIAN_POLICIES, ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
@@ -27,6 +28,7 @@ POLICIES: dict[str, str] = {
     # Chunk policies only (token and flow VLAs need the vla extra).
     "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPPolicy",
     "pi0": "vla_rl.policies.flow.pi0:Pi0Policy",
+    "pi05": "vla_rl.policies.flow.pi05:Pi05Policy",
     "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
     "chunk_vla": "vla_rl.policies.vla.chunk_vla:ChunkVLA",
 }
@@ -91,5 +93,12 @@ def build_chunk_policy(name: str, **kwargs: Any) -> ChunkPolicy:
     return chunk_policy_class(name).build(**kwargs)
 
 
-def load_chunk_policy(name: str, directory: str | Path) -> ChunkPolicy:
-    return chunk_policy_class(name).from_pretrained(directory)
+def load_chunk_policy(name: str, directory: str | Path, tokenizer_dir: str | None = None) -> ChunkPolicy:
+    """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) is handed to
+    the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders)."""
+    cls = chunk_policy_class(name)
+    if tokenizer_dir is None:
+        return cls.from_pretrained(directory)
+    if "tokenizer_dir" not in inspect.signature(cls.from_pretrained).parameters:
+        raise ConfigError(f"config key 'policy.tokenizer_dir': policy {name!r} takes no tokenizer_dir")
+    return cls.from_pretrained(directory, tokenizer_dir=tokenizer_dir)

@@ -29,3 +29,14 @@ def step_size(num_steps: int) -> float:
 def euler_mean(x: torch.Tensor, velocity: torch.Tensor, dt: float) -> torch.Tensor:
     """Mean of the next state: one Euler step ``x + v * dt``."""
     return x + velocity * dt
+
+
+def accumulated_denoising_times(num_steps: int) -> torch.Tensor:
+    """float32 [K + 1]: ``t_0 = 1`` and ``t_{k+1} = t_k + dt`` summed in float32, as LeRobot's (and
+    openpi's) sampling loop steps its time; it drifts from ``1 + k * dt`` by a few float32 roundings
+    (0.79999995 for 0.8 at K = 10), which the high frequencies of pi0's time embedding notice."""
+    dt = torch.tensor(step_size(num_steps), dtype=torch.float32)
+    times = [torch.tensor(1.0, dtype=torch.float32)]
+    for _ in range(num_steps):
+        times.append(times[-1] + dt)
+    return torch.stack(times)

@@ -17,7 +17,7 @@ from transformers import PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput, state_vector
-from vla_rl.policies.flow import chain, pi0_prefix
+from vla_rl.policies.flow import chain, lerobot_preprocessing, pi0_prefix
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ChainSample,
@@ -26,6 +26,7 @@ from vla_rl.policies.flow.exploration import (
     sample_chain,
     stored_step_mask,
 )
+from vla_rl.policies.flow.lerobot_pi0_model import use_lerobot_time_embedding
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.flow.pi0_config import PI0_LORA_TARGETS, PI0_TRAINED_WITH_LORA, Pi0PolicyConfig
 from vla_rl.policies.flow.pi0_inputs import (
@@ -53,6 +54,10 @@ class Pi0Policy(FlowChainPolicy):
     """Observation -> action chunk with pi0; ``chunk_len`` = the model's ``chunk_size``."""
 
     registry_name = "pi0"
+    model_class: type = PI0ForConditionalGeneration
+    """transformers' model class this family wraps (loading a saved policy builds one)."""
+    lerobot_type = "pi0"
+    """The LeRobot policy type whose folders this family imports."""
 
     def __init__(
         self, model: PI0ForConditionalGeneration, tokenizer: PreTrainedTokenizerBase, cfg: Pi0PolicyConfig
@@ -84,6 +89,8 @@ class Pi0Policy(FlowChainPolicy):
         self.set_exploration()
         self._state_moments: torch.Tensor | None = None
         """Count, sum and sum of squares per state dimension seen by ``update_normalizer``."""
+        if cfg.lerobot is not None:
+            use_lerobot_time_embedding(model)
         if cfg.lora is not None:
             self.add_lora(cfg.lora)
         if cfg.freeze_vision:
@@ -126,8 +133,10 @@ class Pi0Policy(FlowChainPolicy):
         return load_pi0(cls, local_dir, cfg or Pi0PolicyConfig())
 
     @classmethod
-    def from_pretrained(cls, directory: str) -> Pi0Policy:
-        return load_pi0_policy(cls, directory)
+    def from_pretrained(cls, directory: str, tokenizer_dir: str | None = None) -> Pi0Policy:
+        """A folder of ``save_pretrained`` or a LeRobot ``pi0`` folder (``lerobot_pi0_io``; its
+        tokenizer from ``tokenizer_dir`` when the folder has none)."""
+        return load_pi0_policy(cls, directory, tokenizer_dir)
 
     def save_pretrained(self, directory: str) -> None:
         save_pi0_policy(self, directory)
@@ -169,7 +178,7 @@ class Pi0Policy(FlowChainPolicy):
         time = t if isinstance(t, torch.Tensor) else torch.full((batch,), float(t), device=x_t.device)
         with capture_output(self.model.model.dit) as captured:
             output = self.model(
-                state=state,
+                **self.state_input(state),
                 noise=x_t,
                 timestep=time.float(),
                 attention_mask=prefix.attention_mask,
@@ -180,6 +189,10 @@ class Pi0Policy(FlowChainPolicy):
             prefix.key_values.crop(-grown)
         return output.logits, captured["hidden"]
 
+    def state_input(self, state: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The state as the model takes it: pi0's state token (pi0.5 overrides: none)."""
+        return {"state": state}
+
     def velocity_and_std(
         self, prefix: PrefixCache, x_t: torch.Tensor, t: float | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
@@ -189,11 +202,19 @@ class Pi0Policy(FlowChainPolicy):
         std = None if self.noise_head is None else self.noise_head(hidden[:, 1:])
         return velocity, std, hidden[:, 0]
 
+    def velocity_times(self) -> torch.Tensor:
+        """float32 [K + 1]: the times of the chain's velocity evaluations: for a LeRobot import its
+        sampling loop's float32-accumulated grid (``chain.accumulated_denoising_times``), else
+        ``chain.denoising_times``."""
+        if self.cfg.lerobot is not None:
+            return chain.accumulated_denoising_times(self.num_steps)
+        return chain.denoising_times(self.num_steps)
+
     def run_chain(
         self, prefix: PrefixCache, noise: torch.Tensor, temperature: float, deterministic: bool
     ) -> tuple[ChainSample, torch.Tensor]:
         """The sampled chain (``vla_rl.policies.flow.exploration``) and the state-token feature [N, H]."""
-        times = chain.denoising_times(self.num_steps).tolist()
+        times = self.velocity_times().tolist()
         state_feature: list[torch.Tensor] = []
 
         def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -214,7 +235,7 @@ class Pi0Policy(FlowChainPolicy):
         one another: they run as one batch of N * K rows (each row's prefix repeated K times), which
         saves K - 1 passes of per-call overhead on small models and fills a GPU on large ones."""
         batch, steps = states.shape[0], self.num_steps
-        times = chain.denoising_times(steps)[:-1].to(states.device)
+        times = self.velocity_times()[:-1].to(states.device)
         velocity, std, feature = self.velocity_and_std(
             pi0_prefix.repeat_prefix(prefix, steps), states[:, :steps].flatten(0, 1), times.repeat(batch)
         )
@@ -257,13 +278,32 @@ class Pi0Policy(FlowChainPolicy):
     def value_from_feature(self, state_feature: torch.Tensor) -> torch.Tensor:
         return self.value_head(self.critic_input(state_feature.float())).squeeze(-1)
 
+    def unnormalized_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
+        """Padded model units -> the robot's units [N, chunk, action_dim] (a LeRobot import: its
+        postprocessor's unnormalisation)."""
+        if self.cfg.lerobot is not None:
+            return lerobot_preprocessing.unnormalized_actions(model_actions, self.cfg.lerobot)
+        return self.cfg.action_stats.unnormalize(model_actions[..., : self.action_dim].float())
+
     def to_env_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
         """Padded model units -> env units [N, chunk, action_dim], clipped to [-1, 1]."""
-        actions = self.cfg.action_stats.unnormalize(model_actions[..., : self.action_dim].float())
-        return actions.clamp(-1.0, 1.0)
+        return self.unnormalized_actions(model_actions).clamp(-1.0, 1.0)
 
     def to_model_actions(self, env_actions: torch.Tensor) -> torch.Tensor:
+        if self.cfg.lerobot is not None:
+            return lerobot_preprocessing.normalized_actions(
+                env_actions, self.cfg.lerobot, self.max_action_dim
+            )
         return pad_last_dim(self.cfg.action_stats.normalize(env_actions.float()), self.max_action_dim)
+
+    @torch.no_grad()
+    def predict_action_chunk(self, obs: Observation, noise: torch.Tensor) -> torch.Tensor:
+        """The noise-free denoising chain from ``noise`` [N, chunk, max_action_dim] to actions in the
+        robot's units [N, chunk, action_dim], not clipped: for a LeRobot import what LeRobot's
+        ``predict_action_chunk`` followed by its postprocessor gives for the same noise."""
+        prefix = self.encode_prefix(obs)
+        sampled, _ = self.run_chain(prefix, noise.to(self.device), 1.0, deterministic=True)
+        return self.unnormalized_actions(sampled.states[:, -1])
 
     # ----- ChunkPolicy ----------------------------------------------------------------------------------
 
@@ -295,11 +335,20 @@ class Pi0Policy(FlowChainPolicy):
         value = self.value_from_feature(state_feature) if with_value else None
         return self.chain_evaluation(states, means, stds, step_mask, value, self.action_dim_mask)
 
-    def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
-        """pi0's flow-matching loss (its Beta time sampling and noise), averaged over real entries:
-        chunk steps inside the episode and the first ``action_dim`` of ``max_action_dim`` dims (padded
-        steps hold the last real action, see ``chunk_padding``); plus ``aux_coef`` x the auxiliary
-        state error of the expert's state-token feature when ``aux_target_key`` is set."""
+    def sft_loss(
+        self,
+        obs: Observation,
+        action_chunk: torch.Tensor,
+        chunk_mask: torch.Tensor,
+        *,
+        noise: torch.Tensor | None = None,
+        time: torch.Tensor | None = None,
+    ) -> SFTOutput:
+        """pi0's flow-matching loss (its Beta time sampling and noise, unless ``noise`` [N, chunk,
+        max_action_dim] and ``time`` [N] are given), averaged over real entries: chunk steps inside
+        the episode and the first ``action_dim`` of ``max_action_dim`` dims (padded steps hold the
+        last real action, see ``chunk_padding``); plus ``aux_coef`` x the auxiliary state error of
+        the expert's state-token feature when ``aux_target_key`` is set."""
         inputs = self.prepare_inputs(obs)
         chunk_mask = chunk_mask.to(self.device)
         targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask))
@@ -310,12 +359,14 @@ class Pi0Policy(FlowChainPolicy):
             capture_layer_output(expert_layers, self.cfg.aux_layer) as layer_output,
         ):
             per_entry = self.model(
-                state=inputs.state,
+                **self.state_input(inputs.state),
                 input_ids=inputs.input_ids,
                 pixel_values=inputs.pixel_values,
                 pixel_attention_mask=inputs.pixel_attention_mask,
                 attention_mask=inputs.attention_mask,
                 actions=targets,
+                noise=None if noise is None else noise.to(self.device),
+                timestep=None if time is None else time.to(self.device),
             ).loss
         mask = chunk_mask[:, :, None] & self.action_dim_mask[None, None, :]
         weights = mask.to(per_entry.dtype)

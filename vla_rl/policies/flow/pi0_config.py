@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from transformers import GemmaConfig, PI0Config
 
 from vla_rl.policies.flow.exploration import ExplorationConfig
+from vla_rl.policies.flow.lerobot_preprocessing import LeRobotPreprocessing
 from vla_rl.policies.flow.normalization import NormStats
 from vla_rl.policies.lora import LoraSettings
 from vla_rl.policies.pretrained_io import DictConfig
@@ -46,12 +47,18 @@ class Pi0PolicyConfig(ExplorationConfig, VLAInputConfig, DictConfig):
     """Low-rank adapters on the VLM and the action expert (``target_modules`` defaults to their
     attention and MLP projections, ``PI0_LORA_TARGETS``); the base weights stay frozen and the heads
     train. None fine-tunes the whole model."""
+    lerobot: LeRobotPreprocessing | None = None
+    """Set when the model was imported from a LeRobot ``pi0`` folder: its preprocessing (image
+    resize-with-pad, normalisation modes and statistics, prompt), used instead of ``camera_keys``'
+    resize, ``image_mean``/``image_std``, ``action_stats``/``state_stats`` and our prompt layout."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.validate_exploration()
         if isinstance(self.lora, dict):
             self.lora = LoraSettings(**self.lora)
+        if isinstance(self.lerobot, dict):
+            self.lerobot = LeRobotPreprocessing(**self.lerobot)
         if isinstance(self.action_stats, dict):
             self.action_stats = NormStats(**self.action_stats)
         if isinstance(self.state_stats, dict):

@@ -21,6 +21,7 @@ from transformers import PI0Config, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import state_vector
+from vla_rl.policies.flow import lerobot_preprocessing as lerobot
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.vla.prompt import instruction_rows, pad_rows, preprocess_images
 
@@ -69,25 +70,33 @@ def build_inputs(
     tokenizer: PreTrainedTokenizerBase,
     device: torch.device,
 ) -> Pi0Inputs:
-    """All model inputs of one observation batch."""
+    """All model inputs of one observation batch (a LeRobot import's preprocessing when
+    ``cfg.lerobot`` is set, see ``lerobot_preprocessing``)."""
     vision = model_config.vlm_config.vision_config
-    pixel_values = preprocess_images(
-        obs, cfg.camera_keys, vision.image_size, cfg.image_mean, cfg.image_std, device
-    )
+    image_token_id = model_config.vlm_config.image_token_id
+    if cfg.lerobot is not None:
+        pixel_values = lerobot.lerobot_pixel_values(obs, cfg.lerobot, device)
+    else:
+        pixel_values = preprocess_images(
+            obs, cfg.camera_keys, vision.image_size, cfg.image_mean, cfg.image_std, device
+        )
     batch, cameras = pixel_values.shape[:2]
-    ids, mask = prompt_ids(
-        tokenizer,
-        obs["instruction"],
-        model_config.vlm_config.image_token_id,
-        (vision.image_size // vision.patch_size) ** 2 * cameras,  # one per patch of each camera
-        cfg.max_instruction_tokens,
-    )
+    num_image_tokens = (vision.image_size // vision.patch_size) ** 2 * cameras  # one per patch
+    state = build_state(obs, batch, cfg, model_config, device)
+    if cfg.lerobot is not None:
+        text_ids, text_mask = lerobot.lerobot_prompt(tokenizer, list(obs["instruction"]), cfg.lerobot, state)
+        ids = torch.cat([torch.full((batch, num_image_tokens), image_token_id), text_ids], dim=1)
+        mask = torch.cat([torch.ones(batch, num_image_tokens, dtype=torch.long), text_mask], dim=1)
+    else:
+        ids, mask = prompt_ids(
+            tokenizer, obs["instruction"], image_token_id, num_image_tokens, cfg.max_instruction_tokens
+        )
     return Pi0Inputs(
         input_ids=ids.to(device),
         attention_mask=mask.to(device),
         pixel_values=pixel_values,
         pixel_attention_mask=torch.ones(batch, cameras, dtype=torch.bool, device=device),
-        state=build_state(obs, batch, cfg, model_config, device),
+        state=state,
     )
 
 
@@ -100,6 +109,8 @@ def build_state(
         proprio = state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
     else:
         proprio = torch.zeros(batch, 0, device=device)
+    if cfg.lerobot is not None:
+        return lerobot.normalized_state(proprio, cfg.lerobot)
     return pad_last_dim(cfg.state_stats.normalize(proprio.float()), model_config.max_state_dim)
 
 

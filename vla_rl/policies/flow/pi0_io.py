@@ -10,6 +10,9 @@ Layout of a policy directory written by ``save_pretrained``::
     noise_head.safetensors    the Flow-Noise standard-deviation head (exploration ``flow_noise``)
     lora_adapter.safetensors  the LoRA adapters (``lora`` set; ``model/`` then holds the base weights)
 
+A LeRobot ``pi0`` policy folder (``config.json``, ``model.safetensors``, its processors) loads through
+``lerobot_pi0_io`` wherever a policy directory is accepted.
+
 A pi0 checkpoint in transformers' format (``from_pretrained_pi0``) is a directory with the model's
 ``config.json`` and weights, and its tokenizer either in a ``tokenizer/`` subdirectory or next to the
 weights (the PaliGemma tokenizer for real pi0 weights).
@@ -26,7 +29,9 @@ from safetensors.torch import load_file
 from transformers import PI0ForConditionalGeneration
 
 from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.policies.flow.lerobot_pi0_io import load_lerobot_pi0
 from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
+from vla_rl.policies.lerobot_folder import is_lerobot_folder
 from vla_rl.policies.lora import adapter_state_dict, base_state_dict, load_adapter_state_dict
 from vla_rl.policies.pretrained_io import local_dir, save_weights
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR, build_text_tokenizer, load_local_tokenizer
@@ -99,10 +104,16 @@ def save_pi0_policy(policy: Pi0Policy, directory: str | Path) -> None:
     (path / CONFIG_FILE).write_text(json.dumps(policy.cfg.to_dict(), indent=2))
 
 
-def load_pi0_policy(cls: type[Pi0Policy], directory: str | Path) -> Pi0Policy:
+def load_pi0_policy(
+    cls: type[Pi0Policy], directory: str | Path, tokenizer_dir: str | Path | None = None
+) -> Pi0Policy:
+    """A folder written by ``save_pi0_policy``, or a LeRobot pi0 folder (its tokenizer from
+    ``tokenizer_dir`` when it carries none)."""
     path = local_dir(directory)
+    if is_lerobot_folder(path):
+        return load_lerobot_pi0(cls, path, tokenizer_dir, cls.lerobot_type)
     cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
-    model = PI0ForConditionalGeneration.from_pretrained(path / MODEL_DIR, local_files_only=True)
+    model = cls.model_class.from_pretrained(path / MODEL_DIR, local_files_only=True)
     policy = cls(model, load_local_tokenizer(path), cfg)
     if cfg.lora is not None:
         load_adapter_state_dict(policy.model, load_file(str(path / ADAPTER_FILE)))

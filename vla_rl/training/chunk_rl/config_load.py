@@ -22,7 +22,7 @@ from vla_rl.config.structured import (
 from vla_rl.training.chunk_rl.config import RLPolicyConfig, VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import ANNEAL_CHECKS, bounds_check
 
-FLOW_POLICIES = ("pi0", "flow_mlp")
+FLOW_POLICIES = ("pi0", "pi05", "flow_mlp")
 """The chunk-policy families whose chain exploration ``policy.exploration`` sets."""
 
 REMOVED_CLOCK_KEYS = {
@@ -105,8 +105,8 @@ def _exploration_checks() -> list[Check[RLPolicyConfig]]:
         ),
         Check(
             "exploration.reuse_frozen_prefix",
-            lambda p: p.exploration.reuse_frozen_prefix is None or p.name == "pi0",
-            "is a pi0 setting; other policies have no prefix",
+            lambda p: p.exploration.reuse_frozen_prefix is None or p.name in ("pi0", "pi05"),
+            "is a pi0 / pi05 setting; other policies have no prefix",
         ),
         *ANNEAL_CHECKS,
     ]

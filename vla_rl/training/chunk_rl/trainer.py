@@ -68,7 +68,7 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
     ``policy.exploration_final`` as annealed at ``update``), in eval mode
     (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
     the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
-    policy = load_chunk_policy(cfg.policy.name, directory)
+    policy = load_chunk_policy(cfg.policy.name, directory, cfg.policy.tokenizer_dir)
     if cfg.policy.lora is not None:
         add_lora(policy, cfg.policy.lora, cfg.policy.name)
     policy = policy.to(torch.device(cfg.device)).eval()

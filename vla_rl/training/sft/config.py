@@ -45,7 +45,10 @@ class SFTPolicyConfig:
     init_from: str | None = None
     """Start from a saved policy instead of ``build``: a folder written by the family's
     ``save_pretrained``, a checkpoint folder, or a run folder (its latest checkpoint), e.g. to train
-    an SFT run further."""
+    an SFT run further; for ``pi0`` / ``pi05`` also a LeRobot policy folder."""
+    tokenizer_dir: str | None = None
+    """A local tokenizer for an ``init_from`` LeRobot ``pi0`` / ``pi05`` folder that carries none
+    (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it); None: the folder's."""
 
 
 @dataclass

@@ -21,7 +21,7 @@ from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.registry import build_chunk_policy, chunk_policy_class, load_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
 from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, resolve_policy_dir
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
@@ -156,7 +156,7 @@ class SFTTrainer(TrainingLoop):
                 )
             return load_chunk_policy(pcfg.name, checkpoint.path / POLICY_DIRNAME)
         if pcfg.init_from:
-            return chunk_policy_class(pcfg.name).from_pretrained(resolve_policy_dir(pcfg.init_from))
+            return load_chunk_policy(pcfg.name, resolve_policy_dir(pcfg.init_from), pcfg.tokenizer_dir)
         policy = build_chunk_policy(pcfg.name, **dict(pcfg.kwargs))
         self._fit_data_statistics(policy)
         return policy

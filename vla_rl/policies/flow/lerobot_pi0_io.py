@@ -1,0 +1,71 @@
+"""A LeRobot ``pi0`` / ``pi05`` policy folder -> our ``Pi0Policy`` / ``Pi05Policy`` (what
+``policy.init_from=DIR`` does with one).
+
+The weights go to transformers' PI0 (``lerobot_pi0_model``), the preprocessing settings of the folder's
+processors into ``Pi0PolicyConfig.lerobot`` (``lerobot_preprocessing``), and the tokenizer is the
+folder's own when it carries one (tokenizer files in the folder or in its ``tokenizer/``), else the one
+in ``tokenizer_dir``. LeRobot's pi0 processor names the hub's PaliGemma tokenizer instead of saving one,
+so a user's folder usually needs ``tokenizer_dir``: a local copy of that tokenizer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from vla_rl.config.structured import ConfigError
+from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.policies.flow.lerobot_pi0_model import load_lerobot_pi0_model
+from vla_rl.policies.flow.lerobot_preprocessing import LeRobotPreprocessing
+from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
+from vla_rl.policies.lerobot_folder import read_lerobot_folder
+from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+"""A folder with any of these holds a tokenizer."""
+
+
+def has_tokenizer(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in TOKENIZER_FILES)
+
+
+def lerobot_tokenizer(folder: Path, tokenizer_dir: str | Path | None) -> PreTrainedTokenizerBase:
+    """The folder's tokenizer (in it or in its ``tokenizer/``), else ``tokenizer_dir``'s."""
+    for candidate in (folder, folder / TOKENIZER_DIR):
+        if has_tokenizer(candidate):
+            return AutoTokenizer.from_pretrained(candidate, local_files_only=True)
+    if tokenizer_dir is None:
+        raise ConfigError(
+            f"config key 'policy.tokenizer_dir': the LeRobot folder {folder} carries no tokenizer (LeRobot's "
+            "processor names the hub's google/paligemma-3b-pt-224); give a local copy of it"
+        )
+    if not has_tokenizer(Path(tokenizer_dir)):
+        raise ConfigError(f"config key 'policy.tokenizer_dir': {tokenizer_dir} holds no tokenizer files")
+    return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+
+
+def load_lerobot_pi0(
+    cls: type[ChunkPolicy],
+    directory: str | Path,
+    tokenizer_dir: str | Path | None = None,
+    policy_type: str = "pi0",
+) -> ChunkPolicy:
+    """The LeRobot ``policy_type`` (``pi0`` or ``pi05``) folder ``directory`` as a ``cls``
+    (``Pi0Policy`` / ``Pi05Policy``)."""
+    folder = read_lerobot_folder(directory)
+    if folder.policy_type != policy_type:
+        raise ConfigError(
+            f"config key 'policy.name': {folder.path} is a LeRobot {folder.policy_type!r} policy, the "
+            f"{policy_type} family loads {policy_type!r} folders (policy.name={folder.policy_type})"
+        )
+    prep = LeRobotPreprocessing.from_folder(folder)
+    tokenizer = lerobot_tokenizer(folder.path, tokenizer_dir)
+    model = load_lerobot_pi0_model(folder)
+    cfg = Pi0PolicyConfig(
+        action_dim=prep.action_dim,
+        camera_keys=prep.cameras,
+        max_instruction_tokens=prep.tokenizer_max_length,
+        lerobot=prep,
+    )
+    return cls(model, tokenizer, cfg)

@@ -1,0 +1,266 @@
+"""The preprocessing of a pi0 imported from a LeRobot ``pi0`` folder: LeRobot 0.4's, step by step.
+
+From a raw observation (uint8 ``rgb_<camera>`` [N, H, W, 3], ``proprio``, ``instruction``) to the inputs
+of transformers' PI0, as LeRobot's preprocessor and ``PI0Policy`` compute them:
+
+* images (every camera of the folder but its ``empty_camera_<i>`` slots, which LeRobot masks out):
+  ``x / 255`` channels first (LeRobot's env conversion), the folder's VISUAL normalisation,
+  then, unless already at ``image_resolution``, a bilinear resize that keeps the aspect ratio
+  (``align_corners=False``, no antialiasing, each side ``int(side / ratio)``), clamped to [-1, 1],
+  and padding to the resolution, centred, with the value -1; then ``2 x - 1``. The padding is applied
+  to images still in [0, 1], so padded pixels reach the model as -3, not -1: that is LeRobot's
+  behaviour and it is reproduced here;
+* the instruction: ``"\\n"`` appended unless present (pi0), or, for pi0.5, the prompt
+  ``"Task: <instruction>, State: <bins>;\\nAction: "`` (the instruction stripped, ``_`` and newlines
+  made spaces; the normalised state zero-padded to ``max_state_dim`` and each value given as its bin
+  0..255 of 256 equal bins over [-1, 1], as ``np.digitize``); tokenised by the folder's tokenizer with
+  its own special tokens (PaliGemma's ``<bos>``), truncated and right-padded to
+  ``tokenizer_max_length``; preceded by one placeholder token per image patch of each camera
+  (transformers' PI0 / PI05 put the image features there);
+* state: the folder's STATE normalisation, zero-padded to ``max_state_dim``;
+* actions out: the first ``action_dim`` of ``max_action_dim`` values, with the inverse ACTION
+  normalisation (and the forward one for demonstrated actions in the loss).
+
+The settings are read from the folder once at import (``LeRobotPreprocessing.from_folder``) and saved
+with the policy, so a checkpoint written after RL preprocesses the same way without the folder.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedTokenizerBase
+
+from vla_rl.config.structured import ConfigError
+from vla_rl.envs.base import Observation
+from vla_rl.policies.lerobot_folder import PREPROCESSOR_FILE, Feature, LeRobotFolder, normalize
+
+IMAGE_PREFIX = "observation.images."
+EMPTY_CAMERA_PREFIX = IMAGE_PREFIX + "empty_camera_"
+"""LeRobot's ``empty_cameras`` slots: no observation fills them; LeRobot feeds them as images whose
+tokens are masked out of attention and of the position count, which is the same as leaving them out."""
+TOKENIZER_STEP = "tokenizer_processor"
+"""The preprocessor step that tokenises the prompt (its config has ``max_length``)."""
+RENAME_STEP = "rename_observations_processor"
+"""The preprocessor step that renames raw observation keys to the policy's (``rename_map``)."""
+STATE_KEY = "observation.state"
+ACTION_KEY = "action"
+PROMPT_END = "\n"
+"""LeRobot's pi0 processor ends every instruction with a newline (PaliGemma's prompt convention)."""
+STATE_BINS = 256
+"""pi0.5 writes each state value as one of this many bins."""
+
+
+@dataclass
+class LeRobotPreprocessing:
+    """What a LeRobot folder's processors and config say about preprocessing (saved with the policy)."""
+
+    policy_type: str = "pi0"
+    """The folder's LeRobot policy type."""
+    source: str = ""
+    """The folder it was read from (for messages; the settings below do not need it)."""
+    input_features: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Observation key -> ``{"type", "shape"}`` as in the folder's config.json."""
+    output_features: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Output key (``action``) -> ``{"type", "shape"}``."""
+    normalization_mapping: dict[str, str] = field(default_factory=dict)
+    """Feature type -> LeRobot normalisation mode (``MEAN_STD``, ``QUANTILES``, ...)."""
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Feature key -> statistic name -> values (nested lists)."""
+    eps: float = 1e-8
+    """The normaliser's epsilon."""
+    image_resolution: list[int] = field(default_factory=lambda: [224, 224])
+    """(height, width) the images are resized and padded to."""
+    tokenizer_max_length: int = 48
+    """Prompt tokens after truncation and padding: the preprocessor's tokenizer step's ``max_length``
+    (what LeRobot runs), else config.json's ``tokenizer_max_length``."""
+    max_state_dim: int = 32
+    """The state is zero-padded to this width (pi0's state token, pi0.5's prompt)."""
+    rename_map: dict[str, str] = field(default_factory=dict)
+    """The preprocessor's first step: raw observation key -> the policy's key."""
+
+    @classmethod
+    def from_folder(cls, folder: LeRobotFolder) -> LeRobotPreprocessing:
+        default_length = folder.config.get("tokenizer_max_length", 48)
+
+        def features(raw: dict[str, Feature]) -> dict[str, dict[str, Any]]:
+            return {key: {"type": f.type, "shape": list(f.shape)} for key, f in raw.items()}
+
+        return cls(
+            policy_type=folder.policy_type,
+            source=str(folder.path),
+            input_features=features(folder.input_features),
+            output_features=features(folder.output_features),
+            normalization_mapping=dict(folder.normalization_mapping),
+            stats={k: {n: np.asarray(v).tolist() for n, v in s.items()} for k, s in folder.stats.items()},
+            eps=folder.eps,
+            image_resolution=[int(v) for v in folder.config.get("image_resolution", [224, 224])],
+            tokenizer_max_length=int(
+                preprocessor_setting(folder, TOKENIZER_STEP, "max_length", default_length)
+            ),
+            rename_map=dict(preprocessor_setting(folder, RENAME_STEP, "rename_map", {})),
+            max_state_dim=int(folder.config.get("max_state_dim", 32)),
+        )
+
+    @cached_property
+    def folder(self) -> LeRobotFolder:
+        """The settings as a ``LeRobotFolder`` for ``lerobot_folder.normalize``."""
+
+        def features(raw: dict[str, dict[str, Any]]) -> dict[str, Feature]:
+            return {key: Feature(type=v["type"], shape=tuple(v["shape"])) for key, v in raw.items()}
+
+        return LeRobotFolder(
+            path=Path(self.source),
+            policy_type=self.policy_type,
+            config={},
+            input_features=features(self.input_features),
+            output_features=features(self.output_features),
+            normalization_mapping=dict(self.normalization_mapping),
+            stats={
+                k: {n: np.asarray(v, dtype=np.float32) for n, v in s.items()} for k, s in self.stats.items()
+            },
+            eps=self.eps,
+        )
+
+    @property
+    def image_keys(self) -> list[str]:
+        """The cameras the model reads, in the folder's order (its empty-camera slots left out)."""
+        return [
+            k
+            for k, f in self.input_features.items()
+            if f["type"] == "VISUAL" and not k.startswith(EMPTY_CAMERA_PREFIX)
+        ]
+
+    @property
+    def cameras(self) -> list[str]:
+        """Camera names in the model's order: ``observation.images.<name>`` -> ``obs["rgb_<name>"]``,
+        where ``<name>`` is the key before the preprocessor's renaming (``rename_map``), as the raw
+        observation LeRobot receives names it."""
+        raw_key = {policy_key: raw for raw, policy_key in self.rename_map.items()}
+        return [raw_key.get(key, key).removeprefix(IMAGE_PREFIX) for key in self.image_keys]
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.output_features[ACTION_KEY]["shape"][0])
+
+    @property
+    def state_dim(self) -> int:
+        feature = self.input_features.get(STATE_KEY)
+        return int(feature["shape"][0]) if feature else 0
+
+
+def preprocessor_setting(folder: LeRobotFolder, step_name: str, key: str, default: Any) -> Any:
+    """``key`` of the config of the folder's preprocessor step ``step_name`` (what LeRobot runs), else
+    ``default``."""
+    pipeline = json.loads((folder.path / PREPROCESSOR_FILE).read_text())
+    for step in pipeline.get("steps", []):
+        if step.get("registry_name") == step_name and key in step.get("config", {}):
+            return step["config"][key]
+    return default
+
+
+def resize_with_pad(images: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """float [B, C, h, w] in [0, 1] -> [B, C, height, width]: aspect-preserving bilinear resize, clamped
+    to [-1, 1], centred with -1 padding (LeRobot's maths for float images)."""
+    current_height, current_width = images.shape[-2:]
+    ratio = max(current_width / width, current_height / height)
+    resized_height, resized_width = int(current_height / ratio), int(current_width / ratio)
+    resized = F.interpolate(
+        images, size=(resized_height, resized_width), mode="bilinear", align_corners=False
+    ).clamp(-1.0, 1.0)
+    top, extra_height = divmod(height - resized_height, 2)
+    left, extra_width = divmod(width - resized_width, 2)
+    return F.pad(resized, (left, left + extra_width, top, top + extra_height), mode="constant", value=-1.0)
+
+
+def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: torch.device) -> torch.Tensor:
+    """float [N, cameras, 3, H, W]: every camera of the folder, preprocessed as LeRobot does."""
+    height, width = prep.image_resolution
+    per_camera = []
+    for key, camera in zip(prep.image_keys, prep.cameras, strict=True):
+        obs_key = f"rgb_{camera}"
+        if obs_key not in obs:
+            available = sorted(k for k in obs if k.startswith("rgb_"))
+            raise ConfigError(
+                f"policy.init_from: the LeRobot policy reads camera {key!r} (obs[{obs_key!r}]); the "
+                f"observation has {available}"
+            )
+        frames = torch.as_tensor(obs[obs_key], device=device)
+        images = frames.permute(0, 3, 1, 2).contiguous().to(torch.float32) / 255
+        images = normalize(images, key, prep.folder)
+        if tuple(images.shape[-2:]) != (height, width):
+            images = resize_with_pad(images, height, width)
+        per_camera.append(images * 2.0 - 1.0)
+    return torch.stack(per_camera, dim=1)
+
+
+def state_bins(state: torch.Tensor) -> np.ndarray:
+    """int [N, D]: each normalised value's bin 0..255 of 256 equal bins over [-1, 1] (values below -1
+    give -1, above 1 give 255, as ``np.digitize`` does)."""
+    edges = np.linspace(-1, 1, STATE_BINS + 1)[:-1]
+    return np.digitize(state.detach().cpu().numpy(), bins=edges) - 1
+
+
+def pi05_prompts(instructions: list[str], state: torch.Tensor) -> list[str]:
+    """pi0.5's prompts: the task and the discretised normalised state [N, max_state_dim]."""
+    prompts = []
+    for text, bins in zip(instructions, state_bins(state), strict=True):
+        task = text.strip().replace("_", " ").replace("\n", " ")
+        prompts.append(f"Task: {task}, State: {' '.join(map(str, bins))};\nAction: ")
+    return prompts
+
+
+def lerobot_prompt(
+    tokenizer: PreTrainedTokenizerBase,
+    instructions: list[str],
+    prep: LeRobotPreprocessing,
+    state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids [N, tokenizer_max_length], mask [N, tokenizer_max_length]) of the prompts; pi0.5's carry
+    ``state`` (normalised and padded, [N, max_state_dim])."""
+    if prep.policy_type == "pi05":
+        if state is None:
+            raise ValueError("pi0.5's prompt needs the normalised state")
+        texts = pi05_prompts(instructions, state)
+    else:
+        texts = [text if text.endswith(PROMPT_END) else text + PROMPT_END for text in instructions]
+    tokens = tokenizer(
+        texts,
+        max_length=prep.tokenizer_max_length,
+        truncation=True,
+        padding="max_length",
+        padding_side="right",
+        return_tensors="pt",
+    )
+    return tokens["input_ids"].long(), tokens["attention_mask"].long()
+
+
+def normalized_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
+    """float [N, max_state_dim]: the folder's STATE normalisation, zero-padded."""
+    if proprio.shape[-1] != prep.state_dim:
+        raise ConfigError(
+            f"policy.init_from: the LeRobot policy's state has {prep.state_dim} values, the observation "
+            f"gives {proprio.shape[-1]}"
+        )
+    state = normalize(proprio.float(), STATE_KEY, prep.folder)
+    return F.pad(state, (0, prep.max_state_dim - state.shape[-1]))
+
+
+def unnormalized_actions(model_actions: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
+    """Model actions [..., max_action_dim] -> the robot's [..., action_dim] in its units."""
+    return normalize(model_actions[..., : prep.action_dim].float(), ACTION_KEY, prep.folder, inverse=True)
+
+
+def normalized_actions(
+    actions: torch.Tensor, prep: LeRobotPreprocessing, max_action_dim: int
+) -> torch.Tensor:
+    """Robot actions [..., action_dim] -> model units, zero-padded to ``max_action_dim``."""
+    model = normalize(actions.float(), ACTION_KEY, prep.folder)
+    return F.pad(model, (0, max_action_dim - model.shape[-1]))
