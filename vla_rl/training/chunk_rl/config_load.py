@@ -19,7 +19,7 @@ from vla_rl.config.structured import (
     one_of,
     positive,
 )
-from vla_rl.training.chunk_rl.config import RLPolicyConfig, VLARLConfig
+from vla_rl.training.chunk_rl.config import MODEL_DTYPES, RLPolicyConfig, VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import ANNEAL_CHECKS, bounds_check
 
 FLOW_POLICIES = ("pi0", "pi05", "flow_mlp")
@@ -121,6 +121,7 @@ def _rl_checks() -> list[Check[VLARLConfig]]:
             "must point at the SFT checkpoint to fine-tune",
         ),
         *positive("iterations"),
+        one_of("policy.dtype", MODEL_DTYPES),
         Check(
             "reward.worker",
             lambda c: not (c.reward.model and c.reward.worker),
