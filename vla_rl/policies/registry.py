@@ -27,6 +27,7 @@ POLICIES: dict[str, str] = {
     # Chunk policies only (token and flow VLAs need the vla extra).
     "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPPolicy",
     "pi0": "vla_rl.policies.flow.pi0:Pi0Policy",
+    "smolvla": "vla_rl.policies.flow.smolvla:SmolVLAPolicy",
     "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
     "chunk_vla": "vla_rl.policies.vla.chunk_vla:ChunkVLA",
 }
