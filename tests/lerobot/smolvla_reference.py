@@ -1,6 +1,6 @@
 """Reference side of the SmolVLA parity test: run with LeRobot 0.4's python (.venv-lerobot), offline.
 
-Usage: ``smolvla_reference.py OUT_DIR``. Writes, under OUT_DIR:
+Usage: ``smolvla_reference.py OUT_DIR VARIANT`` (a name of ``VARIANTS``). Writes, under OUT_DIR:
 
 * ``vlm/``: a tiny SmolVLM backbone description (``config.json``, a word-level tokenizer built here
   and the SmolVLM processor files): what ``SmolVLAConfig.vlm_model_name`` names. A real user's folder
@@ -57,6 +57,34 @@ INSTRUCTIONS = [
     "push the blue block to the left of the red cube next to the open drawer",
 ]
 """The last one is longer than ``tokenizer_max_length`` tokens: it is truncated (its newline too)."""
+VARIANTS: dict[str, dict[str, object]] = {
+    "interleaved": {
+        "num_vlm_layers": 4,
+        "self_attn_every_n_layers": 2,
+        "normalization_mapping": {
+            "VISUAL": NormalizationMode.IDENTITY,
+            "STATE": NormalizationMode.MEAN_STD,
+            "ACTION": NormalizationMode.MIN_MAX,
+        },
+    },
+    "skipping": {
+        "num_vlm_layers": 4,
+        "num_expert_layers": 2,
+        "self_attn_every_n_layers": -1,
+        "expert_width_multiplier": 0.5,
+        "pad_language_to": "max_length",
+        "normalization_mapping": {
+            "VISUAL": NormalizationMode.MEAN_STD,
+            "STATE": NormalizationMode.QUANTILES,
+            "ACTION": NormalizationMode.QUANTILE10,
+        },
+    },
+}
+"""SmolVLA settings beyond the shared ones. ``interleaved``: SmolVLA's default layout (4 of the 6
+backbone layers kept, an expert layer per VLM layer, joint attention every 2nd layer, cross-attention
+between). ``skipping``: a 2-layer expert that skips every other VLM layer, cross-attention only, a
+narrower expert, instructions padded to the maximum length, and the other normalisation modes
+(images normalised too)."""
 SPECIAL = [
     "<|endoftext|>",
     "<unk>",
@@ -128,7 +156,7 @@ def write_vlm_dir(directory: Path) -> None:
     processor.save_pretrained(directory)
 
 
-def build_policy(vlm_dir: Path, policy_dir: Path, rng: np.random.Generator) -> None:
+def build_policy(vlm_dir: Path, policy_dir: Path, variant: str, rng: np.random.Generator) -> None:
     """LeRobot's SmolVLA from the tiny backbone, saved with its processors and dataset-like stats."""
     config = SmolVLAConfig(
         vlm_model_name=str(vlm_dir),
@@ -137,8 +165,6 @@ def build_policy(vlm_dir: Path, policy_dir: Path, rng: np.random.Generator) -> N
         n_action_steps=CHUNK,
         num_steps=NUM_STEPS,
         resize_imgs_with_padding=(IMAGE_SIZE, IMAGE_SIZE),
-        num_vlm_layers=4,
-        self_attn_every_n_layers=2,
         tokenizer_max_length=12,
         device="cpu",
         input_features={
@@ -149,11 +175,7 @@ def build_policy(vlm_dir: Path, policy_dir: Path, rng: np.random.Generator) -> N
             "observation.state": PolicyFeature(FeatureType.STATE, (STATE_DIM,)),
         },
         output_features={"action": PolicyFeature(FeatureType.ACTION, (ACTION_DIM,))},
-        normalization_mapping={
-            "VISUAL": NormalizationMode.IDENTITY,
-            "STATE": NormalizationMode.MEAN_STD,
-            "ACTION": NormalizationMode.MIN_MAX,
-        },
+        **VARIANTS[variant],
     )
     policy = SmolVLAPolicy(config)
     spread_weights(policy)
@@ -210,12 +232,12 @@ def vector_stats(rng: np.random.Generator, dim: int, scale: float) -> dict[str, 
     }
 
 
-def main(out: Path) -> None:
+def main(out: Path, variant: str) -> None:
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
     vlm_dir, policy_dir = out / "vlm", out / "policy"
     write_vlm_dir(vlm_dir)
-    build_policy(vlm_dir, policy_dir, rng)
+    build_policy(vlm_dir, policy_dir, variant, rng)
 
     policy = SmolVLAPolicy.from_pretrained(policy_dir)
     policy.eval()
@@ -269,4 +291,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), sys.argv[2])

@@ -25,10 +25,15 @@ SENSITIVITY = 1e-2
 HUB_BACKBONE = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
 
 
-@pytest.fixture(scope="module")
-def reference(run_lerobot, tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
-    out = tmp_path_factory.mktemp("smolvla")
-    arrays = run_lerobot("smolvla_reference.py", out, out=out / "reference.npz")
+VARIANTS = ("interleaved", "skipping")
+"""The reference script's model variants (its ``VARIANTS``)."""
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def reference(request, run_lerobot, tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    """(folder with ``policy/`` and ``vlm/``, the reference arrays) of one model variant."""
+    out = tmp_path_factory.mktemp(f"smolvla_{request.param}")
+    arrays = run_lerobot("smolvla_reference.py", out, request.param, out=out / "reference.npz")
     return out, arrays
 
 
