@@ -17,6 +17,7 @@ import torch
 from vla_rl.config.structured import ConfigError
 from vla_rl.policies.flow.smolvla_inputs import build_inputs
 from vla_rl.policies.registry import load_chunk_policy
+from vla_rl.rollout.flat_batch import concat_zero_padded
 
 TOLERANCE = 1e-4
 """float32 parity bound on actions and losses (the issue's)."""
@@ -113,3 +114,104 @@ def test_smolvla_backbone_must_be_local(reference, tmp_path: Path) -> None:
     policy = load_chunk_policy("smolvla", folder).eval()
     actions = policy.predict_chunk(observation(arrays), torch.from_numpy(arrays["noise"])).numpy()
     assert float(np.abs(actions - arrays["actions"]).max()) <= TOLERANCE
+
+
+# ----- the RL interface on the loaded folder ---------------------------------------------------------------
+
+
+def test_greedy_chain_equals_the_reference_ode(reference) -> None:
+    """RL's deterministic chain (the chain module's time grid) is LeRobot's Euler ODE."""
+    out, arrays = reference
+    policy = load_chunk_policy("smolvla", out / "policy").eval()
+    obs = observation(arrays)
+    torch.manual_seed(3)
+    greedy = policy.sample(obs, deterministic=True)
+    torch.manual_seed(3)
+    noise = torch.randn(3, policy.chunk_len, policy.arch.max_action_dim)
+    torch.testing.assert_close(greedy.actions, policy.predict_chunk(obs, noise), atol=1e-5, rtol=0)
+    torch.testing.assert_close(greedy.log_prob, torch.zeros(3))
+
+
+@pytest.mark.parametrize("exploration", ["flow_sde", "flow_noise"])
+def test_sampled_chain_log_prob_is_recomputed_by_evaluate(reference, exploration: str) -> None:
+    out, arrays = reference
+    policy = load_chunk_policy("smolvla", out / "policy").eval()
+    policy.set_exploration(exploration=exploration)
+    obs = observation(arrays)
+    step = policy.sample(obs, temperature=0.8, with_value=True)
+    assert step.actions.shape == (3, policy.chunk_len, 7)
+    assert step.sample_info["chain"].shape == (3, policy.num_steps + 1, policy.chunk_len, 32)
+    assert step.log_prob.shape == (3,) and torch.isfinite(step.log_prob).all()
+    evaluation = policy.evaluate(obs, step.sample_info, temperature=0.8, with_value=True)
+    torch.testing.assert_close(evaluation.log_prob, step.log_prob, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(evaluation.value, step.value, atol=1e-5, rtol=1e-5)
+    (evaluation.log_prob.sum() + evaluation.value.sum()).backward()
+    assert policy.model.action_out_proj.weight.grad.abs().sum() > 0
+    assert policy.model.vlm.vision_model.embeddings.patch_embedding.weight.grad.abs().sum() > 0
+    if exploration == "flow_noise":
+        assert policy.noise_head.net[0].weight.grad is not None
+
+
+def test_stored_prefix_of_a_frozen_vlm_evaluates_as_a_fresh_one(reference) -> None:
+    """Prefix rows stored by two calls (short and long instructions: different prefix lengths) and
+    joined zero-padded, as an RL update joins them, evaluate as a freshly encoded prefix."""
+    out, arrays = reference
+    policy = load_chunk_policy("smolvla", out / "policy").eval()
+    obs = observation(arrays)
+    assert not policy.observation_cache(obs)  # the VLM trains: its prefix must not be stored
+    policy.model.vlm.requires_grad_(False)
+    policy.model.state_proj.requires_grad_(False)
+    step = policy.sample(obs, with_value=True)
+
+    def rows(index: list[int]) -> dict[str, object]:
+        return {
+            key: [value[i] for i in index] if key == "instruction" else value[index]
+            for key, value in obs.items()
+        }
+
+    parts = [policy.observation_cache(rows(index)) for index in ([0, 1], [2])]
+    cache = {key: concat_zero_padded([part[key] for part in parts]) for key in parts[0]}
+    fresh = policy.evaluate(obs, step.sample_info, with_value=True)
+    stored = policy.evaluate(obs, {**step.sample_info, **cache}, with_value=True)
+    torch.testing.assert_close(stored.log_prob, fresh.log_prob, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(stored.value, fresh.value, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(stored.log_prob, step.log_prob, atol=1e-4, rtol=1e-5)
+
+
+def test_sft_loss_counts_real_steps_and_dims_only(reference) -> None:
+    out, arrays = reference
+    policy = load_chunk_policy("smolvla", out / "policy")
+    obs = observation(arrays)
+    actions = torch.from_numpy(arrays["raw_actions"])
+    mask = torch.ones(3, policy.chunk_len, dtype=torch.bool)
+    mask[0, 4:] = False
+    torch.manual_seed(0)
+    output = policy.sft_loss(obs, actions, mask)
+    output.loss.backward()
+    assert torch.isfinite(output.loss) and output.metrics["flow_mse"] > 0
+    assert policy.model.expert.layers[0].mlp.down_proj.weight.grad.abs().sum() > 0
+    torch.manual_seed(0)
+    changed = actions.clone()
+    changed[0, 4:] += 5.0  # past the episode's end: padding, replaced by the last real action
+    torch.testing.assert_close(policy.sft_loss(obs, changed, mask).loss, output.loss)
+
+
+def test_save_and_load_keep_actions_settings_and_heads(reference, tmp_path: Path) -> None:
+    out, arrays = reference
+    policy = load_chunk_policy("smolvla", out / "policy").eval()
+    policy.set_exploration(exploration="flow_noise", noise_level=0.3)
+    with torch.no_grad():
+        policy.value_head[0].weight.add_(0.5)
+        policy.model.action_out_proj.bias.add_(0.25)  # as an update would
+    policy.save_pretrained(tmp_path / "saved")
+    loaded = load_chunk_policy("smolvla", tmp_path / "saved").eval()
+    assert loaded.cfg == policy.cfg
+    obs = observation(arrays)
+    noise = torch.from_numpy(arrays["noise"])
+    torch.testing.assert_close(loaded.predict_chunk(obs, noise), policy.predict_chunk(obs, noise))
+    torch.manual_seed(1)
+    want = policy.sample(obs, with_value=True)
+    torch.manual_seed(1)
+    got = loaded.sample(obs, with_value=True)
+    torch.testing.assert_close(got.log_prob, want.log_prob)
+    torch.testing.assert_close(got.value, want.value)

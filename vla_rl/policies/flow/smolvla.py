@@ -20,7 +20,6 @@ from torch import nn
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput
-from vla_rl.policies.flow import chain
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ChainSample,
@@ -39,6 +38,7 @@ from vla_rl.policies.flow.smolvla_io import (
     save_smolvla,
 )
 from vla_rl.policies.flow.smolvla_layers import PrefixKV
+from vla_rl.policies.flow.smolvla_model import denoising_times
 from vla_rl.policies.lerobot_folder import normalize
 
 PREFIX_KEYS = "smolvla_prefix_keys"
@@ -171,7 +171,7 @@ class SmolVLAPolicy(FlowChainPolicy):
     def run_chain(
         self, prefix: PrefixKV, noise: torch.Tensor, temperature: float, deterministic: bool
     ) -> ChainSample:
-        times = chain.denoising_times(self.num_steps).tolist()
+        times = denoising_times(self.num_steps).tolist()
 
         def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
             return self.velocity_and_std(prefix, x, times[k])
@@ -184,7 +184,7 @@ class SmolVLAPolicy(FlowChainPolicy):
         """Recompute (with gradients) the transition means and stds of stored chains [N, K + 1, chunk,
         D]: the K velocity evaluations run as one batch of N * K rows."""
         batch, steps = states.shape[0], self.num_steps
-        times = chain.denoising_times(steps)[:-1].to(states.device)
+        times = denoising_times(steps)[:-1].to(states.device)
         velocity, std = self.velocity_and_std(
             prefix.repeat_rows(steps), states[:, :steps].flatten(0, 1), times.repeat(batch)
         )

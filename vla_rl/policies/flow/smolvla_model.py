@@ -45,6 +45,17 @@ def time_embedding(time: torch.Tensor, width: int, min_period: float, max_period
     return torch.cat([angle.sin(), angle.cos()], dim=1).float()
 
 
+def denoising_times(num_steps: int) -> torch.Tensor:
+    """float32 [K + 1]: the times of the K Euler steps and the end, ``t_0 = 1`` and ``t_{k+1} = t_k +
+    dt`` summed in float32 (SmolVLA's own grid; ``chain.denoising_times`` rounds ``1 + k dt`` instead,
+    which differs in the last bit, and the sharp time embedding carries that into the actions)."""
+    dt = torch.tensor(-1.0 / num_steps, dtype=torch.float32)
+    times = [torch.tensor(1.0, dtype=torch.float32)]
+    for _ in range(num_steps):
+        times.append(times[-1] + dt)
+    return torch.stack(times)
+
+
 def block_attention(valid: torch.Tensor, block_starts: torch.Tensor) -> torch.Tensor:
     """bool [N, L, L]: token i may attend to token j when both are real (``valid`` [N, L]) and j's
     block does not start after i's (``block_starts`` bool [L]: a new block begins at that token)."""
@@ -183,13 +194,10 @@ class SmolVLAModel(nn.Module):
         return F.mse_loss(noise - actions, velocity, reduction="none")
 
     def sample(self, prefix: PrefixKV, noise: torch.Tensor, num_steps: int) -> torch.Tensor:
-        """The Euler ODE from ``noise`` (t = 1) to the action chunk (t = 0) in ``num_steps`` steps,
-        with the time kept as a float32 running sum as the reference keeps it."""
+        """The Euler ODE from ``noise`` (t = 1) to the action chunk (t = 0) in ``num_steps`` steps."""
         dt = torch.tensor(-1.0 / num_steps, dtype=torch.float32, device=noise.device)
-        time = torch.tensor(1.0, dtype=torch.float32, device=noise.device)
         x_t = noise
-        for _ in range(num_steps):
-            velocity, _ = self.velocity(prefix, x_t, time.expand(len(noise)))
+        for time in denoising_times(num_steps)[:-1].tolist():
+            velocity, _ = self.velocity(prefix, x_t, torch.full((len(noise),), time, device=noise.device))
             x_t = x_t + dt * velocity
-            time = time + dt
         return x_t
