@@ -215,3 +215,28 @@ def test_save_and_load_keep_actions_settings_and_heads(reference, tmp_path: Path
     got = loaded.sample(obs, with_value=True)
     torch.testing.assert_close(got.log_prob, want.log_prob)
     torch.testing.assert_close(got.value, want.value)
+
+
+def test_saved_policy_loads_in_lerobot_with_the_same_actions(reference, run_lerobot, tmp_path: Path) -> None:
+    """After a change to the weights (as an RL update makes), ``save_pretrained`` writes a folder that
+    LeRobot's own ``from_pretrained`` and processors load, and LeRobot's actions for the same raw
+    batch and noise equal vla-rl's."""
+    out, arrays = reference
+    policy = load_chunk_policy("smolvla", out / "policy").eval()
+    with torch.no_grad():
+        policy.model.action_out_proj.bias.add_(0.25)
+        policy.model.expert.layers[1].mlp.up_proj.weight.mul_(1.1)
+    obs, noise = observation(arrays), torch.from_numpy(arrays["noise"])
+    ours = policy.predict_chunk(obs, noise).numpy()
+    assert float(np.abs(ours - arrays["actions"]).max()) > SENSITIVITY  # the change shows
+    policy.save_pretrained(tmp_path / "saved")
+    theirs = run_lerobot(
+        "smolvla_lerobot_actions.py",
+        tmp_path / "saved",
+        out / "reference.npz",
+        tmp_path / "lerobot.npz",
+        out=tmp_path / "lerobot.npz",
+    )["actions"]
+    error = float(np.abs(ours - theirs).max())
+    print(f"smolvla saved by vla-rl, run by LeRobot: max |action diff| {error:.3g}")
+    assert error <= TOLERANCE
