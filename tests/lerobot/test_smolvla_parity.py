@@ -16,7 +16,7 @@ import torch
 
 from vla_rl.config.structured import ConfigError
 from vla_rl.policies.flow.smolvla_inputs import build_inputs
-from vla_rl.policies.registry import load_chunk_policy
+from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
 from vla_rl.rollout.flat_batch import concat_zero_padded
 
 TOLERANCE = 1e-4
@@ -240,3 +240,29 @@ def test_saved_policy_loads_in_lerobot_with_the_same_actions(reference, run_lero
     error = float(np.abs(ours - theirs).max())
     print(f"smolvla saved by vla-rl, run by LeRobot: max |action diff| {error:.3g}")
     assert error <= TOLERANCE
+
+
+def test_misconfigurations_are_config_errors_naming_the_key(reference, tmp_path: Path) -> None:
+    out, arrays = reference
+    folder = out / "policy"
+    policy = build_chunk_policy(
+        "smolvla", pretrained_dir=str(folder), chunk_len=6, camera_map={"observation.images.wrist": "side"}
+    )
+    obs = observation(arrays)
+    with pytest.raises(ConfigError, match="'policy.camera_map'.*'side'"):
+        policy.sample(obs)
+    obs["rgb_side"] = obs.pop("rgb_wrist")
+    assert policy.sample(obs).actions.shape == (3, 6, 7)
+    obs["proprio"] = obs["proprio"][:, :5]
+    with pytest.raises(ConfigError, match="'policy.state_keys'.*5 values.*8"):
+        policy.sample(obs)
+    with pytest.raises(ConfigError, match="'policy.kwargs.chunk_len'"):
+        build_chunk_policy("smolvla", pretrained_dir=str(folder), chunk_len=4)
+    with pytest.raises(ConfigError, match="'policy.kwargs.vlm_dir'"):
+        build_chunk_policy("smolvla", pretrained_dir=str(folder), vlm_dir=str(tmp_path))
+    aloha = tmp_path / "aloha"
+    shutil.copytree(folder, aloha)
+    config = json.loads((aloha / "config.json").read_text())
+    (aloha / "config.json").write_text(json.dumps({**config, "adapt_to_pi_aloha": True}))
+    with pytest.raises(ConfigError, match="adapt_to_pi_aloha"):
+        load_chunk_policy("smolvla", aloha)

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
@@ -98,10 +99,18 @@ class SmolVLAPolicy(FlowChainPolicy):
         settings = dict(kwargs)
         directory = settings.pop("pretrained_dir", None)
         vlm_dir = settings.pop("vlm_dir", None)
-        settings.pop("chunk_len", None)
+        chunk_len = settings.pop("chunk_len", None)
         if directory is None:
-            raise ValueError("smolvla builds from a LeRobot smolvla folder: pass pretrained_dir=DIR")
-        return cls.from_lerobot(str(directory), None if vlm_dir is None else str(vlm_dir), **settings)
+            raise ConfigError(
+                "config key 'policy.kwargs.pretrained_dir': smolvla builds from a LeRobot smolvla folder"
+            )
+        policy = cls.from_lerobot(str(directory), None if vlm_dir is None else str(vlm_dir), **settings)
+        if chunk_len is not None and int(chunk_len) != policy.chunk_len:  # type: ignore[call-overload]
+            raise ConfigError(
+                f"config key 'policy.kwargs.chunk_len': {chunk_len} != the folder's chunk_size "
+                f"{policy.chunk_len}"
+            )
+        return policy
 
     @classmethod
     def from_lerobot(cls, directory: str, vlm_dir: str | None = None, **settings: object) -> SmolVLAPolicy:

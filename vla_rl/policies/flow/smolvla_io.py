@@ -64,13 +64,13 @@ class LoadedSmolVLA:
 
 def find_vlm_dir(policy_dir: Path, arch: SmolVLAArchitecture, vlm_dir: str | Path | None) -> Path:
     """The local backbone folder (``config.json`` + tokenizer) of a SmolVLA folder."""
-    candidates = [Path(vlm_dir)] if vlm_dir is not None else []
-    candidates += [policy_dir / VLM_DIR, Path(arch.vlm_model_name)]
-    for candidate in candidates:
+    if vlm_dir is not None:
+        if not (Path(vlm_dir) / "config.json").is_file():
+            raise ConfigError(f"config key 'policy.kwargs.vlm_dir': {vlm_dir} has no config.json")
+        return Path(vlm_dir)
+    for candidate in (policy_dir / VLM_DIR, Path(arch.vlm_model_name)):
         if (candidate / "config.json").is_file():
             return candidate
-    if vlm_dir is not None:
-        raise ConfigError(f"config key 'policy.vlm_dir': {vlm_dir} has no config.json")
     raise ConfigError(
         f"config key 'policy.init_from': the SmolVLA folder {policy_dir} names its backbone "
         f"{arch.vlm_model_name!r}, which is no local folder: put a copy of that backbone's config.json "
