@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +45,22 @@ from transformers import (
 
 SEED = 7
 BATCH = 3
-CAMERAS = {"top": (24, 32), "wrist": (30, 20)}
-"""Camera name -> raw (height, width): neither square nor the model's size, so resize-with-pad pads."""
-STATE_DIM = 8
-ACTION_DIM = 7
+
+
+@dataclass(frozen=True)
+class Robot:
+    """What the policy's robot has: its features in the saved folder and in the raw batch."""
+
+    cameras: dict[str, tuple[int, int]]
+    """Camera name -> raw (height, width)."""
+    state_dim: int
+    action_dim: int
+
+
+TWO_CAMERAS = Robot({"top": (24, 32), "wrist": (30, 20)}, state_dim=8, action_dim=7)
+"""Neither camera is square or the model's size, so resize-with-pad pads both ways."""
+REACH = Robot({"front": (64, 64)}, state_dim=24, action_dim=4)
+"""vla-rl's MuJoCo ``reach`` with one 64-pixel camera: a folder an RL run on that env can start from."""
 CHUNK = 6
 NUM_STEPS = 5
 IMAGE_SIZE = 32
@@ -67,6 +80,7 @@ VARIANTS: dict[str, dict[str, object]] = {
             "ACTION": NormalizationMode.MIN_MAX,
         },
     },
+    "reach": {"num_vlm_layers": 2, "self_attn_every_n_layers": 2},
     "skipping": {
         "num_vlm_layers": 4,
         "num_expert_layers": 2,
@@ -84,7 +98,8 @@ VARIANTS: dict[str, dict[str, object]] = {
 backbone layers kept, an expert layer per VLM layer, joint attention every 2nd layer, cross-attention
 between). ``skipping``: a 2-layer expert that skips every other VLM layer, cross-attention only, a
 narrower expert, instructions padded to the maximum length, and the other normalisation modes
-(images normalised too)."""
+(images normalised too). ``reach``: a 2-layer SmolVLA for ``REACH``."""
+ROBOTS = {"interleaved": TWO_CAMERAS, "skipping": TWO_CAMERAS, "reach": REACH}
 SPECIAL = [
     "<|endoftext|>",
     "<unk>",
@@ -157,6 +172,7 @@ def write_vlm_dir(directory: Path) -> None:
 
 
 def build_policy(vlm_dir: Path, policy_dir: Path, variant: str, rng: np.random.Generator) -> None:
+    robot = ROBOTS[variant]
     """LeRobot's SmolVLA from the tiny backbone, saved with its processors and dataset-like stats."""
     config = SmolVLAConfig(
         vlm_model_name=str(vlm_dir),
@@ -170,18 +186,18 @@ def build_policy(vlm_dir: Path, policy_dir: Path, variant: str, rng: np.random.G
         input_features={
             **{
                 f"observation.images.{camera}": PolicyFeature(FeatureType.VISUAL, (3, h, w))
-                for camera, (h, w) in CAMERAS.items()
+                for camera, (h, w) in robot.cameras.items()
             },
-            "observation.state": PolicyFeature(FeatureType.STATE, (STATE_DIM,)),
+            "observation.state": PolicyFeature(FeatureType.STATE, (robot.state_dim,)),
         },
-        output_features={"action": PolicyFeature(FeatureType.ACTION, (ACTION_DIM,))},
+        output_features={"action": PolicyFeature(FeatureType.ACTION, (robot.action_dim,))},
         **VARIANTS[variant],
     )
     policy = SmolVLAPolicy(config)
     spread_weights(policy)
     stats = {
-        "observation.state": vector_stats(rng, STATE_DIM, scale=2.0),
-        "action": vector_stats(rng, ACTION_DIM, scale=0.5),
+        "observation.state": vector_stats(rng, robot.state_dim, scale=2.0),
+        "action": vector_stats(rng, robot.action_dim, scale=0.5),
         **{
             f"observation.images.{camera}": {
                 "mean": np.full((3, 1, 1), 0.5, np.float32),
@@ -189,7 +205,7 @@ def build_policy(vlm_dir: Path, policy_dir: Path, variant: str, rng: np.random.G
                 "min": np.zeros((3, 1, 1), np.float32),
                 "max": np.ones((3, 1, 1), np.float32),
             }
-            for camera in CAMERAS
+            for camera in robot.cameras
         },
     }
     preprocessor, postprocessor = make_smolvla_pre_post_processors(config, dataset_stats=stats)
@@ -251,8 +267,11 @@ def main(out: Path, variant: str) -> None:
         to_output=transition_to_policy_action,
     )
 
-    images = {c: rng.integers(0, 256, (BATCH, h, w, 3), dtype=np.uint8) for c, (h, w) in CAMERAS.items()}
-    state = rng.normal(size=(BATCH, STATE_DIM)).astype(np.float32) * 2.0
+    robot = ROBOTS[variant]
+    images = {
+        c: rng.integers(0, 256, (BATCH, h, w, 3), dtype=np.uint8) for c, (h, w) in robot.cameras.items()
+    }
+    state = rng.normal(size=(BATCH, robot.state_dim)).astype(np.float32) * 2.0
     max_action_dim = policy.config.max_action_dim
     noise = torch.randn(BATCH, CHUNK, max_action_dim, generator=torch.Generator().manual_seed(SEED + 1))
 
@@ -262,7 +281,7 @@ def main(out: Path, variant: str) -> None:
         chunk = policy.predict_action_chunk(batch, noise=noise.clone())
     actions = postprocessor(chunk)
 
-    raw_actions = (rng.normal(size=(BATCH, CHUNK, ACTION_DIM)) * 0.5).astype(np.float32)
+    raw_actions = (rng.normal(size=(BATCH, CHUNK, robot.action_dim)) * 0.5).astype(np.float32)
     loss_noise = torch.randn(BATCH, CHUNK, max_action_dim, generator=torch.Generator().manual_seed(SEED + 2))
     loss_time = torch.tensor([0.9, 0.35, 0.05], dtype=torch.float32)
     train_batch = preprocessor(
