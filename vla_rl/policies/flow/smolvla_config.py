@@ -111,3 +111,17 @@ class SmolVLAPolicyConfig(ExplorationConfig, DictConfig):
 
     def __post_init__(self) -> None:
         self.validate_exploration()
+
+
+@dataclass
+class SmolVLABuildSettings(SmolVLAPolicyConfig):
+    """The construction values of ``smolvla`` (an SFT config's ``policy.kwargs``, the keywords of
+    ``build``): every ``SmolVLAPolicyConfig`` field and where the model comes from."""
+
+    pretrained_dir: str | None = None
+    """The LeRobot ``smolvla`` folder to start from (required: there is no fresh SmolVLA)."""
+    vlm_dir: str | None = None
+    """The backbone's local config and tokenizer; None: the folder's ``vlm/`` or its
+    ``vlm_model_name`` when that is a local folder (``smolvla_io.find_vlm_dir``)."""
+    chunk_len: int | None = None
+    """Actions per chunk, checked against the folder's ``chunk_size``; None takes the folder's."""
