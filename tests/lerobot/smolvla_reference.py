@@ -57,49 +57,146 @@ class Robot:
     action_dim: int
 
 
+@dataclass(frozen=True)
+class Backbone:
+    """Sizes of the SmolVLM backbone folder a variant writes."""
+
+    text: dict[str, object]
+    """``LlamaConfig`` values of the text model (the vocabulary comes from the tokenizer)."""
+    vision: dict[str, object]
+    """``SmolVLMVisionConfig`` values (``image_size`` is the variant's)."""
+    scale_factor: int
+    """The connector's pixel shuffle: image tokens = (image_size / patch_size / scale_factor)^2."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One reference model: LeRobot SmolVLA settings, its robot and backbone, and its sizes."""
+
+    settings: dict[str, object]
+    """``SmolVLAConfig`` values beyond the shared ones."""
+    robot: Robot
+    backbone: Backbone
+    image_size: int = 32
+    """``resize_imgs_with_padding`` side and the vision tower's ``image_size``."""
+    chunk: int = 6
+    num_steps: int = 5
+
+
 TWO_CAMERAS = Robot({"top": (24, 32), "wrist": (30, 20)}, state_dim=8, action_dim=7)
 """Neither camera is square or the model's size, so resize-with-pad pads both ways."""
 REACH = Robot({"front": (64, 64)}, state_dim=24, action_dim=4)
 """vla-rl's MuJoCo ``reach`` with one 64-pixel camera: a folder an RL run on that env can start from."""
-CHUNK = 6
-NUM_STEPS = 5
-IMAGE_SIZE = 32
+TINY = Backbone(
+    text={
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+    },
+    vision={
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "patch_size": 8,
+    },
+    scale_factor=2,
+)
+"""6 text layers of width 64 (4 query heads sharing 2 key/value heads), a 2-layer vision tower."""
+TINY_WIDE_GROUPS = Backbone(
+    text={
+        "hidden_size": 48,
+        "intermediate_size": 96,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 6,
+        "num_key_value_heads": 2,
+        "head_dim": 6,
+    },
+    vision={
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "patch_size": 4,
+    },
+    scale_factor=4,
+)
+"""3 query heads per key/value head, heads of 6 (not width / heads = 8), SmolVLM2's pixel shuffle of 4."""
+SMOLVLM2_500M = Backbone(
+    text={
+        "hidden_size": 960,
+        "intermediate_size": 2560,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 15,
+        "num_key_value_heads": 5,
+        "head_dim": 64,
+        "rope_theta": 100000.0,
+        "max_position_embeddings": 8192,
+    },
+    vision={
+        "hidden_size": 768,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 12,
+        "num_attention_heads": 12,
+        "patch_size": 16,
+    },
+    scale_factor=4,
+)
+"""The sizes of SmolVLA's default backbone, HuggingFaceTB/SmolVLM2-500M-Video-Instruct (random weights;
+its vocabulary is the local tokenizer's)."""
 INSTRUCTIONS = [
     "pick up the red cube",
     "open the top drawer slowly",
     "push the blue block to the left of the red cube next to the open drawer",
 ]
 """The last one is longer than ``tokenizer_max_length`` tokens: it is truncated (its newline too)."""
-VARIANTS: dict[str, dict[str, object]] = {
-    "interleaved": {
-        "num_vlm_layers": 4,
-        "self_attn_every_n_layers": 2,
-        "normalization_mapping": {
-            "VISUAL": NormalizationMode.IDENTITY,
-            "STATE": NormalizationMode.MEAN_STD,
-            "ACTION": NormalizationMode.MIN_MAX,
-        },
-    },
-    "reach": {"num_vlm_layers": 2, "self_attn_every_n_layers": 2},
-    "skipping": {
-        "num_vlm_layers": 4,
-        "num_expert_layers": 2,
-        "self_attn_every_n_layers": -1,
-        "expert_width_multiplier": 0.5,
-        "pad_language_to": "max_length",
-        "normalization_mapping": {
-            "VISUAL": NormalizationMode.MEAN_STD,
-            "STATE": NormalizationMode.QUANTILES,
-            "ACTION": NormalizationMode.QUANTILE10,
-        },
-    },
+DEFAULT_MAPPING = {
+    "VISUAL": NormalizationMode.IDENTITY,
+    "STATE": NormalizationMode.MEAN_STD,
+    "ACTION": NormalizationMode.MIN_MAX,
 }
-"""SmolVLA settings beyond the shared ones. ``interleaved``: SmolVLA's default layout (4 of the 6
-backbone layers kept, an expert layer per VLM layer, joint attention every 2nd layer, cross-attention
-between). ``skipping``: a 2-layer expert that skips every other VLM layer, cross-attention only, a
-narrower expert, instructions padded to the maximum length, and the other normalisation modes
-(images normalised too). ``reach``: a 2-layer SmolVLA for ``REACH``."""
-ROBOTS = {"interleaved": TWO_CAMERAS, "skipping": TWO_CAMERAS, "reach": REACH}
+VARIANTS: dict[str, Variant] = {
+    "interleaved": Variant(
+        {"num_vlm_layers": 4, "self_attn_every_n_layers": 2, "normalization_mapping": DEFAULT_MAPPING},
+        TWO_CAMERAS,
+        TINY,
+    ),
+    "skipping": Variant(
+        {
+            "num_vlm_layers": 4,
+            "num_expert_layers": 2,
+            "self_attn_every_n_layers": -1,
+            "expert_width_multiplier": 0.5,
+            "pad_language_to": "max_length",
+            "normalization_mapping": {
+                "VISUAL": NormalizationMode.MEAN_STD,
+                "STATE": NormalizationMode.QUANTILES,
+                "ACTION": NormalizationMode.QUANTILE10,
+            },
+        },
+        TWO_CAMERAS,
+        TINY_WIDE_GROUPS,
+    ),
+    "reach": Variant({"num_vlm_layers": 2, "self_attn_every_n_layers": 2}, REACH, TINY),
+    "full": Variant(
+        {"normalization_mapping": DEFAULT_MAPPING},
+        Robot({"top": (480, 640), "wrist": (240, 320)}, state_dim=6, action_dim=6),
+        SMOLVLM2_500M,
+        image_size=512,
+        chunk=50,
+        num_steps=10,
+    ),
+}
+"""``interleaved``: SmolVLA's default layout (4 of the 6 backbone layers kept, an expert layer per VLM
+layer, joint attention every 2nd layer, cross-attention between). ``skipping``: a 2-layer expert that
+skips every other VLM layer, cross-attention only, a narrower expert, instructions padded to the
+maximum length, the other normalisation modes (images normalised too), and a backbone with 3 query
+heads per key/value head and a pixel shuffle of 4. ``reach``: a 2-layer SmolVLA for ``REACH``.
+``full``: SmolVLA's defaults (16 of 32 VLM layers, chunk 50, 10 steps, 512-pixel images) on the
+SmolVLM2-500M sizes: 450M parameters, minutes on a CPU, not run by the tests."""
 SPECIAL = [
     "<|endoftext|>",
     "<unk>",
@@ -110,8 +207,8 @@ SPECIAL = [
 ]
 
 
-def write_vlm_dir(directory: Path) -> None:
-    """A tiny SmolVLM (6 text layers of width 64, a 2-layer vision tower on 32-pixel images)."""
+def write_vlm_dir(directory: Path, variant: Variant) -> None:
+    """The variant's SmolVLM backbone folder: config, a word-level tokenizer, the processor files."""
     words = sorted({w for text in INSTRUCTIONS for w in text.split()} | {"\n", "the", "a", "cube"})
     vocab = {token: index for index, token in enumerate([*SPECIAL, *words])}
     backend = Tokenizer(WordLevel(vocab=vocab, unk_token="<unk>"))
@@ -132,55 +229,39 @@ def write_vlm_dir(directory: Path) -> None:
             "end_of_utterance_token": "<end_of_utterance>",
         },
     )
-    text = LlamaConfig(
-        vocab_size=len(vocab),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=6,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        rms_norm_eps=1e-5,
-        pad_token_id=0,
-    )
-    vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 2,
-        "image_size": IMAGE_SIZE,
-        "patch_size": 8,
-    }
+    text = LlamaConfig(vocab_size=len(vocab), rms_norm_eps=1e-5, pad_token_id=0, **variant.backbone.text)
     config = SmolVLMConfig(
         text_config=text.to_dict(),
-        vision_config=vision,
-        scale_factor=2,
+        vision_config={**variant.backbone.vision, "image_size": variant.image_size},
+        scale_factor=variant.backbone.scale_factor,
         image_token_id=vocab["<image>"],
         vocab_size=len(vocab),
     )
     config.save_pretrained(directory)
-    image_processor = SmolVLMImageProcessor(
-        size={"longest_edge": IMAGE_SIZE}, max_image_size={"longest_edge": IMAGE_SIZE}
-    )
+    side = {"longest_edge": variant.image_size}
+    image_processor = SmolVLMImageProcessor(size=side, max_image_size=side)
     processor = SmolVLMProcessor(
         image_processor=image_processor,
         tokenizer=tokenizer,
         video_processor=SmolVLMVideoProcessor(),
-        image_seq_len=4,
+        image_seq_len=(
+            variant.image_size // variant.backbone.vision["patch_size"] // variant.backbone.scale_factor
+        )
+        ** 2,
     )
     processor.save_pretrained(directory)
 
 
-def build_policy(vlm_dir: Path, policy_dir: Path, variant: str, rng: np.random.Generator) -> None:
-    robot = ROBOTS[variant]
-    """LeRobot's SmolVLA from the tiny backbone, saved with its processors and dataset-like stats."""
+def build_policy(vlm_dir: Path, policy_dir: Path, variant: Variant, rng: np.random.Generator) -> None:
+    """LeRobot's SmolVLA on the backbone, saved with its processors and dataset-like stats."""
+    robot = variant.robot
     config = SmolVLAConfig(
         vlm_model_name=str(vlm_dir),
         load_vlm_weights=False,
-        chunk_size=CHUNK,
-        n_action_steps=CHUNK,
-        num_steps=NUM_STEPS,
-        resize_imgs_with_padding=(IMAGE_SIZE, IMAGE_SIZE),
+        chunk_size=variant.chunk,
+        n_action_steps=variant.chunk,
+        num_steps=variant.num_steps,
+        resize_imgs_with_padding=(variant.image_size, variant.image_size),
         tokenizer_max_length=12,
         device="cpu",
         input_features={
@@ -191,7 +272,7 @@ def build_policy(vlm_dir: Path, policy_dir: Path, variant: str, rng: np.random.G
             "observation.state": PolicyFeature(FeatureType.STATE, (robot.state_dim,)),
         },
         output_features={"action": PolicyFeature(FeatureType.ACTION, (robot.action_dim,))},
-        **VARIANTS[variant],
+        **variant.settings,
     )
     policy = SmolVLAPolicy(config)
     spread_weights(policy)
@@ -248,11 +329,12 @@ def vector_stats(rng: np.random.Generator, dim: int, scale: float) -> dict[str, 
     }
 
 
-def main(out: Path, variant: str) -> None:
+def main(out: Path, name: str) -> None:
     torch.manual_seed(SEED)
     rng = np.random.default_rng(SEED)
+    variant = VARIANTS[name]
     vlm_dir, policy_dir = out / "vlm", out / "policy"
-    write_vlm_dir(vlm_dir)
+    write_vlm_dir(vlm_dir, variant)
     build_policy(vlm_dir, policy_dir, variant, rng)
 
     policy = SmolVLAPolicy.from_pretrained(policy_dir)
@@ -267,13 +349,13 @@ def main(out: Path, variant: str) -> None:
         to_output=transition_to_policy_action,
     )
 
-    robot = ROBOTS[variant]
+    robot, chunk_size = variant.robot, variant.chunk
     images = {
         c: rng.integers(0, 256, (BATCH, h, w, 3), dtype=np.uint8) for c, (h, w) in robot.cameras.items()
     }
     state = rng.normal(size=(BATCH, robot.state_dim)).astype(np.float32) * 2.0
     max_action_dim = policy.config.max_action_dim
-    noise = torch.randn(BATCH, CHUNK, max_action_dim, generator=torch.Generator().manual_seed(SEED + 1))
+    noise = torch.randn(BATCH, chunk_size, max_action_dim, generator=torch.Generator().manual_seed(SEED + 1))
 
     observation = preprocess_observation({"pixels": images, "agent_pos": state})
     batch = preprocessor({**observation, "task": list(INSTRUCTIONS)})
@@ -281,8 +363,10 @@ def main(out: Path, variant: str) -> None:
         chunk = policy.predict_action_chunk(batch, noise=noise.clone())
     actions = postprocessor(chunk)
 
-    raw_actions = (rng.normal(size=(BATCH, CHUNK, robot.action_dim)) * 0.5).astype(np.float32)
-    loss_noise = torch.randn(BATCH, CHUNK, max_action_dim, generator=torch.Generator().manual_seed(SEED + 2))
+    raw_actions = (rng.normal(size=(BATCH, chunk_size, robot.action_dim)) * 0.5).astype(np.float32)
+    loss_noise = torch.randn(
+        BATCH, chunk_size, max_action_dim, generator=torch.Generator().manual_seed(SEED + 2)
+    )
     loss_time = torch.tensor([0.9, 0.35, 0.05], dtype=torch.float32)
     train_batch = preprocessor(
         {**observation, "action": torch.from_numpy(raw_actions), "task": list(INSTRUCTIONS)}
