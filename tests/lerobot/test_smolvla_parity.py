@@ -7,6 +7,7 @@ does, and must give the same numbers from the same raw inputs (float32, within 1
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,16 @@ HUB_BACKBONE = "HuggingFaceTB/SmolVLM2-500M-Video-Instruct"
 
 
 VARIANTS = ("interleaved", "skipping")
-"""The reference script's model variants (its ``VARIANTS``)."""
+"""The reference script's tiny model variants (its ``VARIANTS``)."""
+FULL_SIZE = pytest.param(
+    "full",
+    marks=pytest.mark.skipif(
+        os.environ.get("VLA_RL_SMOLVLA_FULL") != "1",
+        reason="the full-size SmolVLA (450M parameters, minutes and gigabytes on a CPU) runs on request: "
+        "VLA_RL_SMOLVLA_FULL=1 make test-lerobot",
+    ),
+)
+"""The full-size variant, checked on request."""
 
 
 @pytest.fixture(scope="module", params=VARIANTS)
@@ -49,15 +59,27 @@ def observation(arrays: dict[str, np.ndarray]) -> dict[str, object]:
 
 
 def test_smolvla_actions_and_loss_equal_lerobot(reference) -> None:
-    out, arrays = reference
+    assert_equal_to_lerobot(*reference)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", [FULL_SIZE])
+def test_full_size_smolvla_equals_lerobot(run_lerobot, tmp_path: Path, variant: str) -> None:
+    """SmolVLA's defaults on the SmolVLM2-500M sizes (450M parameters, 512-pixel images, chunk 50,
+    10 steps): minutes and gigabytes on a CPU, so only with ``VLA_RL_SMOLVLA_FULL=1``."""
+    arrays = run_lerobot("smolvla_reference.py", tmp_path, variant, out=tmp_path / "reference.npz")
+    assert_equal_to_lerobot(tmp_path, arrays)
+
+
+def assert_equal_to_lerobot(out: Path, arrays: dict[str, np.ndarray]) -> None:
+    """vla-rl's tokens, action chunk and flow-matching losses for the reference's raw batch, noise
+    and time equal LeRobot's (``TOLERANCE``); prints the measured differences."""
     policy = load_chunk_policy("smolvla", out / "policy").eval()
     obs = observation(arrays)
 
     inputs = build_inputs(obs, policy.folder, policy.arch, policy.cfg, policy.tokenizer, policy.device)
-    np.testing.assert_array_equal(
-        inputs.tokens.numpy(), arrays["lang_tokens"]
-    )  # newline, truncation, padding
-    np.testing.assert_array_equal(inputs.token_mask.numpy(), arrays["lang_mask"])
+    np.testing.assert_array_equal(inputs.tokens.numpy(), arrays["lang_tokens"])  # newline, truncation
+    np.testing.assert_array_equal(inputs.token_mask.numpy(), arrays["lang_mask"])  # and padding
 
     actions = policy.predict_chunk(obs, torch.from_numpy(arrays["noise"])).numpy()
     assert actions.shape == arrays["actions"].shape
@@ -74,8 +96,9 @@ def test_smolvla_actions_and_loss_equal_lerobot(reference) -> None:
     loss_error = abs(float(losses.mean()) - float(arrays["loss"]))
     print(
         f"smolvla vs LeRobot: max |action diff| {action_error:.3g} (actions up to "
-        f"{np.abs(arrays['actions']).max():.3g}), max |loss entry diff| {loss_entry_error:.3g}, "
-        f"|loss diff| {loss_error:.3g} (loss {float(arrays['loss']):.4g})"
+        f"{np.abs(arrays['actions']).max():.3g}), max |loss entry diff| {loss_entry_error:.3g} (entries up "
+        f"to {np.abs(arrays['losses']).max():.3g}), |loss diff| {loss_error:.3g} "
+        f"(loss {float(arrays['loss']):.4g})"
     )
     assert action_error <= TOLERANCE
     assert loss_entry_error <= TOLERANCE
