@@ -281,6 +281,8 @@ def test_misconfigurations_are_config_errors_naming_the_key(reference, tmp_path:
         policy.sample(obs)
     with pytest.raises(ConfigError, match="'policy.kwargs.chunk_len'"):
         build_chunk_policy("smolvla", pretrained_dir=str(folder), chunk_len=4)
+    with pytest.raises(ConfigError, match="'policy.kwargs.action_dim': 4 != .* 7"):
+        build_chunk_policy("smolvla", pretrained_dir=str(folder), action_dim=4)
     with pytest.raises(ConfigError, match="'policy.kwargs.vlm_dir'"):
         build_chunk_policy("smolvla", pretrained_dir=str(folder), vlm_dir=str(tmp_path))
     aloha = tmp_path / "aloha"

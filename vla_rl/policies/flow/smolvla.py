@@ -68,10 +68,16 @@ class SmolVLAPolicy(FlowChainPolicy):
         self.cfg = cfg
         self.chunk_len = int(self.arch.chunk_size)
         action = self.folder.output_features.get(ACTION_KEY)
-        folder_action_dim = action.shape[0] if action is not None else self.arch.max_action_dim
-        self.action_dim = int(cfg.action_dim or folder_action_dim)
-        if self.action_dim > self.arch.max_action_dim:
-            raise ValueError(f"action_dim {self.action_dim} > max_action_dim {self.arch.max_action_dim}")
+        if action is None:
+            raise ConfigError(
+                f"config key 'policy.init_from': {self.folder.path} has no {ACTION_KEY!r} output"
+            )
+        self.action_dim = int(action.shape[0])
+        if cfg.action_dim is not None and cfg.action_dim != self.action_dim:
+            raise ConfigError(
+                f"config key 'policy.kwargs.action_dim': {cfg.action_dim} != the folder's {ACTION_KEY} width "
+                f"{self.action_dim} (its statistics and the robot it was trained on have that many)"
+            )
         width = self.model.width
         self.value_head = nn.Sequential(
             nn.Linear(width, cfg.value_hidden_dim), nn.SiLU(), nn.Linear(cfg.value_hidden_dim, 1)

@@ -98,7 +98,7 @@ class SmolVLAPolicyConfig(ExplorationConfig, DictConfig):
     state_keys: list[str] = field(default_factory=lambda: ["proprio"])
     """Vector observations concatenated into ``observation.state`` (its width must be the folder's)."""
     action_dim: int | None = None
-    """Real action values per step; None: the folder's ``action`` feature width."""
+    """Real action values per step: None or the folder's ``action`` feature width (checked)."""
     num_denoising_steps: int | None = None
     """Euler steps K; None: the folder's ``num_steps``."""
     value_hidden_dim: int = 64
