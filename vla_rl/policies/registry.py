@@ -29,6 +29,7 @@ POLICIES: dict[str, str] = {
     "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPPolicy",
     "pi0": "vla_rl.policies.flow.pi0:Pi0Policy",
     "pi05": "vla_rl.policies.flow.pi05:Pi05Policy",
+    "smolvla": "vla_rl.policies.flow.smolvla:SmolVLAPolicy",
     "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
     "chunk_vla": "vla_rl.policies.vla.chunk_vla:ChunkVLA",
 }
