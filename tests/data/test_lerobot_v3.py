@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from vla_rl.data.lerobot_format import dataset_writer, open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
 from vla_rl.data.lerobot_v3_stats import frame_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
+from vla_rl.data.video import read_video
 
 
 def test_lossless_round_trip_and_layout(tmp_path: Path) -> None:
@@ -117,44 +120,99 @@ def test_size_caps_start_new_files_and_chunks(tmp_path: Path) -> None:
     np.testing.assert_array_equal(dataset.column("action"), np.concatenate([e.actions for e in episodes]))
 
 
-def test_default_h264_shard_decodes_as_the_episode_files(tmp_path: Path) -> None:
-    """Episodes are appended to a shard by stream copy: each decodes exactly as its own video file
-    (v2.1's layout, the same encoder settings) does, including a one-frame episode between two others."""
+def test_default_h264_episodes_seek_into_one_stream(tmp_path: Path) -> None:
+    """With the default lossy H.264 the episodes are one continuous stream (an episode need not start at
+    a keyframe): each episode read by seeking equals its frames in a decode of the whole file, including a
+    one-frame episode between two others, and each decoded frame is nearest to the frame recorded there."""
     rng = np.random.default_rng(1)
     episodes = [random_episode(rng, length, "reach", image_size=32) for length in (6, 1, 9)]
     for offset, episode in enumerate(episodes):
         episode.images["front"] = np.roll(smooth_frames(len(episode), 32), 5 * offset, axis=1)
-    shards = LeRobotV3Dataset(write_dataset(tmp_path / "v30", episodes, fps=10.0, codebase_version="v3.0"))
-    files = LeRobotDataset(write_dataset(tmp_path / "v21", episodes, fps=10.0))
-    for from_shard, from_file in zip(shards.episodes(), files.episodes(), strict=True):
-        np.testing.assert_array_equal(from_shard.images["front"], from_file.images["front"])
+    dataset = LeRobotV3Dataset(write_dataset(tmp_path / "v30", episodes, fps=10.0, codebase_version="v3.0"))
+    whole = read_video(dataset.video_file(0, "observation.images.front"))
+    assert len(whole) == 16
+    recorded = np.concatenate([e.images["front"] for e in episodes]).astype(np.int64)
+    starts = np.cumsum([0, 6, 1])
+    for start, expected, got in zip(starts, episodes, dataset.episodes(), strict=True):
+        np.testing.assert_array_equal(got.images["front"], whole[start : start + len(expected)])
+        errors = np.abs(got.images["front"][:, None].astype(np.int64) - recorded[None]).mean(axis=(2, 3, 4))
+        np.testing.assert_array_equal(errors.argmin(axis=1), start + np.arange(len(expected)))
 
 
-def test_resume_after_a_crash_drops_rows_without_meta(tmp_path: Path) -> None:
-    episodes = three_episodes(4, cameras=("front",))
+def _crash_after(root: Path, seed: int, lengths: tuple[int, ...], finalize_every: int) -> None:
+    """Write random episodes of ``lengths`` in another process that is killed (SIGKILL) before it closes
+    the writer: no finalise, no clean-up, as a power cut or an out-of-memory kill would leave it."""
+    script = f"""
+import os, signal, sys
+import numpy as np
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from data_test_episodes import random_episode
+from vla_rl.data import LOSSLESS_VIDEO
+from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
+from vla_rl.data.video import read_video
+rng = np.random.default_rng({seed})
+writer = LeRobotV3Writer({str(root)!r}, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes={finalize_every})
+for number, length in enumerate({lengths!r}):
+    writer.add_episode(random_episode(rng, length, f"task {{number % 2}}"))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert result.returncode == -signal.SIGKILL, result.stderr
+
+
+def test_a_crash_loses_only_the_episodes_since_the_last_finalise(tmp_path: Path) -> None:
     root = tmp_path / "ds"
-    writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO)
-    writer.add_episode(episodes[0])
-    writer.add_episode(episodes[1])
-    meta_after_two = tmp_path / "meta_after_two"
-    shutil.copytree(root / "meta", meta_after_two)
-    writer.add_episode(episodes[2])
-    # a crash after episode 2's frames and video were written but before its meta files were
-    shutil.rmtree(root / "meta")
-    shutil.copytree(meta_after_two, root / "meta")
-    assert pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 16
-    replacement = random_episode(np.random.default_rng(5), 6, "wave", cameras=("front",))
-    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, append=True) as resumed:
-        assert resumed.add_episode(replacement) == 2
-    assert pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 12
-    assert (root / "data/chunk-000/file-001.parquet").is_file()
-    assert (root / "videos/observation.images.front/chunk-000/file-001.mp4").is_file()
+    lengths = (5, 7, 4, 6, 3)
+    _crash_after(root, 4, lengths, finalize_every=2)
+    rng = np.random.default_rng(4)
+    written = [random_episode(rng, length, f"task {number % 2}") for number, length in enumerate(lengths)]
+    # finalised after episodes 1 and 3; episode 4 was in the open files
     dataset = LeRobotV3Dataset(root)
-    assert dataset.num_episodes == 3 and dataset.info["total_frames"] == 18
-    assert dataset.tasks == {0: "put the red cube on the blue pad", 1: "pick up the cube", 2: "wave"}
-    for expected, got in zip([*episodes[:2], replacement], dataset.episodes(), strict=True):
+    assert dataset.num_episodes == 4 and dataset.info["total_frames"] == 22
+    for expected, got in zip(written[:4], dataset.episodes(), strict=True):
         assert_same_episode(expected, got)
-    assert dataset.dataset_stats()["action"]["count"].tolist() == [18]
+    assert [dataset.episode_path(i).name for i in range(4)] == ["file-000.parquet"] * 2 + [
+        "file-001.parquet"
+    ] * 2
+    assert (root / "data/chunk-000/file-002.parquet.partial").is_file()
+    assert (root / "videos/observation.images.front/chunk-000/file-002.mp4.partial").is_file()
+    assert dataset.dataset_stats()["action"]["count"].tolist() == [22]
+
+    replacement = random_episode(np.random.default_rng(5), 6, "wave")
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, append=True) as resumed:
+        assert resumed.add_episode(replacement) == 4
+    assert not list(root.rglob("*.partial"))
+    dataset = LeRobotV3Dataset(root)
+    assert dataset.num_episodes == 5 and dataset.info["total_frames"] == 28
+    assert dataset.tasks == {0: "task 0", 1: "task 1", 2: "wave"}
+    for expected, got in zip([*written[:4], replacement], dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    assert dataset.episode_path(4).name == "file-002.parquet"
+    assert dataset.dataset_stats()["action"]["count"].tolist() == [28]
+
+
+def test_finalise_starts_new_files_and_a_failed_episode_rolls_back(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    episodes = three_episodes(6, cameras=("front",))
+    writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes=0)
+    writer.add_episode(episodes[0])
+    assert not (root / "meta/info.json").exists()  # no dataset before the first finalise
+    writer.finalize()
+    assert LeRobotV3Dataset(root).num_episodes == 1
+    writer.add_episode(episodes[1])
+    bad = random_episode(np.random.default_rng(7), 3, "odd")
+    bad.images["front"] = np.zeros((3, 16, 16, 3), np.float32)  # not uint8: the video write fails
+    with pytest.raises(ValueError, match="uint8"):
+        writer.add_episode(bad)
+    # episode 1 was in the open files with it: both are gone, as after a crash
+    assert writer.num_episodes == 1 and not list(root.rglob("*.partial"))
+    assert writer.add_episode(episodes[2]) == 1
+    writer.close()
+    dataset = LeRobotV3Dataset(root)
+    assert dataset.num_episodes == 2 and dataset.tasks == {0: "put the red cube on the blue pad"}
+    for expected, got in zip([episodes[0], episodes[2]], dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    assert [dataset.episode_path(i).name for i in range(2)] == ["file-000.parquet", "file-001.parquet"]
 
 
 def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -> None:
@@ -166,15 +224,14 @@ def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -
     assert_same_episode(episode, LeRobotV3Dataset(tmp_path / "ds").episode(0))
 
 
-def test_resume_after_a_crash_in_the_first_episode(tmp_path: Path) -> None:
+def test_a_crash_before_the_first_finalise_leaves_no_dataset(tmp_path: Path) -> None:
     root = tmp_path / "ds"
-    LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO).add_episode(
-        random_episode(np.random.default_rng(8), 4, "a")
-    )
-    shutil.rmtree(root / "meta")  # the crash: frames and video written, no meta file yet
+    _crash_after(root, 8, (4, 3), finalize_every=0)
+    assert not (root / "meta/info.json").exists() and list(root.rglob("*.partial"))
     episode = random_episode(np.random.default_rng(9), 3, "b")
-    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO) as again:
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO) as again:  # a new dataset: no append needed
         assert again.add_episode(episode) == 0
+    assert not list(root.rglob("*.partial"))
     dataset = LeRobotV3Dataset(root)
     assert dataset.num_episodes == 1 and pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 3
     assert_same_episode(episode, dataset.episode(0))
