@@ -18,7 +18,8 @@ from vla_rl.data.lerobot_format import dataset_writer, open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
 from vla_rl.data.lerobot_v3_stats import frame_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
-from vla_rl.data.video import read_video
+from vla_rl.data.video import VideoSettings, read_video
+from vla_rl.data.video_shards import VideoStream
 
 
 def test_lossless_round_trip_and_layout(tmp_path: Path) -> None:
@@ -149,7 +150,8 @@ sys.path.insert(0, {str(Path(__file__).parent)!r})
 from data_test_episodes import random_episode
 from vla_rl.data import LOSSLESS_VIDEO
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
-from vla_rl.data.video import read_video
+from vla_rl.data.video import VideoSettings, read_video
+from vla_rl.data.video_shards import VideoStream
 rng = np.random.default_rng({seed})
 writer = LeRobotV3Writer({str(root)!r}, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes={finalize_every})
 for number, length in enumerate({lengths!r}):
@@ -191,7 +193,9 @@ def test_a_crash_loses_only_the_episodes_since_the_last_finalise(tmp_path: Path)
     assert dataset.dataset_stats()["action"]["count"].tolist() == [28]
 
 
-def test_finalise_starts_new_files_and_a_failed_episode_rolls_back(tmp_path: Path) -> None:
+def test_finalise_starts_new_files_and_a_failed_episode_rolls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "ds"
     episodes = three_episodes(6, cameras=("front",))
     writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes=0)
@@ -200,11 +204,11 @@ def test_finalise_starts_new_files_and_a_failed_episode_rolls_back(tmp_path: Pat
     writer.finalize()
     assert LeRobotV3Dataset(root).num_episodes == 1
     writer.add_episode(episodes[1])
-    bad = random_episode(np.random.default_rng(7), 3, "odd")
-    bad.images["front"] = np.zeros((3, 16, 16, 3), np.float32)  # not uint8: the video write fails
-    with pytest.raises(ValueError, match="uint8"):
-        writer.add_episode(bad)
-    # episode 1 was in the open files with it: both are gone, as after a crash
+    with monkeypatch.context() as patch:
+        patch.setattr(VideoStream, "add", _disk_full)
+        with pytest.raises(OSError, match="No space left"):
+            writer.add_episode(random_episode(np.random.default_rng(7), 3, "odd"))
+    # episode 1 was in the open files with the failed one: both are gone, as after a crash
     assert writer.num_episodes == 1 and not list(root.rglob("*.partial"))
     assert writer.add_episode(episodes[2]) == 1
     writer.close()
@@ -213,6 +217,18 @@ def test_finalise_starts_new_files_and_a_failed_episode_rolls_back(tmp_path: Pat
     for expected, got in zip([episodes[0], episodes[2]], dataset.episodes(), strict=True):
         assert_same_episode(expected, got)
     assert [dataset.episode_path(i).name for i in range(2)] == ["file-000.parquet", "file-001.parquet"]
+
+
+def _disk_full(*args: object) -> int:
+    raise OSError(28, "No space left on device")
+
+
+def test_a_file_that_cannot_be_finished_rolls_back(tmp_path: Path) -> None:
+    writer = LeRobotV3Writer(tmp_path / "ds", 20.0, video=VideoSettings(codec="no-such-encoder"))
+    writer.add_episode(random_episode(np.random.default_rng(8), 4, "a"))
+    with pytest.raises(RuntimeError, match="ffmpeg"):
+        writer.close()
+    assert writer.num_episodes == 0 and not list((tmp_path / "ds").rglob("*.partial"))
 
 
 def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ file already holds; ``finish`` writes the footer and moves the file into place.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -55,6 +56,9 @@ class ParquetStream:
 
     def discard(self) -> None:
         """Close and remove the unfinished file."""
+        if self._writer is not None:
+            with contextlib.suppress(OSError, pa.ArrowException):  # e.g. a full disk: the file goes anyway
+                self._writer.close()
         if self._sink is not None and not self._sink.closed:
             self._sink.close()
         self.partial.unlink(missing_ok=True)
