@@ -255,7 +255,7 @@ def test_a_crash_before_the_first_finalise_leaves_no_dataset(tmp_path: Path) -> 
 
 def test_versions_are_chosen_and_refused_clearly(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
-    write_dataset(tmp_path / "v21", [random_episode(rng, 2, "a")], fps=20.0)
+    write_dataset(tmp_path / "v21", [random_episode(rng, 2, "a")], fps=20.0, codebase_version="v2.1")
     assert type(open_dataset(tmp_path / "v21")) is LeRobotDataset
     with pytest.raises(ValueError, match="is not a LeRobot v3.x layout"):
         LeRobotV3Dataset(tmp_path / "v21")

@@ -279,7 +279,9 @@ def test_lerobot_v30_images_in_parquet_read_by_vla_rl(tmp_path: Path, run_lerobo
 def test_vla_rl_v21_converted_by_lerobot(tmp_path: Path, run_lerobot) -> None:
     """LeRobot 0.4 writes only v3.0; its converter takes vla-rl's v2.1 to v3.0, which both then read."""
     episodes = _episodes(2, (3, 6, 5), cameras=("front",))
-    root = write_dataset(tmp_path / "ours_v21", episodes, fps=15.0, robot_type="panda", video=LOSSLESS_VIDEO)
+    root = write_dataset(
+        tmp_path / "ours_v21", episodes, fps=15.0, codebase_version="v2.1", robot_type="panda", video=LOSSLESS_VIDEO
+    )
     read = run_lerobot(
         "lerobot_datasets.py", "convert", root, tmp_path / "read.npz", out=tmp_path / "read.npz"
     )

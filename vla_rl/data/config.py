@@ -17,7 +17,11 @@ from vla_rl.config.structured import (
     positive,
     validate_structured,
 )
-from vla_rl.data.lerobot_format import DATASET_WRITERS, DEFAULT_CODEBASE_VERSION
+from vla_rl.data.lerobot_format import (
+    DATASET_WRITERS,
+    DEFAULT_CODEBASE_VERSION,
+    DEFAULT_FINALIZE_EVERY_EPISODES,
+)
 from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
 from vla_rl.envs.config import ENV_CHECKS, EnvConfig
 
@@ -80,6 +84,10 @@ class CollectConfig:
     codebase_version: str = DEFAULT_CODEBASE_VERSION
     """LeRobot dataset version written: ``v3.0`` (LeRobot 0.4's format: many episodes per parquet and mp4
     file) or ``v2.1`` (one parquet and one mp4 per episode); appending needs the existing dataset's."""
+    finalize_every_episodes: int = DEFAULT_FINALIZE_EVERY_EPISODES
+    """v3.0: finish the open data and video files and rewrite the meta files every this many episodes
+    (each finalise starts new files; a crash loses at most the episodes since the last one); 0: only
+    when a file reaches its size cap and at the end. v2.1 finishes every episode as it is written."""
     append: bool = False
     """Add episodes to an existing dataset at ``output_dir`` instead of refusing to touch it (give a new
     ``seed``, or the added episodes repeat the first ones)."""
@@ -100,7 +108,7 @@ COLLECT_CHECKS: tuple[Check[CollectConfig], ...] = (
     ),
     *nested("env", ENV_CHECKS),
     *positive("num_episodes", "torch_num_threads"),
-    *not_negative("noise_std", "video.crf"),
+    *not_negative("noise_std", "video.crf", "finalize_every_episodes"),
     Check("output_dir", lambda c: bool(c.output_dir), "must name the dataset directory"),
     Check(
         "codebase_version",

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from vla_rl.data.episode import Episode
+from vla_rl.data.lerobot_format import DEFAULT_FINALIZE_EVERY_EPISODES
 from vla_rl.data.lerobot_layout import INFO_PATH, atomic_write_text, camera_key
 from vla_rl.data.lerobot_reader import column_to_numpy
 from vla_rl.data.lerobot_v3_layout import (
@@ -60,9 +61,6 @@ from vla_rl.data.stats import stats_to_json
 from vla_rl.data.video import VideoSettings
 from vla_rl.data.video_shards import VideoStream
 
-DEFAULT_FINALIZE_EVERY_EPISODES = 50
-"""Episodes between two finalises of a v3.0 writer unless told: what a crash can lose, against one more
-data and video file (and a rewrite of the meta files) per that many episodes."""
 SHARD_NAME = re.compile(r"chunk-(\d+)/file-(\d+)\.(parquet|mp4)")
 """The chunk and file numbers in a data or video file's path (finished or ``.partial``)."""
 
