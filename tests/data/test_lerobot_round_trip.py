@@ -20,7 +20,9 @@ from vla_rl.data.episode import Episode
 
 def test_lossless_round_trip_is_exact(tmp_path: Path) -> None:
     episodes = three_episodes(0)
-    write_dataset(tmp_path / "ds", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO, codebase_version="v2.1")
+    write_dataset(
+        tmp_path / "ds", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO, codebase_version="v2.1"
+    )
     dataset = LeRobotDataset(tmp_path / "ds")
     assert dataset.num_episodes == len(dataset) == 3
     assert dataset.num_frames == 16

@@ -177,7 +177,8 @@ def test_a_crash_loses_only_the_episodes_since_the_last_finalise(tmp_path: Path)
         "file-001.parquet"
     ] * 2
     assert (root / "data/chunk-000/file-002.parquet.partial").is_file()
-    assert (root / "videos/observation.images.front/chunk-000/file-002.mp4.partial").is_file()
+    # the video's .partial file may come later: ffmpeg, its own process, still writes what it was sent
+    assert not (root / "videos/observation.images.front/chunk-000/file-002.mp4").exists()
     assert dataset.dataset_stats()["action"]["count"].tolist() == [22]
 
     replacement = random_episode(np.random.default_rng(5), 6, "wave")
@@ -228,7 +229,8 @@ def test_a_file_that_cannot_be_finished_rolls_back(tmp_path: Path) -> None:
     writer.add_episode(random_episode(np.random.default_rng(8), 4, "a"))
     with pytest.raises(RuntimeError, match="ffmpeg"):
         writer.close()
-    assert writer.num_episodes == 0 and not list((tmp_path / "ds").rglob("*.partial"))
+    # the data file was finished before the video failed: it goes too, as no episode points into it
+    assert writer.num_episodes == 0 and not list((tmp_path / "ds").rglob("file-*"))
 
 
 def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -> None:

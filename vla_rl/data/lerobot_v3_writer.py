@@ -287,13 +287,13 @@ class LeRobotV3Writer(LeRobotWriterBase):
         try:
             if self._data is not None:
                 self._data[1].finish()
-                self._data = None
-            for key in list(self._videos):
-                self._videos.pop(key)[1].finish()
+            for _, stream in self._videos.values():
+                stream.finish()
+            self._write_meta()
         except BaseException:
-            self._roll_back()
+            self._roll_back()  # the files finished so far go too: no episode in meta/ points into them
             raise
-        self._write_meta()
+        self._data, self._videos = None, {}
         self._finalized = self._state()
 
     def _state(self) -> tuple[int, dict[str, int], int, dict[str, tuple[int, int]]]:

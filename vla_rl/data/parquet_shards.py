@@ -19,7 +19,7 @@ from vla_rl.data.lerobot_v3_layout import partial_path
 
 class ParquetStream:
     """One parquet file being filled: ``add`` appends a table (every one with the first one's schema),
-    ``finish`` closes the file and moves it to ``path``, ``discard`` removes it unfinished."""
+    ``finish`` closes the file and moves it to ``path``, ``discard`` removes it (finished or not)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -28,6 +28,8 @@ class ParquetStream:
         """Rows written so far."""
         self._sink: pa.NativeFile | None = None
         self._writer: pq.ParquetWriter | None = None
+        self.finished = False
+        """Whether ``finish`` moved the file to ``path``."""
 
     def add(self, table: pa.Table) -> None:
         """Write ``table``'s rows after those already in the file."""
@@ -53,9 +55,13 @@ class ParquetStream:
         self._writer.close()
         self._sink.close()
         os.replace(self.partial, self.path)
+        self.finished = True
 
     def discard(self) -> None:
-        """Close and remove the unfinished file."""
+        """Close and remove the file (at ``path`` once finished: no reader may count on it yet)."""
+        if self.finished:
+            self.path.unlink(missing_ok=True)
+            return
         if self._writer is not None:
             with contextlib.suppress(OSError, pa.ArrowException):  # e.g. a full disk: the file goes anyway
                 self._writer.close()

@@ -31,8 +31,8 @@ def _ffmpeg() -> str:
 class VideoStream:
     """One mp4 file being filled: ``add`` pipes uint8 frames [T, H, W, 3] to an ffmpeg process that
     encodes them with ``settings`` as they come; ``finish`` ends the stream and moves the file to
-    ``path``; ``discard`` stops ffmpeg and removes what it wrote. Every ``add`` must bring frames of the
-    first one's size."""
+    ``path``; ``discard`` stops ffmpeg and removes the file (finished or not). Every ``add`` must bring
+    frames of the first one's size."""
 
     def __init__(self, path: Path, fps: float, settings: VideoSettings) -> None:
         self.path = path
@@ -43,22 +43,31 @@ class VideoStream:
         """Frames sent to the encoder so far; the next episode starts at this frame."""
         self._frame_shape: tuple[int, ...] | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._fd: int | None = None
+        """The open ``.partial`` file, which ffmpeg writes into."""
+        self.finished = False
+        """Whether ``finish`` moved the file to ``path``."""
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - open as long as the stream is
         """ffmpeg's error output (a file, not a pipe: a full pipe would stall ffmpeg)."""
 
     def _start(self, height: int, width: int) -> subprocess.Popen[bytes]:
         self.partial.parent.mkdir(parents=True, exist_ok=True)
+        # the file is created here and ffmpeg writes into it through /dev/fd: if this process dies and
+        # a resumed writer removes the .partial name and starts a file of that name, the orphaned ffmpeg
+        # can only finish the old (unlinked) file, never touch the new one
+        self._fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         fps = Fraction(self.fps).limit_denominator()
         command = [_ffmpeg(), "-y", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgb24"]
         command += ["-s", f"{width}x{height}", "-r", str(fps), "-i", "-", "-an"]
         command += ["-vcodec", self.settings.codec, "-pix_fmt", self.settings.pix_fmt]
-        command += [*encoder_params(self.settings), "-f", "mp4", str(self.partial)]
+        command += [*encoder_params(self.settings), "-f", "mp4", f"file:/dev/fd/{self._fd}"]
         # its own session: a Ctrl+C meant for the collection does not cut the file short
         return subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=self._log,
+            pass_fds=(self._fd,),
             start_new_session=True,
         )
 
@@ -75,6 +84,7 @@ class VideoStream:
         assert self._process is not None and self._process.stdin is not None
         try:
             self._process.stdin.write(memoryview(frames).cast("B"))
+            self._process.stdin.flush()  # to ffmpeg now, to be encoded while the caller goes on
         except BrokenPipeError as error:
             raise RuntimeError(
                 f"ffmpeg stopped while encoding {self.partial}: {self._error_output()}"
@@ -85,7 +95,7 @@ class VideoStream:
 
     def size_mb(self) -> float:
         """What ffmpeg has written of the file so far, in MiB (the encoder holds a few frames back)."""
-        return self.partial.stat().st_size / 2**20 if self.partial.is_file() else 0.0
+        return os.fstat(self._fd).st_size / 2**20 if self._fd is not None else 0.0
 
     def finish(self) -> None:
         """Encode the frames held back, close the file and move it to ``path`` (atomically)."""
@@ -97,14 +107,24 @@ class VideoStream:
         if self._process.wait() != 0:
             raise RuntimeError(f"ffmpeg could not write {self.partial}: {self._error_output()}")
         os.replace(self.partial, self.path)
-        self._log.close()
+        self.finished = True
+        self._close_files()
 
     def discard(self) -> None:
-        """Stop ffmpeg and remove the unfinished file."""
+        """Stop ffmpeg and remove the file (at ``path`` once finished: no reader may count on it yet)."""
+        if self.finished:
+            self.path.unlink(missing_ok=True)
+            return
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait()
         self.partial.unlink(missing_ok=True)
+        self._close_files()
+
+    def _close_files(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         self._log.close()
 
     def _error_output(self) -> str:
