@@ -150,7 +150,8 @@ def test_vla_rl_v30_read_by_lerobot_between_finalises(tmp_path: Path, run_lerobo
     for feature, stats in ours.items():
         for name, value in stats.items():
             np.testing.assert_array_equal(read[f"stats/{feature}/{name}"], value, err_msg=f"{feature} {name}")
-    _assert_stats_close(ours, read, "recomputed")
+    # (LeRobot's recomputation of the stats is compared in test_vla_rl_v30_read_by_lerobot: it does not
+    # depend on how the episodes lie in files)
     _assert_windows(episodes[:4], read)
 
 
