@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from data_test_episodes import assert_same_episode, random_episode, smooth_frames, three_episodes
 
-from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
+from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, lerobot_v3_writer, write_dataset
 from vla_rl.data.lerobot_format import dataset_writer, open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
-from vla_rl.data.lerobot_v3_stats import frame_stats
+from vla_rl.data.lerobot_v3_stats import aggregate_stats, frame_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
 from vla_rl.data.video import VideoSettings, read_video
 from vla_rl.data.video_shards import VideoStream
@@ -149,6 +149,8 @@ import numpy as np
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from data_test_episodes import random_episode
 from vla_rl.data import LOSSLESS_VIDEO
+from vla_rl.data import lerobot_v3_writer
+from vla_rl.data.lerobot_v3_stats import aggregate_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
 from vla_rl.data.video import VideoSettings, read_video
 from vla_rl.data.video_shards import VideoStream
@@ -231,6 +233,58 @@ def test_a_file_that_cannot_be_finished_rolls_back(tmp_path: Path) -> None:
         writer.close()
     # the data file was finished before the video failed: it goes too, as no episode points into it
     assert writer.num_episodes == 0 and not list((tmp_path / "ds").rglob("file-*"))
+
+
+def test_meta_files_that_cannot_be_written_are_written_by_the_next_finalise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ds"
+    episodes = three_episodes(9, cameras=("front",))
+    writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes=0)
+    writer.add_episode(episodes[0])
+    with monkeypatch.context() as patch:
+        patch.setattr(LeRobotV3Writer, "_write_meta", _disk_full)
+        with pytest.raises(OSError, match="No space left"):
+            writer.finalize()
+    # the finished files stay (nothing points into them yet) and the episode with them
+    assert (root / "data/chunk-000/file-000.parquet").is_file() and not (root / "meta/info.json").exists()
+    writer.add_episode(episodes[1])
+    writer.close()
+    dataset = LeRobotV3Dataset(root)
+    for expected, got in zip(episodes[:2], dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    assert [dataset.episode_path(i).name for i in range(2)] == ["file-000.parquet", "file-001.parquet"]
+
+
+def test_episodes_files_rotate_and_stats_pool_across_finalises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each finalise rewrites only the current ``meta/episodes`` file (two rows here) and pools the new
+    episodes' stats into the running total: the same stats as pooling every episode at once."""
+    monkeypatch.setattr(lerobot_v3_writer, "EPISODES_PER_META_FILE", 2)
+    rng = np.random.default_rng(10)
+    episodes = [random_episode(rng, length, f"task {length % 2}") for length in (3, 5, 2, 4, 6)]
+    root = tmp_path / "ds"
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes=1) as writer:
+        for episode in episodes[:4]:
+            writer.add_episode(episode)
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, append=True) as resumed:
+        resumed.add_episode(episodes[4])
+    meta = sorted((root / "meta/episodes/chunk-000").glob("*.parquet"))
+    # two rows per file; the resumed writer starts a new file
+    rows = [pq.read_table(path).column("episode_index").to_pylist() for path in meta]
+    assert [path.name for path in meta] == ["file-000.parquet", "file-001.parquet", "file-002.parquet"]
+    assert rows == [[0, 1], [2, 3], [4]]
+    assert pq.read_table(meta[1]).column("meta/episodes/file_index").to_pylist() == [1, 1]
+    dataset = LeRobotV3Dataset(root)
+    for expected, got in zip(episodes, dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    at_once = aggregate_stats([dataset.episode_stats(i) for i in range(5)])
+    pooled = dataset.dataset_stats()
+    assert sorted(pooled) == sorted(at_once)
+    for feature, stats in at_once.items():
+        for name, value in stats.items():
+            np.testing.assert_allclose(pooled[feature][name], value, rtol=1e-12, atol=1e-12, err_msg=feature)
 
 
 def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vla_rl.data import LOSSLESS_VIDEO, write_dataset
+from vla_rl.data import LOSSLESS_VIDEO, lerobot_v3_writer, write_dataset
 from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
@@ -130,9 +130,13 @@ def test_vla_rl_v30_read_by_lerobot(tmp_path: Path, run_lerobot) -> None:
     _assert_windows(episodes, read)
 
 
-def test_vla_rl_v30_read_by_lerobot_between_finalises(tmp_path: Path, run_lerobot) -> None:
+def test_vla_rl_v30_read_by_lerobot_between_finalises(
+    tmp_path: Path, run_lerobot, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Five episodes finalised after every two: while the fifth is still in the writer's open files (what
-    a crash would leave), LeRobot reads the four finalised ones from two data files and two video files."""
+    a crash would leave), LeRobot reads the four finalised ones from two data files, two video files and
+    (two rows per episodes file here) two ``meta/episodes`` files."""
+    monkeypatch.setattr(lerobot_v3_writer, "EPISODES_PER_META_FILE", 2)
     episodes = _episodes(4, (5, 7, 4, 6, 3), cameras=("front",))
     root = tmp_path / "ours"
     writer = LeRobotV3Writer(root, 20.0, robot_type="panda", video=LOSSLESS_VIDEO, finalize_every_episodes=2)
@@ -140,6 +144,7 @@ def test_vla_rl_v30_read_by_lerobot_between_finalises(tmp_path: Path, run_lerobo
         for episode in episodes:
             writer.add_episode(episode)
         assert (root / "data/chunk-000/file-002.parquet.partial").is_file()
+        assert len(list((root / "meta/episodes/chunk-000").glob("*.parquet"))) == 2
         read = run_lerobot(
             "lerobot_datasets.py", "read", root, tmp_path / "read.npz", out=tmp_path / "read.npz"
         )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_format import DEFAULT_FINALIZE_EVERY_EPISODES
@@ -61,6 +62,9 @@ from vla_rl.data.stats import stats_to_json
 from vla_rl.data.video import VideoSettings
 from vla_rl.data.video_shards import VideoStream
 
+EPISODES_PER_META_FILE = 200
+"""Rows of one ``meta/episodes`` file: a finalise rewrites the current one only, so its cost stays
+bounded however many episodes the dataset holds (the next episode starts a new file)."""
 SHARD_NAME = re.compile(r"chunk-(\d+)/file-(\d+)\.(parquet|mp4)")
 """The chunk and file numbers in a data or video file's path (finished or ``.partial``)."""
 
@@ -155,7 +159,13 @@ class LeRobotV3Writer(LeRobotWriterBase):
         self._videos: dict[str, tuple[tuple[int, int], VideoStream]] = {}
         """Video key -> (chunk, file) and encoder of its open video file."""
         self._last_files: dict[str, tuple[int, int]] = {}
-        """Data and video keys -> the (chunk, file) used last, from which new files count on."""
+        """Data, video and ``meta`` keys -> the (chunk, file) used last, from which new files count on."""
+        self._meta_first = 0
+        """Episode index of the first row of the current ``meta/episodes`` file."""
+        self._meta_schema: pa.Schema | None = None
+        """The existing episodes tables' columns when a dataset is resumed (new rows keep to them)."""
+        self._pooled: Stats = {}
+        """The stats of the episodes up to the last finalise, pooled (``meta/stats.json``)."""
         self._open(append)
         self._remove_unreferenced_files()
         self._finalized = self._state()
@@ -175,6 +185,12 @@ class LeRobotV3Writer(LeRobotWriterBase):
         self.total_frames = sum(int(row["length"]) for row in self.episodes)
         for key, chunk_file in self._referenced_files().items():
             self._last_files[key] = max(chunk_file)
+        if self.episodes:
+            last = max((int(row[META_CHUNK_KEY]), int(row[META_FILE_KEY])) for row in self.episodes)
+            self._last_files["meta"] = last
+            self._meta_schema = pq.read_schema(shard_file(self.root, EPISODES_PATH_V3, *last))
+        self._meta_first = len(self.episodes)  # a resumed writer starts a new episodes file
+        self._pooled = aggregate_stats(self.episodes_stats) if self.episodes_stats else {}
 
     def _referenced_files(self) -> dict[str, set[tuple[int, int]]]:
         """Data (key ``data``) and video keys -> the (chunk, file) pairs the episodes point to."""
@@ -232,7 +248,11 @@ class LeRobotV3Writer(LeRobotWriterBase):
             self._roll_back()
             raise
         stats = episode_stats_v3(table, episode)
-        row.update({META_CHUNK_KEY: 0, META_FILE_KEY: 0, "success": bool(episode.success)})
+        if index == self._meta_first or index - self._meta_first >= EPISODES_PER_META_FILE:
+            self._meta_first = index
+            self._new_file("meta")
+        meta_chunk, meta_file = self._last_files["meta"]
+        row.update({META_CHUNK_KEY: meta_chunk, META_FILE_KEY: meta_file, "success": bool(episode.success)})
         row.update(stats_to_columns(stats))
         self.episodes.append(row)
         self.episodes_stats.append(stats)
@@ -283,22 +303,30 @@ class LeRobotV3Writer(LeRobotWriterBase):
     def finalize(self) -> None:
         """Finish the open data and video files, move them into place, then rewrite the meta files: every
         episode added so far is in the dataset on disk, readable by LeRobot. The next episode starts new
-        files. If a file cannot be finished, the episodes since the last finalise are dropped."""
+        files. If a file cannot be finished, the episodes since the last finalise are dropped; if the meta
+        files cannot be written, the finished files stay and the next finalise writes them again."""
         try:
             if self._data is not None:
                 self._data[1].finish()
             for _, stream in self._videos.values():
                 stream.finish()
-            self._write_meta()
         except BaseException:
             self._roll_back()  # the files finished so far go too: no episode in meta/ points into them
             raise
         self._data, self._videos = None, {}
+        self._write_meta()
         self._finalized = self._state()
 
-    def _state(self) -> tuple[int, dict[str, int], int, dict[str, tuple[int, int]]]:
-        """Episodes, tasks, frames and the last file numbers, to roll back to."""
-        return self.num_episodes, dict(self.tasks), self.total_frames, dict(self._last_files)
+    def _state(self) -> tuple[int, dict[str, int], int, dict[str, tuple[int, int]], int]:
+        """Episodes, tasks, frames, the last file numbers and the current episodes file's first row, to
+        roll back to."""
+        return (
+            self.num_episodes,
+            dict(self.tasks),
+            self.total_frames,
+            dict(self._last_files),
+            self._meta_first,
+        )
 
     def _roll_back(self) -> None:
         """Discard the open files and forget the episodes written since the last finalise."""
@@ -307,9 +335,10 @@ class LeRobotV3Writer(LeRobotWriterBase):
         for _, stream in self._videos.values():
             stream.discard()
         self._data, self._videos = None, {}
-        count, tasks, frames, last_files = self._finalized
+        count, tasks, frames, last_files, meta_first = self._finalized
         del self.episodes[count:], self.episodes_stats[count:]
         self.tasks, self.total_frames, self._last_files = dict(tasks), frames, dict(last_files)
+        self._meta_first = meta_first
 
     def close(self) -> None:
         """Finalise; the writer takes no more episodes."""
@@ -337,16 +366,39 @@ class LeRobotV3Writer(LeRobotWriterBase):
             "features": self.features or {},
         }
 
-    def dataset_stats(self) -> Stats:
-        """``meta/stats.json``: the episodes' stats pooled."""
-        return aggregate_stats(self.episodes_stats) if self.episodes_stats else {}
-
     def _write_meta(self) -> None:
-        if self.episodes:
-            write_parquet(pa.Table.from_pylist(self.episodes), shard_file(self.root, EPISODES_PATH_V3, 0, 0))
+        """Rewrite the episodes files that rows were added to since the last finalise (the current one,
+        and the one before when it filled up since), the tasks, the pooled stats and ``info.json``."""
+        since = self._finalized[0]
+        new = self.episodes[since:]
+        for chunk_file in sorted({_meta_file(row) for row in new}):
+            window = self.episodes[-EPISODES_PER_META_FILE - len(new) :]  # holds every row of those files
+            self._write_episodes_file([row for row in window if _meta_file(row) == chunk_file], chunk_file)
+        pooled = self._pooled
+        if new:
+            pooled = aggregate_stats(
+                [pooled, *self.episodes_stats[since:]] if pooled else self.episodes_stats[since:]
+            )
         write_parquet(tasks_table(self.tasks), self.root / TASKS_PATH_V3)
-        atomic_write_text(self.root / STATS_PATH, json.dumps(stats_to_json(self.dataset_stats()), indent=4))
+        atomic_write_text(self.root / STATS_PATH, json.dumps(stats_to_json(pooled), indent=4))
         self._write_info()
+        self._pooled = pooled  # only now: a finalise that failed above pools the same episodes again
+
+    def _write_episodes_file(self, rows: list[dict[str, Any]], chunk_file: tuple[int, int]) -> None:
+        table = pa.Table.from_pylist(rows)
+        if self._meta_schema is not None:  # a resumed dataset: the new files keep the existing files' columns
+            columns = [
+                table.column(field.name).cast(field.type)
+                if field.name in table.column_names
+                else pa.nulls(len(table), field.type)
+                for field in self._meta_schema
+            ]
+            table = pa.Table.from_arrays(columns, schema=self._meta_schema.remove_metadata())
+        write_parquet(table, shard_file(self.root, EPISODES_PATH_V3, *chunk_file))
+
+
+def _meta_file(row: dict[str, Any]) -> tuple[int, int]:
+    return int(row[META_CHUNK_KEY]), int(row[META_FILE_KEY])
 
 
 def _whole(value: float) -> int | float:
