@@ -172,6 +172,8 @@ def main() -> None:
             f"{version:6}{row['median_s']:9.3f}{row['first_median_s']:10.3f}{row['last_median_s']:9.3f}"
             f"{row['last_over_first']:11.2f}   {thirds:24} {row['max_s']:.3f}  {row['close_s']:.3f}"
         )
+    finalising = timed["v3.0"]["add_episode_s"][args.finalize_every - 1 :: args.finalize_every]
+    print("v3.0 episodes that finalised (s): " + " ".join(f"{value:.3f}" for value in finalising))
     print("\nEach version alone, per episode (add_episode and close): CPU seconds and wall seconds")
     for version, counts in cpu.items():
         total = counts["writer_cpu_s"] + counts["ffmpeg_cpu_s"]
