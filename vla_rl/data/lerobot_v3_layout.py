@@ -6,7 +6,8 @@ A dataset directory holds::
     meta/stats.json                               per-feature stats of the whole dataset
     meta/tasks.parquet                            one row per distinct instruction and its task_index
     meta/episodes/chunk-000/file-000.parquet      one row per episode: tasks, length, where its frames
-                                                  and video segments lie, its stats (stats/<feature>/<stat>)
+                                                  and video segments lie, its stats (stats/<feature>/<stat>);
+                                                  consecutive episodes, more files as the dataset grows
     data/chunk-000/file-000.parquet               the frames of consecutive episodes
     videos/<video_key>/chunk-000/file-000.mp4     one camera's frames of consecutive episodes
 

@@ -4,12 +4,14 @@ The current data file and each camera's current video file stay open while episo
 rows are written to the data file as row groups (``ParquetStream``) and its frames are piped to a
 running ffmpeg (``VideoStream``), both under ``.partial`` names, so adding an episode costs the same
 however large the files already are. ``finalize`` finishes the open files, renames them into place and
-then rewrites the meta files (episodes table, tasks, stats, ``meta/info.json``) atomically: only then
-do the new episodes belong to the dataset. The writer finalises every ``finalize_every_episodes``
+then writes the meta files atomically (the current ``meta/episodes`` file, at most
+``EPISODES_PER_META_FILE`` rows; the tasks; the stats, the new episodes' pooled into a running total;
+``meta/info.json``), so a finalise too costs the same at any dataset size: only then do the new
+episodes belong to the dataset. The writer finalises every ``finalize_every_episodes``
 episodes, when a file reaches its size cap (the next episodes start new files) and on ``close``; a
 crash loses the episodes since the last finalise and leaves a dataset that reads as it was then. A
 resumed writer (``append=True``) removes the files no episode points to (what a crash left) and starts
-new data and video files, as LeRobot does.
+new data, video and episodes files, as LeRobot does.
 """
 
 from __future__ import annotations
