@@ -17,6 +17,7 @@ new data, video and episodes files, as LeRobot does.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,8 @@ from vla_rl.data.parquet_shards import ParquetStream
 from vla_rl.data.stats import stats_to_json
 from vla_rl.data.video import VideoSettings
 from vla_rl.data.video_shards import VideoStream
+
+log = logging.getLogger(__name__)
 
 EPISODES_PER_META_FILE = 200
 """Rows of one ``meta/episodes`` file: a finalise rewrites the current one only, so its cost stays
@@ -221,6 +224,11 @@ class LeRobotV3Writer(LeRobotWriterBase):
                 continue
             finished = not name.endswith(PARTIAL_SUFFIX)
             if not finished or (int(match.group(1)), int(match.group(2))) not in referenced.get(key, set()):
+                log.warning(
+                    "%s: removing %s, which no episode in meta/ points to (left by a crash)",
+                    self.root,
+                    path.relative_to(self.root),
+                )
                 path.unlink()
 
     def _new_file(self, key: str) -> tuple[int, int]:
