@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from vla_rl.data.lerobot_format import dataset_writer, open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
 from vla_rl.data.lerobot_v3_stats import aggregate_stats, frame_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
-from vla_rl.data.video import VideoSettings, read_video
+from vla_rl.data.video import VideoSettings, read_video, write_video
 from vla_rl.data.video_shards import VideoStream
 
 
@@ -140,6 +141,42 @@ def test_default_h264_episodes_seek_into_one_stream(tmp_path: Path) -> None:
         np.testing.assert_array_equal(errors.argmin(axis=1), start + np.arange(len(expected)))
 
 
+def _keyframes(path: Path) -> int:
+    """Keyframes in the video at ``path`` (ffmpeg decoding only those)."""
+    import imageio_ffmpeg
+
+    command = [imageio_ffmpeg.get_ffmpeg_exe(), "-skip_frame", "nokey", "-i", str(path)]
+    result = subprocess.run(
+        [*command, "-fps_mode", "passthrough", "-f", "null", "-"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return int(re.findall(r"frame=\s*(\d+)", result.stderr)[-1])
+
+
+def test_keyframe_interval_reaches_the_encoder(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    episodes = [random_episode(rng, length, "reach", image_size=32) for length in (6, 1, 9)]
+    for offset, episode in enumerate(episodes):
+        episode.images["front"] = np.roll(smooth_frames(len(episode), 32), 5 * offset, axis=1)
+    every_two = VideoSettings(keyframe_interval=2)
+    dataset = LeRobotV3Dataset(
+        write_dataset(tmp_path / "g2", episodes, fps=10.0, codebase_version="v3.0", video=every_two)
+    )
+    default = LeRobotV3Dataset(
+        write_dataset(tmp_path / "default", episodes, fps=10.0, codebase_version="v3.0")
+    )
+    # 16 frames: a keyframe at frames 0, 2, ..., 14; the encoder's default puts far fewer
+    assert _keyframes(dataset.video_file(0, "observation.images.front")) == 8
+    assert _keyframes(default.video_file(0, "observation.images.front")) < 8
+    whole = read_video(dataset.video_file(0, "observation.images.front"))
+    for start, expected, got in zip(np.cumsum([0, 6, 1]), episodes, dataset.episodes(), strict=True):
+        np.testing.assert_array_equal(got.images["front"], whole[start : start + len(expected)])
+    write_video(tmp_path / "v21.mp4", smooth_frames(9, 32), 10.0, VideoSettings(keyframe_interval=4))
+    assert _keyframes(tmp_path / "v21.mp4") == 3  # frames 0, 4 and 8: the v2.1 files too
+    with pytest.raises(ValueError, match="keyframe_interval must be >= 0"):
+        VideoSettings(keyframe_interval=-1)
+
+
 def _crash_after(root: Path, seed: int, lengths: tuple[int, ...], finalize_every: int) -> None:
     """Write random episodes of ``lengths`` in another process that is killed (SIGKILL) before it closes
     the writer: no finalise, no clean-up, as a power cut or an out-of-memory kill would leave it."""
@@ -152,7 +189,7 @@ from vla_rl.data import LOSSLESS_VIDEO
 from vla_rl.data import lerobot_v3_writer
 from vla_rl.data.lerobot_v3_stats import aggregate_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
-from vla_rl.data.video import VideoSettings, read_video
+from vla_rl.data.video import VideoSettings, read_video, write_video
 from vla_rl.data.video_shards import VideoStream
 rng = np.random.default_rng({seed})
 writer = LeRobotV3Writer({str(root)!r}, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes={finalize_every})

@@ -24,10 +24,16 @@ class VideoSettings:
     """Constant rate factor: 0 is lossless for x264, higher is smaller and lossier (x264: 0-51)."""
     preset: str = ""
     """Encoder speed preset (x264: ``ultrafast`` ... ``veryslow``); empty uses the encoder default."""
+    keyframe_interval: int = 0
+    """Frames from one keyframe to the next (ffmpeg's ``-g``); 0 uses the encoder default (x264: up to
+    250). A reader that seeks a frame decodes from the keyframe before it, so small values (LeRobot
+    encodes with 2) make random access fast, at the cost of larger files."""
 
     def __post_init__(self) -> None:
         if self.crf < 0:
             raise ValueError(f"video crf must be >= 0, got {self.crf}")
+        if self.keyframe_interval < 0:
+            raise ValueError(f"video keyframe_interval must be >= 0, got {self.keyframe_interval}")
 
     @property
     def codec_name(self) -> str:
@@ -67,10 +73,13 @@ def check_video_frames(frames: np.ndarray, settings: VideoSettings, where: str |
 
 
 def encoder_params(settings: VideoSettings) -> list[str]:
-    """ffmpeg output options of ``settings`` besides the codec and pixel format (rate factor, preset)."""
+    """ffmpeg output options of ``settings`` besides the codec and pixel format (rate factor, preset,
+    keyframe interval)."""
     params = ["-crf", str(settings.crf)]
     if settings.preset:
         params += ["-preset", settings.preset]
+    if settings.keyframe_interval:
+        params += ["-g", str(settings.keyframe_interval)]
     return params
 
 
