@@ -1,9 +1,10 @@
 """LeRobot itself loads what ``vla-rl export --format lerobot`` writes and acts as vla-rl does.
 
 For pi0 and pi0.5: the LeRobot fixture folder imported by vla-rl and exported (no update in between),
-and exported again after SFT and policy-gradient updates (full fine-tuning, and LoRA merged on
-export); ``lerobot_pi_actions.py`` loads each export with LeRobot's ``from_pretrained`` and processors
-in .venv-lerobot and records ``predict_action_chunk`` for the fixture's raw batch and initial noise.
+and exported again after SFT and policy-gradient updates (full fine-tuning; LoRA merged on export;
+and a run with 4 instead of the folder's 10 denoising steps, written as ``num_inference_steps``);
+``lerobot_pi_actions.py`` loads each export with LeRobot's ``from_pretrained`` and processors in
+.venv-lerobot and records ``predict_action_chunk`` for the fixture's raw batch and initial noise.
 The actions must equal vla-rl's own within 1e-4 (and the first export's LeRobot's recorded ones).
 
 LeRobot's pi0 / pi0.5 need openpi's ``transformers_replace`` files: give an openpi checkout in
@@ -50,12 +51,15 @@ def test_lerobot_acts_as_vla_rl_on_the_exports(
 ) -> None:
     torch.set_num_threads(1)
     reference = load_reference(policy_type)
-    cases = {"no update": None, "updated": False, "updated, LoRA merged": True}
+    cases = ["no update", "updated", "updated, LoRA merged", "updated, 4 denoising steps"]
     folders, ours = [], []
-    for index, lora in enumerate(cases.values()):
+    for index, case in enumerate(cases):
         policy = import_fixture(policy_type)
-        if lora is not None:
-            fine_tune(policy, reference, lora=lora)
+        if case != "no update":
+            fine_tune(policy, reference, lora="LoRA" in case)
+        if "4 denoising steps" in case:
+            policy.cfg.num_denoising_steps = 4
+            policy.set_exploration()
         folders.append(export_lerobot(policy, tmp_path / f"export_{index}"))
         ours.append(actions(policy, reference).numpy())
     for updated in ours[1:]:

@@ -197,3 +197,57 @@ def test_family_without_exporter_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="'flow_mlp' has no exporter"):
         export_lerobot(make_flow_mlp(), tmp_path / "out", family="flow_mlp")
+
+
+def _linear_tree(weights: dict[str, np.ndarray], modules: set[str]) -> torch.nn.Module:
+    """Bias-free linear layers holding ``weights`` at the dotted ``modules`` names (LeRobot's)."""
+    root = torch.nn.Module()
+    for name in sorted(modules):
+        *parents, leaf = name.split(".")
+        node = root
+        for part in parents:
+            if not hasattr(node, part):
+                node.add_module(part, torch.nn.Module())
+            node = getattr(node, part)
+        weight = torch.as_tensor(weights[f"{name}.weight"])
+        layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+        layer.weight.data = weight.clone()
+        node.add_module(leaf, layer)
+    return root
+
+
+def test_kept_adapter_loads_with_peft_under_lerobot_names(
+    policy_type: str, reference: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    """peft's own ``PeftModel.from_pretrained`` applies the kept adapter to modules named as in
+    LeRobot's policy, and its ``merge_and_unload`` gives the merged export's weights."""
+    from peft import PeftModel
+
+    policy = import_fixture(policy_type)
+    fine_tune(policy, reference, lora=True, updates=1)
+    merged = load_file(str(export_lerobot(policy, tmp_path / "merged") / "model.safetensors"))
+    kept = export_lerobot(policy, tmp_path / "kept", keep_lora=True)
+    config = json.loads((kept / LORA_ADAPTER_DIR / "adapter_config.json").read_text())
+    base = load_file(str(kept / "model.safetensors"))
+    tree = _linear_tree(base, set(config["target_modules"]))
+    unloaded = PeftModel.from_pretrained(tree, str(kept / LORA_ADAPTER_DIR)).merge_and_unload()
+    for name in config["target_modules"]:
+        np.testing.assert_allclose(
+            unloaded.get_submodule(name).weight.detach().numpy(), merged[f"{name}.weight"], rtol=0, atol=1e-6
+        )
+
+
+def test_denoising_steps_of_the_run_go_to_the_config(
+    policy_type: str, reference: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    """A run with its own number of denoising steps (``policy.num_denoising_steps``) exports it as
+    ``num_inference_steps``, so the export denoises as the run did."""
+    policy = import_fixture(policy_type)
+    policy.cfg.num_denoising_steps = 4
+    policy.set_exploration()
+    out = export_lerobot(policy, tmp_path / "folder")
+    assert json.loads((out / "config.json").read_text())["num_inference_steps"] == 4
+    reimported = load_chunk_policy(policy_type, out)
+    assert reimported.num_steps == 4
+    torch.testing.assert_close(actions(reimported, reference), actions(policy, reference), rtol=0, atol=0)
+    assert float(np.abs(actions(policy, reference).numpy() - reference["actions"]).max()) > MOVED
