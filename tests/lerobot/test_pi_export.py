@@ -2,7 +2,9 @@
 
 For pi0 and pi0.5: the LeRobot fixture folder imported by vla-rl and exported (no update in between),
 and exported again after SFT and policy-gradient updates (full fine-tuning; LoRA merged on export;
-and a run with 4 instead of the folder's 10 denoising steps, written as ``num_inference_steps``);
+a run with 4 instead of the folder's 10 denoising steps, written as ``num_inference_steps``; and
+LoRA kept apart, where LeRobot runs the base weights without the adapters, as the folder's
+re-import by vla-rl does);
 ``lerobot_pi_actions.py`` loads each export with LeRobot's ``from_pretrained`` and processors in
 .venv-lerobot and records ``predict_action_chunk`` for the fixture's raw batch and initial noise.
 The actions must equal vla-rl's own within 1e-4 (and the first export's LeRobot's recorded ones).
@@ -27,11 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policies" / "flow"
 from lerobot_export_steps import FIXTURES, actions, fine_tune, import_fixture, load_reference  # noqa: E402
 
 from vla_rl.policies.lerobot_export import export_lerobot  # noqa: E402
+from vla_rl.policies.registry import load_chunk_policy  # noqa: E402
 
 TOLERANCE = 1e-4
 """float32 parity with the reference (the issue's bound)."""
 MOVED = 1e-2
 """The updates move vla-rl's actions by more than this, so the check after them is not the first one."""
+ADAPTERS_MATTER = 1e-3
+"""Leaving the adapters out changes the fine-tuned actions by more than this (ten times the bound)."""
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +56,13 @@ def test_lerobot_acts_as_vla_rl_on_the_exports(
 ) -> None:
     torch.set_num_threads(1)
     reference = load_reference(policy_type)
-    cases = ["no update", "updated", "updated, LoRA merged", "updated, 4 denoising steps"]
+    cases = [
+        "no update",
+        "updated",
+        "updated, LoRA merged",
+        "updated, 4 denoising steps",
+        "updated, LoRA kept",
+    ]
     folders, ours = [], []
     for index, case in enumerate(cases):
         policy = import_fixture(policy_type)
@@ -60,7 +71,14 @@ def test_lerobot_acts_as_vla_rl_on_the_exports(
         if "4 denoising steps" in case:
             policy.cfg.num_denoising_steps = 4
             policy.set_exploration()
-        folders.append(export_lerobot(policy, tmp_path / f"export_{index}"))
+        folder = export_lerobot(policy, tmp_path / f"export_{index}", keep_lora="kept" in case)
+        folders.append(folder)
+        if "kept" in case:
+            # LeRobot reads model.safetensors only: the base weights and the projections that trained in
+            # full, not the adapters; vla-rl's re-import of the folder ignores lora_adapter/ as well.
+            fine_tuned = actions(policy, reference).numpy()
+            policy = load_chunk_policy(policy_type, folder)
+            assert float(np.abs(actions(policy, reference).numpy() - fine_tuned).max()) > ADAPTERS_MATTER
         ours.append(actions(policy, reference).numpy())
     for updated in ours[1:]:
         assert float(np.abs(updated - reference["actions"]).max()) > MOVED
