@@ -70,6 +70,8 @@ def export_command(args: argparse.Namespace) -> int:
     from vla_rl.policies.registry import load_chunk_policy
     from vla_rl.training.checkpoint import resolve_policy_dir
 
+    if Path(args.out_dir).exists() and not args.force:  # before loading a model that may be large
+        raise ConfigError(f"export: OUT_DIR {args.out_dir} exists; give --force to replace it")
     directory = resolve_policy_dir(args.source)
     family = policy_family(directory, args.policy)
     policy = load_chunk_policy(family, directory, args.tokenizer_dir)
