@@ -26,7 +26,16 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "policies" / "flow"))
-from lerobot_export_steps import FIXTURES, actions, fine_tune, import_fixture, load_reference  # noqa: E402
+from lerobot_export_steps import (  # noqa: E402
+    FIXTURES,
+    actions,
+    fine_tune,
+    import_fixture,
+    load_reference,
+    reach_folder,
+    reach_like_batch,
+    tiny_rl_run,
+)
 
 from vla_rl.policies.lerobot_export import export_lerobot  # noqa: E402
 from vla_rl.policies.registry import load_chunk_policy  # noqa: E402
@@ -105,3 +114,50 @@ def test_lerobot_acts_as_vla_rl_on_the_exports(
         print(f"{policy_type} export ({case}): max |LeRobot - vla-rl| = {difference:.3g}")
         assert difference < TOLERANCE, case
     np.testing.assert_allclose(theirs["actions_0"], reference["actions"], rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize(("policy_type", "lora"), [("pi0", False), ("pi05", True)], ids=["pi0", "pi05_lora"])
+def test_lerobot_acts_as_the_rl_run_on_its_export(
+    policy_type: str,
+    lora: bool,
+    openpi_dir: Path,
+    run_lerobot: Callable[..., dict[str, np.ndarray]],
+    tmp_path: Path,
+) -> None:
+    """``vla-rl train`` (one Flow-SDE PPO update on MuJoCo reach of the fixture cut to reach's widths),
+    ``vla-rl export`` of the run folder, LeRobot's actions on it against the run's checkpoint's."""
+    from vla_rl.cli import main
+
+    torch.set_num_threads(1)
+    folder = reach_folder(policy_type, tmp_path / "folder")
+    run_dir = tmp_path / "run"
+    assert main(tiny_rl_run(run_dir, folder, policy_type, lora)) == 0
+    out = tmp_path / "exported"
+    assert main(["export", "--format", "lerobot", str(run_dir), str(out)]) == 0
+    batch = reach_like_batch()
+    np.savez(tmp_path / "inputs.npz", **batch)
+    checkpoint = load_chunk_policy(policy_type, run_dir / "checkpoints" / "iter_000001" / "policy")
+    ours = actions(checkpoint, batch).numpy()
+    before = actions(load_chunk_policy(policy_type, folder, str(FIXTURES / policy_type / "tokenizer")), batch)
+    assert float(np.abs(ours - before.numpy()).max()) > 10 * TOLERANCE  # the update changed the actions
+    result = tmp_path / "lerobot_actions.npz"
+    theirs = run_lerobot(
+        "lerobot_pi_actions.py",
+        "--openpi",
+        openpi_dir,
+        "--type",
+        policy_type,
+        "--tokenizer",
+        FIXTURES / policy_type / "tokenizer",
+        "--inputs",
+        tmp_path / "inputs.npz",
+        "--out",
+        result,
+        out,
+        out=result,
+    )
+    assert int(theirs["weights_differing_0"]) == 0 and int(theirs["weights_not_in_file_0"]) == 0
+    difference = float(np.abs(theirs["actions_0"] - ours).max())
+    how = " (LoRA merged)" if lora else ""
+    print(f"{policy_type} RL run export{how}: max |LeRobot - vla-rl checkpoint| = {difference:.3g}")
+    assert difference < TOLERANCE

@@ -21,6 +21,9 @@ from lerobot_export_steps import (
     fine_tune,
     import_fixture,
     load_reference,
+    reach_folder,
+    reach_like_batch,
+    tiny_rl_run,
 )
 from safetensors import safe_open
 from safetensors.numpy import load_file
@@ -251,3 +254,29 @@ def test_denoising_steps_of_the_run_go_to_the_config(
     assert reimported.num_steps == 4
     torch.testing.assert_close(actions(reimported, reference), actions(policy, reference), rtol=0, atol=0)
     assert float(np.abs(actions(policy, reference).numpy() - reference["actions"]).max()) > MOVED
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("policy_type", "lora"), [("pi0", False), ("pi05", True)], ids=["pi0", "pi05_lora"])
+def test_rl_run_exports_through_the_command_line(policy_type: str, lora: bool, tmp_path: Path) -> None:
+    """``vla-rl train`` (one Flow-SDE PPO update on MuJoCo reach, of the fixture cut to reach's
+    widths) then ``vla-rl export`` of the run folder: the export acts as the run's checkpoint."""
+    folder = reach_folder(policy_type, tmp_path / "folder")
+    run_dir = tmp_path / "run"
+    assert main(tiny_rl_run(run_dir, folder, policy_type, lora)) == 0
+    out = tmp_path / "exported"
+    assert main(["export", "--format", "lerobot", str(run_dir), str(out)]) == 0
+    theirs = load_file(str(folder / "model.safetensors"))
+    ours = load_file(str(out / "model.safetensors"))
+    assert sorted(ours) == sorted(theirs)
+    assert any(not np.array_equal(ours[name], theirs[name]) for name in theirs)  # RL changed weights
+    checkpoint = load_chunk_policy(policy_type, run_dir / "checkpoints" / "iter_000001" / "policy")
+    assert (checkpoint.cfg.lora is not None) == lora
+    reimported = load_chunk_policy(policy_type, out)
+    batch = reach_like_batch()
+    before = load_chunk_policy(policy_type, folder, str(FIXTURES / policy_type / "tokenizer"))
+    assert float((actions(checkpoint, batch) - actions(before, batch)).abs().max()) > 10 * TOLERANCE
+    difference = float((actions(reimported, batch) - actions(checkpoint, batch)).abs().max())
+    how = " (LoRA merged)" if lora else ""
+    print(f"{policy_type} RL run export{how}: max |re-imported - run| = {difference:.3g}")
+    assert difference < TOLERANCE
