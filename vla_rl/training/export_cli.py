@@ -74,7 +74,12 @@ def export_command(args: argparse.Namespace) -> int:
         raise ConfigError(f"export: OUT_DIR {args.out_dir} exists; give --force to replace it")
     directory = resolve_policy_dir(args.source)
     family = policy_family(directory, args.policy)
-    policy = load_chunk_policy(family, directory, args.tokenizer_dir)
+    try:
+        policy = load_chunk_policy(family, directory, args.tokenizer_dir)
+    except ConfigError as error:
+        if "policy.tokenizer_dir" not in str(error):
+            raise
+        raise ConfigError(f"{error} (export: --tokenizer-dir DIR)") from None
     out = export_lerobot(policy, args.out_dir, family=family, keep_lora=args.keep_lora, force=args.force)
     lora = getattr(getattr(policy, "cfg", None), "lora", None)
     how = "" if lora is None else (" (LoRA kept apart)" if args.keep_lora else " (LoRA merged)")

@@ -280,3 +280,30 @@ def test_rl_run_exports_through_the_command_line(policy_type: str, lora: bool, t
     how = " (LoRA merged)" if lora else ""
     print(f"{policy_type} RL run export{how}: max |re-imported - run| = {difference:.3g}")
     assert difference < TOLERANCE
+
+
+def test_policy_folder_without_family_needs_policy_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bare policy folder (no run config beside it) names no family: ``--policy`` gives it; a
+    LeRobot folder without a tokenizer asks for ``--tokenizer-dir``."""
+    import_fixture("pi05").save_pretrained(str(tmp_path / "policy"))
+    args = ["export", "--format", "lerobot", str(tmp_path / "policy")]
+    assert main([*args, str(tmp_path / "out")]) == 2
+    assert "give --policy NAME" in capsys.readouterr().err
+    assert main([*args, str(tmp_path / "out"), "--policy", "pi05"]) == 0
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["type"] == "pi05"
+    assert (
+        main(["export", "--format", "lerobot", str(FIXTURES / "pi05" / "policy"), str(tmp_path / "o2")]) == 2
+    )
+    assert "--tokenizer-dir" in capsys.readouterr().err
+
+
+def test_pipeline_step_with_unknown_state_is_refused(tmp_path: Path) -> None:
+    """A processor step with a state file other than the (un)normaliser's cannot be written back."""
+    policy = import_fixture("pi0")
+    pipeline = policy.cfg.lerobot.folder_files["policy_postprocessor.json"]
+    pipeline["steps"].append({"registry_name": "my_step", "config": {}, "state_file": "my_step.safetensors"})
+    with pytest.raises(ConfigError, match="'my_step' has a state file"):
+        export_lerobot(policy, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

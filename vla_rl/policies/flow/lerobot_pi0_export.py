@@ -43,7 +43,13 @@ from vla_rl.config.structured import ConfigError
 from vla_rl.policies.flow.lerobot_pi0_io import folder_json_files
 from vla_rl.policies.flow.lerobot_preprocessing import LeRobotPreprocessing
 from vla_rl.policies.lerobot_export import write_lora_adapter
-from vla_rl.policies.lerobot_folder import POSTPROCESSOR_FILE, PREPROCESSOR_FILE, is_lerobot_folder
+from vla_rl.policies.lerobot_folder import (
+    NORMALIZER_STEP,
+    POSTPROCESSOR_FILE,
+    PREPROCESSOR_FILE,
+    UNNORMALIZER_STEP,
+    is_lerobot_folder,
+)
 from vla_rl.policies.lora import base_state_dict, merged_state_dict
 from vla_rl.policies.pretrained_io import WEIGHTS_FILE
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR
@@ -76,6 +82,8 @@ PI05 has no module for it, so a pi0.5 import drops it; LeRobot's loader requires
 key makes it fall back to a randomly initialised model with only a printed warning), so the export
 writes it as zeros of its shape. pi0's maps onto transformers' unused expert embedding and is
 written back as it was."""
+STATISTICS_STEPS = (NORMALIZER_STEP, UNNORMALIZER_STEP)
+"""The processor steps whose state file (the normalisation statistics) the export writes."""
 MODEL_CONFIG_FIELDS = (
     "time_sampling_beta_alpha",
     "time_sampling_beta_beta",
@@ -188,5 +196,11 @@ def _write_pipeline(pipeline: dict[str, Any], prep: LeRobotPreprocessing, path: 
     }
     for step in pipeline.get("steps", []):
         state_file = step.get("state_file")
-        if state_file:
-            save_numpy_file(stats, str(path.parent / state_file))
+        if not state_file:
+            continue
+        if step.get("registry_name") not in STATISTICS_STEPS:
+            raise ConfigError(
+                f"export --format lerobot: {path.name}'s step {step.get('registry_name')!r} has a state "
+                f"file ({state_file}) that the import did not keep; only {list(STATISTICS_STEPS)} are written"
+            )
+        save_numpy_file(stats, str(path.parent / state_file))
