@@ -307,3 +307,27 @@ def test_pipeline_step_with_unknown_state_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'my_step' has a state file"):
         export_lerobot(policy, tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_full_size_model_exports_under_lerobots_full_size_names(policy_type: str) -> None:
+    """transformers' full-size PI0 / PI05 (its default config, LeRobot's ``pi0_base`` / ``pi05_base``
+    sizes; on the meta device: no memory) renamed by ``lerobot_key`` gives exactly the weight names and
+    shapes of LeRobot's full-size model (recorded by the fixture script), except the tied embedding,
+    saved once as ``lm_head``, and pi0.5's unused expert head, which the export adds as zeros."""
+    from vla_rl.policies.flow.lerobot_pi0_export import TIED_EMBEDDING, lerobot_key
+    from vla_rl.policies.flow.lerobot_pi0_model import MODELS
+
+    theirs = {
+        name: tuple(shape)
+        for name, shape in json.loads((FIXTURES / policy_type / "full_size_shapes.json").read_text()).items()
+    }
+    config_class, model_class = MODELS[policy_type]
+    with torch.device("meta"):
+        model = model_class(config_class())
+    ours = {lerobot_key(name): tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    expected = {name: shape for name, shape in theirs.items() if name != TIED_EMBEDDING[0]}
+    if policy_type == "pi05":
+        assert EXPERT_LM_HEAD not in ours
+        ours[EXPERT_LM_HEAD] = (ours[TIED_EMBEDDING[1]][0], model.config.dit_config.hidden_size)
+    assert sorted(ours) == sorted(expected)
+    assert ours == expected

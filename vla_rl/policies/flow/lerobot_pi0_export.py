@@ -32,7 +32,7 @@ import copy
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -53,6 +53,9 @@ from vla_rl.policies.lerobot_folder import (
 from vla_rl.policies.lora import base_state_dict, merged_state_dict
 from vla_rl.policies.pretrained_io import WEIGHTS_FILE
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR
+
+if TYPE_CHECKING:
+    from vla_rl.policies.flow.pi0 import Pi0Policy
 
 CONFIG_FILE = "config.json"
 LEROBOT_KEY_RULES: tuple[tuple[str, str], ...] = (
@@ -103,7 +106,7 @@ def lerobot_key(name: str) -> str:
     raise ValueError(f"no LeRobot name for pi0 weight {name!r}")
 
 
-def export_lerobot_pi0(policy: Any, out_dir: Path, keep_lora: bool) -> None:
+def export_lerobot_pi0(policy: Pi0Policy, out_dir: Path, keep_lora: bool) -> None:
     """Write ``policy`` (a ``Pi0Policy`` / ``Pi05Policy`` imported from a LeRobot folder) as a LeRobot
     folder into the empty directory ``out_dir``."""
     prep = policy.cfg.lerobot
@@ -140,7 +143,7 @@ def _folder_files(prep: LeRobotPreprocessing) -> dict[str, Any]:
     return files
 
 
-def lerobot_config(policy: Any, imported: dict[str, Any]) -> dict[str, Any]:
+def lerobot_config(policy: Pi0Policy, imported: dict[str, Any]) -> dict[str, Any]:
     """The imported config.json with the values the model and its preprocessing fix."""
     prep: LeRobotPreprocessing = policy.cfg.lerobot
     model_config = policy.model.config
@@ -162,7 +165,7 @@ def lerobot_config(policy: Any, imported: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def lerobot_state_dict(policy: Any, keep_lora: bool) -> dict[str, torch.Tensor]:
+def lerobot_state_dict(policy: Pi0Policy, keep_lora: bool) -> dict[str, torch.Tensor]:
     """The model's weights under LeRobot's names (adapters merged unless ``keep_lora``)."""
     model = policy.model
     if policy.cfg.lora is None:
@@ -177,7 +180,7 @@ def lerobot_state_dict(policy: Any, keep_lora: bool) -> dict[str, torch.Tensor]:
     return weights
 
 
-def _write_weights(policy: Any, out_dir: Path, keep_lora: bool) -> None:
+def _write_weights(policy: Pi0Policy, out_dir: Path, keep_lora: bool) -> None:
     weights = lerobot_state_dict(policy, keep_lora)
     alias, kept = TIED_EMBEDDING
     weights.pop(alias, None)  # LeRobot's name of it; ours is the lm_head name already
