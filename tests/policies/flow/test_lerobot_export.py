@@ -331,3 +331,16 @@ def test_full_size_model_exports_under_lerobots_full_size_names(policy_type: str
         ours[EXPERT_LM_HEAD] = (ours[TIED_EMBEDDING[1]][0], model.config.dit_config.hidden_size)
     assert sorted(ours) == sorted(expected)
     assert ours == expected
+
+
+def test_checkpoint_without_kept_files_reads_the_source_folder(tmp_path: Path) -> None:
+    """A checkpoint saved before the folder's files were kept exports from the folder it was imported
+    from while that is there, and is a ConfigError naming it when it is gone."""
+    policy = import_fixture("pi0")
+    policy.cfg.lerobot.folder_files = {}
+    out = export_lerobot(policy, tmp_path / "out")
+    for name in JSON_FILES:
+        assert (out / name).read_text() == (FIXTURES / "pi0" / "policy" / name).read_text()
+    policy.cfg.lerobot.source = str(tmp_path / "gone")
+    with pytest.raises(ConfigError, match="gone"):
+        export_lerobot(policy, tmp_path / "out2")
