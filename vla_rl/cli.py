@@ -4,6 +4,7 @@
     vla-rl train recipe=NAME policy.init_from=SFT_RUN [overrides...]   (RL of a VLA / flow policy)
     vla-rl eval --checkpoint PATH [overrides...]
     vla-rl collect [overrides...]
+    vla-rl export --format lerobot RUN_OR_CHECKPOINT OUT_DIR [--keep-lora] [--force]
     vla-rl sft [overrides...] [--resume PATH]
     vla-rl reward-train [overrides...]
     vla-rl deploy checkpoint=RUN [overrides...]       (a trained policy on a robot over ROS)
@@ -43,6 +44,7 @@ from vla_rl.config import ConfigError  # noqa: E402
 from vla_rl.config.load import compose_config_module  # noqa: E402
 from vla_rl.real_world.cli import DEPLOY_COMMANDS, add_deploy_parsers  # noqa: E402
 from vla_rl.training.collect_cli import add_collect_parser, collect_command  # noqa: E402
+from vla_rl.training.export_cli import add_export_parser, export_command  # noqa: E402
 from vla_rl.training.jobs import (  # noqa: E402
     job_config,
     job_of_checkpoint,
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("overrides", nargs="*", help="e.g. eval.num_episodes=128 eval.split=ood_all")
     evaluate.add_argument("--checkpoint", metavar="PATH", help="run or checkpoint folder")
     add_collect_parser(sub)
+    add_export_parser(sub)
     sft = sub.add_parser("sft", help="supervised fine-tuning of a chunk policy on demonstrations")
     sft.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. data.path=DIR data.max_episodes=50")
     sft.add_argument("--resume", metavar="PATH", help="run or checkpoint folder to continue exactly")
@@ -260,6 +263,7 @@ COMMANDS = {
     "train": train_command,
     "eval": eval_command,
     "collect": collect_command,
+    "export": export_command,
     "sft": sft_command,
     "reward-train": reward_train_command,
     **DEPLOY_COMMANDS,

@@ -103,3 +103,29 @@ def load_adapter_state_dict(model: nn.Module, state: dict[str, torch.Tensor]) ->
             f"unexpected {sorted(unexpected)[:5]}"
         )
     model.load_state_dict(state, strict=False)
+
+
+def merged_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """``model``'s weights with its LoRA adapters merged in, under the names the model has without
+    LoRA (``base_state_dict``'s); ``model`` itself is not changed. Each adapted layer's weight becomes
+    ``W + delta`` with ``delta`` from peft's own ``get_delta_weight`` (``B A alpha / r`` for a linear
+    layer), summed over the active adapters, computed in float32 and cast to ``W``'s dtype."""
+    from peft.tuners.lora import LoraLayer
+
+    state = base_state_dict(model)
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if not isinstance(module, LoraLayer):
+                continue
+            key = f"{name}.weight"
+            base = state[key]
+            delta = sum(module.get_delta_weight(adapter).float() for adapter in module.active_adapters)
+            state[key] = (base.float() + delta).to(base.dtype)
+    return state
+
+
+def lora_layer_names(model: nn.Module) -> list[str]:
+    """The dotted names of ``model``'s modules that carry LoRA adapters."""
+    from peft.tuners.lora import LoraLayer
+
+    return [name for name, module in model.named_modules() if isinstance(module, LoraLayer)]

@@ -10,6 +10,7 @@ so a user's folder usually needs ``tokenizer_dir``: a local copy of that tokeniz
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -19,11 +20,22 @@ from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.flow.lerobot_pi0_model import load_lerobot_pi0_model
 from vla_rl.policies.flow.lerobot_preprocessing import LeRobotPreprocessing
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
-from vla_rl.policies.lerobot_folder import read_lerobot_folder
+from vla_rl.policies.lerobot_folder import POSTPROCESSOR_FILE, PREPROCESSOR_FILE, read_lerobot_folder
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR
 
+FOLDER_JSON_FILES = ("config.json", PREPROCESSOR_FILE, POSTPROCESSOR_FILE)
+"""The folder's JSON files kept with an import (``LeRobotPreprocessing.folder_files``) for export."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 """A folder with any of these holds a tokenizer."""
+
+
+def folder_json_files(folder: Path) -> dict[str, object]:
+    """File name -> JSON of the folder's ``FOLDER_JSON_FILES`` that exist."""
+    return {
+        name: json.loads((folder / name).read_text())
+        for name in FOLDER_JSON_FILES
+        if (folder / name).is_file()
+    }
 
 
 def has_tokenizer(directory: Path) -> bool:
@@ -60,6 +72,7 @@ def load_lerobot_pi0(
             f"{policy_type} family loads {policy_type!r} folders (policy.name={folder.policy_type})"
         )
     prep = LeRobotPreprocessing.from_folder(folder)
+    prep.folder_files = folder_json_files(folder.path)
     tokenizer = lerobot_tokenizer(folder.path, tokenizer_dir)
     model = load_lerobot_pi0_model(folder)
     cfg = Pi0PolicyConfig(

@@ -86,6 +86,10 @@ class LeRobotPreprocessing:
     """The state is zero-padded to this width (pi0's state token, pi0.5's prompt)."""
     rename_map: dict[str, str] = field(default_factory=dict)
     """The preprocessor's first step: raw observation key -> the policy's key."""
+    folder_files: dict[str, Any] = field(default_factory=dict)
+    """The folder's config.json and processor pipelines (file name -> its JSON), as read at import;
+    ``vla-rl export --format lerobot`` writes them back (``lerobot_pi0_export``). Empty for a
+    checkpoint saved before they were kept."""
 
     @classmethod
     def from_folder(cls, folder: LeRobotFolder) -> LeRobotPreprocessing:
