@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from vla_rl.cli import main
 from vla_rl.config.structured import ConfigError
 from vla_rl.policies.flow.smolvla_inputs import build_inputs
 from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
@@ -241,9 +242,9 @@ def test_save_and_load_keep_actions_settings_and_heads(reference, tmp_path: Path
 
 
 def test_saved_policy_loads_in_lerobot_with_the_same_actions(reference, run_lerobot, tmp_path: Path) -> None:
-    """After a change to the weights (as an RL update makes), ``save_pretrained`` writes a folder that
-    LeRobot's own ``from_pretrained`` and processors load, and LeRobot's actions for the same raw
-    batch and noise equal vla-rl's."""
+    """After a change to the weights (as an RL update makes), ``save_pretrained`` and ``vla-rl
+    export`` write a folder that LeRobot's own ``from_pretrained`` and processors load, and
+    LeRobot's actions for the same raw batch and noise equal vla-rl's."""
     out, arrays = reference
     policy = load_chunk_policy("smolvla", out / "policy").eval()
     with torch.no_grad():
@@ -253,9 +254,13 @@ def test_saved_policy_loads_in_lerobot_with_the_same_actions(reference, run_lero
     ours = policy.predict_chunk(obs, noise).numpy()
     assert float(np.abs(ours - arrays["actions"]).max()) > SENSITIVITY  # the change shows
     policy.save_pretrained(tmp_path / "saved")
+    # the saved checkpoint through `vla-rl export` (a LeRobot folder without what RL adds)
+    exported = tmp_path / "exported"
+    assert main(["export", "--format", "lerobot", str(tmp_path / "saved"), str(exported)]) == 0
+    assert not (exported / "value_head.safetensors").exists()
     theirs = run_lerobot(
         "smolvla_lerobot_actions.py",
-        tmp_path / "saved",
+        exported,
         out / "reference.npz",
         tmp_path / "lerobot.npz",
         out=tmp_path / "lerobot.npz",

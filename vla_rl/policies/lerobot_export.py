@@ -35,6 +35,7 @@ from vla_rl.registry import UnknownNameError, resolve
 LEROBOT_EXPORTERS: dict[str, str] = {
     "pi0": "vla_rl.policies.flow.lerobot_pi0_export:export_lerobot_pi0",
     "pi05": "vla_rl.policies.flow.lerobot_pi0_export:export_lerobot_pi0",
+    "smolvla": "vla_rl.policies.flow.smolvla_io:export_lerobot_smolvla",
 }
 """Policy family (``policy.name``) -> its exporter, ``"module:attr"``."""
 LORA_ADAPTER_DIR = "lora_adapter"

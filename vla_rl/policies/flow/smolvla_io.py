@@ -161,3 +161,12 @@ def read_head(directory: Path, name: str) -> dict[str, torch.Tensor] | None:
     """The saved weights of head ``name`` (``value_head``, ``noise_head``), or None."""
     file = directory / {"value_head": VALUE_HEAD_FILE, "noise_head": NOISE_HEAD_FILE}[name]
     return load_file(str(file)) if file.is_file() else None
+
+
+def export_lerobot_smolvla(policy: torch.nn.Module, out_dir: Path, keep_lora: bool) -> None:
+    """``vla-rl export --format lerobot`` of a SmolVLA policy (``LEROBOT_EXPORTERS``): its LeRobot
+    folder with the backbone files in ``vlm/``, without what RL adds (heads, ``smolvla_policy.json``)."""
+    if keep_lora:
+        raise ConfigError("export --keep-lora: a smolvla policy has no LoRA adapters")
+    save_smolvla(out_dir, policy.loaded, policy.cfg, heads={})
+    (Path(out_dir) / POLICY_CONFIG_FILE).unlink()
