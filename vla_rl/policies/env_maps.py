@@ -116,9 +116,10 @@ class EnvMapSettings:
     """The checkpoint's state dimension j <- the env state dimension ``index[j]`` (the concatenated
     ``state_keys``, ``proprio`` by default; null: ``fill``, in the checkpoint's raw state units); one
     entry per checkpoint state dimension."""
-    camera_map: dict[str, str | None] = field(default_factory=dict)
+    camera_map: dict[str, str | None] | None = None
     """Checkpoint camera (name or ``observation.images.<name>``) -> env camera it reads, or null to
-    leave it out; cameras not named read the env camera of the same name."""
+    leave it out, e.g. ``{front: top, wrist: null}``; cameras not named read the env camera of the
+    same name. None: no map."""
 
 
 @dataclass
@@ -218,7 +219,9 @@ def check_against_checkpoint(maps: EnvMaps, checkpoint: CheckpointInterface) -> 
             f"config key '{STATE_MAP_KEY}.index': has {len(maps.state_map.index or [])} entries; it needs "
             f"one per checkpoint state dimension ({checkpoint.state_dim})"
         )
-    unknown = [key for key in maps.camera_map if checkpoint_camera_name(key) not in checkpoint.cameras]
+    unknown = [
+        key for key in (maps.camera_map or {}) if checkpoint_camera_name(key) not in checkpoint.cameras
+    ]
     if unknown:
         raise ConfigError(
             f"config key '{CAMERA_MAP_KEY}': {unknown} are not cameras of the checkpoint (it has "
@@ -228,7 +231,7 @@ def check_against_checkpoint(maps: EnvMaps, checkpoint: CheckpointInterface) -> 
 
 def env_cameras(maps: EnvMaps, checkpoint: CheckpointInterface) -> list[str | None]:
     """Per checkpoint camera, the env camera it reads (None: left out)."""
-    named = {checkpoint_camera_name(key): value for key, value in maps.camera_map.items()}
+    named = {checkpoint_camera_name(key): value for key, value in (maps.camera_map or {}).items()}
     return [named.get(camera, camera) for camera in checkpoint.cameras]
 
 
