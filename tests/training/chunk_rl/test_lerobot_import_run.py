@@ -36,6 +36,7 @@ def run_overrides(run_dir: Path) -> list[str]:
         "algorithm.num_decisions=2",
         "algorithm.num_minibatches=2",
         "algorithm.num_epochs=1",
+        "algorithm.critic_warmup_iterations=0",  # the recipe trains the critic alone first
         "env=reach",
         "env.cameras=[top,wrist]",
         "env.image_size=32",
