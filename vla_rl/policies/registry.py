@@ -99,9 +99,9 @@ def load_chunk_policy(name: str, directory: str | Path, tokenizer_dir: str | Non
     """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) is handed to
     the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders)."""
     cls = chunk_policy_class(name)
-    check_folder_kind(name, cls, Path(directory))
     if tokenizer_dir is not None and "tokenizer_dir" not in inspect.signature(cls.from_pretrained).parameters:
         raise ConfigError(f"config key 'policy.tokenizer_dir': policy {name!r} takes no tokenizer_dir")
+    check_folder_kind(name, cls, Path(directory))
     try:
         if tokenizer_dir is None:
             return cls.from_pretrained(directory)
