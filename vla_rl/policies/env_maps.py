@@ -182,6 +182,11 @@ class EnvInterface:
     source: str = "the env"
     """What the interface describes, for messages."""
 
+    @property
+    def owner(self) -> str:
+        """``source`` as a possessive (``the env's``, ``the demonstrations'``)."""
+        return f"{self.source}'" if self.source.endswith("s") else f"{self.source}'s"
+
     @classmethod
     def of_spaces(cls, observation_space: gym.spaces.Dict, action_space: gym.spaces.Box) -> EnvInterface:
         vectors, cameras = {}, []
@@ -249,14 +254,14 @@ def _check_actions(action_map: DimensionMap, checkpoint: CheckpointInterface, en
         if checkpoint.action_dim != env.action_dim:
             raise ConfigError(
                 f"config key '{ACTION_MAP_KEY}': the checkpoint's actions have {checkpoint.action_dim} "
-                f"dimensions, {env.source}'s {env.action_dim}; give {ACTION_MAP_KEY}.index with one "
+                f"dimensions, {env.owner} {env.action_dim}; give {ACTION_MAP_KEY}.index with one "
                 f"checkpoint action dimension per env action dimension (e.g. [0, 1, 2, 6] for xyz and the "
                 "gripper of a 7-dim checkpoint on a 4-dim ee_delta_pos env)"
             )
         return
     if action_map.width(0) != env.action_dim:
         raise ConfigError(
-            f"config key '{ACTION_MAP_KEY}.index': has {action_map.width(0)} entries; {env.source}'s "
+            f"config key '{ACTION_MAP_KEY}.index': has {action_map.width(0)} entries; {env.owner} "
             f"actions have {env.action_dim} dimensions (one entry per env action dimension)"
         )
 
@@ -268,11 +273,11 @@ def _check_state(
         if checkpoint.state_dim != state_dim:
             raise ConfigError(
                 f"config key '{STATE_MAP_KEY}': the checkpoint's state has {checkpoint.state_dim} "
-                f"dimensions, {env.source}'s state {state_dim}; give {STATE_MAP_KEY}.index with one env "
+                f"dimensions, {env.owner} state {state_dim}; give {STATE_MAP_KEY}.index with one env "
                 "state dimension (or null) per checkpoint state dimension"
             )
         return
-    state_map.check_range(STATE_MAP_KEY, state_dim, f"{env.source}'s state")
+    state_map.check_range(STATE_MAP_KEY, state_dim, f"{env.owner} state")
 
 
 def _check_cameras(maps: EnvMaps, checkpoint: CheckpointInterface, env: EnvInterface) -> None:
