@@ -351,7 +351,8 @@ class Pi0Policy(FlowChainPolicy):
     def predict_action_chunk(self, obs: Observation, noise: torch.Tensor) -> torch.Tensor:
         """The noise-free denoising chain from ``noise`` [N, chunk, max_action_dim] to actions in the
         robot's units [N, chunk, action_dim], not clipped: for a LeRobot import what LeRobot's
-        ``predict_action_chunk`` followed by its postprocessor gives for the same noise."""
+        ``predict_action_chunk`` followed by its postprocessor gives for the same noise (then through
+        ``policy.action_map`` when one is set)."""
         prefix = self.encode_prefix(obs)
         sampled, _ = self.run_chain(prefix, noise.to(self.device), 1.0, deterministic=True)
         return self.unnormalized_actions(sampled.states[:, -1])
