@@ -16,7 +16,7 @@ from vla_rl.cli import main
 from vla_rl.config.load import ConfigError
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
-from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer
+from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer, evaluate_rl_policy
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "lerobot" / "pi0"
 MAPS = [
@@ -98,6 +98,10 @@ def test_the_lerobot_pi0_fixture_fine_tunes_on_reach_through_the_maps(tmp_path: 
     start = load_chunk_policy("pi0", FIXTURE / "policy", str(FIXTURE / "tokenizer"))
     trained = saved.model.action_out_proj.weight  # the action expert's output trains (the VLM is frozen)
     assert not torch.equal(trained, start.model.action_out_proj.weight)
+    # an evaluation of the checkpoint on an env without the cameras its maps name stops at once
+    cfg = compose_rl_config([*run_overrides(run_dir), *MAPS, "env.cameras=[front]"])
+    with pytest.raises(ConfigError, match=r"'policy.camera_map': .*\['wrist'\] .*\{'front': 'top'\}"):
+        evaluate_rl_policy(saved, cfg, "train", num_episodes=1)
     # resumed, the run reads the maps back from its checkpoint and config and goes on
     assert main(["train", "--resume", str(run_dir), "iterations=3"]) == 0
     assert "trained 3 iterations" in capsys.readouterr().out
