@@ -77,14 +77,16 @@ bench: venv $(MW_STAMP)
 	$(PY) -m benchmarks.run_all $(ARGS)
 
 # On a machine with an NVIDIA GPU and a CUDA build of torch (set TORCH_SPEC to one): the tests that
-# skip without CUDA, then MuJoCo Warp on the GPU against CPU MuJoCo on every core, and the rollout
-# over raw warp physics (README, "On a GPU").
+# skip without CUDA, then MuJoCo Warp on the GPU against CPU MuJoCo on every core, the rollout
+# over raw warp physics (README, "On a GPU"), and full-size pi0 in bfloat16: peak memory and seconds
+# per Flow-SDE PPO update at batch 32 and 64, LoRA and full fine-tuning (docs/benchmarks.md).
 bench-gpu: venv
 	$(VENV)/bin/pytest -q tests/sims/test_mujoco_warp.py -k cuda
 	$(PY) -m benchmarks.backend_speed --task push --num-envs 256 1024 4096 --threads $$(nproc) \
 		--warp-device cuda --no-camera --results benchmarks/results/backend_speed_cuda.json
 	$(PY) -m benchmarks.rollout_ratio --backend mujoco_warp --device cuda --tasks reach --num-envs 4096 \
 		--repeats 3 --collections 2
+	$(PY) -m benchmarks.pi0_gpu_update --device cuda --batches 32 64 --modes lora full
 
 # ROS 1 from the system's packages (rospy is not on PyPI): roscore and the messages the deployment
 # tests use. Needs root (or sudo); skipped when roscore is already there.

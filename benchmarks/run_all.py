@@ -17,6 +17,7 @@ BENCHMARKS = {
     "throughput": ["-m", "benchmarks.throughput"],
     "rollout_ratio": ["-m", "benchmarks.rollout_ratio"],
     "render": ["-m", "benchmarks.render_speed"],
+    "dataset_writing": ["-m", "benchmarks.dataset_writing"],
     "backend_speed": ["-m", "benchmarks.backend_speed"],
     "pipeline_stages": ["-m", "benchmarks.pipeline_stages"],
     "vla_inference": ["-m", "benchmarks.vla_inference"],

@@ -100,7 +100,13 @@ def _recorder(cfg, env, output_dir: Path):  # noqa: ANN001, ANN202 - lazily impo
     if not version:
         version = dataset_version(root) if (root / INFO_PATH).is_file() else DEFAULT_CODEBASE_VERSION
     return DeploymentRecorder(
-        root, env.control_hz, env.control_mode, env.cameras, append=root.exists(), codebase_version=version
+        root,
+        env.control_hz,
+        env.control_mode,
+        env.cameras,
+        append=root.exists(),
+        codebase_version=version,
+        finalize_every_episodes=cfg.recording.finalize_every_episodes,
     )
 
 

@@ -94,7 +94,11 @@ class RecordingSection:
     """Dataset folder; null: ``<output_dir>/dataset``."""
     codebase_version: str = ""
     """LeRobot dataset version of a new recording (``v3.0``, ``v2.1``); empty: the library's default
-    for a new folder, the folder's own version when recordings are added to an existing one."""
+    (``v3.0``) for a new folder, the folder's own version when recordings are added to an existing one."""
+    finalize_every_episodes: int = 1
+    """v3.0: finish the open data and video files and rewrite the meta files every this many episodes (a
+    crash of the process loses at most the episodes since; each finalise starts new files). 1: every
+    robot episode is on disk as soon as it ends; 0: only at the end of the session."""
 
 
 @dataclass
@@ -130,7 +134,7 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     *positive("policy.timeout_s"),
     one_of("action_queue.merge", MERGE_MODES),
     *positive("action_queue.refill_threshold", "episodes"),
-    *not_negative("max_steps", "robot.sync_slop_s"),
+    *not_negative("max_steps", "robot.sync_slop_s", "recording.finalize_every_episodes"),
     one_of("robot.image_transport", IMAGE_TRANSPORTS),
     one_of("robot.command_type", COMMAND_TYPES),
     one_of("recording.codebase_version", ("", *DATASET_WRITERS)),

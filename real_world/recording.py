@@ -179,8 +179,10 @@ class ScriptedIntervention(InterventionInput):
 class DeploymentRecorder:
     """Buffers one deployment episode's frames and writes it through the dataset writer at its end.
 
-    A written episode stays readable whatever happens later (the writer finishes each episode's
-    files and meta lines at once). An episode still open at ``close`` (or when a ``with`` block is
+    A written episode stays readable whatever happens later as long as ``finalize_every_episodes`` is
+    1 (the default: the writer finishes the episode's files and meta files at once; larger values
+    put that many episodes in one v3.0 data and video file, and a crash of the process loses the
+    episodes since the last finalise). An episode still open at ``close`` (or when a ``with`` block is
     left by an exception, e.g. an e-stop) is written with success unlabelled rather than lost.
     ``video`` is the collect code's ``VideoSettings`` (``LOSSLESS_VIDEO`` for exact images),
     ``feature_names`` adds per-dimension names (e.g. of ``observation.state``) to the action and
@@ -202,6 +204,7 @@ class DeploymentRecorder:
         feature_names: dict[str, list[str]] | None = None,
         append: bool = False,
         codebase_version: str = DEFAULT_CODEBASE_VERSION,
+        finalize_every_episodes: int = 1,
     ) -> None:
         if control_mode not in ARM_LABELS:
             raise ValueError(f"unknown control_mode {control_mode!r}; allowed: {', '.join(ARM_LABELS)}")
@@ -222,6 +225,7 @@ class DeploymentRecorder:
             video=video,
             feature_names=names,
             append=append,
+            finalize_every_episodes=finalize_every_episodes,
         )
         meta_path = self.root / DEPLOYMENT_META_PATH
         meta = read_json(meta_path) if append and meta_path.is_file() else {}

@@ -61,5 +61,13 @@ def test_codebase_version_is_checked(tmp_path: Path) -> None:
         collect_command(parser.parse_args(appending))
 
 
-def test_collect_writes_v21_by_default_until_v30_appends_at_a_constant_cost() -> None:
-    assert compose_collect_config([]).codebase_version == "v2.1"
+def test_collect_writes_v30_by_default_finalised_every_50_episodes() -> None:
+    config = compose_collect_config([])
+    assert config.codebase_version == "v3.0" and config.finalize_every_episodes == 50
+    with pytest.raises(ConfigError, match="'finalize_every_episodes': must not be negative"):
+        compose_collect_config(["finalize_every_episodes=-1"])
+    with pytest.raises(ConfigError, match="'video.keyframe_interval': must not be negative"):
+        compose_collect_config(["video.keyframe_interval=-1"])
+    assert compose_collect_config(["video.keyframe_interval=2"]).video.settings().keyframe_interval == 2
+    lossless = compose_collect_config(["video.keyframe_interval=2", "video.lossless=true"]).video.settings()
+    assert (lossless.codec, lossless.crf, lossless.keyframe_interval) == ("libx264rgb", 0, 2)

@@ -51,7 +51,13 @@ def _episodes() -> list[Episode]:
 def dataset_root(tmp_path: Path) -> Path:
     names = {"observation.state": ["x", "y"], "action": ["push"]}
     write_dataset(
-        tmp_path / "ds", _episodes(), fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO, feature_names=names
+        tmp_path / "ds",
+        _episodes(),
+        fps=20.0,
+        codebase_version="v2.1",
+        robot_type="panda",
+        video=LOSSLESS_VIDEO,
+        feature_names=names,
     )
     return tmp_path / "ds"
 

@@ -121,7 +121,12 @@ def test_invalid_info_is_reported_with_its_file(tmp_path: Path) -> None:
 
 def test_missing_files_and_columns_are_named(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
-    root = write_dataset(tmp_path / "ds", [random_episode(rng, 3, "a"), random_episode(rng, 3, "b")], 20.0)
+    root = write_dataset(
+        tmp_path / "ds",
+        [random_episode(rng, 3, "a"), random_episode(rng, 3, "b")],
+        20.0,
+        codebase_version="v2.1",
+    )
     (root / "data" / "chunk-000" / "episode_000001.parquet").unlink()
     dataset = LeRobotDataset(root)
     with pytest.raises(FileNotFoundError, match=r"episode_000001\.parquet does not exist"):
@@ -139,7 +144,9 @@ def test_missing_files_and_columns_are_named(tmp_path: Path) -> None:
 
 def test_video_with_the_wrong_frame_count_is_named(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
-    root = write_dataset(tmp_path / "ds", [random_episode(rng, 4, "a")], 20.0, video=LOSSLESS_VIDEO)
+    root = write_dataset(
+        tmp_path / "ds", [random_episode(rng, 4, "a")], 20.0, video=LOSSLESS_VIDEO, codebase_version="v2.1"
+    )
     video = root / "videos" / "chunk-000" / "observation.images.front" / "episode_000000.mp4"
     write_video(video, np.zeros((3, 16, 16, 3), np.uint8), 20.0, LOSSLESS_VIDEO)
     with pytest.raises(
@@ -150,7 +157,7 @@ def test_video_with_the_wrong_frame_count_is_named(tmp_path: Path) -> None:
 
 def test_torn_meta_line_is_an_error_for_readers(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
-    root = write_dataset(tmp_path / "ds", [random_episode(rng, 2, "a")], 20.0)
+    root = write_dataset(tmp_path / "ds", [random_episode(rng, 2, "a")], 20.0, codebase_version="v2.1")
     with open(root / "meta" / "episodes.jsonl", "a") as file:
         file.write('{"episode_index": 1, "le')
     with pytest.raises(ValueError, match=r"episodes\.jsonl line 2 is not valid JSON"):

@@ -20,7 +20,9 @@ from vla_rl.data.episode import Episode
 
 def test_lossless_round_trip_is_exact(tmp_path: Path) -> None:
     episodes = three_episodes(0)
-    write_dataset(tmp_path / "ds", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO)
+    write_dataset(
+        tmp_path / "ds", episodes, fps=20.0, robot_type="panda", video=LOSSLESS_VIDEO, codebase_version="v2.1"
+    )
     dataset = LeRobotDataset(tmp_path / "ds")
     assert dataset.num_episodes == len(dataset) == 3
     assert dataset.num_frames == 16
@@ -36,7 +38,7 @@ def test_default_h264_video_is_close(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     episode = random_episode(rng, 6, "reach the target", image_size=32)
     episode.images["front"] = smooth_frames(6, 32)
-    write_dataset(tmp_path / "ds", [episode], fps=10.0)
+    write_dataset(tmp_path / "ds", [episode], fps=10.0, codebase_version="v2.1")
     got = LeRobotDataset(tmp_path / "ds").episode(0)
     error = np.abs(got.images["front"].astype(np.int64) - episode.images["front"])
     # crf 23 with 4:2:0 chroma: measured mean 1.8, max 9 grey levels on these gradients
@@ -49,7 +51,7 @@ def test_action_stats_over_all_frames(tmp_path: Path) -> None:
     episodes = [random_episode(rng, 3, "a"), random_episode(rng, 2, "b")]
     episodes[0].actions = np.array([[0, 1, 0, 0], [2, 3, 0, 0], [4, 8, 0, 0]], np.float32)
     episodes[1].actions = np.array([[6, -1, 0, 1], [8, 0, 0, 1]], np.float32)
-    write_dataset(tmp_path / "ds", episodes, fps=20.0, video=LOSSLESS_VIDEO)
+    write_dataset(tmp_path / "ds", episodes, fps=20.0, video=LOSSLESS_VIDEO, codebase_version="v2.1")
     stats = LeRobotDataset(tmp_path / "ds").action_stats()
     # dim 0 over five frames: 0 2 4 6 8 -> q01 at position 0.04: 0.08; q99 at 3.96: 7.92; std sqrt(8)
     np.testing.assert_allclose(stats["q01"][0], 0.08, rtol=1e-12)
@@ -68,7 +70,7 @@ def test_episode_without_optional_fields(tmp_path: Path) -> None:
         instruction="wave",
         success=True,
     )
-    write_dataset(tmp_path / "ds", [episode], fps=5.0)
+    write_dataset(tmp_path / "ds", [episode], fps=5.0, codebase_version="v2.1")
     got = LeRobotDataset(tmp_path / "ds").episode(0)
     assert got.images == {} and got.rewards is None and got.privileged is None and got.extras == {}
     # no per-step flags recorded: the episode label lands on the last frame
@@ -114,7 +116,7 @@ def test_append_to_a_dataset_closed_before_its_first_episode(tmp_path: Path) -> 
 
 def test_writer_refuses_existing_dataset_and_mismatched_episodes(tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
-    write_dataset(tmp_path / "ds", [random_episode(rng, 2, "a")], fps=20.0)
+    write_dataset(tmp_path / "ds", [random_episode(rng, 2, "a")], fps=20.0, codebase_version="v2.1")
     with pytest.raises(FileExistsError, match="info.json"):
         LeRobotWriter(tmp_path / "ds", fps=20.0)
     with pytest.raises(ValueError, match="fps"):
@@ -132,22 +134,22 @@ def test_invalid_episodes_are_rejected(tmp_path: Path) -> None:
     episode = random_episode(rng, 3, "a")
     episode.rewards = np.zeros(2, np.float32)
     with pytest.raises(ValueError, match="rewards has 2 rows but actions have 3"):
-        write_dataset(tmp_path / "a", [episode], fps=20.0)
+        write_dataset(tmp_path / "a", [episode], fps=20.0, codebase_version="v2.1")
     episode = random_episode(rng, 3, "a")
     episode.images["front"] = episode.images["front"].astype(np.float32)
     with pytest.raises(ValueError, match="uint8"):
-        write_dataset(tmp_path / "b", [episode], fps=20.0)
+        write_dataset(tmp_path / "b", [episode], fps=20.0, codebase_version="v2.1")
     episode = random_episode(rng, 3, "a")
     episode.extras["next.reward"] = np.zeros(3, np.float32)
     with pytest.raises(ValueError, match="collides"):
-        write_dataset(tmp_path / "c", [episode], fps=20.0)
+        write_dataset(tmp_path / "c", [episode], fps=20.0, codebase_version="v2.1")
 
 
 def test_video_settings_reach_the_encoder(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
     episode = random_episode(rng, 3, "a", image_size=16)
     settings = VideoSettings(codec="libx264", pix_fmt="yuv444p", crf=0, preset="ultrafast")
-    write_dataset(tmp_path / "ds", [episode], fps=20.0, video=settings)
+    write_dataset(tmp_path / "ds", [episode], fps=20.0, video=settings, codebase_version="v2.1")
     info = LeRobotDataset(tmp_path / "ds").info["features"]["observation.images.front"]["info"]
     assert info["video.codec"] == "h264" and info["video.pix_fmt"] == "yuv444p"
     got = LeRobotDataset(tmp_path / "ds").episode(0).images["front"]

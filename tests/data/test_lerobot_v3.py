@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-import shutil
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +14,13 @@ import pyarrow.parquet as pq
 import pytest
 from data_test_episodes import assert_same_episode, random_episode, smooth_frames, three_episodes
 
-from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, write_dataset
+from vla_rl.data import LOSSLESS_VIDEO, LeRobotDataset, lerobot_v3_writer, write_dataset
 from vla_rl.data.lerobot_format import dataset_writer, open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
-from vla_rl.data.lerobot_v3_stats import frame_stats
+from vla_rl.data.lerobot_v3_stats import aggregate_stats, frame_stats
 from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
+from vla_rl.data.video import VideoSettings, read_video, write_video
+from vla_rl.data.video_shards import VideoStream
 
 
 def test_lossless_round_trip_and_layout(tmp_path: Path) -> None:
@@ -117,44 +122,206 @@ def test_size_caps_start_new_files_and_chunks(tmp_path: Path) -> None:
     np.testing.assert_array_equal(dataset.column("action"), np.concatenate([e.actions for e in episodes]))
 
 
-def test_default_h264_shard_decodes_as_the_episode_files(tmp_path: Path) -> None:
-    """Episodes are appended to a shard by stream copy: each decodes exactly as its own video file
-    (v2.1's layout, the same encoder settings) does, including a one-frame episode between two others."""
+def test_default_h264_episodes_seek_into_one_stream(tmp_path: Path) -> None:
+    """With the default lossy H.264 the episodes are one continuous stream (an episode need not start at
+    a keyframe): each episode read by seeking equals its frames in a decode of the whole file, including a
+    one-frame episode between two others, and each decoded frame is nearest to the frame recorded there."""
     rng = np.random.default_rng(1)
     episodes = [random_episode(rng, length, "reach", image_size=32) for length in (6, 1, 9)]
     for offset, episode in enumerate(episodes):
         episode.images["front"] = np.roll(smooth_frames(len(episode), 32), 5 * offset, axis=1)
-    shards = LeRobotV3Dataset(write_dataset(tmp_path / "v30", episodes, fps=10.0, codebase_version="v3.0"))
-    files = LeRobotDataset(write_dataset(tmp_path / "v21", episodes, fps=10.0))
-    for from_shard, from_file in zip(shards.episodes(), files.episodes(), strict=True):
-        np.testing.assert_array_equal(from_shard.images["front"], from_file.images["front"])
+    dataset = LeRobotV3Dataset(write_dataset(tmp_path / "v30", episodes, fps=10.0, codebase_version="v3.0"))
+    whole = read_video(dataset.video_file(0, "observation.images.front"))
+    assert len(whole) == 16
+    recorded = np.concatenate([e.images["front"] for e in episodes]).astype(np.int64)
+    starts = np.cumsum([0, 6, 1])
+    for start, expected, got in zip(starts, episodes, dataset.episodes(), strict=True):
+        np.testing.assert_array_equal(got.images["front"], whole[start : start + len(expected)])
+        errors = np.abs(got.images["front"][:, None].astype(np.int64) - recorded[None]).mean(axis=(2, 3, 4))
+        np.testing.assert_array_equal(errors.argmin(axis=1), start + np.arange(len(expected)))
 
 
-def test_resume_after_a_crash_drops_rows_without_meta(tmp_path: Path) -> None:
-    episodes = three_episodes(4, cameras=("front",))
+def _keyframes(path: Path) -> int:
+    """Keyframes in the video at ``path`` (ffmpeg decoding only those)."""
+    import imageio_ffmpeg
+
+    command = [imageio_ffmpeg.get_ffmpeg_exe(), "-skip_frame", "nokey", "-i", str(path)]
+    result = subprocess.run(
+        [*command, "-fps_mode", "passthrough", "-f", "null", "-"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    return int(re.findall(r"frame=\s*(\d+)", result.stderr)[-1])
+
+
+def test_keyframe_interval_reaches_the_encoder(tmp_path: Path) -> None:
+    rng = np.random.default_rng(11)
+    episodes = [random_episode(rng, length, "reach", image_size=32) for length in (6, 1, 9)]
+    for offset, episode in enumerate(episodes):
+        episode.images["front"] = np.roll(smooth_frames(len(episode), 32), 5 * offset, axis=1)
+    every_two = VideoSettings(keyframe_interval=2)
+    dataset = LeRobotV3Dataset(
+        write_dataset(tmp_path / "g2", episodes, fps=10.0, codebase_version="v3.0", video=every_two)
+    )
+    default = LeRobotV3Dataset(
+        write_dataset(tmp_path / "default", episodes, fps=10.0, codebase_version="v3.0")
+    )
+    # 16 frames: a keyframe at frames 0, 2, ..., 14; the encoder's default puts far fewer
+    assert _keyframes(dataset.video_file(0, "observation.images.front")) == 8
+    assert _keyframes(default.video_file(0, "observation.images.front")) < 8
+    whole = read_video(dataset.video_file(0, "observation.images.front"))
+    for start, expected, got in zip(np.cumsum([0, 6, 1]), episodes, dataset.episodes(), strict=True):
+        np.testing.assert_array_equal(got.images["front"], whole[start : start + len(expected)])
+    write_video(tmp_path / "v21.mp4", smooth_frames(9, 32), 10.0, VideoSettings(keyframe_interval=4))
+    assert _keyframes(tmp_path / "v21.mp4") == 3  # frames 0, 4 and 8: the v2.1 files too
+    with pytest.raises(ValueError, match="keyframe_interval must be >= 0"):
+        VideoSettings(keyframe_interval=-1)
+
+
+def _crash_after(root: Path, seed: int, lengths: tuple[int, ...], finalize_every: int) -> None:
+    """Write random episodes of ``lengths`` in another process that is killed (SIGKILL) before it closes
+    the writer: no finalise, no clean-up, as a power cut or an out-of-memory kill would leave it."""
+    script = f"""
+import os, signal, sys
+import numpy as np
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from data_test_episodes import random_episode
+from vla_rl.data import LOSSLESS_VIDEO
+from vla_rl.data import lerobot_v3_writer
+from vla_rl.data.lerobot_v3_stats import aggregate_stats
+from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
+from vla_rl.data.video import VideoSettings, read_video, write_video
+from vla_rl.data.video_shards import VideoStream
+rng = np.random.default_rng({seed})
+writer = LeRobotV3Writer({str(root)!r}, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes={finalize_every})
+for number, length in enumerate({lengths!r}):
+    writer.add_episode(random_episode(rng, length, f"task {{number % 2}}"))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert result.returncode == -signal.SIGKILL, result.stderr
+
+
+def test_a_crash_loses_only_the_episodes_since_the_last_finalise(tmp_path: Path) -> None:
     root = tmp_path / "ds"
-    writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO)
-    writer.add_episode(episodes[0])
-    writer.add_episode(episodes[1])
-    meta_after_two = tmp_path / "meta_after_two"
-    shutil.copytree(root / "meta", meta_after_two)
-    writer.add_episode(episodes[2])
-    # a crash after episode 2's frames and video were written but before its meta files were
-    shutil.rmtree(root / "meta")
-    shutil.copytree(meta_after_two, root / "meta")
-    assert pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 16
-    replacement = random_episode(np.random.default_rng(5), 6, "wave", cameras=("front",))
-    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, append=True) as resumed:
-        assert resumed.add_episode(replacement) == 2
-    assert pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 12
-    assert (root / "data/chunk-000/file-001.parquet").is_file()
-    assert (root / "videos/observation.images.front/chunk-000/file-001.mp4").is_file()
+    lengths = (5, 7, 4, 6, 3)
+    _crash_after(root, 4, lengths, finalize_every=2)
+    rng = np.random.default_rng(4)
+    written = [random_episode(rng, length, f"task {number % 2}") for number, length in enumerate(lengths)]
+    # finalised after episodes 1 and 3; episode 4 was in the open files
     dataset = LeRobotV3Dataset(root)
-    assert dataset.num_episodes == 3 and dataset.info["total_frames"] == 18
-    assert dataset.tasks == {0: "put the red cube on the blue pad", 1: "pick up the cube", 2: "wave"}
-    for expected, got in zip([*episodes[:2], replacement], dataset.episodes(), strict=True):
+    assert dataset.num_episodes == 4 and dataset.info["total_frames"] == 22
+    for expected, got in zip(written[:4], dataset.episodes(), strict=True):
         assert_same_episode(expected, got)
-    assert dataset.dataset_stats()["action"]["count"].tolist() == [18]
+    assert [dataset.episode_path(i).name for i in range(4)] == ["file-000.parquet"] * 2 + [
+        "file-001.parquet"
+    ] * 2
+    assert (root / "data/chunk-000/file-002.parquet.partial").is_file()
+    # the video's .partial file may come later: ffmpeg, its own process, still writes what it was sent
+    assert not (root / "videos/observation.images.front/chunk-000/file-002.mp4").exists()
+    assert dataset.dataset_stats()["action"]["count"].tolist() == [22]
+
+    replacement = random_episode(np.random.default_rng(5), 6, "wave")
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, append=True) as resumed:
+        assert resumed.add_episode(replacement) == 4
+    assert not list(root.rglob("*.partial"))
+    dataset = LeRobotV3Dataset(root)
+    assert dataset.num_episodes == 5 and dataset.info["total_frames"] == 28
+    assert dataset.tasks == {0: "task 0", 1: "task 1", 2: "wave"}
+    for expected, got in zip([*written[:4], replacement], dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    assert dataset.episode_path(4).name == "file-002.parquet"
+    assert dataset.dataset_stats()["action"]["count"].tolist() == [28]
+
+
+def test_finalise_starts_new_files_and_a_failed_episode_rolls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ds"
+    episodes = three_episodes(6, cameras=("front",))
+    writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes=0)
+    writer.add_episode(episodes[0])
+    assert not (root / "meta/info.json").exists()  # no dataset before the first finalise
+    writer.finalize()
+    assert LeRobotV3Dataset(root).num_episodes == 1
+    writer.add_episode(episodes[1])
+    with monkeypatch.context() as patch:
+        patch.setattr(VideoStream, "add", _disk_full)
+        with pytest.raises(OSError, match="No space left"):
+            writer.add_episode(random_episode(np.random.default_rng(7), 3, "odd"))
+    # episode 1 was in the open files with the failed one: both are gone, as after a crash
+    assert writer.num_episodes == 1 and not list(root.rglob("*.partial"))
+    assert writer.add_episode(episodes[2]) == 1
+    writer.close()
+    dataset = LeRobotV3Dataset(root)
+    assert dataset.num_episodes == 2 and dataset.tasks == {0: "put the red cube on the blue pad"}
+    for expected, got in zip([episodes[0], episodes[2]], dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    assert [dataset.episode_path(i).name for i in range(2)] == ["file-000.parquet", "file-001.parquet"]
+
+
+def _disk_full(*args: object) -> int:
+    raise OSError(28, "No space left on device")
+
+
+def test_a_file_that_cannot_be_finished_rolls_back(tmp_path: Path) -> None:
+    writer = LeRobotV3Writer(tmp_path / "ds", 20.0, video=VideoSettings(codec="no-such-encoder"))
+    writer.add_episode(random_episode(np.random.default_rng(8), 4, "a"))
+    with pytest.raises(RuntimeError, match="ffmpeg"):
+        writer.close()
+    # the data file was finished before the video failed: it goes too, as no episode points into it
+    assert writer.num_episodes == 0 and not list((tmp_path / "ds").rglob("file-*"))
+
+
+def test_meta_files_that_cannot_be_written_are_written_by_the_next_finalise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ds"
+    episodes = three_episodes(9, cameras=("front",))
+    writer = LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes=0)
+    writer.add_episode(episodes[0])
+    with monkeypatch.context() as patch:
+        patch.setattr(LeRobotV3Writer, "_write_meta", _disk_full)
+        with pytest.raises(OSError, match="No space left"):
+            writer.finalize()
+    # the finished files stay (nothing points into them yet) and the episode with them
+    assert (root / "data/chunk-000/file-000.parquet").is_file() and not (root / "meta/info.json").exists()
+    writer.add_episode(episodes[1])
+    writer.close()
+    dataset = LeRobotV3Dataset(root)
+    for expected, got in zip(episodes[:2], dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    assert [dataset.episode_path(i).name for i in range(2)] == ["file-000.parquet", "file-001.parquet"]
+
+
+def test_episodes_files_rotate_and_stats_pool_across_finalises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each finalise rewrites only the current ``meta/episodes`` file (two rows here) and pools the new
+    episodes' stats into the running total: the same stats as pooling every episode at once."""
+    monkeypatch.setattr(lerobot_v3_writer, "EPISODES_PER_META_FILE", 2)
+    rng = np.random.default_rng(10)
+    episodes = [random_episode(rng, length, f"task {length % 2}") for length in (3, 5, 2, 4, 6)]
+    root = tmp_path / "ds"
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, finalize_every_episodes=1) as writer:
+        for episode in episodes[:4]:
+            writer.add_episode(episode)
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO, append=True) as resumed:
+        resumed.add_episode(episodes[4])
+    meta = sorted((root / "meta/episodes/chunk-000").glob("*.parquet"))
+    # two rows per file; the resumed writer starts a new file
+    rows = [pq.read_table(path).column("episode_index").to_pylist() for path in meta]
+    assert [path.name for path in meta] == ["file-000.parquet", "file-001.parquet", "file-002.parquet"]
+    assert rows == [[0, 1], [2, 3], [4]]
+    assert pq.read_table(meta[1]).column("meta/episodes/file_index").to_pylist() == [1, 1]
+    dataset = LeRobotV3Dataset(root)
+    for expected, got in zip(episodes, dataset.episodes(), strict=True):
+        assert_same_episode(expected, got)
+    at_once = aggregate_stats([dataset.episode_stats(i) for i in range(5)])
+    pooled = dataset.dataset_stats()
+    assert sorted(pooled) == sorted(at_once)
+    for feature, stats in at_once.items():
+        for name, value in stats.items():
+            np.testing.assert_allclose(pooled[feature][name], value, rtol=1e-12, atol=1e-12, err_msg=feature)
 
 
 def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -> None:
@@ -166,15 +333,14 @@ def test_a_dataset_without_episodes_reads_empty_and_takes_more(tmp_path: Path) -
     assert_same_episode(episode, LeRobotV3Dataset(tmp_path / "ds").episode(0))
 
 
-def test_resume_after_a_crash_in_the_first_episode(tmp_path: Path) -> None:
+def test_a_crash_before_the_first_finalise_leaves_no_dataset(tmp_path: Path) -> None:
     root = tmp_path / "ds"
-    LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO).add_episode(
-        random_episode(np.random.default_rng(8), 4, "a")
-    )
-    shutil.rmtree(root / "meta")  # the crash: frames and video written, no meta file yet
+    _crash_after(root, 8, (4, 3), finalize_every=0)
+    assert not (root / "meta/info.json").exists() and list(root.rglob("*.partial"))
     episode = random_episode(np.random.default_rng(9), 3, "b")
-    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO) as again:
+    with LeRobotV3Writer(root, 20.0, video=LOSSLESS_VIDEO) as again:  # a new dataset: no append needed
         assert again.add_episode(episode) == 0
+    assert not list(root.rglob("*.partial"))
     dataset = LeRobotV3Dataset(root)
     assert dataset.num_episodes == 1 and pq.read_table(root / "data/chunk-000/file-000.parquet").num_rows == 3
     assert_same_episode(episode, dataset.episode(0))
@@ -182,7 +348,7 @@ def test_resume_after_a_crash_in_the_first_episode(tmp_path: Path) -> None:
 
 def test_versions_are_chosen_and_refused_clearly(tmp_path: Path) -> None:
     rng = np.random.default_rng(6)
-    write_dataset(tmp_path / "v21", [random_episode(rng, 2, "a")], fps=20.0)
+    write_dataset(tmp_path / "v21", [random_episode(rng, 2, "a")], fps=20.0, codebase_version="v2.1")
     assert type(open_dataset(tmp_path / "v21")) is LeRobotDataset
     with pytest.raises(ValueError, match="is not a LeRobot v3.x layout"):
         LeRobotV3Dataset(tmp_path / "v21")

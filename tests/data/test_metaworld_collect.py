@@ -37,7 +37,7 @@ def test_cli_records_mt10_episodes_with_images_and_instructions(tmp_path, capsys
     assert main([*argv, "--max-steps", "150"]) == 0
     assert "wrote 2 episodes" in capsys.readouterr().out
 
-    assert dataset_version(out) == "v2.1"  # the default, as for `vla-rl collect`
+    assert dataset_version(out) == "v3.0"  # the default, as for `vla-rl collect`
     dataset = open_dataset(out)
     assert dataset.num_episodes == 2 and dataset.fps == pytest.approx(80.0)
     assert sorted(dataset.tasks.values()) == sorted([INSTRUCTIONS["reach-v3"], INSTRUCTIONS["push-v3"]])
@@ -52,3 +52,7 @@ def test_cli_records_mt10_episodes_with_images_and_instructions(tmp_path, capsys
         assert episode.success_per_step[-1] and not episode.success_per_step[0]
     with pytest.raises(FileExistsError):
         main(argv)  # an existing dataset is only extended with --append
+    older = tmp_path / "mt10_v21"
+    argv_v21 = ["MT10", "--episodes", "1", "--output", str(older), "--num-envs", "2", "--image-size", "32"]
+    assert main([*argv_v21, "--max-steps", "150", "--codebase-version", "v2.1"]) == 0
+    assert dataset_version(older) == "v2.1" and open_dataset(older).num_episodes == 1

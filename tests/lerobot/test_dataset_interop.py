@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vla_rl.data import LOSSLESS_VIDEO, write_dataset
+from vla_rl.data import LOSSLESS_VIDEO, lerobot_v3_writer, write_dataset
 from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.data.lerobot_v3_reader import LeRobotV3Dataset
 from vla_rl.data.lerobot_v3_stats import aggregate_stats, frame_stats, vector_stats
+from vla_rl.data.lerobot_v3_writer import LeRobotV3Writer
 
 HISTOGRAM_BINS = 5000
 """LeRobot 0.4 estimates quantiles from a histogram of this many bins over each episode's range: its
@@ -127,6 +128,36 @@ def test_vla_rl_v30_read_by_lerobot(tmp_path: Path, run_lerobot) -> None:
     # ... and what LeRobot's own statistics give on the frames it read
     _assert_stats_close(ours, read, "recomputed")
     _assert_windows(episodes, read)
+
+
+def test_vla_rl_v30_read_by_lerobot_between_finalises(
+    tmp_path: Path, run_lerobot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five episodes finalised after every two: while the fifth is still in the writer's open files (what
+    a crash would leave), LeRobot reads the four finalised ones from two data files, two video files and
+    (two rows per episodes file here) two ``meta/episodes`` files."""
+    monkeypatch.setattr(lerobot_v3_writer, "EPISODES_PER_META_FILE", 2)
+    episodes = _episodes(4, (5, 7, 4, 6, 3), cameras=("front",))
+    root = tmp_path / "ours"
+    writer = LeRobotV3Writer(root, 20.0, robot_type="panda", video=LOSSLESS_VIDEO, finalize_every_episodes=2)
+    try:
+        for episode in episodes:
+            writer.add_episode(episode)
+        assert (root / "data/chunk-000/file-002.parquet.partial").is_file()
+        assert len(list((root / "meta/episodes/chunk-000").glob("*.parquet"))) == 2
+        read = run_lerobot(
+            "lerobot_datasets.py", "read", root, tmp_path / "read.npz", out=tmp_path / "read.npz"
+        )
+        ours = LeRobotV3Dataset(root).dataset_stats()
+    finally:
+        writer.close()
+    _assert_lerobot_frames_equal(episodes[:4], 20.0, read)
+    for feature, stats in ours.items():
+        for name, value in stats.items():
+            np.testing.assert_array_equal(read[f"stats/{feature}/{name}"], value, err_msg=f"{feature} {name}")
+    # (LeRobot's recomputation of the stats is compared in test_vla_rl_v30_read_by_lerobot: it does not
+    # depend on how the episodes lie in files)
+    _assert_windows(episodes[:4], read)
 
 
 def _assert_windows(episodes: list[Episode], read: dict[str, np.ndarray]) -> None:
@@ -279,7 +310,14 @@ def test_lerobot_v30_images_in_parquet_read_by_vla_rl(tmp_path: Path, run_lerobo
 def test_vla_rl_v21_converted_by_lerobot(tmp_path: Path, run_lerobot) -> None:
     """LeRobot 0.4 writes only v3.0; its converter takes vla-rl's v2.1 to v3.0, which both then read."""
     episodes = _episodes(2, (3, 6, 5), cameras=("front",))
-    root = write_dataset(tmp_path / "ours_v21", episodes, fps=15.0, robot_type="panda", video=LOSSLESS_VIDEO)
+    root = write_dataset(
+        tmp_path / "ours_v21",
+        episodes,
+        fps=15.0,
+        codebase_version="v2.1",
+        robot_type="panda",
+        video=LOSSLESS_VIDEO,
+    )
     read = run_lerobot(
         "lerobot_datasets.py", "convert", root, tmp_path / "read.npz", out=tmp_path / "read.npz"
     )

@@ -15,7 +15,15 @@ from vla_rl.policies.registry import (
 
 def test_state_and_chunk_policies_share_one_table() -> None:
     assert sorted(POLICIES) == sorted(registered_policies() + registered_chunk_policies())
-    assert registered_chunk_policies() == ["chunk_vla", "flow_mlp", "gaussian", "pi0", "pi05", "token_vla"]
+    assert registered_chunk_policies() == [
+        "chunk_vla",
+        "flow_mlp",
+        "gaussian",
+        "pi0",
+        "pi05",
+        "smolvla",
+        "token_vla",
+    ]
 
 
 def test_state_policies_are_chunk_policies_and_the_state_builder_refuses_the_rest() -> None:

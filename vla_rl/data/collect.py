@@ -19,7 +19,11 @@ import torch
 
 from vla_rl.data.config import CollectConfig
 from vla_rl.data.episode import Episode
-from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION, dataset_writer
+from vla_rl.data.lerobot_format import (
+    DEFAULT_CODEBASE_VERSION,
+    DEFAULT_FINALIZE_EVERY_EPISODES,
+    dataset_writer,
+)
 from vla_rl.data.lerobot_layout import ACTION_KEY, PRIVILEGED_KEY, STATE_KEY
 from vla_rl.data.video import VideoSettings
 from vla_rl.envs import BatchedEnv, Observation, make_env
@@ -180,6 +184,7 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
             video=cfg.video.settings(),
             append=cfg.append,
             codebase_version=cfg.codebase_version,
+            finalize_every_episodes=cfg.finalize_every_episodes,
         )
     finally:
         env.close()
@@ -212,14 +217,15 @@ def record_dataset(
     append: bool,
     success_key: str = "success",
     codebase_version: str = DEFAULT_CODEBASE_VERSION,
+    finalize_every_episodes: int = DEFAULT_FINALIZE_EVERY_EPISODES,
 ) -> CollectResult:
     """Step ``env`` from ``reset(seed)`` with ``actor`` and write each episode as it ends (failed ones
     only with ``keep_failures``) into the dataset at ``output_dir`` (new, or continued with ``append``)
     until ``num_episodes`` are written or ``max_attempts`` have ended (``<= 0``: ``10 * num_episodes``).
     ``success_key`` is the ``info["episode"]`` flag that says an episode succeeded; ``codebase_version``
-    is the LeRobot dataset version written. The episodes keep the privileged state and the expert action
-    when ``feature_names`` names them (``recorded_feature_names``). ``start_s`` is the
-    ``time.perf_counter()`` the collection began at."""
+    is the LeRobot dataset version written (a v3.0 writer finalises every ``finalize_every_episodes``).
+    The episodes keep the privileged state and the expert action when ``feature_names`` names them
+    (``recorded_feature_names``). ``start_s`` is the ``time.perf_counter()`` the collection began at."""
     recorder = EpisodeRecorder(
         env.num_envs, cameras, PRIVILEGED_KEY in feature_names, EXPERT_ACTION_KEY in feature_names
     )
@@ -233,6 +239,7 @@ def record_dataset(
         video=video,
         feature_names=feature_names,
         append=append,
+        finalize_every_episodes=finalize_every_episodes,
     )
     with writer:
         obs, _ = env.reset(seed=seed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,11 @@ from vla_rl.config.structured import (
     positive,
     validate_structured,
 )
-from vla_rl.data.lerobot_format import DATASET_WRITERS, DEFAULT_CODEBASE_VERSION
+from vla_rl.data.lerobot_format import (
+    DATASET_WRITERS,
+    DEFAULT_CODEBASE_VERSION,
+    DEFAULT_FINALIZE_EVERY_EPISODES,
+)
 from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
 from vla_rl.envs.config import ENV_CHECKS, EnvConfig
 
@@ -26,7 +31,7 @@ COLLECT_CONFIG_NAME = "collect"
 
 @dataclass
 class CollectVideoConfig:
-    """How camera frames are encoded into the dataset's per-episode mp4 files."""
+    """How camera frames are encoded into the dataset's mp4 files."""
 
     codec: str = "libx264"
     """ffmpeg encoder (``libx264`` H.264, ``libx264rgb``, ``libsvtav1`` AV1 ...)."""
@@ -36,13 +41,23 @@ class CollectVideoConfig:
     """Constant rate factor: 0 is lossless for x264, higher is smaller and lossier."""
     preset: str = ""
     """Encoder speed preset (``ultrafast`` ... ``veryslow``); empty uses the encoder default."""
+    keyframe_interval: int = 0
+    """Frames from one keyframe to the next (ffmpeg's ``-g``); 0: the encoder's default (x264: up to 250).
+    Small values (LeRobot uses 2) make seeking a frame fast, as training on the dataset does, at the
+    cost of larger files."""
     lossless: bool = False
-    """Ignore the three keys above and store bit-exact RGB (``libx264rgb``, ``rgb24``, crf 0)."""
+    """Ignore codec, pix_fmt, crf and preset and store bit-exact RGB (``libx264rgb``, ``rgb24``, crf 0)."""
 
     def settings(self) -> VideoSettings:
         if self.lossless:
-            return LOSSLESS_VIDEO
-        return VideoSettings(codec=self.codec, pix_fmt=self.pix_fmt, crf=self.crf, preset=self.preset)
+            return dataclasses.replace(LOSSLESS_VIDEO, keyframe_interval=self.keyframe_interval)
+        return VideoSettings(
+            codec=self.codec,
+            pix_fmt=self.pix_fmt,
+            crf=self.crf,
+            preset=self.preset,
+            keyframe_interval=self.keyframe_interval,
+        )
 
 
 def _default_env() -> EnvConfig:
@@ -80,6 +95,10 @@ class CollectConfig:
     codebase_version: str = DEFAULT_CODEBASE_VERSION
     """LeRobot dataset version written: ``v3.0`` (LeRobot 0.4's format: many episodes per parquet and mp4
     file) or ``v2.1`` (one parquet and one mp4 per episode); appending needs the existing dataset's."""
+    finalize_every_episodes: int = DEFAULT_FINALIZE_EVERY_EPISODES
+    """v3.0: finish the open data and video files and rewrite the meta files every this many episodes
+    (each finalise starts new files; a crash loses at most the episodes since the last one); 0: only
+    when a file reaches its size cap and at the end. v2.1 finishes every episode as it is written."""
     append: bool = False
     """Add episodes to an existing dataset at ``output_dir`` instead of refusing to touch it (give a new
     ``seed``, or the added episodes repeat the first ones)."""
@@ -100,7 +119,7 @@ COLLECT_CHECKS: tuple[Check[CollectConfig], ...] = (
     ),
     *nested("env", ENV_CHECKS),
     *positive("num_episodes", "torch_num_threads"),
-    *not_negative("noise_std", "video.crf"),
+    *not_negative("noise_std", "video.crf", "video.keyframe_interval", "finalize_every_episodes"),
     Check("output_dir", lambda c: bool(c.output_dir), "must name the dataset directory"),
     Check(
         "codebase_version",

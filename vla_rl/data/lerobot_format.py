@@ -11,8 +11,13 @@ from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_layout import INFO_PATH, read_json
 from vla_rl.registry import resolve
 
-DEFAULT_CODEBASE_VERSION = "v2.1"
-"""The version ``vla-rl collect``, deployment recording and ``dataset_writer`` write unless told."""
+DEFAULT_CODEBASE_VERSION = "v3.0"
+"""The version ``vla-rl collect``, deployment recording, the MetaWorld recorder and ``dataset_writer``
+write unless told (LeRobot 0.4's; ``v2.1`` stays writable and every reader takes both)."""
+
+DEFAULT_FINALIZE_EVERY_EPISODES = 50
+"""Episodes between two finalises of a v3.0 writer unless told: what a crash can lose, against one more
+data and video file per camera (and a rewrite of the meta files) per that many episodes."""
 
 DATASET_WRITERS: dict[str, str] = {
     "v2.1": "vla_rl.data.lerobot_writer:LeRobotWriter",
@@ -47,7 +52,8 @@ def open_dataset(root: str | Path) -> Any:
 def dataset_writer(
     root: str | Path, fps: float, codebase_version: str = DEFAULT_CODEBASE_VERSION, **kwargs: Any
 ) -> Any:
-    """A writer of ``codebase_version`` at ``root`` (``kwargs`` as ``LeRobotWriter`` takes them). Appending
+    """A writer of ``codebase_version`` at ``root`` (``kwargs`` as the writers take them: ``robot_type``,
+    ``video``, ``feature_names``, ``append``, ``finalize_every_episodes``, ``chunks_size``). Appending
     (``append=True``) to an existing dataset of another version fails: one dataset keeps one version."""
     if codebase_version not in DATASET_WRITERS:
         raise ValueError(

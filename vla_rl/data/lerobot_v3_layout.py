@@ -6,7 +6,8 @@ A dataset directory holds::
     meta/stats.json                               per-feature stats of the whole dataset
     meta/tasks.parquet                            one row per distinct instruction and its task_index
     meta/episodes/chunk-000/file-000.parquet      one row per episode: tasks, length, where its frames
-                                                  and video segments lie, its stats (stats/<feature>/<stat>)
+                                                  and video segments lie, its stats (stats/<feature>/<stat>);
+                                                  consecutive episodes, more files as the dataset grows
     data/chunk-000/file-000.parquet               the frames of consecutive episodes
     videos/<video_key>/chunk-000/file-000.mp4     one camera's frames of consecutive episodes
 
@@ -43,6 +44,9 @@ TO_INDEX_KEY = "dataset_to_index"
 META_CHUNK_KEY = "meta/episodes/chunk_index"
 META_FILE_KEY = "meta/episodes/file_index"
 STATS_PREFIX = "stats/"
+PARTIAL_SUFFIX = ".partial"
+"""Added to the name of a data or video file while it is being written: no reader opens such a file, and
+no episode in ``meta/`` points into it until it is finished and renamed."""
 
 
 def video_column(video_key: str, field: str) -> str:
@@ -71,3 +75,8 @@ def shard_file(root: Path, template: str, chunk_index: int, file_index: int, **k
 def size_mb(path: Path) -> float:
     """Size of the file at ``path`` in MiB, 0 when it does not exist."""
     return path.stat().st_size / 2**20 if path.is_file() else 0.0
+
+
+def partial_path(path: Path) -> Path:
+    """Where the data or video file that will become ``path`` is written until it is finished."""
+    return path.with_name(path.name + PARTIAL_SUFFIX)

@@ -61,8 +61,13 @@ class LeRobotWriter(LeRobotWriterBase):
         feature_names: dict[str, list[str]] | None = None,
         chunks_size: int = DEFAULT_CHUNKS_SIZE,
         append: bool = False,
+        finalize_every_episodes: int = 1,
     ) -> None:
         super().__init__(root, fps, robot_type, video, feature_names, chunks_size)
+        if finalize_every_episodes < 0:
+            raise ValueError(f"finalize_every_episodes must be >= 0, got {finalize_every_episodes}")
+        # taken for the v3.0 writer's interface: every v2.1 episode is complete on disk when add_episode
+        # returns, whatever the value
         self.episodes_stats: list[dict[str, Any]] = []
         """The ``meta/episodes_stats.jsonl`` row of every episode written."""
         self._open(append)

@@ -201,6 +201,11 @@ class LeRobotWriterBase(ABC):
     def _write_meta(self) -> None:
         """Rewrite every meta file from memory."""
 
+    def finalize(self) -> None:
+        """Make every episode added so far part of the dataset on disk (the v2.1 writer's already are: it
+        rewrites the meta files; the v3.0 writer finishes its open files first)."""
+        self._write_meta()
+
     def close(self) -> None:
         """Rewrite every meta file atomically; the dataset is complete afterwards."""
         if not self.closed:

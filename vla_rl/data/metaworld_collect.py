@@ -2,10 +2,13 @@
 
     python -m vla_rl.data.metaworld_collect reach-v3 --episodes 50 --output datasets/mw_reach
     python -m vla_rl.data.metaworld_collect MT10 --episodes 200 --output datasets/mt10 --cameras corner
+    python -m vla_rl.data.metaworld_collect reach-v3 --episodes 50 --output datasets/mw_reach_v21 \
+        --codebase-version v2.1
 
 Every world of a batched MetaWorld env runs its task's expert; each finished episode (with camera
 frames, the task's instruction, proprio, the 39-D state, actions, rewards and per-step success) is
-written at once. By default an episode ends at the expert's first success, so demonstrations do
+written at once, as a LeRobot v3.0 dataset (``--codebase-version v2.1`` for the older layout). By
+default an episode ends at the expert's first success, so demonstrations do
 not idle until the time limit.
 """
 
@@ -19,6 +22,7 @@ from pathlib import Path
 import torch
 
 from vla_rl.data.collect import CollectResult, record_dataset, recorded_feature_names
+from vla_rl.data.lerobot_format import DATASET_WRITERS, DEFAULT_CODEBASE_VERSION
 from vla_rl.data.video import VideoSettings
 from vla_rl.envs.config import EnvConfig
 from vla_rl.sims.metaworld.batched_env import MetaWorldBatchedEnv
@@ -53,12 +57,14 @@ def collect_metaworld_demonstrations(
     seed: int = 0,
     video: VideoSettings | None = None,
     append: bool = False,
+    codebase_version: str = DEFAULT_CODEBASE_VERSION,
 ) -> CollectResult:
     """Write ``num_episodes`` expert episodes of ``task`` (a v3 task, ``"MT10"`` or ``"MT50"``).
 
     An episode is a success when the expert succeeded at any step (MetaWorld's own measure). Failed
     episodes are dropped unless ``keep_failures``; after ``max_attempts`` finished episodes
-    (``<= 0``: ``10 * num_episodes``) the collection stops with what it has.
+    (``<= 0``: ``10 * num_episodes``) the collection stops with what it has. ``codebase_version`` is
+    the LeRobot dataset version written (``v3.0`` or ``v2.1``).
     """
     if num_episodes < 1:
         raise ValueError(f"num_episodes must be >= 1, got {num_episodes}")
@@ -89,6 +95,7 @@ def collect_metaworld_demonstrations(
             video=video,
             append=append,
             success_key="success_once",
+            codebase_version=codebase_version,
         )
 
 
@@ -108,6 +115,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep-failures", action="store_true", help="also write failed episodes")
     parser.add_argument("--seed", type=int, default=0, help="seed of the task variations and noise")
     parser.add_argument("--append", action="store_true", help="add to an existing dataset")
+    parser.add_argument(
+        "--codebase-version",
+        choices=sorted(DATASET_WRITERS),
+        default=DEFAULT_CODEBASE_VERSION,
+        help="LeRobot dataset version written (appending needs the existing dataset's)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     result = collect_metaworld_demonstrations(
@@ -122,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep_failures=args.keep_failures,
         seed=args.seed,
         append=args.append,
+        codebase_version=args.codebase_version,
     )
     print(
         f"wrote {result.episodes_written} episodes ({result.frames_written} frames) to {result.path} in "

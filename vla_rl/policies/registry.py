@@ -31,6 +31,7 @@ POLICIES: dict[str, str] = {
     "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPPolicy",
     "pi0": "vla_rl.policies.flow.pi0:Pi0Policy",
     "pi05": "vla_rl.policies.flow.pi05:Pi05Policy",
+    "smolvla": "vla_rl.policies.flow.smolvla:SmolVLAPolicy",
     "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
     "chunk_vla": "vla_rl.policies.vla.chunk_vla:ChunkVLA",
 }
@@ -116,7 +117,8 @@ def load_chunk_policy(name: str, directory: str | Path, tokenizer_dir: str | Non
 def check_folder_kind(name: str, cls: type[ChunkPolicy], directory: Path) -> None:
     """``ConfigError`` for a LeRobot policy folder given to a family that does not import LeRobot
     folders (naming the folder's type and the families that import it)."""
-    if not is_lerobot_folder(directory) or getattr(cls, "lerobot_type", None) is not None:
+    imports_lerobot = getattr(cls, "lerobot_type", None) or cls.registry_name in LEROBOT_POLICY_TYPES
+    if imports_lerobot or not is_lerobot_folder(directory):
         return
     policy_type = json.loads((directory / "config.json").read_text())["type"]
     remedy = (

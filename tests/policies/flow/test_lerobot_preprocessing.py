@@ -9,7 +9,8 @@ import torch
 
 from vla_rl.policies.flow.chain import accumulated_denoising_times, denoising_times
 from vla_rl.policies.flow.lerobot_pi0_model import LeRobotTimestepEmbedding
-from vla_rl.policies.flow.lerobot_preprocessing import pi05_prompts, resize_with_pad, state_bins
+from vla_rl.policies.flow.lerobot_preprocessing import pi05_prompts, state_bins
+from vla_rl.policies.image_resize import resize_with_pad
 
 
 def test_accumulated_times_drift_as_float32_sums() -> None:
@@ -23,7 +24,7 @@ def test_accumulated_times_drift_as_float32_sums() -> None:
 
 def test_resize_with_pad_keeps_aspect_and_pads_with_minus_one() -> None:
     image = torch.arange(8, dtype=torch.float32).reshape(1, 1, 2, 4) / 8  # h 2, w 4 -> 4 x 4
-    out = resize_with_pad(image, 4, 4)
+    out = resize_with_pad(image, 4, 4, pad_value=-1.0, centred=True)
     assert out.shape == (1, 1, 4, 4)
     torch.testing.assert_close(out[0, 0, 1:3], image[0, 0])  # ratio 1: the rows unchanged, centred
     assert (out[0, 0, 0] == -1).all() and (out[0, 0, 3] == -1).all()
@@ -31,7 +32,7 @@ def test_resize_with_pad_keeps_aspect_and_pads_with_minus_one() -> None:
 
 def test_resize_with_pad_halves_and_splits_odd_padding() -> None:
     image = torch.ones(1, 3, 6, 10)  # ratio max(10 / 5, 6 / 5) = 2 -> 3 x 5, padding 2 rows: 1 top, 1 bottom
-    out = resize_with_pad(image, 5, 5)
+    out = resize_with_pad(image, 5, 5, pad_value=-1.0, centred=True)
     assert out.shape == (1, 3, 5, 5)
     assert (out[:, :, 1:4] == 1).all() and (out[:, :, 0] == -1).all() and (out[:, :, 4] == -1).all()
 

@@ -135,7 +135,7 @@ def test_saved_configs_of_earlier_runs_load_or_name_the_migration(tmp_path):
         ("++policy.exploration.noise_std_profile=steep", "'policy.exploration.noise_std_profile'"),
         ("++policy.exploration.chain_log_prob=max", "'policy.exploration.chain_log_prob'"),
         ("++policy.exploration.noisy_chunk_steps=-1", "'policy.exploration.noisy_chunk_steps'"),
-        ("++policy.exploration.reuse_frozen_prefix=false", "reuse_frozen_prefix': is a pi0 / pi05 setting"),
+        ("++policy.exploration.reuse_frozen_prefix=false", "reuse_frozen_prefix': is a setting of pi0 and"),
         ("policy.name=token_vla", "'policy.exploration': token_vla has no exploration settings"),
     ],
 )

@@ -225,9 +225,11 @@ def test_rl_token_policies_decode_only_the_executed_actions(tmp_path):
     assert policy.decoded_steps == 2 and policy.chunk_len == 4
 
 
-def test_policy_lora_adds_adapters_to_a_pi0_saved_without_them_and_trains_only_those(tmp_path):
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_policy_lora_adds_adapters_to_a_pi0_saved_without_them_and_trains_only_those(tmp_path, dtype):
     """`policy.lora` on a pi0 saved without adapters: RL trains the adapters, the heads and pi0's
-    action/state/time projections; the base weights stay as loaded; the checkpoint keeps the adapters."""
+    action/state/time projections; the base weights stay as loaded (in `policy.dtype`); the
+    checkpoint keeps the adapters."""
     torch.manual_seed(0)
     start = build_chunk_policy(
         "pi0", chunk_len=4, action_dim=4, proprio_dim=24, num_denoising_steps=3, image_size=32
@@ -242,10 +244,12 @@ def test_policy_lora_adds_adapters_to_a_pi0_saved_without_them_and_trains_only_t
         "iterations=1",
         "algorithm.critic_warmup_iterations=0",  # the actor's first update is the one checked
         "policy.lora={rank: 4}",
+        f"policy.dtype={dtype}",
     ]
     assert main(["train", *args]) == 0
     trained = load_rl_policy(compose_rl_config(args), run_dir / "checkpoints" / "iter_000001" / "policy")
     assert trained.cfg.lora is not None and trained.cfg.lora.rank == 4
+    assert trained.model.dtype == getattr(torch, dtype)
     trained_state = trained.state_dict()
     assert any("lora_B" in name and value.abs().sum() > 0 for name, value in trained_state.items())
     base = {name.replace(".base_layer.", "."): value for name, value in trained_state.items()}
@@ -253,7 +257,6 @@ def test_policy_lora_adds_adapters_to_a_pi0_saved_without_them_and_trains_only_t
         if name.startswith("model.") and not name.startswith(
             ("model.action_out_proj.", "model.embed_action_time.")
         ):
-            assert torch.equal(base[name], value), name
-    assert not torch.equal(
-        trained_state["model.action_out_proj.weight"], start.state_dict()["model.action_out_proj.weight"]
-    )
+            assert torch.equal(base[name], value.to(base[name].dtype)), name
+    start_out = start.state_dict()["model.action_out_proj.weight"]
+    assert not torch.equal(trained_state["model.action_out_proj.weight"], start_out.to(trained.model.dtype))

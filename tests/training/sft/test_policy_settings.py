@@ -16,6 +16,7 @@ from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.flow.flow_mlp import FlowMLPBuildSettings, FlowMLPConfig
 from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
 from vla_rl.policies.flow.pi0_io import TINY_CONFIG_ARGS
+from vla_rl.policies.flow.smolvla_config import SmolVLABuildSettings, SmolVLAPolicyConfig
 from vla_rl.policies.registry import build_chunk_policy
 from vla_rl.policies.vla.config import (
     TINY_BACKBONE_ARGS,
@@ -40,6 +41,7 @@ def test_each_family_has_its_settings_dataclass() -> None:
         "token_vla": TokenVLABuildSettings,
         "chunk_vla": TokenVLABuildSettings,
         "pi0": Pi0BuildSettings,
+        "smolvla": SmolVLABuildSettings,
         "flow_mlp": FlowMLPBuildSettings,
         "gaussian": GaussianChunkBuildSettings,
     }
@@ -59,6 +61,12 @@ def test_settings_are_the_family_config_plus_exactly_the_keywords_build_takes_be
     assert _names(Pi0BuildSettings) - _names(Pi0PolicyConfig) == extras
     tiny_pi0_args = set(inspect.signature(tiny_pi0_config).parameters) - TOKENIZER_ARGS - {"chunk_size"}
     assert tiny_pi0_args == TINY_CONFIG_ARGS
+    # SmolVLAPolicy.build pops these three and passes the rest to SmolVLAPolicyConfig.
+    assert _names(SmolVLABuildSettings) - _names(SmolVLAPolicyConfig) == {
+        "pretrained_dir",
+        "vlm_dir",
+        "chunk_len",
+    }
     assert _names(FlowMLPBuildSettings) - _names(FlowMLPConfig) == {"proprio_dim"}
     assert _names(GaussianChunkBuildSettings) - _names(GaussianChunkConfig) == {"proprio_dim"}
 

@@ -1,4 +1,5 @@
-"""Flow-matching policies: pi0 (transformers' ``PI0ForConditionalGeneration``) and a small MLP flow policy."""
+"""Flow-matching policies: pi0 (transformers' ``PI0ForConditionalGeneration``), SmolVLA (LeRobot's
+folders, ``smolvla``; imported on use) and a small MLP flow policy."""
 
 from vla_rl.policies.flow.flow_mlp import FlowMLPConfig, FlowMLPPolicy
 from vla_rl.policies.flow.normalization import NormStats

@@ -46,6 +46,7 @@ from transformers import PreTrainedTokenizerBase
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.env_maps import CAMERA_MAP_KEY, STATE_MAP_KEY, CheckpointInterface, EnvMaps, env_cameras
+from vla_rl.policies.image_resize import resize_with_pad
 from vla_rl.policies.lerobot_folder import PREPROCESSOR_FILE, Feature, LeRobotFolder, normalize
 
 IMAGE_PREFIX = "observation.images."
@@ -204,20 +205,6 @@ def preprocessor_setting(folder: LeRobotFolder, step_name: str, key: str, defaul
     return default
 
 
-def resize_with_pad(images: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    """float [B, C, h, w] in [0, 1] -> [B, C, height, width]: aspect-preserving bilinear resize, clamped
-    to [-1, 1], centred with -1 padding (LeRobot's maths for float images)."""
-    current_height, current_width = images.shape[-2:]
-    ratio = max(current_width / width, current_height / height)
-    resized_height, resized_width = int(current_height / ratio), int(current_width / ratio)
-    resized = F.interpolate(
-        images, size=(resized_height, resized_width), mode="bilinear", align_corners=False
-    ).clamp(-1.0, 1.0)
-    top, extra_height = divmod(height - resized_height, 2)
-    left, extra_width = divmod(width - resized_width, 2)
-    return F.pad(resized, (left, left + extra_width, top, top + extra_height), mode="constant", value=-1.0)
-
-
 def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: torch.device) -> torch.Tensor:
     """float [N, cameras, 3, H, W]: every camera of the folder, preprocessed as LeRobot does."""
     height, width = prep.image_resolution
@@ -236,7 +223,8 @@ def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: t
         images = frames.permute(0, 3, 1, 2).contiguous().to(torch.float32) / 255
         images = normalize(images, key, prep.folder)
         if tuple(images.shape[-2:]) != (height, width):
-            images = resize_with_pad(images, height, width)
+            # LeRobot clamps the resized image to [-1, 1] and pads it with -1, centred
+            images = resize_with_pad(images, height, width, pad_value=-1.0, centred=True).clamp(-1.0, 1.0)
         per_camera.append(images * 2.0 - 1.0)
     return torch.stack(per_camera, dim=1)
 

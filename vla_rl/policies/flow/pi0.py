@@ -159,6 +159,12 @@ class Pi0Policy(FlowChainPolicy):
                 parameter.requires_grad_(True)
         self.cfg.lora = settings
 
+    def cast_model(self, dtype: torch.dtype) -> None:
+        """The pretrained model's weights (VLM, action expert, adapters) in ``dtype``: bfloat16 halves
+        their memory. Its inputs are cast to it and its outputs back to float32, so the heads, the
+        denoising chain's log-probabilities and the losses stay in float32."""
+        self.model.to(dtype)
+
     @property
     def num_steps(self) -> int:
         return int(self.cfg.num_denoising_steps or self.model.config.num_inference_steps)
@@ -201,7 +207,8 @@ class Pi0Policy(FlowChainPolicy):
         """Run the vision tower and the Gemma prefix once (as ``sample_actions`` does)."""
         inputs = self.prepare_inputs(obs)
         model = self.model.model
-        embeds = model.embed_prefix(inputs.input_ids, inputs.pixel_values, inputs.pixel_attention_mask)
+        pixel_values = inputs.pixel_values.to(self.model.dtype)
+        embeds = model.embed_prefix(inputs.input_ids, pixel_values, inputs.pixel_attention_mask)
         key_values = model.vlm(
             inputs_embeds=embeds,
             attention_mask=inputs.attention_mask,
@@ -227,10 +234,11 @@ class Pi0Policy(FlowChainPolicy):
         state = prefix.state if state is None else state
         batch = x_t.shape[0]
         time = t if isinstance(t, torch.Tensor) else torch.full((batch,), float(t), device=x_t.device)
+        dtype = self.model.dtype  # the model's inputs in its dtype, its outputs back in float32
         with capture_output(self.model.model.dit) as captured:
             output = self.model(
-                **self.state_input(state),
-                noise=x_t,
+                **self.state_input(state.to(dtype)),
+                noise=x_t.to(dtype),
                 timestep=time.float(),
                 attention_mask=prefix.attention_mask,
                 cache=prefix.key_values,
@@ -238,7 +246,7 @@ class Pi0Policy(FlowChainPolicy):
         grown = prefix.key_values.get_seq_length() - prefix.prefix_length
         if grown > 0:
             prefix.key_values.crop(-grown)
-        return output.logits, captured["hidden"]
+        return output.logits.float(), captured["hidden"].float()
 
     def state_input(self, state: torch.Tensor) -> dict[str, torch.Tensor]:
         """The state as the model takes it: pi0's state token (pi0.5 overrides: none)."""
@@ -410,23 +418,24 @@ class Pi0Policy(FlowChainPolicy):
             capture_output(self.model.model.dit) as captured,
             capture_layer_output(expert_layers, self.cfg.aux_layer) as layer_output,
         ):
+            dtype = self.model.dtype  # inputs in the model's dtype, the loss in float32
             per_entry = self.model(
-                **self.state_input(inputs.state),
+                **self.state_input(inputs.state.to(dtype)),
                 input_ids=inputs.input_ids,
-                pixel_values=inputs.pixel_values,
+                pixel_values=inputs.pixel_values.to(dtype),
                 pixel_attention_mask=inputs.pixel_attention_mask,
                 attention_mask=inputs.attention_mask,
-                actions=targets,
-                noise=None if noise is None else noise.to(self.device),
+                actions=targets.to(dtype),
+                noise=None if noise is None else noise.to(self.device, dtype),
                 timestep=None if time is None else time.to(self.device),
-            ).loss
+            ).loss.float()
         mask = chunk_mask[:, :, None] & self.action_dim_mask[None, None, :]
         weights = mask.to(per_entry.dtype)
         loss = (per_entry * weights).sum() / weights.sum().clamp(min=1.0)
         metrics = {"flow_mse": float(loss.detach())}
         if self.aux_head is not None:
             target = auxiliary_target(obs, str(self.cfg.aux_target_key), self.device)
-            feature = (layer_output or captured)["hidden"][:, 0]  # the state token
+            feature = (layer_output or captured)["hidden"][:, 0].float()  # the state token
             aux_mse = self.aux_head.loss(feature, target)
             loss = loss + self.cfg.aux_coef * aux_mse
             metrics["aux_mse"] = float(aux_mse.detach())

@@ -58,6 +58,10 @@ class AnnealedExploration(_OptionalSettings):
     """Flow-Noise's ``[min, max]`` std bounds at update ``exploration_anneal_updates`` (0 < min < max)."""
 
 
+MODEL_DTYPES = ("float32", "bfloat16")
+"""The values of ``policy.dtype``."""
+
+
 @dataclass
 class RLPolicyConfig(EnvMapSettings):
     """The policy to fine-tune; the maps (``action_map``, ``state_map``, ``camera_map``) fit an
@@ -84,6 +88,9 @@ class RLPolicyConfig(EnvMapSettings):
     exploration_anneal_updates: int = 0
     """The update (iteration) at which ``exploration_final`` is reached; the update counter lives in
     the checkpoint, so the noise of an update is the same on any machine and after a resume."""
+    dtype: str = "float32"
+    """The pretrained model's weights during RL: ``float32`` or ``bfloat16`` (``pi0``, ``pi05``;
+    half the memory; the heads, log-probabilities and losses stay float32; saved in that dtype)."""
     lora: LoraSettings | None = None
     """Add LoRA adapters to a policy loaded without them (``pi0``): RL then trains the adapters,
     the heads and the family's small projections, the rest frozen. None trains the policy as it

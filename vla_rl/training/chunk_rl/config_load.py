@@ -19,11 +19,13 @@ from vla_rl.config.structured import (
     one_of,
     positive,
 )
-from vla_rl.training.chunk_rl.config import RLPolicyConfig, VLARLConfig
+from vla_rl.training.chunk_rl.config import MODEL_DTYPES, RLPolicyConfig, VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import ANNEAL_CHECKS, bounds_check
 
-FLOW_POLICIES = ("pi0", "pi05", "flow_mlp")
+FLOW_POLICIES = ("pi0", "pi05", "flow_mlp", "smolvla")
 """The chunk-policy families whose chain exploration ``policy.exploration`` sets."""
+PREFIX_POLICIES = ("pi0", "pi05", "smolvla")
+"""The flow families with a VLM prefix that an update may encode once (``reuse_frozen_prefix``)."""
 
 REMOVED_CLOCK_KEYS = {
     "algorithm.actor_lr_decay_minutes": (
@@ -105,8 +107,8 @@ def _exploration_checks() -> list[Check[RLPolicyConfig]]:
         ),
         Check(
             "exploration.reuse_frozen_prefix",
-            lambda p: p.exploration.reuse_frozen_prefix is None or p.name in ("pi0", "pi05"),
-            "is a pi0 / pi05 setting; other policies have no prefix",
+            lambda p: p.exploration.reuse_frozen_prefix is None or p.name in PREFIX_POLICIES,
+            f"is a setting of {' and '.join(PREFIX_POLICIES)}; other policies have no prefix",
         ),
         *ANNEAL_CHECKS,
     ]
@@ -121,6 +123,7 @@ def _rl_checks() -> list[Check[VLARLConfig]]:
             "must point at the SFT checkpoint to fine-tune",
         ),
         *positive("iterations"),
+        one_of("policy.dtype", MODEL_DTYPES),
         Check(
             "reward.worker",
             lambda c: not (c.reward.model and c.reward.worker),

@@ -74,6 +74,11 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
     apply_env_maps(policy, cfg.policy, cfg.policy.name)
     if cfg.policy.lora is not None:
         add_lora(policy, cfg.policy.lora, cfg.policy.name)
+    if cfg.policy.dtype != "float32":
+        cast_model = getattr(policy, "cast_model", None)
+        if cast_model is None:
+            raise ConfigError(f"config key 'policy.dtype': {cfg.policy.name} policies train in float32 only")
+        cast_model(getattr(torch, cfg.policy.dtype))
     policy = policy.to(torch.device(cfg.device)).eval()
     limit_decoding = getattr(policy, "limit_decoding", None)
     if limit_decoding is not None:

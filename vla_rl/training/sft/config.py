@@ -44,7 +44,8 @@ class SFTPolicyConfig(EnvMapSettings):
     """Keyword values of the family's ``build`` (chunk_len, action_dim, sizes, local pretrained dirs),
     typed per family and checked when the config is validated (an unknown key or a bad value is a
     ``ConfigError`` naming ``policy.kwargs.<key>``): ``TokenVLABuildSettings`` (``token_vla``,
-    ``chunk_vla``), ``Pi0BuildSettings`` (``pi0``), ``FlowMLPBuildSettings`` (``flow_mlp``),
+    ``chunk_vla``), ``Pi0BuildSettings`` (``pi0``), ``SmolVLABuildSettings`` (``smolvla``),
+    ``FlowMLPBuildSettings`` (``flow_mlp``),
     ``GaussianChunkBuildSettings`` (``gaussian``); see ``vla_rl.training.sft.policy_settings``."""
     init_from: str | None = None
     """Start from a saved policy instead of ``build``: a folder written by the family's

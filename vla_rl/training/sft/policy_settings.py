@@ -18,6 +18,7 @@ FAMILY_SETTINGS: dict[str, str] = {
     "token_vla": "vla_rl.policies.vla.config:TokenVLABuildSettings",
     "chunk_vla": "vla_rl.policies.vla.config:TokenVLABuildSettings",
     "pi0": "vla_rl.policies.flow.pi0_config:Pi0BuildSettings",
+    "smolvla": "vla_rl.policies.flow.smolvla_config:SmolVLABuildSettings",
     "flow_mlp": "vla_rl.policies.flow.flow_mlp:FlowMLPBuildSettings",
     "gaussian": "vla_rl.policies.base:GaussianChunkBuildSettings",
 }
@@ -61,6 +62,11 @@ def _pi0_checks() -> list[Check[Any]]:
     return [*_VLA, *positive("num_denoising_steps", *sorted(TINY_CONFIG_ARGS))]
 
 
+def _smolvla_checks() -> list[Check[Any]]:
+    # pretrained_dir may stay unset when policy.init_from names the folder; build requires it otherwise.
+    return positive("chunk_len", "action_dim", "num_denoising_steps", "value_hidden_dim")
+
+
 def _flow_mlp_checks() -> list[Check[Any]]:
     from vla_rl.policies.layers import ACTIVATIONS, is_image_key
 
@@ -96,6 +102,7 @@ FAMILY_CHECKS = {
     "token_vla": _token_vla_checks,
     "chunk_vla": _token_vla_checks,
     "pi0": _pi0_checks,
+    "smolvla": _smolvla_checks,
     "flow_mlp": _flow_mlp_checks,
     "gaussian": _gaussian_checks,
 }
