@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from vla_rl.envs.base import Observation
+from vla_rl.policies.env_maps import EnvInterface
 from vla_rl.policies.pretrained_io import read_module_dir, save_module_dir
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, field_slices
 
@@ -119,6 +120,12 @@ class ChunkPolicy(nn.Module, ABC):
     def critic_input(self, features: torch.Tensor) -> torch.Tensor:
         """The features as the value head should see them (detached unless ``critic_trains_features``)."""
         return features if self.critic_trains_features else features.detach()
+
+    def check_env(self, env: EnvInterface) -> None:  # noqa: B027 - optional hook
+        """``ConfigError`` where this policy cannot run on ``env`` (its action width, state or
+        cameras); called before training and evaluation. Nothing by default (a family built here is
+        built for the env); an imported checkpoint checks its own against the env through
+        ``policy.action_map`` / ``state_map`` / ``camera_map`` (``vla_rl.policies.env_maps``)."""
 
     def observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
         """Per-row tensors [N, ...] that ``evaluate`` may read from ``sample_info`` instead of computing

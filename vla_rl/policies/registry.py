@@ -10,6 +10,7 @@ A policy of your own plugs in as ``"package.module:Class"`` in place of a name.
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from vla_rl.config.structured import ConfigError
 from vla_rl.policies.base import GAUSSIAN_POLICIES, ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
+from vla_rl.policies.lerobot_folder import LEROBOT_POLICY_TYPES, PREPROCESSOR_FILE, is_lerobot_folder
 from vla_rl.registry import removed_decorator, resolve
 
 POLICIES: dict[str, str] = {
@@ -98,8 +100,48 @@ def load_chunk_policy(name: str, directory: str | Path, tokenizer_dir: str | Non
     """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) is handed to
     the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders)."""
     cls = chunk_policy_class(name)
-    if tokenizer_dir is None:
-        return cls.from_pretrained(directory)
-    if "tokenizer_dir" not in inspect.signature(cls.from_pretrained).parameters:
+    if tokenizer_dir is not None and "tokenizer_dir" not in inspect.signature(cls.from_pretrained).parameters:
         raise ConfigError(f"config key 'policy.tokenizer_dir': policy {name!r} takes no tokenizer_dir")
-    return cls.from_pretrained(directory, tokenizer_dir=tokenizer_dir)
+    check_folder_kind(name, cls, Path(directory))
+    try:
+        if tokenizer_dir is None:
+            return cls.from_pretrained(directory)
+        return cls.from_pretrained(directory, tokenizer_dir=tokenizer_dir)
+    except FileNotFoundError as error:
+        raise ConfigError(
+            f"config key 'policy.init_from': {directory} is neither a LeRobot policy folder nor a {name!r} "
+            f"policy saved here ({error}){_lerobot_hint(Path(directory))}"
+        ) from None
+
+
+def check_folder_kind(name: str, cls: type[ChunkPolicy], directory: Path) -> None:
+    """``ConfigError`` for a LeRobot policy folder given to a family that does not import LeRobot
+    folders (naming the folder's type and the families that import it)."""
+    imports_lerobot = getattr(cls, "lerobot_type", None) or cls.registry_name in LEROBOT_POLICY_TYPES
+    if imports_lerobot or not is_lerobot_folder(directory):
+        return
+    policy_type = json.loads((directory / "config.json").read_text())["type"]
+    remedy = (
+        f"policy.name={policy_type} imports it"
+        if policy_type in POLICIES
+        else f"the LeRobot types that load are {list(LEROBOT_POLICY_TYPES)}"
+    )
+    raise ConfigError(
+        f"config key 'policy.name': {directory} is a LeRobot {policy_type!r} policy folder; {name!r} "
+        f"policies do not import LeRobot folders ({remedy})"
+    )
+
+
+def _lerobot_hint(directory: Path) -> str:
+    """A hint for a folder whose config.json has a LeRobot ``type`` but no processor files."""
+    config = directory / "config.json"
+    try:
+        policy_type = json.loads(config.read_text()).get("type") if config.is_file() else None
+    except (json.JSONDecodeError, AttributeError):
+        return ""
+    if policy_type is None:
+        return ""
+    return (
+        f"; its config.json names a LeRobot {policy_type!r} policy but it has no {PREPROCESSOR_FILE} "
+        "(LeRobot 0.4 saves the normalisation statistics in its processor files)"
+    )

@@ -22,6 +22,7 @@ from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.training.env_fit import check_policy_env
 from vla_rl.training.executors import Executor, make_executor
 from vla_rl.training.progress import phase_bar
 
@@ -113,6 +114,8 @@ def evaluate(
             torch.manual_seed(seed)
             env = make_env(eval_cfg)
             try:
+                if isinstance(policy, ChunkPolicy):
+                    check_policy_env(policy, env)
                 result = run_episodes(executor(env.num_envs), env, num_episodes, seed)
             finally:
                 env.close()

@@ -21,6 +21,11 @@ of transformers' PI0, as LeRobot's preprocessor and ``PI0Policy`` compute them:
 * actions out: the first ``action_dim`` of ``max_action_dim`` values, with the inverse ACTION
   normalisation (and the forward one for demonstrated actions in the loss).
 
+Between the environment and these steps sit the user's maps (``maps``, ``vla_rl.policies.env_maps``):
+the camera map picks the env camera each checkpoint camera reads, the state map builds the
+checkpoint's state from the env's before normalisation, and the action map builds the env's action
+from the checkpoint's after unnormalisation.
+
 The settings are read from the folder once at import (``LeRobotPreprocessing.from_folder``) and saved
 with the policy, so a checkpoint written after RL preprocesses the same way without the folder.
 """
@@ -40,6 +45,7 @@ from transformers import PreTrainedTokenizerBase
 
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
+from vla_rl.policies.env_maps import CAMERA_MAP_KEY, STATE_MAP_KEY, CheckpointInterface, EnvMaps, env_cameras
 from vla_rl.policies.image_resize import resize_with_pad
 from vla_rl.policies.lerobot_folder import PREPROCESSOR_FILE, Feature, LeRobotFolder, normalize
 
@@ -77,6 +83,9 @@ class LeRobotPreprocessing:
     """Feature key -> statistic name -> values (nested lists)."""
     eps: float = 1e-8
     """The normaliser's epsilon."""
+    maps: EnvMaps = field(default_factory=EnvMaps)
+    """How the environment's actions, state and cameras meet the checkpoint's (``policy.action_map``,
+    ``policy.state_map``, ``policy.camera_map``); none by default (the widths and names must agree)."""
     image_resolution: list[int] = field(default_factory=lambda: [224, 224])
     """(height, width) the images are resized and padded to."""
     tokenizer_max_length: int = 48
@@ -90,6 +99,10 @@ class LeRobotPreprocessing:
     """The folder's config.json and processor pipelines (file name -> its JSON), as read at import;
     ``vla-rl export --format lerobot`` writes them back (``lerobot_pi0_export``). Empty for a
     checkpoint saved before they were kept."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.maps, dict):
+            self.maps = EnvMaps(**self.maps)
 
     @classmethod
     def from_folder(cls, folder: LeRobotFolder) -> LeRobotPreprocessing:
@@ -160,6 +173,31 @@ class LeRobotPreprocessing:
         feature = self.input_features.get(STATE_KEY)
         return int(feature["shape"][0]) if feature else 0
 
+    @property
+    def checkpoint(self) -> CheckpointInterface:
+        """The folder's action width, state width and cameras (what the maps refer to)."""
+        return CheckpointInterface(self.action_dim, self.state_dim, self.cameras)
+
+    @property
+    def env_cameras(self) -> list[str | None]:
+        """Per camera of ``cameras``, the env camera it reads through ``maps`` (None: left out)."""
+        return env_cameras(self.maps, self.checkpoint)
+
+    @property
+    def env_action_dim(self) -> int:
+        """Width of the actions the env receives: the action map's, else the folder's."""
+        return self.maps.action_map.width(self.action_dim)
+
+    def model_action_mask(self, max_action_dim: int) -> torch.Tensor:
+        """bool [max_action_dim]: the model's action dimensions that reach the env (the folder's
+        ``action_dim`` first ones, or those the action map takes)."""
+        mask = torch.zeros(max_action_dim, dtype=torch.bool)
+        if self.maps.action_map.index is None:
+            mask[: self.action_dim] = True
+        else:
+            mask[[i for i in self.maps.action_map.index if i is not None]] = True
+        return mask
+
 
 def preprocessor_setting(folder: LeRobotFolder, step_name: str, key: str, default: Any) -> Any:
     """``key`` of the config of the folder's preprocessor step ``step_name`` (what LeRobot runs), else
@@ -175,13 +213,15 @@ def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: t
     """float [N, cameras, 3, H, W]: every camera of the folder, preprocessed as LeRobot does."""
     height, width = prep.image_resolution
     per_camera = []
-    for key, camera in zip(prep.image_keys, prep.cameras, strict=True):
+    for key, camera in zip(prep.image_keys, prep.env_cameras, strict=True):
+        if camera is None:  # left out by the camera map, as LeRobot masks a camera it is not given
+            continue
         obs_key = f"rgb_{camera}"
         if obs_key not in obs:
             available = sorted(k for k in obs if k.startswith("rgb_"))
             raise ConfigError(
-                f"policy.init_from: the LeRobot policy reads camera {key!r} (obs[{obs_key!r}]); the "
-                f"observation has {available}"
+                f"config key '{CAMERA_MAP_KEY}': the LeRobot policy reads camera {key!r} from "
+                f"obs[{obs_key!r}]; the observation has {available}"
             )
         frames = torch.as_tensor(obs[obs_key], device=device)
         images = frames.permute(0, 3, 1, 2).contiguous().to(torch.float32) / 255
@@ -235,24 +275,32 @@ def lerobot_prompt(
 
 
 def normalized_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
-    """float [N, max_state_dim]: the folder's STATE normalisation, zero-padded."""
-    if proprio.shape[-1] != prep.state_dim:
+    """float [N, max_state_dim]: the env's state through the state map, the folder's STATE
+    normalisation, zero-padded."""
+    state_map = prep.maps.state_map
+    if not state_map.given and proprio.shape[-1] != prep.state_dim:
         raise ConfigError(
-            f"policy.init_from: the LeRobot policy's state has {prep.state_dim} values, the observation "
-            f"gives {proprio.shape[-1]}"
+            f"config key '{STATE_MAP_KEY}': the LeRobot policy's state has {prep.state_dim} values, the "
+            f"observation gives {proprio.shape[-1]}"
         )
-    state = normalize(proprio.float(), STATE_KEY, prep.folder)
+    state_map.check_range(STATE_MAP_KEY, proprio.shape[-1], "the observation's state")
+    state = normalize(state_map.apply(proprio.float()), STATE_KEY, prep.folder)
     return F.pad(state, (0, prep.max_state_dim - state.shape[-1]))
 
 
 def unnormalized_actions(model_actions: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
-    """Model actions [..., max_action_dim] -> the robot's [..., action_dim] in its units."""
-    return normalize(model_actions[..., : prep.action_dim].float(), ACTION_KEY, prep.folder, inverse=True)
+    """Model actions [..., max_action_dim] -> the robot's [..., action_dim] in its units, then through
+    the action map: the env's [..., env_action_dim]."""
+    robot = normalize(model_actions[..., : prep.action_dim].float(), ACTION_KEY, prep.folder, inverse=True)
+    return prep.maps.action_map.apply(robot)
 
 
 def normalized_actions(
     actions: torch.Tensor, prep: LeRobotPreprocessing, max_action_dim: int
 ) -> torch.Tensor:
-    """Robot actions [..., action_dim] -> model units, zero-padded to ``max_action_dim``."""
-    model = normalize(actions.float(), ACTION_KEY, prep.folder)
+    """Env actions [..., env_action_dim] -> the robot's through the action map (the checkpoint's
+    dimensions no env dimension takes: 0 in model units, outside ``model_action_mask``) -> model
+    units, zero-padded to ``max_action_dim``."""
+    robot, taken = prep.maps.action_map.scatter(actions.float(), prep.action_dim)
+    model = normalize(robot, ACTION_KEY, prep.folder) * taken.to(robot.device)
     return F.pad(model, (0, max_action_dim - model.shape[-1]))

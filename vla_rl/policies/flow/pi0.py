@@ -15,8 +15,17 @@ import torch
 from torch import nn
 from transformers import PI0ForConditionalGeneration, PreTrainedTokenizerBase
 
+from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
-from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput, state_vector
+from vla_rl.policies.chunk_policy import (
+    ChunkEvaluation,
+    ChunkStep,
+    SampleInfo,
+    SFTOutput,
+    proprio_columns,
+    state_vector,
+)
+from vla_rl.policies.env_maps import EnvInterface, EnvMaps, check_against_checkpoint, check_env_fit
 from vla_rl.policies.flow import chain, lerobot_preprocessing, pi0_prefix
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
@@ -67,11 +76,10 @@ class Pi0Policy(FlowChainPolicy):
         self.tokenizer = tokenizer
         self.cfg = cfg
         self.chunk_len = int(model.config.chunk_size)
-        self.action_dim = int(cfg.action_dim)
         self.max_action_dim = int(model.config.max_action_dim)
-        if self.action_dim > self.max_action_dim:
+        if cfg.action_dim > self.max_action_dim:
             raise ValueError(
-                f"action_dim {self.action_dim} > the model's max_action_dim {self.max_action_dim}"
+                f"action_dim {cfg.action_dim} > the model's max_action_dim {self.max_action_dim}"
             )
         expert_width = int(model.config.dit_config.hidden_size)
         self.value_head = nn.Sequential(
@@ -83,8 +91,9 @@ class Pi0Policy(FlowChainPolicy):
             else None
         )
         self.register_buffer(
-            "action_dim_mask", torch.arange(self.max_action_dim) < self.action_dim, persistent=False
+            "action_dim_mask", torch.ones(self.max_action_dim, dtype=torch.bool), persistent=False
         )
+        self._set_action_layout()
         self.noise_head_sizes = (expert_width, self.max_action_dim)  # expert features -> padded stds
         self.set_exploration()
         self._state_moments: torch.Tensor | None = None
@@ -97,6 +106,48 @@ class Pi0Policy(FlowChainPolicy):
             vlm = model.model.vlm
             for module in (vlm.vision_tower, vlm.multi_modal_projector):
                 module.requires_grad_(False)
+
+    def _set_action_layout(self) -> None:
+        """``action_dim`` (the env's action width) and ``action_dim_mask`` (the model's action
+        dimensions that reach the env: the log-probability's and the SFT loss's)."""
+        if self.cfg.lerobot is not None:
+            self.action_dim = self.cfg.lerobot.env_action_dim
+            mask = self.cfg.lerobot.model_action_mask(self.max_action_dim)
+        else:
+            self.action_dim = int(self.cfg.action_dim)
+            mask = torch.arange(self.max_action_dim) < self.action_dim
+        self.action_dim_mask.copy_(mask.to(self.action_dim_mask.device))
+
+    def set_env_maps(self, maps: EnvMaps) -> None:
+        """Use ``maps`` (``policy.action_map`` / ``state_map`` / ``camera_map``; each one not set keeps
+        the checkpoint's) between the env and a LeRobot import; saved with the policy. A
+        ``ConfigError`` for maps that refer to what the checkpoint lacks, or for a policy that was
+        not imported (its widths and cameras are the env's already)."""
+        if self.cfg.lerobot is None:
+            raise ConfigError(
+                f"config key '{maps.given()[0]}': maps apply to a policy imported from a LeRobot folder; "
+                f"this {self.registry_name} was built or saved here with the env's own widths and cameras"
+            )
+        combined = maps.over(self.cfg.lerobot.maps)
+        check_against_checkpoint(combined, self.cfg.lerobot.checkpoint)
+        self.cfg.lerobot.maps = combined
+        self._set_action_layout()
+
+    def check_env(self, env: EnvInterface) -> None:
+        """A LeRobot import: ``ConfigError`` where the checkpoint's action width, state width or
+        cameras do not meet ``env``'s through the maps (``vla_rl.policies.env_maps``)."""
+        if self.cfg.lerobot is None:
+            return
+        state_dim = 0
+        if all(key in env.vector_dims for key in self.cfg.state_keys):
+            fields = self.cfg.proprio_fields
+            state_dim = sum(
+                len(proprio_columns(fields))
+                if key == "proprio" and fields is not None
+                else env.vector_dims[key]
+                for key in self.cfg.state_keys
+            )
+        check_env_fit(self.cfg.lerobot.maps, self.cfg.lerobot.checkpoint, env, state_dim)
 
     def add_lora(self, settings: LoraSettings) -> None:
         """Inject LoRA adapters into the model in place (``PI0_LORA_TARGETS`` unless ``settings``
@@ -308,7 +359,8 @@ class Pi0Policy(FlowChainPolicy):
     def predict_action_chunk(self, obs: Observation, noise: torch.Tensor) -> torch.Tensor:
         """The noise-free denoising chain from ``noise`` [N, chunk, max_action_dim] to actions in the
         robot's units [N, chunk, action_dim], not clipped: for a LeRobot import what LeRobot's
-        ``predict_action_chunk`` followed by its postprocessor gives for the same noise."""
+        ``predict_action_chunk`` followed by its postprocessor gives for the same noise (then through
+        ``policy.action_map`` when one is set)."""
         prefix = self.encode_prefix(obs)
         sampled, _ = self.run_chain(prefix, noise.to(self.device), 1.0, deterministic=True)
         return self.unnormalized_actions(sampled.states[:, -1])

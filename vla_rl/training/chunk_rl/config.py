@@ -7,6 +7,7 @@ from typing import Any
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.config.schema import RunConfig
+from vla_rl.policies.env_maps import EnvMapSettings
 from vla_rl.policies.lora import LoraSettings
 from vla_rl.rewards.config import RewardConfig
 
@@ -62,7 +63,10 @@ MODEL_DTYPES = ("float32", "bfloat16")
 
 
 @dataclass
-class RLPolicyConfig:
+class RLPolicyConfig(EnvMapSettings):
+    """The policy to fine-tune; the maps (``action_map``, ``state_map``, ``camera_map``) fit an
+    imported LeRobot checkpoint to the env (``vla_rl.policies.env_maps``)."""
+
     name: str = "token_vla"
     """Chunk-policy family of the checkpoint (``token_vla``, ``chunk_vla``, ``pi0``, ``flow_mlp``)."""
     init_from: str | None = None

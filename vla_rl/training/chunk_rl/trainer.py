@@ -38,6 +38,7 @@ from vla_rl.training.budget import describe_cap
 from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
+from vla_rl.training.env_fit import apply_env_maps, check_policy_env
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
@@ -64,11 +65,13 @@ class RLResult(RunResult):
 
 
 def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkPolicy:
-    """The ``policy.name`` policy saved in ``directory``, with ``policy.exploration`` applied (and
+    """The ``policy.name`` policy saved in ``directory``, with the maps of an imported checkpoint
+    (``policy.action_map``, ...; ``vla_rl.training.env_fit``), ``policy.exploration`` applied (and
     ``policy.exploration_final`` as annealed at ``update``), in eval mode
     (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
     the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
     policy = load_chunk_policy(cfg.policy.name, directory, cfg.policy.tokenizer_dir)
+    apply_env_maps(policy, cfg.policy, cfg.policy.name)
     if cfg.policy.lora is not None:
         add_lora(policy, cfg.policy.lora, cfg.policy.name)
     if cfg.policy.dtype != "float32":
@@ -150,7 +153,13 @@ class ChunkRLTrainer(TrainingLoop):
             reference_dir = resolve_policy_dir(cfg.policy.init_from) if cfg.policy.init_from else start_dir
             self.reference = load_rl_policy(cfg, reference_dir).eval().requires_grad_(False)
         self.algorithm = build_chunk_algorithm(acfg, self.policy, self.reference)
-        self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
+        env = make_env(cfg.env)
+        try:
+            check_policy_env(self.policy, env)  # an imported checkpoint meets the env, or a ConfigError
+        except ConfigError:
+            env.close()
+            raise
+        self.env = wrap_with_reward_model(env, cfg.reward)
         self.collector = RolloutCollector(
             self.env,
             self.policy,

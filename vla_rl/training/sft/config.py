@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vla_rl.config.schema import RunConfig
+from vla_rl.policies.env_maps import EnvMapSettings
 
 
 @dataclass
@@ -32,7 +33,10 @@ class SFTDataConfig:
 
 
 @dataclass
-class SFTPolicyConfig:
+class SFTPolicyConfig(EnvMapSettings):
+    """The chunk policy to train; the maps (``action_map``, ``state_map``, ``camera_map``) fit an
+    ``init_from`` LeRobot checkpoint to the demonstrations and the env (``vla_rl.policies.env_maps``)."""
+
     name: str = "flow_mlp"
     """Chunk-policy family of ``vla_rl.policies.registry.POLICIES`` (``token_vla``, ``chunk_vla``,
     ``pi0``, ``flow_mlp``, ``gaussian``) or your own ``ChunkPolicy`` as ``package.module:Class``."""

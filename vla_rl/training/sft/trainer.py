@@ -21,8 +21,10 @@ from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.policies.env_maps import EnvInterface
 from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
 from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, resolve_policy_dir
+from vla_rl.training.env_fit import apply_env_maps
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
@@ -80,6 +82,7 @@ class SFTTrainer(TrainingLoop):
         checkpoint = self._find_resume_checkpoint()
         self.policy = self._make_policy(checkpoint).to(self.device)
         data_action_dim = self.episodes[0].actions.shape[-1]
+        self._check_demonstrations_fit(data_action_dim)
         if data_action_dim != self.policy.action_dim:
             raise ConfigError(
                 f"config key 'policy.kwargs.action_dim': the demonstrations have {data_action_dim}-"
@@ -156,10 +159,19 @@ class SFTTrainer(TrainingLoop):
                 )
             return load_chunk_policy(pcfg.name, checkpoint.path / POLICY_DIRNAME)
         if pcfg.init_from:
-            return load_chunk_policy(pcfg.name, resolve_policy_dir(pcfg.init_from), pcfg.tokenizer_dir)
+            policy = load_chunk_policy(pcfg.name, resolve_policy_dir(pcfg.init_from), pcfg.tokenizer_dir)
+            apply_env_maps(policy, pcfg, pcfg.name)
+            return policy
         policy = build_chunk_policy(pcfg.name, **dict(pcfg.kwargs))
         self._fit_data_statistics(policy)
         return policy
+
+    def _check_demonstrations_fit(self, action_dim: int) -> None:
+        """``policy.check_env`` against the demonstrations (their actions, vectors and cameras, with
+        the derived keys the simulator adds): an imported checkpoint must meet them through its maps."""
+        table = ChunkSampler(self.episodes[:1], 1, 1, obs_transform=self._obs_transform())
+        obs = table.collate([0]).obs
+        self.policy.check_env(EnvInterface.of_observation(obs, action_dim, "the demonstrations"))
 
     def _fit_data_statistics(self, policy: ChunkPolicy) -> None:
         """Give a freshly built policy the statistics of its demonstrations, where it takes them."""
