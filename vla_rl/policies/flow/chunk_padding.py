@@ -1,4 +1,5 @@
-"""Padded steps of demonstrated chunks, made harmless for flow models.
+"""Padding for flow models: padded steps of demonstrated chunks made harmless, and vectors padded
+to the model's fixed widths (``pad_last_dim``).
 
 A flow model denoises the whole chunk jointly (pi0's action tokens attend to each other; the flow
 MLP reads the flattened chunk), so a padded step's value would leak into the real steps' inputs
@@ -10,6 +11,9 @@ step precedes them.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+from vla_rl.config.structured import ConfigError
 
 
 def fill_padded_steps(action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> torch.Tensor:
@@ -18,3 +22,13 @@ def fill_padded_steps(action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> t
     last_real = torch.where(chunk_mask, steps, torch.full_like(steps, -1)).cummax(dim=1).values
     filled = action_chunk.gather(1, last_real.clamp(min=0)[..., None].expand_as(action_chunk))
     return torch.where((last_real >= 0)[..., None], filled, torch.zeros_like(filled))
+
+
+def pad_last_dim(values: torch.Tensor, size: int, key: str = "policy") -> torch.Tensor:
+    """Zero-pad the last dim to the model's padded ``size``; ``ConfigError`` naming the config
+    ``key`` that set the width if it is wider."""
+    if values.shape[-1] > size:
+        raise ConfigError(
+            f"config key '{key}': {values.shape[-1]} values do not fit the model's padded size {size}"
+        )
+    return F.pad(values, (0, size - values.shape[-1]))

@@ -27,7 +27,7 @@ from vla_rl.policies.chunk_policy import (
 )
 from vla_rl.policies.env_maps import EnvInterface, EnvMaps, check_against_checkpoint, check_env_fit
 from vla_rl.policies.flow import chain, lerobot_preprocessing, pi0_prefix
-from vla_rl.policies.flow.chunk_padding import fill_padded_steps
+from vla_rl.policies.flow.chunk_padding import fill_padded_steps, pad_last_dim
 from vla_rl.policies.flow.exploration import (
     ChainSample,
     FlowChainPolicy,
@@ -42,7 +42,6 @@ from vla_rl.policies.flow.pi0_inputs import (
     Pi0Inputs,
     build_inputs,
     build_state,
-    pad_last_dim,
     unreduced_loss,
 )
 from vla_rl.policies.flow.pi0_io import build_pi0, load_pi0, load_pi0_policy, save_pi0_policy
@@ -353,7 +352,9 @@ class Pi0Policy(FlowChainPolicy):
             return lerobot_preprocessing.normalized_actions(
                 env_actions, self.cfg.lerobot, self.max_action_dim
             )
-        return pad_last_dim(self.cfg.action_stats.normalize(env_actions.float()), self.max_action_dim)
+        return pad_last_dim(
+            self.cfg.action_stats.normalize(env_actions.float()), self.max_action_dim, "policy.action_dim"
+        )
 
     @torch.no_grad()
     def predict_action_chunk(self, obs: Observation, noise: torch.Tensor) -> torch.Tensor:

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from transformers import PI0Config, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import state_vector
 from vla_rl.policies.flow import lerobot_preprocessing as lerobot
+from vla_rl.policies.flow.chunk_padding import pad_last_dim
 from vla_rl.policies.flow.pi0_config import Pi0PolicyConfig
 from vla_rl.policies.vla.prompt import instruction_rows, pad_rows, preprocess_images
 
@@ -54,13 +54,6 @@ def prompt_ids(
     return pad_rows(
         [[image_token_id] * num_image_tokens + row for row in rows], tokenizer.pad_token_id, left=False
     )
-
-
-def pad_last_dim(values: torch.Tensor, size: int) -> torch.Tensor:
-    """Zero-pad the last dim to ``size`` (error if it is larger)."""
-    if values.shape[-1] > size:
-        raise ValueError(f"{values.shape[-1]} values do not fit the model's padded size {size}")
-    return F.pad(values, (0, size - values.shape[-1]))
 
 
 def build_inputs(
@@ -111,7 +104,9 @@ def build_state(
         proprio = torch.zeros(batch, 0, device=device)
     if cfg.lerobot is not None:
         return lerobot.normalized_state(proprio, cfg.lerobot)
-    return pad_last_dim(cfg.state_stats.normalize(proprio.float()), model_config.max_state_dim)
+    return pad_last_dim(
+        cfg.state_stats.normalize(proprio.float()), model_config.max_state_dim, "policy.state_keys"
+    )
 
 
 @contextmanager

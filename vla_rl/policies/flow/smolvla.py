@@ -21,7 +21,7 @@ from torch import nn
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput
-from vla_rl.policies.flow.chunk_padding import fill_padded_steps
+from vla_rl.policies.flow.chunk_padding import fill_padded_steps, pad_last_dim
 from vla_rl.policies.flow.exploration import (
     ChainSample,
     FlowChainPolicy,
@@ -30,7 +30,7 @@ from vla_rl.policies.flow.exploration import (
     stored_step_mask,
 )
 from vla_rl.policies.flow.smolvla_config import SmolVLAPolicyConfig
-from vla_rl.policies.flow.smolvla_inputs import ACTION_KEY, build_inputs, pad_last_dim
+from vla_rl.policies.flow.smolvla_inputs import ACTION_KEY, build_inputs
 from vla_rl.policies.flow.smolvla_io import (
     LoadedSmolVLA,
     load_smolvla,

@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from transformers import PreTrainedTokenizerBase
 
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import state_vector
+from vla_rl.policies.flow.chunk_padding import pad_last_dim
 from vla_rl.policies.flow.smolvla_config import SmolVLAArchitecture, SmolVLAPolicyConfig
 from vla_rl.policies.image_resize import resize_with_pad
 from vla_rl.policies.lerobot_folder import LeRobotFolder, normalize
@@ -73,13 +73,6 @@ def preprocess_image(
         width, height = arch.resize_imgs_with_padding
         images = resize_with_pad(images, height, width, pad_value=0.0)
     return images * 2.0 - 1.0
-
-
-def pad_last_dim(values: torch.Tensor, size: int, key: str) -> torch.Tensor:
-    """Zero-pad the last dim to ``size``; ``ConfigError`` naming ``key`` if it is wider."""
-    if values.shape[-1] > size:
-        raise ConfigError(f"config key '{key}': {values.shape[-1]} values do not fit the model's {size}")
-    return F.pad(values, (0, size - values.shape[-1]))
 
 
 def preprocess_state(
