@@ -343,6 +343,10 @@ def _validate(argv: list[str]) -> None:
         from vla_rl.rewards.train_config import compose_reward_train_config
 
         compose_reward_train_config(overrides)
+    elif argv[0] == "export":  # no config: its options parse (the folders are the reader's own)
+        from vla_rl.cli import build_parser
+
+        build_parser().parse_args(argv)
     else:
         raise AssertionError(f"no validation for `vla-rl {argv[0]}`")
 
