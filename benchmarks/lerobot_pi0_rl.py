@@ -157,7 +157,10 @@ def main() -> None:
         "sft_loss_last_50": float(loss[-50:].mean()),
         "rl_updates": args.rl_updates,
         "evaluations": [
-            {k: e[k] for k in ("iteration", "success_rate", "success_once_rate", "mean_return", "num_episodes")}
+            {
+                k: e[k]
+                for k in ("iteration", "success_rate", "success_once_rate", "mean_return", "num_episodes")
+            }
             for e in evaluations
         ],
         "success_before": before["success_rate"],

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from make_pi_fixtures import HUB_TOKENIZER, build_tokenizer, patched_transformers, shrink_lerobot
 
 
@@ -99,7 +98,9 @@ def train(args: argparse.Namespace, tokenizer: Any) -> list[tuple[float, float]]
         push_to_hub=False,
     )
     cfg = TrainPipelineConfig(
-        dataset=DatasetConfig(repo_id=f"local/{args.dataset.name}", root=str(args.dataset), video_backend=args.video_backend),
+        dataset=DatasetConfig(
+            repo_id=f"local/{args.dataset.name}", root=str(args.dataset), video_backend=args.video_backend
+        ),
         policy=policy,
         output_dir=args.out / "train",
         seed=args.seed,
@@ -130,7 +131,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-workers", type=int, default=0, help="LeRobot's data-loading workers")
     parser.add_argument(
-        "--video-backend", default="pyav", help="LeRobot's video decoder (torchcodec needs FFmpeg's libraries)"
+        "--video-backend",
+        default="pyav",
+        help="LeRobot's video decoder (torchcodec needs FFmpeg's libraries)",
     )
     parser.add_argument("--log-every", type=int, default=50)
     args = parser.parse_args()
@@ -150,7 +153,8 @@ def main() -> None:
     losses, rates = (np.array(values, dtype=np.float64) for values in zip(*history, strict=True))
     np.savez(args.out / "sft.npz", loss=losses, lr=rates)
     folder = args.out / "train" / "checkpoints" / "last" / "pretrained_model"
-    print(f"{len(losses)} steps, loss {losses[:10].mean():.4f} (first 10) -> {losses[-10:].mean():.4f} (last 10)")
+    first, last = losses[:10].mean(), losses[-10:].mean()
+    print(f"{len(losses)} steps, loss {first:.4f} (first 10) -> {last:.4f} (last 10)")
     print(f"policy folder: {folder}")
 
 
