@@ -36,6 +36,7 @@ from benchmarks.common import RESULTS_DIR, machine_line
 REPO = Path(__file__).resolve().parents[1]
 LEROBOT_SCRIPT = REPO / "tests" / "lerobot" / "lerobot_pi0_sft.py"
 ENV = ("env=reach", "env.cameras=[front]", "env.image_size=64")
+STAGES = ("collect", "sft", "rl")
 
 
 def run(command: list[str], log: Path, env: dict[str, str] | None = None) -> float:
@@ -127,22 +128,32 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=1500, help="LeRobot's optimiser steps")
     parser.add_argument("--batch-size", type=int, default=32, help="LeRobot's SFT batch")
     parser.add_argument("--num-workers", type=int, default=1, help="LeRobot's data-loading workers")
-    parser.add_argument("--rl-updates", type=int, default=10, help="vla-rl's PPO updates")
+    parser.add_argument("--rl-updates", type=int, default=40, help="vla-rl's PPO updates (the RL budget)")
+    parser.add_argument(
+        "--from-stage",
+        choices=STAGES,
+        default=STAGES[0],
+        help="start at this stage, reusing the earlier stages' outputs in --work",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vla-rl", type=Path, default=Path(sys.executable).parent / "vla-rl")
     parser.add_argument("--lerobot-python", type=Path, default=REPO / ".venv-lerobot" / "bin" / "python")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR / "lerobot_pi0_rl.json")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    for stage in ("dataset", "lerobot", "rl"):
-        if (args.work / stage).exists():
-            raise SystemExit(f"{args.work / stage} exists: give a fresh --work folder")
-
-    dataset, lerobot_out, run_dir = args.work / "dataset", args.work / "lerobot", args.work / "rl"
-    seconds = {"collect": collect(args, dataset)}
-    seconds["lerobot_sft"] = lerobot_sft(args, dataset, lerobot_out)
+    outputs = dict(zip(STAGES, (args.work / "dataset", args.work / "lerobot", args.work / "rl"), strict=True))
+    start = STAGES.index(args.from_stage)
+    for stage in STAGES[start:]:
+        if outputs[stage].exists():
+            raise SystemExit(f"{outputs[stage]} exists: give a fresh --work folder or a later --from-stage")
+    dataset, lerobot_out, run_dir = outputs["collect"], outputs["sft"], outputs["rl"]
     folder = lerobot_out / "train" / "checkpoints" / "last" / "pretrained_model"
-    seconds["rl"] = rl(args, folder, lerobot_out / "tokenizer", run_dir)
+    stages = {
+        "collect": lambda: collect(args, dataset),
+        "sft": lambda: lerobot_sft(args, dataset, lerobot_out),
+        "rl": lambda: rl(args, folder, lerobot_out / "tokenizer", run_dir),
+    }
+    seconds = {stage: stages[stage]() for stage in STAGES[start:]}
 
     with np.load(lerobot_out / "sft.npz") as sft:
         loss = sft["loss"]
