@@ -1,7 +1,8 @@
 """The pieces of "RL from an imported LeRobot pi0" connect: a LeRobot v3.0 dataset that ``vla-rl collect``
 wrote is trained on by LeRobot's own training code (``lerobot_train.train``, two optimiser steps, a tiny
 pi0 at reduced width), and ``vla-rl train recipe=pi0_flow_sde_ppo`` makes one update from the policy
-folder LeRobot saved. ``benchmarks/lerobot_pi0_rl.py`` runs the same chain at full budget.
+folder LeRobot saved; on the way, that folder's action chunks in vla-rl equal LeRobot's own on frames of
+the dataset for the same noise. ``benchmarks/lerobot_pi0_rl.py`` runs the same chain at full budget.
 
 LeRobot 0.4's pi0 needs openpi's ``transformers_replace`` files: give an openpi checkout in
 ``OPENPI_DIR`` (``OPENPI_DIR=... make test-lerobot``); without it the test skips.
@@ -19,10 +20,13 @@ import pytest
 import torch
 
 from vla_rl.cli import main
+from vla_rl.policies.flow.pi0 import Pi0Policy
 from vla_rl.policies.lerobot_folder import read_lerobot_folder
 from vla_rl.policies.registry import load_chunk_policy
 
 IMAGE_SIDE = 32
+TOLERANCE = 1e-4
+"""max |vla-rl - LeRobot| of the action chunks (float32), as the parity tests."""
 ENV = ("env=reach", "env.cameras=[front]", f"env.image_size={IMAGE_SIDE}", "env.max_episode_steps=16")
 
 
@@ -72,6 +76,31 @@ def test_lerobot_sft_folder_starts_flow_sde_ppo(
     for key in ("observation.state", "action"):  # LeRobot normalises with the collected data's statistics
         for name in ("mean", "std"):
             np.testing.assert_allclose(imported.stats[key][name], dataset_stats[key][name], rtol=1e-6)
+
+    # The trained folder acts in vla-rl as in LeRobot: frames LeRobot's dataset reader decoded, same noise.
+    reference = run_lerobot(
+        "lerobot_pi0_actions.py",
+        "--openpi",
+        openpi_dir,
+        "--folder",
+        folder,
+        "--tokenizer",
+        out / "tokenizer",
+        "--dataset",
+        dataset,
+        "--out",
+        tmp_path / "actions.npz",
+        out=tmp_path / "actions.npz",
+    )
+    policy = Pi0Policy.from_pretrained(str(folder), tokenizer_dir=str(out / "tokenizer")).eval()
+    obs = {
+        "rgb_front": reference["rgb_front"],
+        "proprio": torch.as_tensor(reference["state"]),
+        "instruction": [str(text) for text in reference["instructions"]],
+    }
+    actions = policy.predict_action_chunk(obs, torch.as_tensor(reference["noise"]))
+    assert actions.shape == reference["actions"].shape
+    assert float(np.abs(actions.numpy() - reference["actions"]).max()) < TOLERANCE
 
     run_dir = tmp_path / "rl"
     args = [
