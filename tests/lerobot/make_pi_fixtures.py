@@ -95,14 +95,15 @@ def patched_transformers(openpi: Path, workdir: Path) -> Path:
     return workdir
 
 
-def build_tokenizer(directory: Path) -> Any:
-    """A word-level tokenizer over the instructions, pi0.5's prompt words and the 256 state bins, that
-    prepends ``<bos>`` as PaliGemma's does; saved to ``directory``."""
+def build_tokenizer(directory: Path, instructions: list[str] | None = None) -> Any:
+    """A word-level tokenizer over ``instructions`` (default ``INSTRUCTIONS``), pi0.5's prompt words and
+    the 256 state bins, that prepends ``<bos>`` as PaliGemma's does; saved to ``directory``."""
     from tokenizers import Tokenizer, pre_tokenizers, processors
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
 
-    words = sorted({w for text in INSTRUCTIONS for w in text.split()} | set(PROMPT_WORDS))
+    texts = INSTRUCTIONS if instructions is None else instructions
+    words = sorted({w for text in texts for w in text.split()} | set(PROMPT_WORDS))
     vocab = {token: index for index, token in enumerate(SPECIAL_TOKENS)}
     for word in [*words, *map(str, range(256))]:
         vocab.setdefault(word, len(vocab))
@@ -151,8 +152,9 @@ def full_size_shapes(policy_type: str) -> dict[str, list[int]]:
     return {f"model.{name}": list(tensor.shape) for name, tensor in core.state_dict().items()}
 
 
-def shrink_lerobot(modeling: Any, vocab_size: int) -> None:
-    """Give LeRobot's model construction in ``modeling`` (its pi0 or pi05 module) the reduced sizes."""
+def shrink_lerobot(modeling: Any, vocab_size: int, image_side: int = IMAGE_SIDE) -> None:
+    """Give LeRobot's model construction in ``modeling`` (its pi0 or pi05 module) the reduced sizes
+    (SigLIP on ``image_side`` x ``image_side`` images)."""
     from transformers import GemmaForCausalLM, PaliGemmaForConditionalGeneration, SiglipVisionConfig
 
     def gemma_config(variant: str) -> Any:
@@ -164,7 +166,7 @@ def shrink_lerobot(modeling: Any, vocab_size: int) -> None:
         config._vocab_size = vocab_size
         config.image_token_index = vocab_size
         vision = config.vision_config.to_dict()
-        vision.update(VISION_SIZES, projection_dim=config.text_config.hidden_size)
+        vision.update(VISION_SIZES, image_size=image_side, projection_dim=config.text_config.hidden_size)
         config.vision_config = SiglipVisionConfig(**vision)
         return PaliGemmaForConditionalGeneration(config=config)
 
