@@ -53,3 +53,17 @@ def run_lerobot(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[
             return dict(arrays)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def openpi_dir() -> Path:
+    """An openpi checkout (``OPENPI_DIR``): LeRobot 0.4's pi0 / pi0.5 run only with openpi's modified
+    transformers files, which the scripts apply to a temporary copy of transformers and which are not
+    committed here; the tests that run LeRobot's pi0 / pi0.5 skip without it."""
+    configured = os.environ.get("OPENPI_DIR")
+    if not configured:
+        pytest.skip(
+            "OPENPI_DIR (an openpi checkout) is not set: LeRobot's pi0 / pi0.5 need openpi's transformers "
+            "files to run"
+        )
+    return Path(configured)

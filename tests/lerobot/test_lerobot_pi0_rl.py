@@ -11,12 +11,10 @@ LeRobot 0.4's pi0 needs openpi's ``transformers_replace`` files: give an openpi 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from vla_rl.cli import main
@@ -28,14 +26,6 @@ IMAGE_SIDE = 32
 TOLERANCE = 1e-4
 """max |vla-rl - LeRobot| of the action chunks (float32), as the parity tests."""
 ENV = ("env=reach", "env.cameras=[front]", f"env.image_size={IMAGE_SIDE}", "env.max_episode_steps=16")
-
-
-@pytest.fixture(scope="module")
-def openpi_dir() -> Path:
-    configured = os.environ.get("OPENPI_DIR")
-    if not configured:
-        pytest.skip("OPENPI_DIR (an openpi checkout) is not set: LeRobot's pi0 cannot be trained here")
-    return Path(configured)
 
 
 def collect_v3(root: Path) -> None:

@@ -7,7 +7,6 @@ Needs openpi's ``transformers_replace`` files, as the fixture script does: give 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,14 +22,6 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lerobot"
 FAMILIES = {"pi0": Pi0Policy, "pi05": Pi05Policy}
 TOLERANCE = 1e-4
 """float32 parity with the reference (the issue's bound)."""
-
-
-@pytest.fixture(scope="module")
-def openpi_dir() -> Path:
-    configured = os.environ.get("OPENPI_DIR")
-    if not configured:
-        pytest.skip("OPENPI_DIR (an openpi checkout) is not set: LeRobot's pi0 / pi0.5 cannot run")
-    return Path(configured)
 
 
 @pytest.mark.parametrize("policy_type", sorted(FAMILIES))

@@ -16,7 +16,6 @@ tests/policies/flow/test_lerobot_export.py, which runs everywhere).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -46,14 +45,6 @@ MOVED = 1e-2
 """The updates move vla-rl's actions by more than this, so the check after them is not the first one."""
 ADAPTERS_MATTER = 1e-3
 """Leaving the adapters out changes the fine-tuned actions by more than this (ten times the bound)."""
-
-
-@pytest.fixture(scope="module")
-def openpi_dir() -> Path:
-    configured = os.environ.get("OPENPI_DIR")
-    if not configured:
-        pytest.skip("OPENPI_DIR (an openpi checkout) is not set: LeRobot's pi0 / pi0.5 cannot run")
-    return Path(configured)
 
 
 @pytest.mark.parametrize("policy_type", ["pi0", "pi05"])

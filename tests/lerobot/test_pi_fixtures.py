@@ -8,7 +8,6 @@ tests against the committed fixtures (tests/policies/flow/test_lerobot_pi.py) ru
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,14 +17,6 @@ from safetensors.numpy import load_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lerobot"
 POLICY_TYPES = ("pi0", "pi05")
-
-
-@pytest.fixture(scope="module")
-def openpi_dir() -> Path:
-    configured = os.environ.get("OPENPI_DIR")
-    if not configured:
-        pytest.skip("OPENPI_DIR (an openpi checkout) is not set: the pi0 / pi0.5 fixtures are not rebuilt")
-    return Path(configured)
 
 
 @pytest.mark.parametrize("policy_type", POLICY_TYPES)
