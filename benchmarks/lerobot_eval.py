@@ -145,9 +145,14 @@ def evaluate_recorded(policy: ChunkPolicy, cfg: VLARLConfig, num_episodes: int) 
     return VlaRlEvaluation(result, env.episodes(quotas), np.stack(env.actions), first, spec)
 
 
-def evaluate_run(run_dir: Path, num_episodes: int) -> tuple[VLARLConfig, ChunkPolicy, VlaRlEvaluation]:
-    """The run's config, its last checkpoint's policy (as the run evaluates it) and its evaluation."""
+def evaluate_run(
+    run_dir: Path, num_episodes: int, worlds: int | None = None
+) -> tuple[VLARLConfig, ChunkPolicy, VlaRlEvaluation]:
+    """The run's config, its last checkpoint's policy (as the run evaluates it) and its evaluation
+    (on ``worlds`` worlds in place of the run's ``eval.num_envs`` when given)."""
     cfg = load_rl_config_file(run_dir / "config.yaml", for_evaluation=True)
+    if worlds is not None:
+        cfg.eval.num_envs = worlds
     torch.set_num_threads(cfg.torch_num_threads)
     policy = load_rl_policy(cfg, resolve_policy_dir(run_dir), run_updates(cfg.policy, run_dir)).eval()
     return cfg, policy, evaluate_recorded(policy, cfg, num_episodes)
