@@ -11,7 +11,7 @@ plan every chunk from the same noise and their episodes can be compared one by o
 repository root::
 
     python -m benchmarks.lerobot_eval RUN_DIR EXPORTED_FOLDER --openpi OPENPI_CHECKOUT \\
-        --tokenizer TOKENIZER --work DIR [--episodes 64]
+        --tokenizer TOKENIZER --work DIR [--episodes N]
 """
 
 from __future__ import annotations
@@ -146,16 +146,18 @@ def evaluate_recorded(policy: ChunkPolicy, cfg: VLARLConfig, num_episodes: int) 
 
 
 def evaluate_run(
-    run_dir: Path, num_episodes: int, worlds: int | None = None
+    run_dir: Path, num_episodes: int | None = None, worlds: int | None = None
 ) -> tuple[VLARLConfig, ChunkPolicy, VlaRlEvaluation]:
     """The run's config, its last checkpoint's policy (as the run evaluates it) and its evaluation
-    (on ``worlds`` worlds in place of the run's ``eval.num_envs`` when given)."""
+    on ``num_episodes`` episodes (default: the run's ``eval.num_episodes``) and ``worlds`` worlds
+    (default: the run's ``eval.num_envs``)."""
     cfg = load_rl_config_file(run_dir / "config.yaml", for_evaluation=True)
     if worlds is not None:
         cfg.eval.num_envs = worlds
     torch.set_num_threads(cfg.torch_num_threads)
     policy = load_rl_policy(cfg, resolve_policy_dir(run_dir), run_updates(cfg.policy, run_dir)).eval()
-    return cfg, policy, evaluate_recorded(policy, cfg, num_episodes)
+    episodes = cfg.eval.num_episodes if num_episodes is None else num_episodes
+    return cfg, policy, evaluate_recorded(policy, cfg, episodes)
 
 
 def lerobot_env(home: Path) -> dict[str, str]:
@@ -214,6 +216,7 @@ def compare(policy: ChunkPolicy, ours: VlaRlEvaluation, theirs: dict[str, np.nda
         "vla_rl": {key: float(ours.episodes[key].mean()) for key in EPISODE_KEYS},
         "lerobot": {key: float(theirs[key].mean()) for key in EPISODE_KEYS},
         "episodes_same_success": int((ours.episodes["success"] == theirs["success"]).sum()),
+        "episodes_same_success_once": int((ours.episodes["success_once"] == theirs["success_once"]).sum()),
         "episodes_same_world": bool(np.array_equal(ours.episodes["world"], theirs["world"])),
         "max_return_difference": float(np.abs(ours.episodes["return"] - theirs["return"]).max()),
         "first_observation_equal": same_obs,
@@ -232,7 +235,7 @@ def main() -> None:
     parser.add_argument("--openpi", type=Path, required=True, help="an openpi checkout (its src/ tree)")
     parser.add_argument("--tokenizer", type=Path, required=True, help="local stand-in for the hub tokenizer")
     parser.add_argument("--work", type=Path, required=True, help="folder for the spec, arrays and log")
-    parser.add_argument("--episodes", type=int, default=64)
+    parser.add_argument("--episodes", type=int, default=None, help="default: the run's eval.num_episodes")
     parser.add_argument("--lerobot-python", type=Path, default=REPO / ".venv-lerobot" / "bin" / "python")
     args = parser.parse_args()
     _, policy, ours = evaluate_run(args.run_dir, args.episodes)
