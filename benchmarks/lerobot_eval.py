@@ -146,18 +146,21 @@ def evaluate_recorded(policy: ChunkPolicy, cfg: VLARLConfig, num_episodes: int) 
 
 
 def evaluate_run(
-    run_dir: Path, num_episodes: int | None = None, worlds: int | None = None
+    run_dir: Path, num_episodes: int | None = None, worlds: int | None = None, start: bool = False
 ) -> tuple[VLARLConfig, ChunkPolicy, VlaRlEvaluation]:
-    """The run's config, its last checkpoint's policy (as the run evaluates it) and its evaluation
-    on ``num_episodes`` episodes (default: the run's ``eval.num_episodes``) and ``worlds`` worlds
-    (default: the run's ``eval.num_envs``)."""
+    """The run's config, a policy as the run evaluates it (its last checkpoint's, or with ``start``
+    its ``policy.init_from``) and its evaluation on ``num_episodes`` episodes (default: the run's
+    ``eval.num_episodes``) and ``worlds`` worlds (default: the run's ``eval.num_envs``)."""
     cfg = load_rl_config_file(run_dir / "config.yaml", for_evaluation=True)
     if worlds is not None:
         cfg.eval.num_envs = worlds
     torch.set_num_threads(cfg.torch_num_threads)
-    policy = load_rl_policy(cfg, resolve_policy_dir(run_dir), run_updates(cfg.policy, run_dir)).eval()
+    if start:
+        policy = load_rl_policy(cfg, resolve_policy_dir(cfg.policy.init_from))
+    else:
+        policy = load_rl_policy(cfg, resolve_policy_dir(run_dir), run_updates(cfg.policy, run_dir))
     episodes = cfg.eval.num_episodes if num_episodes is None else num_episodes
-    return cfg, policy, evaluate_recorded(policy, cfg, episodes)
+    return cfg, policy.eval(), evaluate_recorded(policy, cfg, episodes)
 
 
 def lerobot_env(home: Path) -> dict[str, str]:
@@ -223,6 +226,7 @@ def compare(policy: ChunkPolicy, ours: VlaRlEvaluation, theirs: dict[str, np.nda
         "first_chunk_max_difference": first_chunk_difference(policy, theirs),
         "first_executed_max_difference": float(np.abs(ours.actions[:steps] - executed[:steps]).max()),
         "executed_max_difference": float(np.abs(ours.actions - executed).max()),
+        "executed_share_within_1e-4": float((np.abs(ours.actions - executed).max(-1) < 1e-4).mean()),
         "steps": [len(ours.actions), len(executed)],
         "lerobot_seconds": float(theirs["seconds"]),
     }

@@ -11,7 +11,8 @@
 4. ``lerobot_eval``: ``vla-rl export --format lerobot`` of the RL run, evaluated again by LeRobot's side
    (``tests/lerobot/lerobot_pi_eval.py`` in ``.venv-lerobot``: LeRobot's ``from_pretrained``, processors
    and ``select_action`` on vla-rl's ``reach`` env, in one process) on the same 64 episodes and noise
-   as vla-rl's final evaluation, compared episode by episode (``benchmarks/lerobot_eval.py``).
+   as vla-rl's evaluation of the run's last checkpoint, and LeRobot's SFT folder likewise against
+   the run's start; compared episode by episode (``benchmarks/lerobot_eval.py``).
 
 LeRobot 0.4's pi0 needs openpi's ``transformers_replace`` files: give an openpi checkout with
 ``--openpi`` (see tests/lerobot/make_pi_fixtures.py). Run from the repository root::
@@ -42,6 +43,8 @@ REPO = Path(__file__).resolve().parents[1]
 LEROBOT_SCRIPT = REPO / "tests" / "lerobot" / "lerobot_pi0_sft.py"
 ENV = ("env=reach", "env.cameras=[front]", "env.image_size=64")
 STAGES = ("collect", "sft", "rl", "lerobot_eval")
+SFT_FOLDER = Path("train") / "checkpoints" / "last" / "pretrained_model"
+"""The policy folder LeRobot's training saves, below its output folder."""
 
 
 def run(command: list[str], log: Path, env: dict[str, str] | None = None) -> float:
@@ -125,19 +128,26 @@ def rl(args: argparse.Namespace, folder: Path, tokenizer: Path, run_dir: Path) -
     return run(command, args.work / "rl.log")
 
 
-def lerobot_eval(args: argparse.Namespace, run_dir: Path, tokenizer: Path, work: Path) -> float:
-    """Export the RL run and compare LeRobot's evaluation of the export with vla-rl's of the run;
-    the comparison goes to ``work/comparison.json``."""
+def lerobot_eval(
+    args: argparse.Namespace, sft_folder: Path, run_dir: Path, tokenizer: Path, work: Path
+) -> float:
+    """LeRobot's evaluations next to vla-rl's (``benchmarks.lerobot_eval``), episode by episode: of the
+    folder LeRobot's SFT saved against the run's start, and of the RL run's export against its last
+    checkpoint; each comparison goes to ``work/<before|after>/comparison.json``."""
     start = time.perf_counter()
     work.mkdir(parents=True)
     export = work / "export"
     run([str(args.vla_rl), "export", "--format", "lerobot", str(run_dir), str(export)], work / "export.log")
-    _, policy, ours = evaluate_run(run_dir)
-    # LeRobot's transformers 4.53 cannot read the export's tokenizer/ (saved by transformers 5): it
-    # gets the one it trained with.
-    theirs = evaluate_in_lerobot(args.lerobot_python, args.openpi, export, tokenizer, ours.spec, work)
-    comparison = {"vla_rl_success_rate": ours.result.success_rate, **compare(policy, ours, theirs)}
-    (work / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
+    folders = {"before": sft_folder, "after": export}
+    for when, folder in folders.items():
+        _, policy, ours = evaluate_run(run_dir, start=when == "before")
+        # LeRobot's transformers 4.53 cannot read the export's tokenizer/ (saved by transformers 5): it
+        # gets the one it trained with.
+        theirs = evaluate_in_lerobot(
+            args.lerobot_python, args.openpi, folder, tokenizer, ours.spec, work / when
+        )
+        comparison = {"folder": str(folder), **compare(policy, ours, theirs)}
+        (work / when / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n")
     return time.perf_counter() - start
 
 
@@ -170,12 +180,12 @@ def main() -> None:
             raise SystemExit(f"{outputs[stage]} exists: give a fresh --work folder or a later --from-stage")
     dataset, lerobot_out, run_dir = outputs["collect"], outputs["sft"], outputs["rl"]
     tokenizer = lerobot_out / "tokenizer"
-    folder = lerobot_out / "train" / "checkpoints" / "last" / "pretrained_model"
+    folder = lerobot_out / SFT_FOLDER
     stages = {
         "collect": lambda: collect(args, dataset),
         "sft": lambda: lerobot_sft(args, dataset, lerobot_out),
         "rl": lambda: rl(args, folder, tokenizer, run_dir),
-        "lerobot_eval": lambda: lerobot_eval(args, run_dir, tokenizer, outputs["lerobot_eval"]),
+        "lerobot_eval": lambda: lerobot_eval(args, folder, run_dir, tokenizer, outputs["lerobot_eval"]),
     }
     seconds = {stage: stages[stage]() for stage in STAGES[start:]}
     if start > 0 and args.results.is_file():  # the earlier stages' times, from the run that made them
@@ -185,7 +195,10 @@ def main() -> None:
         loss = sft["loss"]
     evaluations = json.loads((run_dir / "evaluations.json").read_text())
     before, after = evaluations[0], evaluations[-1]
-    comparison = json.loads((outputs["lerobot_eval"] / "comparison.json").read_text())
+    comparisons = {
+        when: json.loads((outputs["lerobot_eval"] / when / "comparison.json").read_text())
+        for when in ("before", "after")
+    }
     result = {
         "machine": machine_line(),
         "episodes": args.episodes,
@@ -203,8 +216,9 @@ def main() -> None:
         ],
         "success_before": before["success_rate"],
         "success_after": after["success_rate"],
-        "success_after_lerobot": comparison["lerobot"]["success"],
-        "lerobot_eval": comparison,
+        "success_before_lerobot": comparisons["before"]["lerobot"]["success"],
+        "success_after_lerobot": comparisons["after"]["lerobot"]["success"],
+        "lerobot_eval": comparisons,
         "seconds": seconds,
     }
     args.results.write_text(json.dumps(result, indent=1) + "\n")
