@@ -150,9 +150,7 @@ def evaluate(policy: Any, preprocessor: Any, postprocessor: Any, spec: dict[str,
     record_calls(policy.model, "sample_noise", noises)
     record_calls(policy, "predict_action_chunk", chunks)
     counted = np.zeros(env.num_envs, dtype=np.int64)
-    episodes: dict[str, list[float]] = {
-        k: [] for k in ("success", "success_once", "return", "length", "world")
-    }
+    episodes: dict[str, list[float]] = {key: [] for key in (*EPISODE_KEYS, "world")}
     actions: list[np.ndarray] = []
     first: dict[str, np.ndarray] = {}
     try:
