@@ -178,14 +178,22 @@ def lerobot_env(home: Path) -> dict[str, str]:
 
 
 def evaluate_in_lerobot(
-    python: Path, openpi: Path, folder: Path, tokenizer: Path, spec: dict[str, Any], work: Path
+    python: Path,
+    openpi: Path,
+    folder: Path,
+    tokenizer: Path,
+    spec: dict[str, Any],
+    work: Path,
+    full_size: bool = False,
 ) -> dict[str, np.ndarray]:
-    """``lerobot_pi_eval.py`` on ``folder`` with ``spec``; its arrays (files and log in ``work``)."""
+    """``lerobot_pi_eval.py`` on ``folder`` with ``spec``; its arrays (files and log in ``work``).
+    LeRobot builds its model at the test models' reduced width unless ``full_size``."""
     work.mkdir(parents=True, exist_ok=True)
     spec_file, out, log = work / "spec.json", work / "lerobot_eval.npz", work / "lerobot_eval.log"
     spec_file.write_text(json.dumps(spec, indent=1))
     command = [str(python), str(SCRIPT), "--openpi", str(openpi), "--folder", str(folder)]
     command += ["--tokenizer", str(tokenizer), "--spec", str(spec_file), "--out", str(out)]
+    command += ["--full-size"] if full_size else []
     with log.open("w") as output:
         code = subprocess.run(
             command, stdout=output, stderr=subprocess.STDOUT, env=lerobot_env(work / "hf_home"), check=False
@@ -241,10 +249,13 @@ def main() -> None:
     parser.add_argument("--work", type=Path, required=True, help="folder for the spec, arrays and log")
     parser.add_argument("--episodes", type=int, default=None, help="default: the run's eval.num_episodes")
     parser.add_argument("--lerobot-python", type=Path, default=REPO / ".venv-lerobot" / "bin" / "python")
+    parser.add_argument(
+        "--full-size", action="store_true", help="a folder at LeRobot's sizes, not the test models' width"
+    )
     args = parser.parse_args()
     _, policy, ours = evaluate_run(args.run_dir, args.episodes)
     theirs = evaluate_in_lerobot(
-        args.lerobot_python, args.openpi, args.folder, args.tokenizer, ours.spec, args.work
+        args.lerobot_python, args.openpi, args.folder, args.tokenizer, ours.spec, args.work, args.full_size
     )
     print(json.dumps(compare(policy, ours, theirs), indent=1))
 

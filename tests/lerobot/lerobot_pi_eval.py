@@ -202,6 +202,11 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repo", type=Path, default=REPO, help="the vla-rl checkout whose env runs")
+    parser.add_argument(
+        "--full-size",
+        action="store_true",
+        help="LeRobot's model at its configured sizes (default: the reduced width of the test models)",
+    )
     args = parser.parse_args()
     if "transformers" in sys.modules:
         raise SystemExit("transformers was imported before openpi's files could be applied")
@@ -216,9 +221,10 @@ def main() -> None:
         torch.set_num_threads(1)
         envs = import_vla_rl_envs(args.repo.resolve())
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer, local_files_only=True)
-        modeling, _, _ = lerobot_modules(policy_type)
-        image_side = json.loads((args.folder / "config.json").read_text())["image_resolution"][0]
-        shrink_lerobot(modeling, len(tokenizer), image_side=image_side)
+        if not args.full_size:
+            modeling, _, _ = lerobot_modules(policy_type)
+            image_side = json.loads((args.folder / "config.json").read_text())["image_resolution"][0]
+            shrink_lerobot(modeling, len(tokenizer), image_side=image_side)
         policy, preprocessor, postprocessor = load_lerobot(
             policy_type, args.folder, tokenizer, n_action_steps=spec["n_action_steps"]
         )
