@@ -20,7 +20,6 @@ import argparse
 import dataclasses
 import importlib
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.common import lerobot_env
 from vla_rl.envs.base import BatchedEnv, StepResult
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.training.checkpoint import resolve_policy_dir
@@ -161,20 +161,6 @@ def evaluate_run(
         policy = load_rl_policy(cfg, resolve_policy_dir(run_dir), run_updates(cfg.policy, run_dir))
     episodes = cfg.eval.num_episodes if num_episodes is None else num_episodes
     return cfg, policy.eval(), evaluate_recorded(policy, cfg, episodes)
-
-
-def lerobot_env(home: Path) -> dict[str, str]:
-    """The LeRobot side's environment: offline, its caches under ``home``."""
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HOME": str(home),
-        "HF_LEROBOT_HOME": str(home / "lerobot"),
-        "PYTHONNOUSERSITE": "1",
-    }
-    env.pop("PYTHONPATH", None)
-    return env
 
 
 def evaluate_in_lerobot(

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS_DIR, machine_line
+from benchmarks.common import RESULTS_DIR, lerobot_env, machine_line
 from benchmarks.lerobot_eval import compare, evaluate_in_lerobot, evaluate_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,20 +54,6 @@ def run(command: list[str], log: Path, env: dict[str, str] | None = None) -> flo
     if code != 0:
         raise SystemExit(f"{' '.join(command)} failed ({code}); see {log}")
     return time.perf_counter() - start
-
-
-def lerobot_env(work: Path) -> dict[str, str]:
-    """The LeRobot side's environment: offline, its caches under ``work``."""
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HOME": str(work / "hf_home"),
-        "HF_LEROBOT_HOME": str(work / "hf_home" / "lerobot"),
-        "PYTHONNOUSERSITE": "1",
-    }
-    env.pop("PYTHONPATH", None)
-    return env
 
 
 def collect(args: argparse.Namespace, dataset: Path) -> float:
@@ -104,7 +89,7 @@ def lerobot_sft(args: argparse.Namespace, dataset: Path, out: Path) -> float:
         "--seed",
         str(args.seed),
     ]
-    return run(command, args.work / "lerobot_sft.log", env=lerobot_env(args.work))
+    return run(command, args.work / "lerobot_sft.log", env=lerobot_env(args.work / "hf_home"))
 
 
 def rl(args: argparse.Namespace, folder: Path, tokenizer: Path, run_dir: Path) -> float:

@@ -11,6 +11,7 @@ import pytest
 import torch
 from peft import LoraConfig
 from safetensors.torch import load_file
+from smolvla_batch import lerobot_actions, observation
 
 from vla_rl.cli import main
 from vla_rl.config.structured import ConfigError
@@ -31,15 +32,6 @@ def reference(run_lerobot, tmp_path_factory) -> tuple[Path, dict[str, np.ndarray
     out = tmp_path_factory.mktemp("smolvla_lora")
     arrays = run_lerobot("smolvla_reference.py", out, "interleaved", out=out / "reference.npz")
     return out, arrays
-
-
-def observation(arrays: dict[str, np.ndarray]) -> dict[str, object]:
-    return {
-        "rgb_top": arrays["image_top"],
-        "rgb_wrist": arrays["image_wrist"],
-        "proprio": arrays["state"],
-        "instruction": [str(text) for text in arrays["instructions"]],
-    }
 
 
 def lora_policy(folder: Path):
@@ -90,13 +82,7 @@ def test_lora_export_merges_the_adapters_and_lerobot_runs_it(reference, run_lero
     exported = tmp_path / "exported"
     assert main(["export", "--format", "lerobot", str(tmp_path / "saved"), str(exported)]) == 0
     assert not (exported / ADAPTER_FILE).exists() and not (exported / "lora_adapter").exists()
-    theirs = run_lerobot(
-        "smolvla_lerobot_actions.py",
-        exported,
-        out / "reference.npz",
-        tmp_path / "lerobot.npz",
-        out=tmp_path / "lerobot.npz",
-    )["actions"]
+    theirs = lerobot_actions(run_lerobot, exported, out / "reference.npz", tmp_path)
     error = float(np.abs(ours - theirs).max())
     print(f"smolvla with LoRA, merged on export, run by LeRobot: max |action diff| {error:.3g}")
     assert error <= TOLERANCE

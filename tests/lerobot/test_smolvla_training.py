@@ -37,13 +37,14 @@ def changed_weights(before_dir: Path, after_dir: Path) -> set[str]:
     return {name for name in before if not torch.equal(before[name], after[name])}
 
 
-def test_flow_sde_ppo_fine_tunes_a_lerobot_smolvla_folder(reach_folder: Path, tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    args = [
+def ppo_args(folder: Path, run_dir: Path, *settings: str) -> list[str]:
+    """``vla-rl train`` overrides: one small Flow-SDE PPO update of the SmolVLA in ``folder`` on
+    ``reach``, checkpointed, with ``settings`` added."""
+    return [
         "recipe=pi0_flow_sde_ppo",
         "policy.name=smolvla",
-        f"policy.init_from={reach_folder}",
-        "policy.freeze=[model.vlm.,model.state_proj.]",  # LeRobot's train_expert_only
+        f"policy.init_from={folder}",
+        *settings,
         "algorithm.num_decisions=2",
         "algorithm.num_minibatches=2",
         "algorithm.num_epochs=1",
@@ -63,6 +64,13 @@ def test_flow_sde_ppo_fine_tunes_a_lerobot_smolvla_folder(reach_folder: Path, tm
         "logger.wandb_mode=disabled",
         f"run_dir={run_dir}",
     ]
+
+
+def test_flow_sde_ppo_fine_tunes_a_lerobot_smolvla_folder(reach_folder: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = ppo_args(
+        reach_folder, run_dir, "policy.freeze=[model.vlm.,model.state_proj.]"
+    )  # train_expert_only
     assert main(["train", *args]) == 0
     saved = run_dir / "checkpoints" / "iter_000001" / "policy"
     assert (saved / "config.json").is_file() and (saved / "policy_preprocessor.json").is_file()
@@ -78,32 +86,9 @@ def test_flow_sde_ppo_with_lora_in_bfloat16_trains_the_adapters_and_keeps_the_ba
     adapters and the action projections; the checkpoint's ``model.safetensors`` keeps LeRobot's base
     weights (rounded to bf16) and the adapters lie beside it."""
     run_dir = tmp_path / "run"
-    args = [
-        "recipe=pi0_flow_sde_ppo",
-        "policy.name=smolvla",
-        f"policy.init_from={reach_folder}",
-        "policy.lora={rank: 4}",
-        "policy.dtype=bfloat16",
-        "policy.freeze=[]",  # the adapters decide what trains
-        "algorithm.num_decisions=2",
-        "algorithm.num_minibatches=2",
-        "algorithm.num_epochs=1",
-        "algorithm.critic_warmup_iterations=0",
-        "algorithm.actor_lr_warmup_steps=0",
-        "env=reach",
-        "env.cameras=[front]",
-        "env.num_envs=2",
-        "env.num_threads=1",
-        "env.max_episode_steps=8",
-        "eval.num_episodes=0",
-        "checkpoint_interval=1",
-        "iterations=1",
-        "torch_num_threads=1",
-        "logger.progress_bar=false",
-        "logger.tensorboard=false",
-        "logger.wandb_mode=disabled",
-        f"run_dir={run_dir}",
-    ]
+    args = ppo_args(
+        reach_folder, run_dir, "policy.lora={rank: 4}", "policy.dtype=bfloat16", "policy.freeze=[]"
+    )
     assert main(["train", *args]) == 0
     saved = run_dir / "checkpoints" / "iter_000001" / "policy"
     before = load_file(str(reach_folder / "model.safetensors"))

@@ -100,10 +100,7 @@ class SmolVLAPolicy(FlowChainPolicy):
         """Inject LoRA adapters into the model in place (``SMOLVLA_LORA_TARGETS`` unless ``settings``
         names targets) and freeze its other weights, except ``SMOLVLA_TRAINED_WITH_LORA``; the heads
         keep training. Saved with the policy (``smolvla_io``)."""
-        apply_lora(self.model, settings, SMOLVLA_LORA_TARGETS)
-        for name, parameter in self.model.named_parameters():
-            if name.startswith(SMOLVLA_TRAINED_WITH_LORA):
-                parameter.requires_grad_(True)
+        apply_lora(self.model, settings, SMOLVLA_LORA_TARGETS, SMOLVLA_TRAINED_WITH_LORA)
         self.cfg.lora = settings
 
     def cast_model(self, dtype: torch.dtype) -> None:
