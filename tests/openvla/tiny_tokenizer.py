@@ -40,7 +40,11 @@ def build_tokenizer(directory: str | Path) -> None:
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
     wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        model_input_names=["input_ids", "attention_mask"],
     )
     wrapped.add_special_tokens({"pad_token": "<PAD>"})
     wrapped.save_pretrained(str(directory))

@@ -21,7 +21,7 @@ from vla_rl.policies.base import GAUSSIAN_POLICIES, ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.lerobot_folder import LEROBOT_POLICY_TYPES, PREPROCESSOR_FILE, is_lerobot_folder
-from vla_rl.policies.vla.openvla_folder import is_openvla_folder
+from vla_rl.policies.openvla_folder import is_openvla_folder
 from vla_rl.registry import removed_decorator, resolve
 
 POLICIES: dict[str, str] = {

@@ -39,7 +39,7 @@ from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkPolicy, ChunkStep
 from vla_rl.policies.env_maps import CheckpointInterface, EnvInterface, EnvMaps, check_env_fit, env_cameras
 from vla_rl.policies.pretrained_io import save_weights
 from vla_rl.policies.vla.openvla_actions import OpenVLAActionCodec
-from vla_rl.policies.vla.openvla_folder import (
+from vla_rl.policies.openvla_folder import (
     TRUST_KEY,
     OpenVLAFolder,
     action_stats,
@@ -122,7 +122,7 @@ class OpenVLAPolicy(ChunkPolicy):
                 "files only)"
             )
         model = load_remote_model(folder)
-        tokenizer = AutoTokenizer.from_pretrained(str(folder.path), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder.path), local_files_only=True, trust_remote_code=True)
         policy = cls(folder, model, tokenizer, key, EnvMaps(**saved.get("maps", {})))
         heads = folder.path / HEADS_FILE
         if heads.is_file():

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from vla_rl.policies.vla.openvla_folder import ActionStats
+from vla_rl.policies.openvla_folder import ActionStats
 
 
 class OpenVLAActionCodec:
