@@ -146,7 +146,11 @@ def build(openvla: Path, out: Path, seed: int) -> None:
         for key in NORM_STATS:
             record[f"actions_{key}"] = vla.predict_action(**inputs, unnorm_key=key, do_sample=False)
     np.savez(out / "reference.npz", **record)
-    print(json.dumps({key: np.asarray(value).tolist() for key, value in record.items() if key.startswith("actions")}))
+    print(
+        json.dumps(
+            {key: np.asarray(value).tolist() for key, value in record.items() if key.startswith("actions")}
+        )
+    )
 
 
 def main() -> None:

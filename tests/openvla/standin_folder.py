@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from tiny_tokenizer import VOCAB_SIZE, build_tokenizer
 
-CONFIG_CODE = '''
+CONFIG_CODE = """
 from transformers import LlamaConfig, PretrainedConfig
 
 
@@ -37,9 +37,9 @@ class OpenVLAConfig(PretrainedConfig):
             text_config = LlamaConfig(**text_config)
         self.text_config = text_config if text_config is not None else LlamaConfig()
         super().__init__(**kwargs)
-'''
+"""
 
-MODEL_CODE = '''
+MODEL_CODE = """
 import torch
 from torch import nn
 from transformers import LlamaForCausalLM, PreTrainedModel
@@ -55,7 +55,9 @@ class OpenVLAForActionPrediction(PreTrainedModel):
         super().__init__(config)
         hidden = config.text_config.hidden_size
         self.patches = nn.Conv2d(3, config.vision_dim, config.patch_size, stride=config.patch_size)
-        self.projector = nn.Sequential(nn.Linear(config.vision_dim, hidden), nn.GELU(), nn.Linear(hidden, hidden))
+        self.projector = nn.Sequential(
+            nn.Linear(config.vision_dim, hidden), nn.GELU(), nn.Linear(hidden, hidden)
+        )
         self.language_model = LlamaForCausalLM(config.text_config)
         self.post_init()
 
@@ -71,7 +73,7 @@ class OpenVLAForActionPrediction(PreTrainedModel):
         mask = torch.cat([attention_mask[:, :1], ones, attention_mask[:, 1:]], dim=1)
         return self.language_model(inputs_embeds=embeds, attention_mask=mask,
                                    output_hidden_states=output_hidden_states, return_dict=True)
-'''
+"""
 
 NORM_STATS = {
     "bridge_orig": {
@@ -145,8 +147,13 @@ def _write_weights(directory: Path, seed: int) -> None:
         "modeling_prismatic.OpenVLAForActionPrediction", str(directory), local_files_only=True
     )
     config_class = model_class.config_class
-    config = config_class(**{k: v for k, v in json.loads((directory / "config.json").read_text()).items()
-                             if k not in ("model_type", "architectures", "auto_map")})
+    config = config_class(
+        **{
+            k: v
+            for k, v in json.loads((directory / "config.json").read_text()).items()
+            if k not in ("model_type", "architectures", "auto_map")
+        }
+    )
     torch.manual_seed(seed)
     model = model_class(config)
     saved_config = (directory / "config.json").read_text()

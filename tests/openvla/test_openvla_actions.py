@@ -65,5 +65,7 @@ def test_actions_to_bins_is_openvlas_digitize(codec: OpenVLAActionCodec) -> None
 def test_round_trip_within_half_a_bin(codec: OpenVLAActionCodec) -> None:
     actions = torch.tensor([[0.01, 0.3, 0.2], [-0.015, 1.2, -0.7]])
     back = codec.bins_to_actions(codec.actions_to_bins(actions))
-    half_bin = torch.tensor([0.05, 2.0, 1.0]) / 255  # half of 2/255 normalised: (q99 - q01) / 255; 1/255 unmasked
+    half_bin = (
+        torch.tensor([0.05, 2.0, 1.0]) / 255
+    )  # half of 2/255 normalised: (q99 - q01) / 255; 1/255 unmasked
     assert bool(((back - actions).abs() <= half_bin + 1e-6).all())

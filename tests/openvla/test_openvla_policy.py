@@ -84,7 +84,9 @@ def test_log_probs_match_a_direct_computation(standin_dir: Path) -> None:
         ids = torch.tensor([policy.prompt_ids([obs["instruction"][row]])[0] + tokens[row, :-1].tolist()])  # type: ignore[index]
         pixels = policy.pixel_values({"instruction": [""], "rgb_front": obs["rgb_front"][row : row + 1]})  # type: ignore[index]
         with torch.no_grad():
-            logits = policy.model(input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixels).logits
+            logits = policy.model(
+                input_ids=ids, attention_mask=torch.ones_like(ids), pixel_values=pixels
+            ).logits
         action_logits = logits[0, -7:, FIRST_ACTION_ID:32000] / 1.5
         expected = torch.log_softmax(action_logits, -1).gather(-1, (tokens[row] - FIRST_ACTION_ID)[:, None])
         assert step.log_prob[row, 0].tolist() == pytest.approx(expected[:, 0].tolist(), abs=1e-5)
@@ -129,7 +131,10 @@ def test_env_checks_and_action_map(standin_dir: Path) -> None:
     step = policy.sample(observation(["lift"]), log_prob_level="token")
     assert step.actions.shape == (1, 1, 4)
     assert step.log_prob[0, 0, 3:6].tolist() == [0.0, 0.0, 0.0]  # dimensions the env does not take
-    assert torch.equal(step.actions[0, 0], policy.codec.bins_to_actions(step.sample_info["action_tokens"][0, 0] - FIRST_ACTION_ID)[[0, 1, 2, 6]])
+    assert torch.equal(
+        step.actions[0, 0],
+        policy.codec.bins_to_actions(step.sample_info["action_tokens"][0, 0] - FIRST_ACTION_ID)[[0, 1, 2, 6]],
+    )
 
 
 def test_save_and_load_round_trip(standin_dir: Path, tmp_path: Path) -> None:

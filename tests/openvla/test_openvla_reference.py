@@ -56,7 +56,9 @@ def reference_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=900,
     )
     if result.returncode != 0:
-        raise AssertionError(f"make_openvla_folder.py failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
+        raise AssertionError(
+            f"make_openvla_folder.py failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+        )
     return out
 
 
@@ -69,14 +71,20 @@ def test_greedy_action_equals_predict_action(reference_folder: Path, key: str) -
     obs = {"instruction": [str(reference["instruction"])], "rgb_front": reference["image"][None]}
 
     ids = policy.prompt_ids(obs["instruction"])[0]
-    assert ids == [*reference["input_ids"][0].tolist(), EMPTY_TOKEN_ID]  # the processor's ids + the empty token
+    assert ids == [
+        *reference["input_ids"][0].tolist(),
+        EMPTY_TOKEN_ID,
+    ]  # the processor's ids + the empty token
     pixels = policy.pixel_values(obs)
     pixel_error = float(np.abs(pixels.numpy() - reference["pixel_values"]).max())
     logits, _ = policy.forward_tokens(torch.tensor([ids]), pixels)
     logit_error = float(np.abs(logits[0, -1].detach().numpy() - reference["last_logits"]).max())
     actions = policy.sample(obs, deterministic=True).actions[0, 0].double().numpy()
     action_error = float(np.abs(actions - reference[f"actions_{key}"]).max())
-    print(f"{key}: pixels {pixel_error:.3g}, logits {logit_error:.3g}, actions {action_error:.3g}", file=sys.stderr)
+    print(
+        f"{key}: pixels {pixel_error:.3g}, logits {logit_error:.3g}, actions {action_error:.3g}",
+        file=sys.stderr,
+    )
     assert pixel_error <= 1e-6
     assert logit_error <= 1e-4
     assert action_error <= 1e-6  # the same tokens; float32 here, float64 in the reference

@@ -172,7 +172,8 @@ def resolve_unnorm_key(folder: OpenVLAFolder, unnorm_key: str | None) -> str:
         )
     if unnorm_key not in folder.norm_stats:
         raise ConfigError(
-            f"config key '{UNNORM_KEY}': {unnorm_key!r} is not a dataset of {folder.path}; choose one of {keys}"
+            f"config key '{UNNORM_KEY}': {unnorm_key!r} is not a dataset of {folder.path}; "
+            f"choose one of {keys}"
         )
     return unnorm_key
 
@@ -197,7 +198,6 @@ def action_stats(folder: OpenVLAFolder, unnorm_key: str) -> ActionStats:
         )
     if bool((q99 < q01).any()):
         raise ConfigError(
-            f"config key '{UNNORM_KEY}': the {unnorm_key!r} action statistics of {folder.path} have "
-            "q99 < q01"
+            f"config key '{UNNORM_KEY}': the {unnorm_key!r} action statistics of {folder.path} have q99 < q01"
         )
     return ActionStats(q01=q01, q99=q99, mask=mask)

@@ -37,8 +37,6 @@ from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkPolicy, ChunkStep, SampleInfo, SFTOutput
 from vla_rl.policies.env_maps import CheckpointInterface, EnvInterface, EnvMaps, check_env_fit, env_cameras
-from vla_rl.policies.pretrained_io import save_weights
-from vla_rl.policies.vla.openvla_actions import OpenVLAActionCodec
 from vla_rl.policies.openvla_folder import (
     TRUST_KEY,
     OpenVLAFolder,
@@ -46,6 +44,8 @@ from vla_rl.policies.openvla_folder import (
     read_openvla_folder,
     resolve_unnorm_key,
 )
+from vla_rl.policies.pretrained_io import save_weights
+from vla_rl.policies.vla.openvla_actions import OpenVLAActionCodec
 from vla_rl.policies.vla.openvla_images import PrismaticImageSettings, preprocess_images
 from vla_rl.policies.vla.openvla_model import load_remote_model
 from vla_rl.policies.vla.sampling import choose_bins, entropy_from_log_probs, scaled_log_probs
@@ -122,7 +122,9 @@ class OpenVLAPolicy(ChunkPolicy):
                 "files only)"
             )
         model = load_remote_model(folder)
-        tokenizer = AutoTokenizer.from_pretrained(str(folder.path), local_files_only=True, trust_remote_code=True)
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(folder.path), local_files_only=True, trust_remote_code=True
+        )
         policy = cls(folder, model, tokenizer, key, EnvMaps(**saved.get("maps", {})))
         heads = folder.path / HEADS_FILE
         if heads.is_file():
@@ -185,9 +187,7 @@ class OpenVLAPolicy(ChunkPolicy):
             )
         return preprocess_images(obs[key], self.image_settings)
 
-    def forward_tokens(
-        self, ids: torch.Tensor, pixels: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_tokens(self, ids: torch.Tensor, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The model on token rows of one length [n, L] and their images: (vocabulary logits
         [n, L, V] of the text positions, last hidden states [n, L, hidden] there)."""
         output = self.model(
@@ -291,7 +291,9 @@ class OpenVLAPolicy(ChunkPolicy):
     def sft_loss(self, obs: Observation, action_chunk: torch.Tensor, chunk_mask: torch.Tensor) -> SFTOutput:
         """Cross-entropy of the demonstrated action's tokens (OpenVLA's tokenisation of the action in
         the dataset's units; env dimensions reach the checkpoint's through ``policy.action_map``)."""
-        actions, taken = self.maps.action_map.scatter(action_chunk[:, 0].to(self.device), self.codec.action_dim)
+        actions, taken = self.maps.action_map.scatter(
+            action_chunk[:, 0].to(self.device), self.codec.action_dim
+        )
         target = self.codec.actions_to_bins(actions)
         logits, _ = self._teacher_forced(obs, target)
         cross_entropy = F.cross_entropy(logits.float().permute(0, 2, 1), target, reduction="none")
