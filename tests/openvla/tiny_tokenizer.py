@@ -15,7 +15,32 @@ from pathlib import Path
 VOCAB_SIZE = 32000
 EMPTY_TOKEN = "\u2581"
 EMPTY_TOKEN_ID = 29871
-WORDS = ["In", ":", "What", "action", "should", "the", "robot", "take", "to", "?", "Out", "pick", "up", "red", "cube", "push", "blue", "block", "open", "drawer", "put", "on", "plate", "lift"]
+WORDS = [
+    "In",
+    ":",
+    "What",
+    "action",
+    "should",
+    "the",
+    "robot",
+    "take",
+    "to",
+    "?",
+    "Out",
+    "pick",
+    "up",
+    "red",
+    "cube",
+    "push",
+    "blue",
+    "block",
+    "open",
+    "drawer",
+    "put",
+    "on",
+    "plate",
+    "lift",
+]
 
 
 def build_tokenizer(directory: str | Path) -> None:
