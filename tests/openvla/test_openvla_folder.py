@@ -79,6 +79,13 @@ def test_oft_heads_are_named_and_refused(tmp_path: Path) -> None:
         read_openvla_folder(tmp_path)
 
 
+def test_oft_modelling_code_is_refused(tmp_path: Path) -> None:
+    config_only(tmp_path)
+    (tmp_path / "modeling_prismatic.py").write_text("from prismatic.vla.constants import NUM_ACTIONS_CHUNK\n")
+    with pytest.raises(ConfigError, match="OpenVLA-OFT's modelling code.*not mapped"):
+        read_openvla_folder(tmp_path)
+
+
 def test_unnorm_key_choices(tmp_path: Path) -> None:
     stats = {"b": {"action": {"q01": [0.0], "q99": [1.0]}}, "a": {"action": {"q01": [0.0], "q99": [1.0]}}}
     folder = read_openvla_folder(config_only(tmp_path, norm_stats=stats))

@@ -36,6 +36,10 @@ MODEL_AUTO_CLASSES = ("AutoModelForVision2Seq", "AutoModelForImageTextToText", "
 taken from the map by name rather than through the auto class)."""
 OFT_HEAD_PREFIXES = ("action_head--", "proprio_projector--", "noisy_action_projector--")
 """File-name prefixes of OpenVLA-OFT's separately saved heads."""
+OFT_CODE_MARKER = "NUM_ACTIONS_CHUNK"
+"""A name OpenVLA-OFT's modelling code uses (its chunk length, chosen from the command line of the
+process) and OpenVLA's does not: such code decodes a chunk in parallel, which the autoregressive
+decoding here would silently get wrong, so the folder is refused."""
 INIT_FROM_KEY = "policy.init_from"
 UNNORM_KEY = "policy.unnorm_key"
 TRUST_KEY = "policy.trust_remote_code"
@@ -116,10 +120,18 @@ def read_openvla_folder(path: str | Path) -> OpenVLAFolder:
             "are built by OFT's own scripts and are not mapped here (only its language-model action "
             "tokens would be)"
         )
+    model_class_ref = _model_class_ref(path, config)
+    code = (path / f"{model_class_ref.rsplit('.', 1)[0]}.py").read_text(errors="replace")
+    if OFT_CODE_MARKER in code:
+        raise ConfigError(
+            f"config key '{INIT_FROM_KEY}': {path} brings OpenVLA-OFT's modelling code (it decodes "
+            f"{OFT_CODE_MARKER} actions in parallel, with constants chosen from the command line and "
+            "imports from OFT's own package); OFT folders are not mapped here"
+        )
     return OpenVLAFolder(
         path=path,
         config=config,
-        model_class_ref=_model_class_ref(path, config),
+        model_class_ref=model_class_ref,
         norm_stats=_norm_stats(path, config),
         n_action_bins=int(config.get("n_action_bins", 256)),
     )
