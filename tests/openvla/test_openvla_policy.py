@@ -106,6 +106,20 @@ def test_evaluate_equals_sample_and_has_gradients(standin_dir: Path) -> None:
     assert float(head.grad[:FIRST_ACTION_ID].abs().sum()) == 0.0  # other ids are outside the distribution
 
 
+def test_bfloat16_model_float32_log_probs(standin_dir: Path, tmp_path: Path) -> None:
+    policy = load(standin_dir)
+    policy.cast_model(torch.bfloat16)
+    policy.save_pretrained(tmp_path / "bf16")  # weights saved in bfloat16 (as OpenVLA publishes them)
+    reloaded = OpenVLAPolicy.from_pretrained(tmp_path / "bf16", trust_remote_code=True)
+    assert next(reloaded.model.parameters()).dtype == torch.float32  # loaded in float32 unless asked
+    obs = observation(["pick up the red cube"], seed=5)
+    torch.manual_seed(2)
+    step = policy.sample(obs, with_value=True)
+    evaluation = policy.evaluate(obs, step.sample_info, with_value=True)
+    assert evaluation.log_prob.dtype == torch.float32 and evaluation.value.dtype == torch.float32  # type: ignore[union-attr]
+    assert evaluation.log_prob.detach().tolist() == pytest.approx(step.log_prob.tolist(), abs=1e-3)
+
+
 def test_rows_of_different_lengths_act_as_alone(standin_dir: Path) -> None:
     policy = load(standin_dir)
     obs = observation(["pick up the red cube", "lift"], seed=3)

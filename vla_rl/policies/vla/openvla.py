@@ -161,6 +161,11 @@ class OpenVLAPolicy(ChunkPolicy):
         checkpoint = CheckpointInterface(action_dim=self.codec.action_dim, state_dim=0, cameras=[CAMERA])
         check_env_fit(self.maps, checkpoint, env, state_dim=0)
 
+    def cast_model(self, dtype: torch.dtype) -> None:
+        """The folder's model in ``dtype`` (``policy.dtype=bfloat16`` halves its memory); the value
+        head, the log-probabilities and the losses stay float32."""
+        self.model.to(dtype)
+
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 
+import torch
 from torch import nn
 from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
@@ -32,14 +33,19 @@ from vla_rl.policies.openvla_folder import INIT_FROM_KEY, OpenVLAFolder
 
 
 def load_remote_model(folder: OpenVLAFolder) -> nn.Module:
-    """The folder's model in eval mode; ``ConfigError`` when its code does not import or load here
+    """The folder's model in eval mode, in float32 whatever the dtype of its weights (``policy.dtype``
+    casts it afterwards); ``ConfigError`` when its code does not import or load here
     (a package it needs is missing, or it was written for another ``transformers``)."""
     try:
         model_class = get_class_from_dynamic_module(
             folder.model_class_ref, str(folder.path), local_files_only=True
         )
         model = compatible(model_class).from_pretrained(
-            str(folder.path), local_files_only=True, trust_remote_code=True, attn_implementation="eager"
+            str(folder.path),
+            local_files_only=True,
+            trust_remote_code=True,
+            attn_implementation="eager",
+            dtype=torch.float32,
         )
     except (ImportError, NotImplementedError, AttributeError, TypeError) as error:
         raise ConfigError(
