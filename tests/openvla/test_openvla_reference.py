@@ -26,6 +26,7 @@ from vla_rl.policies.env_maps import EnvMaps
 from vla_rl.policies.vla.openvla import EMPTY_TOKEN_ID, OpenVLAPolicy
 
 SCRIPT = Path(__file__).with_name("make_openvla_folder.py")
+PREDICT = Path(__file__).with_name("openvla_predict.py")
 KEYS = ("bridge_orig", "libero_spatial")
 
 
@@ -42,23 +43,22 @@ def _requirements() -> tuple[Path, str]:
     return Path(openvla), python
 
 
+def run_reference(script: Path, *arguments: str, home: Path) -> None:
+    """``script`` in OpenVLA's environment (``OPENVLA_PYTHON``), offline."""
+    _, python = _requirements()
+    env = {**os.environ, "HF_HOME": str(home), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    command = [python, str(script), *arguments]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        raise AssertionError(f"{script.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}")
+
+
 @pytest.fixture(scope="module")
 def reference_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    openvla, python = _requirements()
+    openvla, _ = _requirements()
     root = tmp_path_factory.mktemp("openvla_reference")
-    env = {**os.environ, "HF_HOME": str(root / "hf"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     out = root / "tiny_openvla"
-    result = subprocess.run(
-        [python, str(SCRIPT), "--openvla", str(openvla), "--out", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if result.returncode != 0:
-        raise AssertionError(
-            f"make_openvla_folder.py failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-        )
+    run_reference(SCRIPT, "--openvla", str(openvla), "--out", str(out), home=root / "hf")
     return out
 
 
@@ -88,3 +88,33 @@ def test_greedy_action_equals_predict_action(reference_folder: Path, key: str) -
     assert pixel_error <= 1e-6
     assert logit_error <= 1e-4
     assert action_error <= 1e-6  # the same tokens; float32 here, float64 in the reference
+
+
+@pytest.mark.filterwarnings("ignore:`past_key_values` is deprecated:FutureWarning")
+def test_a_folder_saved_here_runs_in_openvla(reference_folder: Path, tmp_path: Path) -> None:
+    """Changed weights saved by vla-rl: OpenVLA's ``predict_action`` on the saved folder gives vla-rl's
+    greedy action (and not the original one)."""
+    reference = np.load(reference_folder / "reference.npz")
+    policy = OpenVLAPolicy.from_pretrained(reference_folder, unnorm_key="bridge_orig", trust_remote_code=True)
+    policy.set_env_maps(EnvMaps(camera_map={"primary": "front"}))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        head = policy.model.language_model.get_output_embeddings().weight
+        head[31744:32000] += torch.randn_like(head[31744:32000])
+    obs = {"instruction": [str(reference["instruction"])], "rgb_front": reference["image"][None]}
+    ours = policy.sample(obs, deterministic=True).actions[0, 0].double().numpy()
+    policy.save_pretrained(tmp_path / "saved")
+    np.savez(tmp_path / "inputs.npz", image=reference["image"], instruction=reference["instruction"])
+    run_reference(
+        PREDICT,
+        "--folder", str(tmp_path / "saved"),
+        "--inputs", str(tmp_path / "inputs.npz"),
+        "--unnorm-key", "bridge_orig",
+        "--out", str(tmp_path / "out.npz"),
+        home=tmp_path / "hf",
+    )  # fmt: skip
+    theirs = np.load(tmp_path / "out.npz")["actions"]
+    error = float(np.abs(ours - theirs).max())
+    print(f"saved here, run there: actions {error:.3g}", file=sys.stderr)
+    assert float(np.abs(theirs - reference["actions_bridge_orig"]).max()) > 1e-3  # the change shows
+    assert error <= 1e-6
