@@ -181,3 +181,17 @@ def test_code_that_does_not_run_here_is_a_config_error(standin_dir: Path, tmp_pa
     code.write_text("import a_package_this_environment_lacks\n" + code.read_text())
     with pytest.raises(ConfigError, match=r"modelling code of .* does not run in this environment"):
         OpenVLAPolicy.from_pretrained(broken, unnorm_key="bridge_orig", trust_remote_code=True)
+
+
+def test_sft_loss_is_the_cross_entropy_of_openvlas_tokens(standin_dir: Path) -> None:
+    """Demonstrating the greedy action: the loss is the mean -log p of its 7 tokens (OpenVLA's
+    tokenisation of the decoded bin centres gives back the same tokens)."""
+    policy = load(standin_dir)
+    obs = observation(["pick up the red cube", "open drawer"], seed=6)
+    step = policy.sample(obs, deterministic=True, log_prob_level="token")
+    bins = step.sample_info["action_tokens"][:, 0] - FIRST_ACTION_ID
+    assert torch.equal(policy.codec.actions_to_bins(policy.codec.bins_to_actions(bins)), bins)
+    output = policy.sft_loss(obs, step.actions, torch.ones(2, 1, dtype=torch.bool))
+    assert float(output.loss.detach()) == pytest.approx(float(-step.log_prob.mean()), abs=1e-5)
+    only_first = policy.sft_loss(obs, step.actions, torch.tensor([[True], [False]]))
+    assert float(only_first.loss.detach()) == pytest.approx(float(-step.log_prob[0].mean()), abs=1e-5)
