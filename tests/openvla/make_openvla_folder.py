@@ -15,7 +15,8 @@ the whole vocabulary is an action token, as it is for a trained OpenVLA), saves 
 ``AutoModelForVision2Seq`` / ``AutoProcessor`` (``trust_remote_code``, local files only) and writes
 ``reference.npz``: the raw image and instruction, the processor's ``input_ids`` and ``pixel_values``,
 the model's logits at the last prompt position and the actions of ``predict_action`` for two
-un-normalisation keys.
+un-normalisation keys. The tokenizer is a word-level one with Llama 2's id layout, or, with
+``--llama-tokenizer PATH/tokenizer.model``, Llama 2's own (e.g. the copy in karpathy/llama2.c).
 """
 
 from __future__ import annotations
@@ -54,14 +55,30 @@ IMAGE_SIZE = 32
 PAD_TO_MULTIPLE = 64
 
 
-def build(openvla: Path, out: Path, seed: int) -> None:
+def write_tokenizer(out: Path, llama_tokenizer: Path | None) -> None:
+    """The word-level tokenizer with Llama 2's id layout, or (given Llama 2's SentencePiece
+    ``tokenizer.model``) Llama 2's own fast tokenizer with OpenVLA's ``<PAD>`` added, as OpenVLA's
+    training code makes it."""
+    if llama_tokenizer is None:
+        build_tokenizer(out)
+        return
+    from transformers import LlamaTokenizerFast
+
+    tokenizer = LlamaTokenizerFast(
+        vocab_file=str(llama_tokenizer), padding_side="right", model_max_length=2048
+    )
+    tokenizer.add_special_tokens({"pad_token": "<PAD>"})
+    tokenizer.save_pretrained(str(out))
+
+
+def build(openvla: Path, out: Path, seed: int, llama_tokenizer: Path | None = None) -> None:
     from transformers import AutoModelForVision2Seq, AutoProcessor
     from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
     out.mkdir(parents=True, exist_ok=True)
     for name in HF_FILES:
         shutil.copy2(openvla / "prismatic" / "extern" / "hf" / name, out / name)
-    build_tokenizer(out)
+    write_tokenizer(out, llama_tokenizer)
     config_class = get_class_from_dynamic_module("configuration_prismatic.OpenVLAConfig", str(out))
     model_class = get_class_from_dynamic_module("modeling_prismatic.OpenVLAForActionPrediction", str(out))
     image_class = get_class_from_dynamic_module("processing_prismatic.PrismaticImageProcessor", str(out))
@@ -75,6 +92,9 @@ def build(openvla: Path, out: Path, seed: int) -> None:
         "num_key_value_heads": 2,
         "max_position_embeddings": 256,
         "pad_token_id": VOCAB_SIZE,
+        # OpenVLA's _init_weights draws every linear, convolution and embedding weight with this std;
+        # 0.02 leaves a 2-layer model's output all but blind to the image and the prompt, 0.3 does not
+        "initializer_range": 0.3,
     }
     config = config_class(
         vision_backbone_id="siglip-vit-so400m",
@@ -103,7 +123,6 @@ def build(openvla: Path, out: Path, seed: int) -> None:
         keep = torch.zeros(head.shape[0], dtype=torch.bool)
         keep[VOCAB_SIZE - config.n_action_bins : VOCAB_SIZE] = True
         head[~keep] = 0.0
-        head[keep] *= 10.0
     model.save_pretrained(str(out), safe_serialization=True)
     image_processor = image_class(
         use_fused_vision_backbone=False,
@@ -158,8 +177,14 @@ def main() -> None:
     parser.add_argument("--openvla", type=Path, required=True, help="a checkout of openvla/openvla")
     parser.add_argument("--out", type=Path, required=True, help="the folder to write")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--llama-tokenizer",
+        type=Path,
+        default=None,
+        help="Llama 2's SentencePiece tokenizer.model (needs sentencepiece); default: a word-level stand-in",
+    )
     args = parser.parse_args()
-    build(args.openvla, args.out, args.seed)
+    build(args.openvla, args.out, args.seed, args.llama_tokenizer)
 
 
 if __name__ == "__main__":

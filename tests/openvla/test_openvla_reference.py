@@ -7,6 +7,9 @@ Needs, and skips with the reason otherwise:
 * ``OPENVLA_DIR``: a checkout of https://github.com/openvla/openvla (its ``prismatic/extern/hf``);
 * ``OPENVLA_PYTHON``: a Python where that code runs as published (``transformers`` 4.40.1,
   ``tokenizers`` 0.19.1, ``timm`` 0.9.x, torch, torchvision): it builds the folder and the reference;
+* optionally ``OPENVLA_LLAMA_TOKENIZER``: Llama 2's SentencePiece ``tokenizer.model`` (OpenVLA's
+  environment then needs ``sentencepiece``): the folder gets Llama 2's own tokenizer, saved by
+  ``transformers`` 4.40 and read here by 5.x, instead of a word-level one with its id layout;
 * ``timm`` 0.9.x importable by *this* process (the folder's modelling code imports it when vla-rl
   loads it), e.g. via ``PYTHONPATH``; the project's environments do not install it.
 """
@@ -58,7 +61,9 @@ def reference_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     openvla, _ = _requirements()
     root = tmp_path_factory.mktemp("openvla_reference")
     out = root / "tiny_openvla"
-    run_reference(SCRIPT, "--openvla", str(openvla), "--out", str(out), home=root / "hf")
+    llama = os.environ.get("OPENVLA_LLAMA_TOKENIZER")
+    tokenizer = ["--llama-tokenizer", llama] if llama else []
+    run_reference(SCRIPT, "--openvla", str(openvla), "--out", str(out), *tokenizer, home=root / "hf")
     return out
 
 
@@ -79,10 +84,12 @@ def test_greedy_action_equals_predict_action(reference_folder: Path, key: str) -
     pixel_error = float(np.abs(pixels.numpy() - reference["pixel_values"]).max())
     logits, _ = policy.forward_tokens(torch.tensor([ids]), pixels)
     logit_error = float(np.abs(logits[0, -1].detach().numpy() - reference["last_logits"]).max())
-    actions = policy.sample(obs, deterministic=True).actions[0, 0].double().numpy()
+    step = policy.sample(obs, deterministic=True)
+    actions = step.actions[0, 0].double().numpy()
     action_error = float(np.abs(actions - reference[f"actions_{key}"]).max())
     print(
-        f"{key}: pixels {pixel_error:.3g}, logits {logit_error:.3g}, actions {action_error:.3g}",
+        f"{key} ({type(policy.tokenizer).__name__}, {len(ids)} prompt ids): pixels {pixel_error:.3g}, "
+        f"logits {logit_error:.3g}, actions {action_error:.3g}, tokens {step.sample_info['action_tokens'][0, 0].tolist()}",
         file=sys.stderr,
     )
     assert pixel_error <= 1e-6
