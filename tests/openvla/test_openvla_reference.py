@@ -87,9 +87,10 @@ def test_greedy_action_equals_predict_action(reference_folder: Path, key: str) -
     step = policy.sample(obs, deterministic=True)
     actions = step.actions[0, 0].double().numpy()
     action_error = float(np.abs(actions - reference[f"actions_{key}"]).max())
+    tokens = step.sample_info["action_tokens"][0, 0].tolist()
     print(
         f"{key} ({type(policy.tokenizer).__name__}, {len(ids)} prompt ids): pixels {pixel_error:.3g}, "
-        f"logits {logit_error:.3g}, actions {action_error:.3g}, tokens {step.sample_info['action_tokens'][0, 0].tolist()}",
+        f"logits {logit_error:.3g}, actions {action_error:.3g}, tokens {tokens}",
         file=sys.stderr,
     )
     assert pixel_error <= 1e-6

@@ -54,9 +54,11 @@ def test_without_the_action_map_the_run_stops_first(standin_dir: Path, tmp_path:
         ChunkRLTrainer(compose_rl_config([*settings, "iterations=1"]))
 
 
-def test_ppo_updates_the_folders_model(standin_dir: Path, tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("level", ["action", "token"])
+def test_ppo_updates_the_folders_model(standin_dir: Path, tmp_path: Path, capsys, level: str) -> None:
     run_dir = tmp_path / "run"
-    assert main(["train", *overrides(standin_dir, run_dir), "iterations=1"]) == 0
+    settings = [*overrides(standin_dir, run_dir), f"algorithm.log_prob_level={level}", "iterations=1"]
+    assert main(["train", *settings]) == 0
     assert "trained 1 iterations" in capsys.readouterr().out
     saved = load_chunk_policy(
         "openvla", run_dir / "checkpoints" / "iter_000001" / "policy", trust_remote_code=True
