@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+if str(REPO) not in sys.path:  # the benchmarks package, whose helpers some of these tests drive
+    sys.path.insert(0, str(REPO))
 
 
 def lerobot_python() -> Path | None:

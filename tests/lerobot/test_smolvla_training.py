@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 from vla_rl.cli import main
 from vla_rl.data.episode import Episode
+from vla_rl.policies.flow.smolvla_config import SMOLVLA_TRAINED_WITH_LORA
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.checkpoint import list_checkpoints
 from vla_rl.training.sft.config_load import validate_sft_config
@@ -68,6 +69,55 @@ def test_flow_sde_ppo_fine_tunes_a_lerobot_smolvla_folder(reach_folder: Path, tm
     changed = changed_weights(reach_folder, saved)
     assert any(name.startswith("model.vlm_with_expert.lm_expert.") for name in changed)
     assert not any(name.startswith(("model.vlm_with_expert.vlm.", "model.state_proj.")) for name in changed)
+
+
+def test_flow_sde_ppo_with_lora_in_bfloat16_trains_the_adapters_and_keeps_the_base(
+    reach_folder: Path, tmp_path: Path
+) -> None:
+    """``policy.lora`` and ``policy.dtype=bfloat16`` on a LeRobot SmolVLA folder: one update moves the
+    adapters and the action projections; the checkpoint's ``model.safetensors`` keeps LeRobot's base
+    weights (rounded to bf16) and the adapters lie beside it."""
+    run_dir = tmp_path / "run"
+    args = [
+        "recipe=pi0_flow_sde_ppo",
+        "policy.name=smolvla",
+        f"policy.init_from={reach_folder}",
+        "policy.lora={rank: 4}",
+        "policy.dtype=bfloat16",
+        "policy.freeze=[]",  # the adapters decide what trains
+        "algorithm.num_decisions=2",
+        "algorithm.num_minibatches=2",
+        "algorithm.num_epochs=1",
+        "algorithm.critic_warmup_iterations=0",
+        "algorithm.actor_lr_warmup_steps=0",
+        "env=reach",
+        "env.cameras=[front]",
+        "env.num_envs=2",
+        "env.num_threads=1",
+        "env.max_episode_steps=8",
+        "eval.num_episodes=0",
+        "checkpoint_interval=1",
+        "iterations=1",
+        "torch_num_threads=1",
+        "logger.progress_bar=false",
+        "logger.tensorboard=false",
+        "logger.wandb_mode=disabled",
+        f"run_dir={run_dir}",
+    ]
+    assert main(["train", *args]) == 0
+    saved = run_dir / "checkpoints" / "iter_000001" / "policy"
+    before = load_file(str(reach_folder / "model.safetensors"))
+    after = load_file(str(saved / "model.safetensors"))
+    assert before.keys() == after.keys()
+    moved = {name for name in after if not torch.equal(after[name], before[name].to(after[name].dtype))}
+    trained_in_full = tuple(f"model.{prefix}" for prefix in SMOLVLA_TRAINED_WITH_LORA)
+    assert all(name.startswith(trained_in_full) for name in moved), sorted(moved)[:5]
+    assert "model.action_out_proj.weight" in moved
+    assert after["model.vlm_with_expert.lm_expert.norm.weight"].dtype == torch.bfloat16
+    adapters = load_file(str(saved / "lora_adapter.safetensors"))
+    assert any("lora_B" in name and tensor.abs().sum() > 0 for name, tensor in adapters.items())
+    policy = load_chunk_policy("smolvla", saved)
+    assert policy.cfg.lora is not None and policy.cfg.lora.rank == 4
 
 
 def test_sft_from_a_lerobot_smolvla_folder_trains_and_saves_a_lerobot_folder(
