@@ -21,6 +21,7 @@ from vla_rl.policies.base import GAUSSIAN_POLICIES, ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.lerobot_folder import LEROBOT_POLICY_TYPES, PREPROCESSOR_FILE, is_lerobot_folder
+from vla_rl.policies.openvla_folder import is_openvla_folder
 from vla_rl.registry import removed_decorator, resolve
 
 POLICIES: dict[str, str] = {
@@ -34,6 +35,7 @@ POLICIES: dict[str, str] = {
     "smolvla": "vla_rl.policies.flow.smolvla:SmolVLAPolicy",
     "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
     "chunk_vla": "vla_rl.policies.vla.chunk_vla:ChunkVLA",
+    "openvla": "vla_rl.policies.vla.openvla:OpenVLAPolicy",
 }
 """Built-in policies: name -> ``"module:Class"``."""
 
@@ -96,17 +98,34 @@ def build_chunk_policy(name: str, **kwargs: Any) -> ChunkPolicy:
     return chunk_policy_class(name).build(**kwargs)
 
 
-def load_chunk_policy(name: str, directory: str | Path, tokenizer_dir: str | None = None) -> ChunkPolicy:
+def load_chunk_policy(
+    name: str,
+    directory: str | Path,
+    tokenizer_dir: str | None = None,
+    unnorm_key: str | None = None,
+    trust_remote_code: bool = False,
+) -> ChunkPolicy:
     """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) is handed to
-    the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders)."""
+    the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders),
+    ``unnorm_key`` / ``trust_remote_code`` (``policy.unnorm_key``, ``policy.trust_remote_code``) to
+    those that import folders bringing their own code and statistics (``openvla``)."""
     cls = chunk_policy_class(name)
-    if tokenizer_dir is not None and "tokenizer_dir" not in inspect.signature(cls.from_pretrained).parameters:
-        raise ConfigError(f"config key 'policy.tokenizer_dir': policy {name!r} takes no tokenizer_dir")
+    accepted = inspect.signature(cls.from_pretrained).parameters
+    given = {
+        key: value
+        for key, value in {
+            "tokenizer_dir": tokenizer_dir,
+            "unnorm_key": unnorm_key,
+            "trust_remote_code": trust_remote_code or None,
+        }.items()
+        if value is not None
+    }
+    for key in given:
+        if key not in accepted:
+            raise ConfigError(f"config key 'policy.{key}': policy {name!r} takes no {key}")
     check_folder_kind(name, cls, Path(directory))
     try:
-        if tokenizer_dir is None:
-            return cls.from_pretrained(directory)
-        return cls.from_pretrained(directory, tokenizer_dir=tokenizer_dir)
+        return cls.from_pretrained(directory, **given)
     except FileNotFoundError as error:
         raise ConfigError(
             f"config key 'policy.init_from': {directory} is neither a LeRobot policy folder nor a {name!r} "
@@ -117,6 +136,11 @@ def load_chunk_policy(name: str, directory: str | Path, tokenizer_dir: str | Non
 def check_folder_kind(name: str, cls: type[ChunkPolicy], directory: Path) -> None:
     """``ConfigError`` for a LeRobot policy folder given to a family that does not import LeRobot
     folders (naming the folder's type and the families that import it)."""
+    if is_openvla_folder(directory) and cls.registry_name != "openvla":
+        raise ConfigError(
+            f"config key 'policy.name': {directory} is an OpenVLA folder; policy.name=openvla imports it "
+            f"({name!r} policies do not)"
+        )
     imports_lerobot = getattr(cls, "lerobot_type", None) or cls.registry_name in LEROBOT_POLICY_TYPES
     if imports_lerobot or not is_lerobot_folder(directory):
         return

@@ -54,6 +54,13 @@ class SFTPolicyConfig(EnvMapSettings):
     tokenizer_dir: str | None = None
     """A local tokenizer for an ``init_from`` LeRobot ``pi0`` / ``pi05`` folder that carries none
     (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it); None: the folder's."""
+    unnorm_key: str | None = None
+    """An ``init_from`` OpenVLA folder (``name: openvla``): the dataset key of its ``norm_stats`` whose
+    action statistics (un-)normalise the actions; None: the folder's only key (or the one it was saved
+    with), a ``ConfigError`` listing the keys when it has several."""
+    trust_remote_code: bool = False
+    """Run the modelling code an ``init_from`` OpenVLA folder brings (its ``modeling_*.py``; local
+    files only). Without it such a folder is refused."""
 
 
 @dataclass

@@ -157,9 +157,17 @@ class SFTTrainer(TrainingLoop):
                 raise ValueError(
                     f"checkpoint {checkpoint.path} holds a {saved_name!r} policy, config says {pcfg.name!r}"
                 )
-            return load_chunk_policy(pcfg.name, checkpoint.path / POLICY_DIRNAME)
+            return load_chunk_policy(
+                pcfg.name, checkpoint.path / POLICY_DIRNAME, trust_remote_code=pcfg.trust_remote_code
+            )
         if pcfg.init_from:
-            policy = load_chunk_policy(pcfg.name, resolve_policy_dir(pcfg.init_from), pcfg.tokenizer_dir)
+            policy = load_chunk_policy(
+                pcfg.name,
+                resolve_policy_dir(pcfg.init_from),
+                pcfg.tokenizer_dir,
+                unnorm_key=pcfg.unnorm_key,
+                trust_remote_code=pcfg.trust_remote_code,
+            )
             apply_env_maps(policy, pcfg, pcfg.name)
             return policy
         policy = build_chunk_policy(pcfg.name, **dict(pcfg.kwargs))
