@@ -21,6 +21,7 @@ from vla_rl.policies.base import GAUSSIAN_POLICIES, ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.lerobot_folder import LEROBOT_POLICY_TYPES, PREPROCESSOR_FILE, is_lerobot_folder
+from vla_rl.policies.openpi_folder import is_openpi_export
 from vla_rl.registry import removed_decorator, resolve
 
 POLICIES: dict[str, str] = {
@@ -96,21 +97,27 @@ def build_chunk_policy(name: str, **kwargs: Any) -> ChunkPolicy:
     return chunk_policy_class(name).build(**kwargs)
 
 
-def load_chunk_policy(name: str, directory: str | Path, tokenizer_dir: str | None = None) -> ChunkPolicy:
-    """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) is handed to
-    the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders)."""
+def load_chunk_policy(
+    name: str, directory: str | Path, tokenizer_dir: str | None = None, openpi_asset_id: str | None = None
+) -> ChunkPolicy:
+    """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) and
+    ``openpi_asset_id`` (``policy.openpi_asset_id``) are handed to the families that import folders
+    without a tokenizer (``pi0``, ``pi05``: LeRobot folders and openpi exports)."""
     cls = chunk_policy_class(name)
-    if tokenizer_dir is not None and "tokenizer_dir" not in inspect.signature(cls.from_pretrained).parameters:
-        raise ConfigError(f"config key 'policy.tokenizer_dir': policy {name!r} takes no tokenizer_dir")
+    accepted = inspect.signature(cls.from_pretrained).parameters
+    extra = {"tokenizer_dir": tokenizer_dir, "openpi_asset_id": openpi_asset_id}
+    for key, value in extra.items():
+        if value is not None and key not in accepted:
+            raise ConfigError(f"config key 'policy.{key}': policy {name!r} takes no {key}")
     check_folder_kind(name, cls, Path(directory))
     try:
-        if tokenizer_dir is None:
-            return cls.from_pretrained(directory)
-        return cls.from_pretrained(directory, tokenizer_dir=tokenizer_dir)
+        return cls.from_pretrained(
+            directory, **{key: value for key, value in extra.items() if value is not None}
+        )
     except FileNotFoundError as error:
         raise ConfigError(
-            f"config key 'policy.init_from': {directory} is neither a LeRobot policy folder nor a {name!r} "
-            f"policy saved here ({error}){_lerobot_hint(Path(directory))}"
+            f"config key 'policy.init_from': {directory} is neither a LeRobot policy folder, an openpi "
+            f"export nor a {name!r} policy saved here ({error}){_lerobot_hint(Path(directory))}"
         ) from None
 
 
@@ -118,7 +125,14 @@ def check_folder_kind(name: str, cls: type[ChunkPolicy], directory: Path) -> Non
     """``ConfigError`` for a LeRobot policy folder given to a family that does not import LeRobot
     folders (naming the folder's type and the families that import it)."""
     imports_lerobot = getattr(cls, "lerobot_type", None) or cls.registry_name in LEROBOT_POLICY_TYPES
-    if imports_lerobot or not is_lerobot_folder(directory):
+    if imports_lerobot:
+        return
+    if is_openpi_export(directory):
+        raise ConfigError(
+            f"config key 'policy.name': {directory} is an openpi PyTorch export; {name!r} policies do not "
+            "import it (policy.name=pi0 or pi05, as its weights say)"
+        )
+    if not is_lerobot_folder(directory):
         return
     policy_type = json.loads((directory / "config.json").read_text())["type"]
     remedy = (

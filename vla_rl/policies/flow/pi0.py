@@ -189,10 +189,13 @@ class Pi0Policy(FlowChainPolicy):
         return load_pi0(cls, local_dir, cfg or Pi0PolicyConfig())
 
     @classmethod
-    def from_pretrained(cls, directory: str, tokenizer_dir: str | None = None) -> Pi0Policy:
-        """A folder of ``save_pretrained`` or a LeRobot ``pi0`` folder (``lerobot_pi0_io``; its
-        tokenizer from ``tokenizer_dir`` when the folder has none)."""
-        return load_pi0_policy(cls, directory, tokenizer_dir)
+    def from_pretrained(
+        cls, directory: str, tokenizer_dir: str | None = None, openpi_asset_id: str | None = None
+    ) -> Pi0Policy:
+        """A folder of ``save_pretrained``, a LeRobot ``pi0`` folder or an openpi export
+        (``lerobot_pi0_io``; its tokenizer from ``tokenizer_dir`` when the folder has none, an
+        export's statistics named by ``openpi_asset_id`` when it has several)."""
+        return load_pi0_policy(cls, directory, tokenizer_dir, openpi_asset_id)
 
     def save_pretrained(self, directory: str) -> None:
         save_pi0_policy(self, directory)

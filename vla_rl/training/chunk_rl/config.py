@@ -71,10 +71,15 @@ class RLPolicyConfig(EnvMapSettings):
     """Chunk-policy family of the checkpoint (``token_vla``, ``chunk_vla``, ``pi0``, ``flow_mlp``)."""
     init_from: str | None = None
     """The starting policy: an SFT run folder (its latest checkpoint), an SFT checkpoint folder, or
-    a folder written by the family's ``save_pretrained``, or (``pi0``, ``pi05``) a LeRobot policy folder."""
+    a folder written by the family's ``save_pretrained``, or (``pi0``, ``pi05``) a LeRobot policy folder
+    or an openpi PyTorch export."""
     tokenizer_dir: str | None = None
     """A local tokenizer for an ``init_from`` LeRobot ``pi0`` / ``pi05`` folder that carries none
-    (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it); None: the folder's."""
+    (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it) and for an openpi
+    export (which never carries one); None: the folder's."""
+    openpi_asset_id: str | None = None
+    """For an ``init_from`` openpi PyTorch export whose ``assets/`` holds the statistics of several
+    robots: the asset id to use (e.g. ``physical-intelligence/libero``); None: the only one there."""
     freeze: list[str] = field(default_factory=list)
     """Parameter-name prefixes kept fixed during RL, e.g. ``[model.model.vlm.]`` trains pi0's
     action expert (and the heads) only; empty trains everything."""

@@ -70,7 +70,9 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
     ``policy.exploration_final`` as annealed at ``update``), in eval mode
     (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
     the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
-    policy = load_chunk_policy(cfg.policy.name, directory, cfg.policy.tokenizer_dir)
+    policy = load_chunk_policy(
+        cfg.policy.name, directory, cfg.policy.tokenizer_dir, cfg.policy.openpi_asset_id
+    )
     apply_env_maps(policy, cfg.policy, cfg.policy.name)
     if cfg.policy.lora is not None:
         add_lora(policy, cfg.policy.lora, cfg.policy.name)

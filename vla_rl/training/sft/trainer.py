@@ -159,7 +159,9 @@ class SFTTrainer(TrainingLoop):
                 )
             return load_chunk_policy(pcfg.name, checkpoint.path / POLICY_DIRNAME)
         if pcfg.init_from:
-            policy = load_chunk_policy(pcfg.name, resolve_policy_dir(pcfg.init_from), pcfg.tokenizer_dir)
+            policy = load_chunk_policy(
+                pcfg.name, resolve_policy_dir(pcfg.init_from), pcfg.tokenizer_dir, pcfg.openpi_asset_id
+            )
             apply_env_maps(policy, pcfg, pcfg.name)
             return policy
         policy = build_chunk_policy(pcfg.name, **dict(pcfg.kwargs))
