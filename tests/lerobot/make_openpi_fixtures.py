@@ -21,6 +21,10 @@ For each of pi0 and pi0.5 it writes ``OUT/<type>/``:
   ``PaligemmaTokenizer`` reads the same sentencepiece model: it asks ``openpi.shared.download`` for
   ``gs://big_vision/paligemma_tokenizer.model``, which returns a file already in its cache without
   downloading; the script sets ``OPENPI_DATA_HOME`` to a temporary cache holding the model at that path;
+* ``full_size_shapes.json``: the names and shapes of the weights ``model.safetensors`` holds for
+  openpi's full-size model of that type (``gemma_2b`` + ``gemma_300m``, SigLIP So400m; built on PyTorch's
+  meta device before any size is reduced: no memory, no weights), so the loader's reading of a real
+  export's sizes is checked too;
 * ``reference.npz``: a raw LIBERO-style batch (uint8 HWC frames of a base and a wrist camera, 8 state
   values, instructions), the initial noise, the actions of openpi's ``Policy.infer`` (the transforms
   ``policy_config.create_trained_policy`` composes for a LIBERO config: ``LiberoInputs``, ``Normalize``,
@@ -126,6 +130,29 @@ def save_hf_tokenizer(spm_model: Path, directory: Path) -> None:
     tokenizer = GemmaTokenizerFast(vocab_file=str(spm_model))
     tokenizer.save_pretrained(directory)
     (directory / "tokenizer.model").unlink(missing_ok=True)  # tokenizer.json is the tokenizer
+
+
+def saved_names(model: Any) -> dict[str, list[int]]:
+    """Name -> shape of the tensors ``safetensors.torch.save_model`` writes for ``model``: of weights
+    tied together it keeps the first name in sorted order (read from parameter identity, so that it
+    works on the meta device too)."""
+    state = model.state_dict(keep_vars=True)
+    groups: dict[int, list[str]] = {}
+    for name, tensor in state.items():
+        groups.setdefault(id(tensor), []).append(name)
+    return {sorted(names)[0]: list(state[names[0]].shape) for names in groups.values()}
+
+
+def full_size_shapes(policy_type: str) -> dict[str, list[int]]:
+    """``saved_names`` of openpi's default-size ``PI0Pytorch`` of ``policy_type``, on the meta device."""
+    import torch
+    from openpi.models import pi0_config
+    from openpi.models_pytorch import pi0_pytorch
+
+    config = pi0_config.Pi0Config(pi05=policy_type == "pi05", dtype="float32", pytorch_compile_mode=None)
+    with torch.device("meta"):
+        model = pi0_pytorch.PI0Pytorch(config)
+    return saved_names(model)
 
 
 def shrink_openpi(vocab_size: int) -> None:
@@ -323,13 +350,17 @@ def record_reference(policy_type: str, folder: Path, rng: np.random.Generator) -
     }
 
 
-def build(policy_type: str, out: Path, spm_model: Path) -> None:
+def build(policy_type: str, out: Path, spm_model: Path, full_size: dict[str, list[int]]) -> None:
     import torch
     from openpi.models import pi0_config
     from openpi.models_pytorch import pi0_pytorch
+    from safetensors import safe_open
 
     if out.exists():
         shutil.rmtree(out)
+    out.mkdir(parents=True)
+    lines = [f"  {json.dumps(name)}: {json.dumps(shape)}" for name, shape in sorted(full_size.items())]
+    (out / "full_size_shapes.json").write_text("{\n" + ",\n".join(lines) + "\n}\n")
     save_hf_tokenizer(spm_model, out / "tokenizer")
     import sentencepiece
 
@@ -349,6 +380,10 @@ def build(policy_type: str, out: Path, spm_model: Path) -> None:
     randomise_zero_initialised(model, torch.Generator().manual_seed(SEED))
     rng = np.random.default_rng(SEED)
     save_export(model, config, out / "policy", made_up_norm_stats(rng))
+    with safe_open(str(out / "policy" / "model.safetensors"), framework="pt") as handle:
+        written = {name: list(handle.get_slice(name).get_shape()) for name in handle.keys()}  # noqa: SIM118
+    if written != saved_names(model):  # the rule full_size_shapes relies on, checked on a real save
+        raise SystemExit("saved_names does not predict what save_model wrote")
     arrays = record_reference(policy_type, out / "policy", rng)
     np.savez_compressed(out / "reference.npz", **arrays)
     summary = {k: list(v.shape) for k, v in arrays.items()}
@@ -372,8 +407,11 @@ def main() -> None:
         spm_model = train_sentencepiece(Path(workdir))
         (cache / "big_vision").mkdir(parents=True)
         shutil.copy(spm_model, cache / "big_vision" / "paligemma_tokenizer.model")
+        full_size = {
+            policy_type: full_size_shapes(policy_type) for policy_type in args.types
+        }  # before shrinking
         for policy_type in args.types:
-            build(policy_type, args.out.resolve() / policy_type, spm_model)
+            build(policy_type, args.out.resolve() / policy_type, spm_model, full_size[policy_type])
 
 
 if __name__ == "__main__":

@@ -296,3 +296,57 @@ def test_pil_resize_with_pad_layout() -> None:
     assert (out[:, 1:3] == 200).all() and not out[:, 0].any() and not out[:, 3].any()
     same = np.zeros((1, 4, 4, 3), dtype=np.uint8)
     assert resize_with_pad_pil(same, 4, 4) is same
+
+
+def test_lerobot_export_of_an_openpi_import_is_refused(policy: Pi0Policy, tmp_path: Path) -> None:
+    from vla_rl.policies.lerobot_export import export_lerobot
+
+    with pytest.raises(ConfigError, match="imported from an openpi export"):
+        export_lerobot(policy, tmp_path / "out")
+
+
+def test_full_size_export_maps_onto_transformers_pi0_base(policy_type: str) -> None:
+    """The weight names and shapes of openpi's default-size export (recorded by the fixture script on
+    the meta device, under the names ``save_model`` writes) give transformers' default config (pi0
+    base: Gemma 2B + Gemma 300M + SigLIP So400m/14 at 224 px), and both hold the same number of weights
+    but the expert's unused output head."""
+    import math
+
+    from vla_rl.policies.flow.lerobot_pi0_model import MODELS, pi0_model_config
+    from vla_rl.policies.openpi_folder import read_openpi_export
+
+    fixture = FIXTURES / policy_type
+    shapes = {
+        name: tuple(shape)
+        for name, shape in json.loads((fixture / "full_size_shapes.json").read_text()).items()
+    }
+    folder = read_openpi_export(fixture / "policy", set(shapes))
+    assert folder.policy_type == policy_type
+    config = pi0_model_config(folder, {"model." + name: shape for name, shape in shapes.items()})
+    config_class, model_class = MODELS[policy_type]
+    default = config_class()
+    for group, names in {
+        "vlm_config.text_config": ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers"),
+        "vlm_config.vision_config": ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size"),
+        "dit_config": (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_key_value_heads",
+            "head_dim",
+        ),
+    }.items():
+        for name in names:
+            ours, theirs = config, default
+            for part in f"{group}.{name}".split("."):
+                ours, theirs = getattr(ours, part), getattr(theirs, part)
+            assert ours == theirs, f"{group}.{name}"
+    assert config.vlm_config.vision_config.image_size == 224
+    with torch.device("meta"):
+        model = model_class(config)
+    ours = sum(tensor.numel() for tensor in model.state_dict().values())
+    # openpi saves the VLM's tied embedding once (as lm_head) and keeps the expert's lm_head, which
+    # transformers' conversion loads as pi0's (unused) expert input embedding; PI05 has none and drops it.
+    unused = {"paligemma_with_expert.gemma_expert.lm_head.weight"} if policy_type == "pi05" else set()
+    theirs = sum(math.prod(shape) for name, shape in shapes.items() if name not in unused)
+    assert ours == theirs
