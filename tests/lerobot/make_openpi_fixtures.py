@@ -31,7 +31,9 @@ For each of pi0 and pi0.5 it writes ``OUT/<type>/``:
   the model transforms of ``ModelTransformFactory``: ``ResizeImages(224, 224)``, ``TokenizePrompt``,
   ``PadStatesAndActions``; then ``sample_actions``, ``Unnormalize``, ``LiberoOutputs``), the prompt
   tokens and normalised state those transforms give, and the flow-matching loss of ``PI0Pytorch.forward``
-  on an action batch with fixed noise and time (per entry, [batch, horizon, action_dim]).
+  on an action batch with fixed noise and time (per entry, [batch, horizon, action_dim]); and both again
+  with openpi's delta actions (``DeltaActions`` / ``AbsoluteActions`` with the mask of its LIBERO
+  configs' ``extra_delta_transform``), as ``delta_*``.
 
 Sizes: openpi's ``PaliGemmaWithExpertModel`` fixes PaliGemma's vocabulary (257152) and SigLIP So400m; the
 script gives it smaller configs as LeRobot's fixture script does (a vocabulary of the tokenizer's size, a
@@ -75,6 +77,9 @@ BASE_HW = (200, 280)
 """Base camera frames (height, width): larger than 224 and not square (PIL shrinks, then pads)."""
 WRIST_HW = (96, 128)
 """Wrist camera frames: smaller than 224 (PIL enlarges, then pads)."""
+DELTA_MASK = (True,) * 6 + (False,)
+"""openpi's ``make_bool_mask(6, -1)``: the first 6 actions relative to the state, the gripper absolute
+(its LIBERO configs' ``extra_delta_transform``)."""
 ASSET_ID = "tiny/libero_like"
 """Nested like openpi's own asset ids (``physical-intelligence/libero``)."""
 INSTRUCTIONS = ["pick up the red_cube ", "put the green block on the blue plate\nand open the gripper"]
@@ -237,21 +242,15 @@ def libero_sample(raw: dict[str, Any], i: int) -> dict[str, Any]:
 
 
 def record_reference(policy_type: str, folder: Path, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Load ``folder`` as openpi does and run its LIBERO policy pipeline and its training loss."""
-    import openpi.models_pytorch.preprocessing_pytorch as preprocessing
+    """Load ``folder`` as openpi does and run its LIBERO policy pipeline and its training loss, with
+    absolute actions and with openpi's delta actions (``DELTA_MASK``)."""
     import torch
-    from openpi import transforms
-    from openpi.models import model as model_lib
     from openpi.models import pi0_config
-    from openpi.models import tokenizer as tokenizer_lib
-    from openpi.policies import libero_policy
-    from openpi.policies import policy as policy_lib
     from openpi.shared import normalize
 
     saved = json.loads((folder / "config.json").read_text())
-    pi05 = policy_type == "pi05"
     config = pi0_config.Pi0Config(
-        pi05=pi05,
+        pi05=policy_type == "pi05",
         action_dim=saved["action_dim"],
         action_horizon=saved["action_horizon"],
         paligemma_variant=saved["paligemma_variant"],
@@ -262,6 +261,64 @@ def record_reference(policy_type: str, folder: Path, rng: np.random.Generator) -
     model = config.load_pytorch(types.SimpleNamespace(model=config), str(folder / "model.safetensors"))
     model.eval()
     norm_stats = normalize.load(folder / "assets" / ASSET_ID)
+
+    raw = raw_batch(rng)
+    generator = torch.Generator().manual_seed(SEED + 1)
+    noise = torch.randn(BATCH, config.action_horizon, config.action_dim, generator=generator).numpy()
+    loss_actions = rng.normal(0.0, 0.3, (BATCH, config.action_horizon, ACTION_DIM)).astype(np.float32)
+    generator = torch.Generator().manual_seed(SEED + 2)
+    loss_noise = torch.randn(BATCH, config.action_horizon, config.action_dim, generator=generator)
+    loss_time = torch.tensor([0.3, 0.85], dtype=torch.float32)
+    loss_inputs = (loss_actions, loss_noise, loss_time)
+
+    absolute = run_openpi(model, config, norm_stats, raw, noise, loss_inputs, delta_mask=None)
+    delta = run_openpi(model, config, norm_stats, raw, noise, loss_inputs, delta_mask=DELTA_MASK)
+    inputs = absolute["inputs"]
+    return {
+        "rgb_base": raw["base"],
+        "rgb_wrist": raw["wrist"],
+        "state": raw["state"],
+        "instructions": np.array(raw["instructions"]),
+        "noise": noise.astype(np.float32),
+        "actions": absolute["actions"],
+        "lang_tokens": np.stack([np.asarray(x["tokenized_prompt"]) for x in inputs]).astype(np.int64),
+        "lang_mask": np.stack([np.asarray(x["tokenized_prompt_mask"]) for x in inputs]).astype(np.int64),
+        "normalized_state": np.stack([np.asarray(x["state"]) for x in inputs]).astype(np.float32),
+        "loss_actions": loss_actions,
+        "loss_noise": loss_noise.numpy(),
+        "loss_time": loss_time.numpy(),
+        "loss_per_entry": absolute["per_entry"],
+        "loss": np.float32(absolute["per_entry"][..., :ACTION_DIM].mean()),
+        "delta_action_mask": np.array(DELTA_MASK),
+        "delta_actions": delta["actions"],
+        "delta_loss_per_entry": delta["per_entry"],
+        "delta_loss": np.float32(delta["per_entry"][..., :ACTION_DIM].mean()),
+    }
+
+
+def run_openpi(
+    model: Any,
+    config: Any,
+    norm_stats: dict[str, Any],
+    raw: dict[str, Any],
+    noise: np.ndarray,
+    loss_inputs: tuple[np.ndarray, Any, Any],
+    delta_mask: tuple[bool, ...] | None,
+) -> dict[str, Any]:
+    """openpi's inference (``Policy.infer`` per row, as its server runs it) and its loss on ``raw``.
+
+    The transforms are those ``policy_config.create_trained_policy`` composes for a LIBERO config
+    (``LeRobotLiberoDataConfig``; with ``delta_mask`` its ``extra_delta_transform``: ``DeltaActions``
+    after ``LiberoInputs``, ``AbsoluteActions`` before ``LiberoOutputs``) and openpi's
+    ``ModelTransformFactory`` for pi0 / pi0.5."""
+    import openpi.models_pytorch.preprocessing_pytorch as preprocessing
+    import torch
+    from openpi import transforms
+    from openpi.models import model as model_lib
+    from openpi.models import tokenizer as tokenizer_lib
+    from openpi.policies import libero_policy
+    from openpi.policies import policy as policy_lib
+
     use_quantiles = config.model_type != model_lib.ModelType.PI0  # as openpi's DataConfigFactory
     model_inputs = [  # ModelTransformFactory for PI0 / PI05
         transforms.InjectDefaultPrompt(None),
@@ -272,14 +329,18 @@ def record_reference(policy_type: str, folder: Path, rng: np.random.Generator) -
         ),
         transforms.PadStatesAndActions(config.action_dim),
     ]
+    deltas = [transforms.DeltaActions(delta_mask)] if delta_mask else []
+    absolutes = [transforms.AbsoluteActions(delta_mask)] if delta_mask else []
     input_transforms = [
         transforms.InjectDefaultPrompt(None),
         libero_policy.LiberoInputs(model_type=config.model_type),
+        *deltas,
         transforms.Normalize(norm_stats, use_quantiles=use_quantiles),
         *model_inputs,
     ]
     output_transforms = [
         transforms.Unnormalize(norm_stats, use_quantiles=use_quantiles),
+        *absolutes,
         libero_policy.LiberoOutputs(),
     ]
     policy = policy_lib.Policy(
@@ -289,20 +350,13 @@ def record_reference(policy_type: str, folder: Path, rng: np.random.Generator) -
         is_pytorch=True,
         pytorch_device="cpu",
     )
-
-    raw = raw_batch(rng)
-    generator = torch.Generator().manual_seed(SEED + 1)
-    noise = torch.randn(BATCH, config.action_horizon, config.action_dim, generator=generator).numpy()
     actions = np.stack(
         [policy.infer(libero_sample(raw, i), noise=noise[i].copy())["actions"] for i in range(BATCH)]
     )
     compose = transforms.compose(input_transforms)
     inputs = [compose(copy.deepcopy(libero_sample(raw, i))) for i in range(BATCH)]
 
-    loss_actions = rng.normal(0.0, 0.3, (BATCH, config.action_horizon, ACTION_DIM)).astype(np.float32)
-    generator = torch.Generator().manual_seed(SEED + 2)
-    loss_noise = torch.randn(BATCH, config.action_horizon, config.action_dim, generator=generator)
-    loss_time = torch.tensor([0.3, 0.85], dtype=torch.float32)
+    loss_actions, loss_noise, loss_time = loss_inputs
     train_items = [
         compose({**copy.deepcopy(libero_sample(raw, i)), "actions": loss_actions[i].copy()})
         for i in range(BATCH)
@@ -331,22 +385,10 @@ def record_reference(policy_type: str, folder: Path, rng: np.random.Generator) -
             per_entry = model(observation, train_actions, noise=loss_noise.clone(), time=loss_time.clone())
     finally:
         preprocessing.preprocess_observation_pytorch = augmenting
-    per_entry = per_entry.numpy()
     return {
-        "rgb_base": raw["base"],
-        "rgb_wrist": raw["wrist"],
-        "state": raw["state"],
-        "instructions": np.array(raw["instructions"]),
-        "noise": noise.astype(np.float32),
         "actions": actions.astype(np.float32),
-        "lang_tokens": np.stack([np.asarray(x["tokenized_prompt"]) for x in inputs]).astype(np.int64),
-        "lang_mask": np.stack([np.asarray(x["tokenized_prompt_mask"]) for x in inputs]).astype(np.int64),
-        "normalized_state": np.stack([np.asarray(x["state"]) for x in inputs]).astype(np.float32),
-        "loss_actions": loss_actions,
-        "loss_noise": loss_noise.numpy(),
-        "loss_time": loss_time.numpy(),
-        "loss_per_entry": per_entry.astype(np.float32),
-        "loss": np.float32(per_entry[..., :ACTION_DIM].mean()),
+        "inputs": inputs,
+        "per_entry": per_entry.numpy().astype(np.float32),
     }
 
 

@@ -98,14 +98,25 @@ def build_chunk_policy(name: str, **kwargs: Any) -> ChunkPolicy:
 
 
 def load_chunk_policy(
-    name: str, directory: str | Path, tokenizer_dir: str | None = None, openpi_asset_id: str | None = None
+    name: str,
+    directory: str | Path,
+    tokenizer_dir: str | None = None,
+    openpi_asset_id: str | None = None,
+    openpi_delta_action_mask: list[bool] | None = None,
 ) -> ChunkPolicy:
-    """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) and
-    ``openpi_asset_id`` (``policy.openpi_asset_id``) are handed to the families that import folders
-    without a tokenizer (``pi0``, ``pi05``: LeRobot folders and openpi exports)."""
+    """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``),
+    ``openpi_asset_id`` and ``openpi_delta_action_mask`` (``policy.openpi_...``) are handed to the
+    families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders and openpi
+    exports)."""
     cls = chunk_policy_class(name)
     accepted = inspect.signature(cls.from_pretrained).parameters
-    extra = {"tokenizer_dir": tokenizer_dir, "openpi_asset_id": openpi_asset_id}
+    extra = {
+        "tokenizer_dir": tokenizer_dir,
+        "openpi_asset_id": openpi_asset_id,
+        "openpi_delta_action_mask": None
+        if openpi_delta_action_mask is None
+        else list(openpi_delta_action_mask),
+    }
     for key, value in extra.items():
         if value is not None and key not in accepted:
             raise ConfigError(f"config key 'policy.{key}': policy {name!r} takes no {key}")

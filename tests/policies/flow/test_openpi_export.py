@@ -181,6 +181,56 @@ def test_rl_config_loads_the_export(policy_type: str, reference: dict[str, np.nd
     assert float(np.abs(actions.numpy() - reference["actions"]).max()) < TOLERANCE
 
 
+def test_delta_actions_equal_openpis_absolute_actions(
+    policy_type: str, reference: dict[str, np.ndarray], tmp_path: Path
+) -> None:
+    """An export trained on actions relative to the state (openpi's ``DeltaActions`` /
+    ``AbsoluteActions`` with its LIBERO mask): actions and loss against openpi's pipeline with them."""
+    mask = [bool(value) for value in reference["delta_action_mask"]]
+    policy = load(policy_type, openpi_delta_action_mask=mask)
+    obs = raw_observation(reference)
+    actions = policy.predict_action_chunk(obs, torch.as_tensor(reference["noise"]))
+    difference = float(np.abs(actions.numpy() - reference["delta_actions"]).max())
+    print(f"{type(policy).__name__} delta actions: max |vla-rl - openpi| = {difference:.3g}")
+    assert difference < TOLERANCE
+    assert float(np.abs(reference["delta_actions"] - reference["actions"]).max()) > 0.1  # the mask matters
+    batch, chunk = reference["loss_actions"].shape[:2]
+    with torch.no_grad():
+        output = policy.sft_loss(
+            obs,
+            torch.as_tensor(reference["loss_actions"]),
+            torch.ones(batch, chunk, dtype=torch.bool),
+            noise=torch.as_tensor(reference["loss_noise"]),
+            time=torch.as_tensor(reference["loss_time"]),
+        )
+    assert abs(float(output.loss) - float(reference["delta_loss"])) < TOLERANCE
+    policy.save_pretrained(str(tmp_path / "saved"))
+    reloaded = type(policy).from_pretrained(str(tmp_path / "saved")).eval()
+    assert reloaded.cfg.lerobot.delta_action_mask == mask
+    again = reloaded.predict_action_chunk(obs, torch.as_tensor(reference["noise"]))
+    assert float(np.abs(again.numpy() - reference["delta_actions"]).max()) < TOLERANCE
+
+
+def test_rl_config_takes_the_delta_action_mask(policy_type: str, reference: dict[str, np.ndarray]) -> None:
+    from vla_rl.training.chunk_rl.config_load import compose_rl_config
+    from vla_rl.training.chunk_rl.trainer import load_rl_policy
+
+    fixture = FIXTURES / policy_type
+    cfg = compose_rl_config(
+        [
+            "recipe=pi0_flow_sde_ppo",
+            f"policy.name={policy_type}",
+            f"policy.init_from={fixture / 'policy'}",
+            f"policy.tokenizer_dir={fixture / 'tokenizer'}",
+            "policy.openpi_delta_action_mask=[true,true,true,true,true,true,false]",
+            "policy.camera_map={base_0_rgb:base,left_wrist_0_rgb:wrist,right_wrist_0_rgb:null}",
+        ]
+    )
+    policy = load_rl_policy(cfg, fixture / "policy")
+    actions = policy.predict_action_chunk(raw_observation(reference), torch.as_tensor(reference["noise"]))
+    assert float(np.abs(actions.numpy() - reference["delta_actions"]).max()) < TOLERANCE
+
+
 # ----- errors ----------------------------------------------------------------------------------------
 
 
@@ -241,6 +291,18 @@ def test_weights_of_neither_type_are_refused(tmp_path: Path) -> None:
     save_file(weights, str(export / "model.safetensors"))
     with pytest.raises(ConfigError, match="not an openpi pi0 or pi0.5 export: it has both"):
         load("pi0", export)
+
+
+def test_bad_delta_action_masks_are_refused(policy_type: str) -> None:
+    with pytest.raises(ConfigError, match="openpi_delta_action_mask.*9 entries.*7 and its state 8"):
+        load(policy_type, openpi_delta_action_mask=[True] * 9)
+    with pytest.raises(ConfigError, match="openpi_delta_action_mask.*true / false"):
+        load(policy_type, openpi_delta_action_mask=[1, 0])
+    lerobot = Path(__file__).resolve().parents[2] / "fixtures" / "lerobot" / policy_type
+    with pytest.raises(ConfigError, match="policy.openpi_delta_action_mask.*not an openpi export"):
+        FAMILIES[policy_type].from_pretrained(
+            str(lerobot / "policy"), tokenizer_dir=str(lerobot / "tokenizer"), openpi_delta_action_mask=[True]
+        )
 
 
 def test_folder_of_unknown_kind_is_refused(tmp_path: Path) -> None:

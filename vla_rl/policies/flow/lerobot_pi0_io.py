@@ -86,15 +86,31 @@ def read_pi_folder(directory: str | Path, asset_id: str | None = None) -> LeRobo
     return read_lerobot_folder(path)
 
 
+def checked_delta_mask(mask: list[bool], prep: LeRobotPreprocessing) -> list[bool] | None:
+    """``policy.openpi_delta_action_mask`` as booleans, no longer than the checkpoint's action and
+    state widths (``ConfigError`` otherwise); None when it marks nothing."""
+    key = "config key 'policy.openpi_delta_action_mask'"
+    if not all(isinstance(value, bool) for value in mask):
+        raise ConfigError(f"{key}: {list(mask)} must be true / false values")
+    if len(mask) > min(prep.action_dim, prep.state_dim):
+        raise ConfigError(
+            f"{key}: {len(mask)} entries, but the export's actions have {prep.action_dim} and its state "
+            f"{prep.state_dim} dimensions"
+        )
+    return list(mask) if any(mask) else None
+
+
 def load_lerobot_pi0(
     cls: type[ChunkPolicy],
     directory: str | Path,
     tokenizer_dir: str | Path | None = None,
     policy_type: str = "pi0",
     asset_id: str | None = None,
+    delta_action_mask: list[bool] | None = None,
 ) -> ChunkPolicy:
     """The LeRobot ``policy_type`` (``pi0`` or ``pi05``) folder, or openpi export, ``directory`` as a
-    ``cls`` (``Pi0Policy`` / ``Pi05Policy``); ``asset_id`` picks an openpi export's statistics."""
+    ``cls`` (``Pi0Policy`` / ``Pi05Policy``); ``asset_id`` picks an openpi export's statistics,
+    ``delta_action_mask`` marks its actions relative to the state."""
     folder = read_pi_folder(directory, asset_id)
     if folder.policy_type != policy_type:
         told = " (told apart by its weights)" if folder.convention == "openpi" else ""
@@ -103,9 +119,12 @@ def load_lerobot_pi0(
             f"policy{told}, the {policy_type} family loads {policy_type!r} folders "
             f"(policy.name={folder.policy_type})"
         )
-    if asset_id is not None and folder.convention != "openpi":
-        raise ConfigError(f"config key 'policy.openpi_asset_id': {folder.path} is not an openpi export")
+    for key, value in (("openpi_asset_id", asset_id), ("openpi_delta_action_mask", delta_action_mask)):
+        if value is not None and folder.convention != "openpi":
+            raise ConfigError(f"config key 'policy.{key}': {folder.path} is not an openpi export")
     prep = LeRobotPreprocessing.from_folder(folder)
+    if delta_action_mask is not None:
+        prep.delta_action_mask = checked_delta_mask(delta_action_mask, prep)
     prep.folder_files = folder_json_files(folder.path) if folder.convention == "lerobot" else {}
     tokenizer = lerobot_tokenizer(folder.path, tokenizer_dir, folder.convention)
     model = load_lerobot_pi0_model(folder)

@@ -36,7 +36,11 @@ three places, each openpi's own maths:
   ``<bos>`` and then ``"\n"`` on its own; pi0.5 tokenises ``"Task: <instruction>, State: <bins>;\nAction: "``
   where the bins are of the normalised state at the robot's width (openpi discretises before padding),
   computed in float64 as openpi's numpy transforms do; truncated and right-padded with id 0;
-* normalisation: openpi's (``lerobot_folder.normalize``).
+* normalisation: openpi's (``lerobot_folder.normalize``);
+
+and, where the export was trained on actions relative to the state (``delta_action_mask``), the raw
+state is added to the unnormalised actions' marked dimensions (and subtracted from demonstrated
+actions before normalisation), as openpi's ``AbsoluteActions`` / ``DeltaActions`` do.
 
 The settings are read from the folder once at import (``LeRobotPreprocessing.from_folder``) and saved
 with the policy, so a checkpoint written after RL preprocesses the same way without the folder.
@@ -109,6 +113,12 @@ class LeRobotPreprocessing:
     """The preprocessor's first step: raw observation key -> the policy's key."""
     convention: str = "lerobot"
     """Whose preprocessing: ``lerobot``, or ``openpi`` for an openpi PyTorch export."""
+    delta_action_mask: list[bool] | None = None
+    """An openpi export trained on actions relative to the state (openpi's ``DeltaActions`` /
+    ``AbsoluteActions``: its LIBERO pi0 configs' ``extra_delta_transform``, ALOHA's
+    ``use_delta_joint_actions``): True for each leading checkpoint action dimension that is the model's
+    output plus the raw state's dimension of the same index (``policy.openpi_delta_action_mask``).
+    None: absolute actions."""
     folder_files: dict[str, Any] = field(default_factory=dict)
     """The folder's config.json and processor pipelines (file name -> its JSON), as read at import;
     ``vla-rl export --format lerobot`` writes them back (``lerobot_pi0_export``). Empty for a
@@ -364,19 +374,47 @@ def prompt_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Ten
     return normalized_state(proprio, prep)
 
 
-def unnormalized_actions(model_actions: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
-    """Model actions [..., max_action_dim] -> the robot's [..., action_dim] in its units, then through
-    the action map: the env's [..., env_action_dim]."""
+def checkpoint_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
+    """float [N, state_dim]: the env's state through the state map, in the checkpoint's raw units."""
+    return prep.maps.state_map.apply(proprio.float())
+
+
+def delta_offset(
+    actions: torch.Tensor, prep: LeRobotPreprocessing, state: torch.Tensor | None
+) -> torch.Tensor:
+    """What openpi's ``AbsoluteActions`` adds to (``DeltaActions`` subtracts from) robot actions
+    [N, ..., action_dim]: the raw state [N, state_dim] on the dimensions ``delta_action_mask`` marks,
+    the same for every step of a chunk; zeros without a mask."""
+    mask = prep.delta_action_mask
+    if not mask:
+        return torch.zeros_like(actions)
+    if state is None:
+        raise ValueError("actions relative to the state (delta_action_mask) need the observation's state")
+    width = len(mask)
+    marked = torch.as_tensor(mask, dtype=torch.bool, device=actions.device)
+    offset = torch.where(marked, state[:, :width].to(actions.device, actions.dtype), 0.0)
+    offset = F.pad(offset, (0, actions.shape[-1] - width))
+    return offset.view(offset.shape[0], *([1] * (actions.ndim - 2)), offset.shape[-1])
+
+
+def unnormalized_actions(
+    model_actions: torch.Tensor, prep: LeRobotPreprocessing, state: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Model actions [N, ..., max_action_dim] -> the robot's [..., action_dim] in its units (plus the
+    raw ``state`` [N, state_dim] on ``delta_action_mask``'s dimensions), then through the action map:
+    the env's [..., env_action_dim]."""
     robot = normalize(model_actions[..., : prep.action_dim].float(), ACTION_KEY, prep.folder, inverse=True)
+    robot = robot + delta_offset(robot, prep, state)
     return prep.maps.action_map.apply(robot)
 
 
 def normalized_actions(
-    actions: torch.Tensor, prep: LeRobotPreprocessing, max_action_dim: int
+    actions: torch.Tensor, prep: LeRobotPreprocessing, max_action_dim: int, state: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Env actions [..., env_action_dim] -> the robot's through the action map (the checkpoint's
-    dimensions no env dimension takes: 0 in model units, outside ``model_action_mask``) -> model
-    units, zero-padded to ``max_action_dim``."""
+    """Env actions [N, ..., env_action_dim] -> the robot's through the action map (the checkpoint's
+    dimensions no env dimension takes: 0 in model units, outside ``model_action_mask``), less the raw
+    ``state`` on ``delta_action_mask``'s dimensions -> model units, zero-padded to ``max_action_dim``."""
     robot, taken = prep.maps.action_map.scatter(actions.float(), prep.action_dim)
+    robot = robot - delta_offset(robot, prep, state)
     model = normalize(robot, ACTION_KEY, prep.folder) * taken.to(robot.device)
     return F.pad(model, (0, max_action_dim - model.shape[-1]))

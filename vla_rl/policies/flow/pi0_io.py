@@ -111,13 +111,17 @@ def load_pi0_policy(
     directory: str | Path,
     tokenizer_dir: str | Path | None = None,
     openpi_asset_id: str | None = None,
+    openpi_delta_action_mask: list[bool] | None = None,
 ) -> Pi0Policy:
     """A folder written by ``save_pi0_policy``, a LeRobot pi0 folder or an openpi export (its
     tokenizer from ``tokenizer_dir`` when it carries none; ``openpi_asset_id`` names an export's
-    statistics)."""
+    statistics, ``openpi_delta_action_mask`` its actions relative to the state). A policy saved here
+    keeps what these said at import."""
     path = local_dir(directory)
     if is_lerobot_folder(path) or is_openpi_export(path):
-        return load_lerobot_pi0(cls, path, tokenizer_dir, cls.lerobot_type, openpi_asset_id)
+        return load_lerobot_pi0(
+            cls, path, tokenizer_dir, cls.lerobot_type, openpi_asset_id, openpi_delta_action_mask
+        )
     cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
     model = cls.model_class.from_pretrained(path / MODEL_DIR, local_files_only=True)
     policy = cls(model, load_local_tokenizer(path), cfg)

@@ -80,6 +80,11 @@ class RLPolicyConfig(EnvMapSettings):
     openpi_asset_id: str | None = None
     """For an ``init_from`` openpi PyTorch export whose ``assets/`` holds the statistics of several
     robots: the asset id to use (e.g. ``physical-intelligence/libero``); None: the only one there."""
+    openpi_delta_action_mask: list[bool] | None = None
+    """For an ``init_from`` openpi export trained on actions relative to the state (its training
+    config's ``DeltaActions`` / ``AbsoluteActions``, e.g. ``[true, true, true, true, true, true, false]``
+    for openpi's LIBERO pi0 configs with ``extra_delta_transform``): true for each leading action
+    dimension to which the raw state's dimension of the same index is added. None: absolute actions."""
     freeze: list[str] = field(default_factory=list)
     """Parameter-name prefixes kept fixed during RL, e.g. ``[model.model.vlm.]`` trains pi0's
     action expert (and the heads) only; empty trains everything."""

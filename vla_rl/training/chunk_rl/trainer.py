@@ -71,7 +71,11 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
     (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
     the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
     policy = load_chunk_policy(
-        cfg.policy.name, directory, cfg.policy.tokenizer_dir, cfg.policy.openpi_asset_id
+        cfg.policy.name,
+        directory,
+        cfg.policy.tokenizer_dir,
+        cfg.policy.openpi_asset_id,
+        cfg.policy.openpi_delta_action_mask,
     )
     apply_env_maps(policy, cfg.policy, cfg.policy.name)
     if cfg.policy.lora is not None:

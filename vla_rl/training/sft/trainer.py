@@ -160,7 +160,11 @@ class SFTTrainer(TrainingLoop):
             return load_chunk_policy(pcfg.name, checkpoint.path / POLICY_DIRNAME)
         if pcfg.init_from:
             policy = load_chunk_policy(
-                pcfg.name, resolve_policy_dir(pcfg.init_from), pcfg.tokenizer_dir, pcfg.openpi_asset_id
+                pcfg.name,
+                resolve_policy_dir(pcfg.init_from),
+                pcfg.tokenizer_dir,
+                pcfg.openpi_asset_id,
+                pcfg.openpi_delta_action_mask,
             )
             apply_env_maps(policy, pcfg, pcfg.name)
             return policy
