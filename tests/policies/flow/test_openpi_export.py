@@ -231,6 +231,28 @@ def test_rl_config_takes_the_delta_action_mask(policy_type: str, reference: dict
     assert float(np.abs(actions.numpy() - reference["delta_actions"]).max()) < TOLERANCE
 
 
+def test_bfloat16_export_loads_as_float32(policy_type: str, policy: Pi0Policy, tmp_path: Path) -> None:
+    """openpi's default ``precision=bfloat16`` casts the whole model before saving: such an export loads
+    into a float32 model holding exactly the bfloat16 values (not compared with openpi's bfloat16 run)."""
+    from safetensors.torch import load_file, save_file
+
+    export = copy_export(policy_type, tmp_path)
+    weights = {
+        name: value.to(torch.bfloat16) for name, value in load_file(str(export / "model.safetensors")).items()
+    }
+    save_file(weights, str(export / "model.safetensors"), metadata={"format": "pt"})
+    config = json.loads((export / "config.json").read_text())
+    (export / "config.json").write_text(json.dumps({**config, "precision": "bfloat16"}))
+    loaded = load(policy_type, export)
+    assert loaded.model.dtype == torch.float32
+    ours = loaded.model.state_dict()
+    reference = policy.model.state_dict()
+    rounded = [name for name in ours if not torch.equal(ours[name], reference[name])]
+    assert rounded, "bfloat16 rounding should change some weights"
+    for name in ours:
+        torch.testing.assert_close(ours[name], reference[name].to(torch.bfloat16).float(), rtol=0, atol=0)
+
+
 # ----- errors ----------------------------------------------------------------------------------------
 
 
