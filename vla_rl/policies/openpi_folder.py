@@ -149,6 +149,19 @@ def read_norm_stats(file: Path, mode: str) -> dict[str, dict[str, np.ndarray]]:
     return stats
 
 
+def norm_stats_file(asset_id: str) -> str:
+    """The statistics file of ``asset_id``, relative to the export."""
+    return f"{ASSETS_DIR}/{asset_id}/{NORM_STATS_FILE}"
+
+
+def openpi_files(folder: LeRobotFolder) -> dict[str, Any]:
+    """The export's config.json and the statistics file it was read with (relative path -> JSON), kept
+    with an import (``LeRobotPreprocessing.folder_files``) so ``vla-rl export --format openpi`` writes
+    them back."""
+    chosen = norm_stats_file(folder.config["asset_id"])
+    return {name: json.loads((folder.path / name).read_text()) for name in ("config.json", chosen)}
+
+
 def read_openpi_export(
     path: str | Path, weight_names: set[str], asset_id: str | None = None
 ) -> LeRobotFolder:

@@ -31,7 +31,7 @@ from vla_rl.policies.lerobot_folder import (
     LeRobotFolder,
     read_lerobot_folder,
 )
-from vla_rl.policies.openpi_folder import is_openpi_export, read_openpi_export
+from vla_rl.policies.openpi_folder import is_openpi_export, openpi_files, read_openpi_export
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR
 
 FOLDER_JSON_FILES = ("config.json", PREPROCESSOR_FILE, POSTPROCESSOR_FILE)
@@ -125,7 +125,9 @@ def load_lerobot_pi0(
     prep = LeRobotPreprocessing.from_folder(folder)
     if delta_action_mask is not None:
         prep.delta_action_mask = checked_delta_mask(delta_action_mask, prep)
-    prep.folder_files = folder_json_files(folder.path) if folder.convention == "lerobot" else {}
+    prep.folder_files = (
+        folder_json_files(folder.path) if folder.convention == "lerobot" else openpi_files(folder)
+    )
     tokenizer = lerobot_tokenizer(folder.path, tokenizer_dir, folder.convention)
     model = load_lerobot_pi0_model(folder)
     cfg = Pi0PolicyConfig(

@@ -120,9 +120,10 @@ class LeRobotPreprocessing:
     output plus the raw state's dimension of the same index (``policy.openpi_delta_action_mask``).
     None: absolute actions."""
     folder_files: dict[str, Any] = field(default_factory=dict)
-    """The folder's config.json and processor pipelines (file name -> its JSON), as read at import;
-    ``vla-rl export --format lerobot`` writes them back (``lerobot_pi0_export``). Empty for a
-    checkpoint saved before they were kept."""
+    """The folder's config.json and processor pipelines (an openpi export's: its config.json and the
+    ``assets/<asset_id>/norm_stats.json`` used; path in the folder -> its JSON), as read at import;
+    ``vla-rl export --format lerobot`` / ``openpi`` writes them back (``lerobot_pi0_export``,
+    ``openpi_export``). Empty for a checkpoint saved before they were kept."""
 
     def __post_init__(self) -> None:
         if isinstance(self.maps, dict):
