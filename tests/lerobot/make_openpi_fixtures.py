@@ -432,23 +432,30 @@ def build(policy_type: str, out: Path, spm_model: Path, full_size: dict[str, lis
     print(policy_type, json.dumps(summary), "loss", float(arrays["loss"]))
 
 
+def prepare_openpi(openpi: Path, workdir: Path) -> Path:
+    """Make openpi's code importable (its ``src/`` and client on ``sys.path``, its transformers files on
+    a copy of ``transformers``) and its ``PaligemmaTokenizer`` find the script's SentencePiece model in
+    a cache under ``workdir``; returns that model."""
+    sys.path.insert(0, str(patched_transformers(openpi, workdir)))
+    sys.path.insert(1, str(openpi / "src"))
+    sys.path.insert(2, str(openpi / "packages" / "openpi-client" / "src"))
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    cache = workdir / "openpi_cache"
+    os.environ["OPENPI_DATA_HOME"] = str(cache)
+    spm_model = train_sentencepiece(workdir)
+    (cache / "big_vision").mkdir(parents=True)
+    shutil.copy(spm_model, cache / "big_vision" / "paligemma_tokenizer.model")
+    return spm_model
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--openpi", type=Path, required=True, help="an openpi checkout (its src/ is used)")
     parser.add_argument("--out", type=Path, required=True, help="fixture directory (tests/fixtures/openpi)")
     parser.add_argument("--types", nargs="+", default=["pi0", "pi05"], choices=["pi0", "pi05"])
     args = parser.parse_args()
-    openpi = args.openpi.resolve()
     with tempfile.TemporaryDirectory() as workdir:
-        sys.path.insert(0, str(patched_transformers(openpi, Path(workdir))))
-        sys.path.insert(1, str(openpi / "src"))
-        sys.path.insert(2, str(openpi / "packages" / "openpi-client" / "src"))
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
-        cache = Path(workdir) / "openpi_cache"
-        os.environ["OPENPI_DATA_HOME"] = str(cache)
-        spm_model = train_sentencepiece(Path(workdir))
-        (cache / "big_vision").mkdir(parents=True)
-        shutil.copy(spm_model, cache / "big_vision" / "paligemma_tokenizer.model")
+        spm_model = prepare_openpi(args.openpi.resolve(), Path(workdir))
         full_size = {
             policy_type: full_size_shapes(policy_type) for policy_type in args.types
         }  # before shrinking

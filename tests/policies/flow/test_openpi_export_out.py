@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from openpi_export_steps import CAMERA_MAP, FAMILIES, FIXTURES, actions, fine_tune, import_export, reference
 from safetensors import safe_open
 from safetensors.torch import load_file
 
@@ -22,71 +22,16 @@ from vla_rl.cli import main
 from vla_rl.config import ConfigError
 from vla_rl.policies.env_maps import EnvMaps
 from vla_rl.policies.flow.pi0 import Pi0Policy
-from vla_rl.policies.flow.pi05 import Pi05Policy
 from vla_rl.policies.lerobot_export import export_lerobot
 from vla_rl.policies.lora import LoraSettings
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "openpi"
-FAMILIES = {"pi0": Pi0Policy, "pi05": Pi05Policy}
 ASSET_STATS = "assets/tiny/libero_like/norm_stats.json"
-CAMERA_MAP = {"base_0_rgb": "base", "left_wrist_0_rgb": "wrist", "right_wrist_0_rgb": None}
 TOLERANCE = 1e-4
 
 
 @pytest.fixture(params=sorted(FAMILIES))
 def policy_type(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-def import_export(policy_type: str, folder: Path | None = None) -> Pi0Policy:
-    fixture = FIXTURES / policy_type
-    policy = FAMILIES[policy_type].from_pretrained(
-        str(folder or fixture / "policy"), tokenizer_dir=str(fixture / "tokenizer")
-    )
-    policy.set_env_maps(EnvMaps(camera_map=dict(CAMERA_MAP)))
-    return policy.eval()
-
-
-def reference(policy_type: str) -> dict[str, np.ndarray]:
-    with np.load(FIXTURES / policy_type / "reference.npz") as arrays:
-        return dict(arrays)
-
-
-def observation(arrays: dict[str, np.ndarray]) -> dict[str, object]:
-    return {
-        "rgb_base": arrays["rgb_base"],
-        "rgb_wrist": arrays["rgb_wrist"],
-        "proprio": torch.as_tensor(arrays["state"]),
-        "instruction": [str(text) for text in arrays["instructions"]],
-    }
-
-
-def actions(policy: Pi0Policy, arrays: dict[str, np.ndarray]) -> torch.Tensor:
-    return policy.eval().predict_action_chunk(observation(arrays), torch.as_tensor(arrays["noise"]))
-
-
-def fine_tune(policy: Pi0Policy, arrays: dict[str, np.ndarray], updates: int = 2) -> None:
-    """SFT steps on the reference's action batch and Flow-SDE policy-gradient steps, Adam at 1e-2."""
-    policy.set_exploration(exploration="flow_sde")
-    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
-    obs = observation(arrays)
-    batch, chunk = arrays["loss_actions"].shape[:2]
-    torch.manual_seed(0)
-    for _ in range(updates):
-        policy.train()
-        loss = policy.sft_loss(
-            obs, torch.as_tensor(arrays["loss_actions"]), torch.ones(batch, chunk, dtype=torch.bool)
-        ).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        with torch.no_grad():
-            step = policy.sample(obs, temperature=1.0)
-        evaluation = policy.evaluate(obs, step.sample_info, temperature=1.0)
-        optimizer.zero_grad()
-        (-(evaluation.log_prob * torch.tensor([1.0, -1.0])).mean()).backward()
-        optimizer.step()
-    policy.eval()
 
 
 def test_export_without_updates_is_the_imported_export(policy_type: str, tmp_path: Path) -> None:
