@@ -66,6 +66,8 @@ def test_openpi_acts_as_vla_rl_on_the_fine_tuned_export(
     with np.load(tmp_path / "openpi.npz") as theirs:
         difference = float(np.abs(theirs["actions"] - ours).max())
         their_loss = float(theirs["loss_per_entry"][..., : ours.shape[-1]].mean())
-    print(f"{policy_type} {'delta' if delta else 'absolute'}: max |openpi - vla-rl| = {difference:.3g}")
+    loss_difference = abs(their_loss - sft_loss(policy, arrays))
+    kind = "delta" if delta else "absolute"
+    print(f"{policy_type} {kind}: max |openpi - vla-rl| actions {difference:.3g}, loss {loss_difference:.3g}")
     assert difference < TOLERANCE
-    assert abs(their_loss - sft_loss(policy, arrays)) < TOLERANCE
+    assert loss_difference < TOLERANCE
