@@ -175,6 +175,11 @@ class LeRobotPreprocessing:
         )
 
     @property
+    def origin(self) -> str:
+        """Where the policy was imported from, for messages: ``LeRobot`` or ``openpi``."""
+        return "openpi" if self.convention == "openpi" else "LeRobot"
+
+    @property
     def image_keys(self) -> list[str]:
         """The cameras the model reads, in the folder's order (its empty-camera slots left out)."""
         return [
@@ -249,7 +254,7 @@ def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: t
         if obs_key not in obs:
             available = sorted(k for k in obs if k.startswith("rgb_"))
             raise ConfigError(
-                f"config key '{CAMERA_MAP_KEY}': the LeRobot policy reads camera {key!r} from "
+                f"config key '{CAMERA_MAP_KEY}': the {prep.origin} policy reads camera {key!r} from "
                 f"obs[{obs_key!r}]; the observation has {available}"
             )
         if prep.convention == "openpi":
@@ -359,8 +364,8 @@ def normalized_state(
     state_map = prep.maps.state_map
     if not state_map.given and proprio.shape[-1] != prep.state_dim:
         raise ConfigError(
-            f"config key '{STATE_MAP_KEY}': the LeRobot policy's state has {prep.state_dim} values, the "
-            f"observation gives {proprio.shape[-1]}"
+            f"config key '{STATE_MAP_KEY}': the {prep.origin} policy's state has {prep.state_dim} values, "
+            f"the observation gives {proprio.shape[-1]}"
         )
     state_map.check_range(STATE_MAP_KEY, proprio.shape[-1], "the observation's state")
     state = normalize(state_map.apply(proprio.to(dtype)), STATE_KEY, prep.folder)
