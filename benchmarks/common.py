@@ -113,3 +113,18 @@ def rerun_in_private_namespace(module: str) -> None:
     args = " ".join(shlex.quote(a) for a in sys.argv[1:])
     command = f"ip link set lo up && exec {shlex.quote(sys.executable)} -m {module} {NAMESPACE_FLAG} {args}"
     sys.exit(subprocess.call(["unshare", "-n", "sh", "-c", command]))
+
+
+def lerobot_env(home: Path) -> dict[str, str]:
+    """The environment of a process in LeRobot's venv: offline, its caches under ``home``, nothing
+    of this process's ``PYTHONPATH`` or user site."""
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(home),
+        "HF_LEROBOT_HOME": str(home / "lerobot"),
+        "PYTHONNOUSERSITE": "1",
+    }
+    env.pop("PYTHONPATH", None)
+    return env

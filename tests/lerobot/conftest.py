@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+if str(REPO) not in sys.path:  # the benchmarks package, whose helpers some of these tests drive
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.common import lerobot_env  # noqa: E402
 
 
 def lerobot_python() -> Path | None:
@@ -32,16 +37,7 @@ def run_lerobot(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[
             "LeRobot's reference venv is absent (.venv-lerobot or LR_PYTHON): `make test-lerobot` builds it "
             "from constraints/lerobot.txt and runs these tests"
         )
-    home = tmp_path_factory.mktemp("hf_home")
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-        "HF_HOME": str(home),
-        "HF_LEROBOT_HOME": str(home / "lerobot"),
-        "PYTHONNOUSERSITE": "1",
-    }
-    env.pop("PYTHONPATH", None)
+    env = lerobot_env(tmp_path_factory.mktemp("hf_home"))
 
     def run(script: str, *args: object, out: Path) -> dict[str, np.ndarray]:
         command = [str(python), str(HERE / script), *map(str, args)]

@@ -34,14 +34,21 @@ import numpy as np
 from make_pi_fixtures import lerobot_modules, patched_transformers, shrink_lerobot
 
 
-def load_lerobot(policy_type: str, folder: Path, tokenizer: Any) -> tuple[Any, Any, Any]:
-    """LeRobot's policy and processors of ``folder``, loaded as its evaluation does."""
+def load_lerobot(
+    policy_type: str, folder: Path, tokenizer: Any, n_action_steps: int | None = None
+) -> tuple[Any, Any, Any]:
+    """LeRobot's policy and processors of ``folder``, loaded as its evaluation does (with
+    ``n_action_steps`` in place of the folder's, as ``--policy.n_action_steps`` gives it there)."""
     from lerobot.configs.policies import PreTrainedConfig
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
     config = PreTrainedConfig.from_pretrained(folder, local_files_only=True)
     if config.type != policy_type:
         raise SystemExit(f"{folder} is a LeRobot {config.type!r} policy, not {policy_type!r}")
+    if n_action_steps is not None:
+        if not 0 < n_action_steps <= config.chunk_size:
+            raise SystemExit(f"n_action_steps {n_action_steps} is not in 1..{config.chunk_size} (chunk_size)")
+        config.n_action_steps = n_action_steps
     policy = get_policy_class(policy_type).from_pretrained(folder, config=config, local_files_only=True)
     policy.eval()
     overrides = {"tokenizer_processor": {"tokenizer": tokenizer}}

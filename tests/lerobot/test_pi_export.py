@@ -90,7 +90,7 @@ def test_lerobot_acts_as_vla_rl_on_the_exports(
         "--type",
         policy_type,
         "--tokenizer",
-        FIXTURES / policy_type / "tokenizer",
+        folders[1] / "tokenizer",  # the export's own, written by transformers 5, read by LeRobot's 4.53
         "--inputs",
         FIXTURES / policy_type / "reference.npz",
         "--out",

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from smolvla_batch import lerobot_actions, observation
 
 from vla_rl.cli import main
 from vla_rl.config.structured import ConfigError
@@ -47,16 +48,6 @@ def reference(request, run_lerobot, tmp_path_factory) -> tuple[Path, dict[str, n
     out = tmp_path_factory.mktemp(f"smolvla_{request.param}")
     arrays = run_lerobot("smolvla_reference.py", out, request.param, out=out / "reference.npz")
     return out, arrays
-
-
-def observation(arrays: dict[str, np.ndarray]) -> dict[str, object]:
-    """The raw batch as an env gives it to vla-rl (uint8 HWC cameras, state, instructions)."""
-    return {
-        "rgb_top": arrays["image_top"],
-        "rgb_wrist": arrays["image_wrist"],
-        "proprio": arrays["state"],
-        "instruction": [str(text) for text in arrays["instructions"]],
-    }
 
 
 def test_smolvla_actions_and_loss_equal_lerobot(reference) -> None:
@@ -258,13 +249,7 @@ def test_saved_policy_loads_in_lerobot_with_the_same_actions(reference, run_lero
     exported = tmp_path / "exported"
     assert main(["export", "--format", "lerobot", str(tmp_path / "saved"), str(exported)]) == 0
     assert not (exported / "value_head.safetensors").exists()
-    theirs = run_lerobot(
-        "smolvla_lerobot_actions.py",
-        exported,
-        out / "reference.npz",
-        tmp_path / "lerobot.npz",
-        out=tmp_path / "lerobot.npz",
-    )["actions"]
+    theirs = lerobot_actions(run_lerobot, exported, out / "reference.npz", tmp_path)
     error = float(np.abs(ours - theirs).max())
     print(f"smolvla saved by vla-rl, run by LeRobot: max |action diff| {error:.3g}")
     assert error <= TOLERANCE

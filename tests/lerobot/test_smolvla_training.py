@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 from vla_rl.cli import main
 from vla_rl.data.episode import Episode
+from vla_rl.policies.flow.smolvla_config import SMOLVLA_TRAINED_WITH_LORA
 from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.training.checkpoint import list_checkpoints
 from vla_rl.training.sft.config_load import validate_sft_config
@@ -36,13 +37,14 @@ def changed_weights(before_dir: Path, after_dir: Path) -> set[str]:
     return {name for name in before if not torch.equal(before[name], after[name])}
 
 
-def test_flow_sde_ppo_fine_tunes_a_lerobot_smolvla_folder(reach_folder: Path, tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    args = [
+def ppo_args(folder: Path, run_dir: Path, *settings: str) -> list[str]:
+    """``vla-rl train`` overrides: one small Flow-SDE PPO update of the SmolVLA in ``folder`` on
+    ``reach``, checkpointed, with ``settings`` added."""
+    return [
         "recipe=pi0_flow_sde_ppo",
         "policy.name=smolvla",
-        f"policy.init_from={reach_folder}",
-        "policy.freeze=[model.vlm.,model.state_proj.]",  # LeRobot's train_expert_only
+        f"policy.init_from={folder}",
+        *settings,
         "algorithm.num_decisions=2",
         "algorithm.num_minibatches=2",
         "algorithm.num_epochs=1",
@@ -62,12 +64,45 @@ def test_flow_sde_ppo_fine_tunes_a_lerobot_smolvla_folder(reach_folder: Path, tm
         "logger.wandb_mode=disabled",
         f"run_dir={run_dir}",
     ]
+
+
+def test_flow_sde_ppo_fine_tunes_a_lerobot_smolvla_folder(reach_folder: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = ppo_args(
+        reach_folder, run_dir, "policy.freeze=[model.vlm.,model.state_proj.]"
+    )  # train_expert_only
     assert main(["train", *args]) == 0
     saved = run_dir / "checkpoints" / "iter_000001" / "policy"
     assert (saved / "config.json").is_file() and (saved / "policy_preprocessor.json").is_file()
     changed = changed_weights(reach_folder, saved)
     assert any(name.startswith("model.vlm_with_expert.lm_expert.") for name in changed)
     assert not any(name.startswith(("model.vlm_with_expert.vlm.", "model.state_proj.")) for name in changed)
+
+
+def test_flow_sde_ppo_with_lora_in_bfloat16_trains_the_adapters_and_keeps_the_base(
+    reach_folder: Path, tmp_path: Path
+) -> None:
+    """``policy.lora`` and ``policy.dtype=bfloat16`` on a LeRobot SmolVLA folder: one update moves the
+    adapters and the action projections; the checkpoint's ``model.safetensors`` keeps LeRobot's base
+    weights (rounded to bf16) and the adapters lie beside it."""
+    run_dir = tmp_path / "run"
+    args = ppo_args(
+        reach_folder, run_dir, "policy.lora={rank: 4}", "policy.dtype=bfloat16", "policy.freeze=[]"
+    )
+    assert main(["train", *args]) == 0
+    saved = run_dir / "checkpoints" / "iter_000001" / "policy"
+    before = load_file(str(reach_folder / "model.safetensors"))
+    after = load_file(str(saved / "model.safetensors"))
+    assert before.keys() == after.keys()
+    moved = {name for name in after if not torch.equal(after[name], before[name].to(after[name].dtype))}
+    trained_in_full = tuple(f"model.{prefix}" for prefix in SMOLVLA_TRAINED_WITH_LORA)
+    assert all(name.startswith(trained_in_full) for name in moved), sorted(moved)[:5]
+    assert "model.action_out_proj.weight" in moved
+    assert after["model.vlm_with_expert.lm_expert.norm.weight"].dtype == torch.bfloat16
+    adapters = load_file(str(saved / "lora_adapter.safetensors"))
+    assert any("lora_B" in name and tensor.abs().sum() > 0 for name, tensor in adapters.items())
+    policy = load_chunk_policy("smolvla", saved)
+    assert policy.cfg.lora is not None and policy.cfg.lora.rank == 4
 
 
 def test_sft_from_a_lerobot_smolvla_folder_trains_and_saves_a_lerobot_folder(

@@ -19,6 +19,7 @@ def test_state_and_chunk_policies_share_one_table() -> None:
         "chunk_vla",
         "flow_mlp",
         "gaussian",
+        "openvla",
         "pi0",
         "pi05",
         "smolvla",

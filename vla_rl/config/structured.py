@@ -12,10 +12,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+# omegaconf is imported where configs are composed or validated, so that the modules that only declare
+# checks (the env layer, which tests/lerobot/lerobot_pi_eval.py imports in LeRobot's venv) load without it.
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 ConfigT = TypeVar("ConfigT")
 
@@ -43,6 +45,7 @@ def load_config_file(
     """Load a resolved config file of any job, apply Hydra-syntax ``overrides`` and ``validate`` it."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
+    from omegaconf import OmegaConf
 
     path = Path(path).resolve()
     if not path.is_file():
@@ -85,6 +88,9 @@ def validate_structured(
     ``prefix`` (e.g. ``reward.options``) when the schema is one group of a larger config. With a
     ``prefix``, a ``ValueError`` of the schema's ``__post_init__`` is a ``ConfigError`` naming the
     field its message starts with (else ``prefix``)."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     if not isinstance(raw, DictConfig):
         raw = OmegaConf.create(raw)
     try:

@@ -59,9 +59,15 @@ def check_lora_targets(model: nn.Module, target_modules: list[str]) -> None:
         )
 
 
-def apply_lora(model: nn.Module, settings: LoraSettings, default_targets: Sequence[str]) -> PeftModel:
+def apply_lora(
+    model: nn.Module,
+    settings: LoraSettings,
+    default_targets: Sequence[str],
+    trained_in_full: Sequence[str] = (),
+) -> PeftModel:
     """Wrap ``model`` with ``peft`` adapters on ``settings``' targets (``default_targets`` when it
-    names none; each checked to match); the base weights get ``requires_grad=False``."""
+    names none; each checked to match); the base weights get ``requires_grad=False`` except those
+    whose names start with one of ``trained_in_full``, which keep training beside the adapters."""
     targets = settings.targets(default_targets)
     check_lora_targets(model, targets)
     config = LoraConfig(
@@ -73,7 +79,11 @@ def apply_lora(model: nn.Module, settings: LoraSettings, default_targets: Sequen
         # a tied output head and input embedding get one adapter, so the two stay one matrix
         ensure_weight_tying=bool(getattr(model, "_tied_weights_keys", None)),
     )
-    return get_peft_model(model, config)
+    wrapped = get_peft_model(model, config)
+    for name, parameter in model.named_parameters():
+        if name.startswith(tuple(trained_in_full)):
+            parameter.requires_grad_(True)
+    return wrapped
 
 
 def base_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:

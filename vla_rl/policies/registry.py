@@ -22,6 +22,7 @@ from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.lerobot_folder import LEROBOT_POLICY_TYPES, PREPROCESSOR_FILE, is_lerobot_folder
 from vla_rl.policies.openpi_folder import is_openpi_export
+from vla_rl.policies.openvla_folder import is_openvla_folder
 from vla_rl.registry import removed_decorator, resolve
 
 POLICIES: dict[str, str] = {
@@ -35,6 +36,7 @@ POLICIES: dict[str, str] = {
     "smolvla": "vla_rl.policies.flow.smolvla:SmolVLAPolicy",
     "token_vla": "vla_rl.policies.vla.token_vla:TokenVLA",
     "chunk_vla": "vla_rl.policies.vla.chunk_vla:ChunkVLA",
+    "openvla": "vla_rl.policies.vla.openvla:OpenVLAPolicy",
 }
 """Built-in policies: name -> ``"module:Class"``."""
 
@@ -103,28 +105,36 @@ def load_chunk_policy(
     tokenizer_dir: str | None = None,
     openpi_asset_id: str | None = None,
     openpi_delta_action_mask: list[bool] | None = None,
+    unnorm_key: str | None = None,
+    trust_remote_code: bool = False,
 ) -> ChunkPolicy:
-    """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``),
-    ``openpi_asset_id`` and ``openpi_delta_action_mask`` (``policy.openpi_...``) are handed to the
-    families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders and openpi
-    exports)."""
+    """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) is handed to
+    the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders and
+    openpi exports), ``openpi_asset_id`` / ``openpi_delta_action_mask`` (``policy.openpi_...``) to
+    those that import openpi exports, ``unnorm_key`` / ``trust_remote_code`` (``policy.unnorm_key``,
+    ``policy.trust_remote_code``) to those that import folders bringing their own code and statistics
+    (``openvla``)."""
     cls = chunk_policy_class(name)
     accepted = inspect.signature(cls.from_pretrained).parameters
-    extra = {
-        "tokenizer_dir": tokenizer_dir,
-        "openpi_asset_id": openpi_asset_id,
-        "openpi_delta_action_mask": None
-        if openpi_delta_action_mask is None
-        else list(openpi_delta_action_mask),
+    given = {
+        key: value
+        for key, value in {
+            "tokenizer_dir": tokenizer_dir,
+            "openpi_asset_id": openpi_asset_id,
+            "openpi_delta_action_mask": None
+            if openpi_delta_action_mask is None
+            else list(openpi_delta_action_mask),
+            "unnorm_key": unnorm_key,
+            "trust_remote_code": trust_remote_code or None,
+        }.items()
+        if value is not None
     }
-    for key, value in extra.items():
-        if value is not None and key not in accepted:
+    for key in given:
+        if key not in accepted:
             raise ConfigError(f"config key 'policy.{key}': policy {name!r} takes no {key}")
     check_folder_kind(name, cls, Path(directory))
     try:
-        return cls.from_pretrained(
-            directory, **{key: value for key, value in extra.items() if value is not None}
-        )
+        return cls.from_pretrained(directory, **given)
     except FileNotFoundError as error:
         raise ConfigError(
             f"config key 'policy.init_from': {directory} is neither a LeRobot policy folder, an openpi "
@@ -135,6 +145,11 @@ def load_chunk_policy(
 def check_folder_kind(name: str, cls: type[ChunkPolicy], directory: Path) -> None:
     """``ConfigError`` for a LeRobot policy folder given to a family that does not import LeRobot
     folders (naming the folder's type and the families that import it)."""
+    if is_openvla_folder(directory) and cls.registry_name != "openvla":
+        raise ConfigError(
+            f"config key 'policy.name': {directory} is an OpenVLA folder; policy.name=openvla imports it "
+            f"({name!r} policies do not)"
+        )
     imports_lerobot = getattr(cls, "lerobot_type", None) or cls.registry_name in LEROBOT_POLICY_TYPES
     if imports_lerobot:
         return

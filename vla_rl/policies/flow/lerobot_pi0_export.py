@@ -17,8 +17,9 @@ What it writes, for a policy imported from a LeRobot folder (``cfg.lerobot`` set
 * the folder's ``policy_preprocessor.json`` / ``policy_postprocessor.json`` and, for each of their
   steps with a ``state_file`` (the normaliser and unnormaliser), the statistics, float32, as
   ``<feature>.<statistic>``: those of the import, which RL does not change;
-* ``tokenizer/``: the policy's tokenizer (LeRobot's processor names the hub's PaliGemma tokenizer and
-  ignores this folder; vla-rl re-imports the export with it).
+* ``tokenizer/``: the policy's tokenizer, readable by LeRobot's transformers 4 too
+  (``save_portable_tokenizer``); LeRobot's processor names the hub's PaliGemma tokenizer, so LeRobot
+  is pointed at this folder by hand; vla-rl re-imports the export with it.
 
 A pi0 built by vla-rl itself (``cfg.lerobot`` unset) is refused: its preprocessing (our prompt layout
 and word tokenizer, images resized without padding and normalised with ``image_mean`` /
@@ -53,7 +54,7 @@ from vla_rl.policies.lerobot_folder import (
 )
 from vla_rl.policies.lora import base_state_dict, merged_state_dict
 from vla_rl.policies.pretrained_io import WEIGHTS_FILE
-from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR
+from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR, save_portable_tokenizer
 
 if TYPE_CHECKING:
     from vla_rl.policies.flow.pi0 import Pi0Policy
@@ -132,7 +133,7 @@ def export_lerobot_pi0(policy: Pi0Policy, out_dir: Path, keep_lora: bool) -> Non
     for name in (PREPROCESSOR_FILE, POSTPROCESSOR_FILE):
         if name in files:
             _write_pipeline(files[name], prep, out_dir / name)
-    policy.tokenizer.save_pretrained(out_dir / TOKENIZER_DIR)
+    save_portable_tokenizer(policy.tokenizer, out_dir / TOKENIZER_DIR)
 
 
 def _folder_files(prep: LeRobotPreprocessing) -> dict[str, Any]:

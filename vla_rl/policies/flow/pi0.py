@@ -153,10 +153,7 @@ class Pi0Policy(FlowChainPolicy):
         """Inject LoRA adapters into the model in place (``PI0_LORA_TARGETS`` unless ``settings``
         names targets) and freeze its other weights, except the action, state and time projections
         (``PI0_TRAINED_WITH_LORA``); the heads keep training. Saved with the policy."""
-        apply_lora(self.model, settings, PI0_LORA_TARGETS)
-        for name, parameter in self.model.named_parameters():
-            if name.startswith(PI0_TRAINED_WITH_LORA):
-                parameter.requires_grad_(True)
+        apply_lora(self.model, settings, PI0_LORA_TARGETS, PI0_TRAINED_WITH_LORA)
         self.cfg.lora = settings
 
     def cast_model(self, dtype: torch.dtype) -> None:

@@ -29,11 +29,16 @@ from vla_rl.policies.flow.exploration import (
     sample_chain,
     stored_step_mask,
 )
-from vla_rl.policies.flow.smolvla_config import SmolVLAPolicyConfig
+from vla_rl.policies.flow.smolvla_config import (
+    SMOLVLA_LORA_TARGETS,
+    SMOLVLA_TRAINED_WITH_LORA,
+    SmolVLAPolicyConfig,
+)
 from vla_rl.policies.flow.smolvla_inputs import ACTION_KEY, build_inputs
 from vla_rl.policies.flow.smolvla_io import (
     LoadedSmolVLA,
     load_smolvla,
+    read_adapters,
     read_head,
     read_policy_config,
     save_smolvla,
@@ -41,6 +46,7 @@ from vla_rl.policies.flow.smolvla_io import (
 from vla_rl.policies.flow.smolvla_layers import PrefixKV
 from vla_rl.policies.flow.smolvla_model import denoising_times
 from vla_rl.policies.lerobot_folder import normalize
+from vla_rl.policies.lora import LoraSettings, apply_lora, load_adapter_state_dict
 
 PREFIX_KEYS = "smolvla_prefix_keys"
 """float [N, layers, P, kv_heads, head_dim] in ``sample_info``: the prefix's keys per row."""
@@ -87,6 +93,21 @@ class SmolVLAPolicy(FlowChainPolicy):
         )
         self.noise_head_sizes = (self.model.expert_width, self.arch.max_action_dim)
         self.set_exploration()
+        if cfg.lora is not None:
+            self.add_lora(cfg.lora)
+
+    def add_lora(self, settings: LoraSettings) -> None:
+        """Inject LoRA adapters into the model in place (``SMOLVLA_LORA_TARGETS`` unless ``settings``
+        names targets) and freeze its other weights, except ``SMOLVLA_TRAINED_WITH_LORA``; the heads
+        keep training. Saved with the policy (``smolvla_io``)."""
+        apply_lora(self.model, settings, SMOLVLA_LORA_TARGETS, SMOLVLA_TRAINED_WITH_LORA)
+        self.cfg.lora = settings
+
+    def cast_model(self, dtype: torch.dtype) -> None:
+        """The model's weights (VLM, expert, projections, adapters) in ``dtype``: bfloat16 halves their
+        memory. Each part casts its input to its weights' dtype and the velocity and features come
+        out in float32, so the heads, the chain's log-probabilities and the losses stay float32."""
+        self.model.to(dtype)
 
     @property
     def num_steps(self) -> int:
@@ -129,6 +150,8 @@ class SmolVLAPolicy(FlowChainPolicy):
         path = Path(directory)
         loaded = load_smolvla(path, vlm_dir)
         policy = cls(loaded, read_policy_config(path) or SmolVLAPolicyConfig())
+        if policy.cfg.lora is not None:
+            load_adapter_state_dict(policy.model, read_adapters(path))
         value = read_head(path, "value_head")
         if value is not None:
             policy.value_head.load_state_dict(value)

@@ -8,7 +8,21 @@ from typing import Any
 
 from vla_rl.config.structured import ConfigError
 from vla_rl.policies.flow.exploration import ExplorationConfig
+from vla_rl.policies.lora import LoraSettings
 from vla_rl.policies.pretrained_io import DictConfig
+
+SMOLVLA_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""SmolVLA's default LoRA targets: the attention and MLP projections of the VLM's text layers and of
+the action expert, and the vision tower's query, key and value projections."""
+SMOLVLA_TRAINED_WITH_LORA = (
+    "state_proj.",
+    "action_in_proj.",
+    "action_out_proj.",
+    "action_time_mlp_in.",
+    "action_time_mlp_out.",
+)
+"""Parameters of SmolVLA that train in full beside the adapters: the small projections of the state,
+the actions and the time into and out of the model."""
 
 UNSUPPORTED_SETTINGS: dict[str, Any] = {
     "adapt_to_pi_aloha": False,
@@ -108,9 +122,14 @@ class SmolVLAPolicyConfig(ExplorationConfig, DictConfig):
     reuse_frozen_prefix: bool = True
     """While no VLM parameter trains, an RL update encodes each observation's prefix once and every
     epoch reuses its keys and values (``observation_cache``)."""
+    lora: LoraSettings | None = None
+    """LoRA adapters on the model (``SMOLVLA_LORA_TARGETS`` unless it names targets); its other
+    weights are then frozen except ``SMOLVLA_TRAINED_WITH_LORA``. None: no adapters."""
 
     def __post_init__(self) -> None:
         self.validate_exploration()
+        if isinstance(self.lora, dict):
+            self.lora = LoraSettings(**self.lora)
 
 
 @dataclass

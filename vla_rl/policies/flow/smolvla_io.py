@@ -15,6 +15,11 @@ kept), with the backbone files in ``vlm/`` and what RL adds beside them::
     smolvla_policy.json       our SmolVLAPolicyConfig (camera map, state keys, chain noise)
     value_head.safetensors    the value head
     noise_head.safetensors    the Flow-Noise standard-deviation head (exploration ``flow_noise``)
+    lora_adapter.safetensors  the LoRA adapters (``lora`` set; ``model.safetensors`` then holds the
+                              base weights, so LeRobot reads the folder as the model before LoRA)
+
+``vla-rl export --format lerobot`` writes the LeRobot folder alone, adapters merged into
+``model.safetensors`` (or, with ``--keep-lora``, the base weights and peft's adapter folder).
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, SmolVLMConfig
 from vla_rl.config.structured import ConfigError
 from vla_rl.policies.flow.smolvla_config import SmolVLAArchitecture, SmolVLAPolicyConfig
 from vla_rl.policies.flow.smolvla_model import SmolVLAModel
+from vla_rl.policies.lerobot_export import write_lora_adapter
 from vla_rl.policies.lerobot_folder import LeRobotFolder, read_lerobot_folder
+from vla_rl.policies.lora import adapter_state_dict, base_state_dict, merged_state_dict
 from vla_rl.policies.pretrained_io import WEIGHTS_FILE, save_weights
 
 VLM_DIR = "vlm"
@@ -39,6 +46,7 @@ VLM_DIR = "vlm"
 POLICY_CONFIG_FILE = "smolvla_policy.json"
 VALUE_HEAD_FILE = "value_head.safetensors"
 NOISE_HEAD_FILE = "noise_head.safetensors"
+ADAPTER_FILE = "lora_adapter.safetensors"
 KEY_PREFIXES = (
     ("model.vlm_with_expert.vlm.model.", "vlm."),
     ("model.vlm_with_expert.lm_expert.", "expert."),
@@ -131,8 +139,11 @@ def save_smolvla(
     loaded: LoadedSmolVLA,
     cfg: SmolVLAPolicyConfig,
     heads: dict[str, torch.nn.Module | None],
+    *,
+    merge_lora: bool = False,
 ) -> None:
-    """Write the policy as a LeRobot smolvla folder plus ``vlm/`` and our extras (module docstring)."""
+    """Write the policy as a LeRobot smolvla folder plus ``vlm/`` and our extras (module docstring);
+    with ``merge_lora`` the adapters are merged into ``model.safetensors`` instead of kept apart."""
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     source = loaded.folder.path.resolve()
@@ -142,7 +153,15 @@ def save_smolvla(
                 shutil.copy2(item, path / item.name)
     if (path / VLM_DIR).resolve() != loaded.vlm_dir.resolve():
         shutil.copytree(loaded.vlm_dir, path / VLM_DIR, dirs_exist_ok=True)
-    weights = {to_lerobot_key(name): tensor for name, tensor in loaded.model.state_dict().items()}
+    model = loaded.model
+    if cfg.lora is None:
+        state = model.state_dict()
+    elif merge_lora:
+        state = merged_state_dict(model)
+    else:
+        state = base_state_dict(model)
+        save_weights(adapter_state_dict(model), path / ADAPTER_FILE)
+    weights = {to_lerobot_key(name): tensor for name, tensor in state.items()}
     save_weights({**weights, **loaded.unused}, path / WEIGHTS_FILE)
     (path / POLICY_CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2))
     files = {"value_head": VALUE_HEAD_FILE, "noise_head": NOISE_HEAD_FILE}
@@ -157,6 +176,17 @@ def read_policy_config(directory: Path) -> SmolVLAPolicyConfig | None:
     return SmolVLAPolicyConfig.from_dict(json.loads(file.read_text())) if file.is_file() else None
 
 
+def read_adapters(directory: Path) -> dict[str, torch.Tensor]:
+    """The LoRA adapter weights ``save_smolvla`` wrote; ``ConfigError`` when the file is missing."""
+    file = directory / ADAPTER_FILE
+    if not file.is_file():
+        raise ConfigError(
+            f"config key 'policy.init_from': {directory} was saved with LoRA ({POLICY_CONFIG_FILE}) "
+            f"but has no {ADAPTER_FILE}"
+        )
+    return load_file(str(file))
+
+
 def read_head(directory: Path, name: str) -> dict[str, torch.Tensor] | None:
     """The saved weights of head ``name`` (``value_head``, ``noise_head``), or None."""
     file = directory / {"value_head": VALUE_HEAD_FILE, "noise_head": NOISE_HEAD_FILE}[name]
@@ -165,8 +195,14 @@ def read_head(directory: Path, name: str) -> dict[str, torch.Tensor] | None:
 
 def export_lerobot_smolvla(policy: torch.nn.Module, out_dir: Path, keep_lora: bool) -> None:
     """``vla-rl export --format lerobot`` of a SmolVLA policy (``LEROBOT_EXPORTERS``): its LeRobot
-    folder with the backbone files in ``vlm/``, without what RL adds (heads, ``smolvla_policy.json``)."""
+    folder with the backbone files in ``vlm/``, without what RL adds (heads, ``smolvla_policy.json``);
+    LoRA adapters merged, or with ``keep_lora`` in peft's format in ``lora_adapter/``."""
+    lora = policy.cfg.lora
+    if keep_lora and lora is None:
+        raise ConfigError("export --keep-lora: this smolvla policy has no LoRA adapters")
+    out = Path(out_dir)
+    save_smolvla(out, policy.loaded, policy.cfg, heads={}, merge_lora=not keep_lora)
+    (out / POLICY_CONFIG_FILE).unlink()
     if keep_lora:
-        raise ConfigError("export --keep-lora: a smolvla policy has no LoRA adapters")
-    save_smolvla(out_dir, policy.loaded, policy.cfg, heads={})
-    (Path(out_dir) / POLICY_CONFIG_FILE).unlink()
+        (out / ADAPTER_FILE).unlink()
+        write_lora_adapter(policy.model, lora, to_lerobot_key, out)

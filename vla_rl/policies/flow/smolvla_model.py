@@ -144,8 +144,9 @@ class SmolVLAModel(nn.Module):
         parts = [self.embed_image(image) for image in images]
         text = self.vlm.text_model.get_input_embeddings()(tokens)
         parts.append(text * math.sqrt(text.shape[-1]))
-        parts.append(self.state_proj(state)[:, None, :])
-        embeds = torch.cat(parts, dim=1)
+        parts.append(self.state_proj(state.to(self.state_proj.weight.dtype))[:, None, :])
+        text_dtype = self.vlm.text_model.norm.weight.dtype
+        embeds = torch.cat([part.to(text_dtype) for part in parts], dim=1)
         image_tokens = sum(part.shape[1] for part in parts[:-2])
         valid = torch.cat(
             [
@@ -168,7 +169,7 @@ class SmolVLAModel(nn.Module):
 
     def embed_suffix(self, x_t: torch.Tensor, time: torch.Tensor) -> torch.Tensor:
         """Noisy actions [N, S, max_action_dim] at ``time`` [N] -> expert input tokens [N, S, We]."""
-        actions = self.action_in_proj(x_t)
+        actions = self.action_in_proj(x_t.to(self.action_in_proj.weight.dtype))
         times = time_embedding(time, self.expert_width, self.arch.min_period, self.arch.max_period)
         times = times.to(actions.dtype)[:, None, :].expand_as(actions)
         mixed = F.silu(self.action_time_mlp_in(torch.cat([actions, times], dim=2)))
@@ -177,12 +178,12 @@ class SmolVLAModel(nn.Module):
     def velocity(
         self, prefix: PrefixKV, x_t: torch.Tensor, time: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(velocity [N, S, max_action_dim] float32, expert features [N, S, We]) of ``x_t`` at ``time``."""
-        hidden = smolvla_layers.run_suffix(
-            self.plans, self.expert.layers, self.expert.norm, prefix, self.embed_suffix(x_t, time)
-        )
+        """(velocity [N, S, max_action_dim] float32, expert features [N, S, We] float32) of ``x_t``
+        at ``time``; each part computes in its weights' dtype (``cast_model``)."""
+        suffix = self.embed_suffix(x_t, time).to(self.expert.norm.weight.dtype)
+        hidden = smolvla_layers.run_suffix(self.plans, self.expert.layers, self.expert.norm, prefix, suffix)
         hidden = hidden[:, -self.arch.chunk_size :].float()
-        return self.action_out_proj(hidden), hidden
+        return self.action_out_proj(hidden.to(self.action_out_proj.weight.dtype)).float(), hidden
 
     def flow_losses(
         self, prefix: PrefixKV, actions: torch.Tensor, noise: torch.Tensor, time: torch.Tensor

@@ -11,6 +11,7 @@ It is a ``PreTrainedTokenizerFast``: ``save_pretrained(dir)`` then
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -90,3 +91,21 @@ def load_local_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
     """The tokenizer of a local checkpoint: in its ``tokenizer/`` subdirectory or next to the weights."""
     tokenizer_dir = directory / TOKENIZER_DIR if (directory / TOKENIZER_DIR).is_dir() else directory
     return AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+
+
+GENERIC_TOKENIZER_CLASS = "TokenizersBackend"
+"""The class name transformers 5 writes for a tokenizer that is a ``tokenizers`` file alone."""
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+"""The name of that same kind of tokenizer that transformers 4 knows too (and 5 still reads)."""
+
+
+def save_portable_tokenizer(tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
+    """``tokenizer.save_pretrained(directory)``, readable by transformers 4 as well (LeRobot 0.4's):
+    transformers 5 names a plain ``tokenizer.json`` tokenizer's class ``TokenizersBackend``, which 4
+    does not have; the config then names ``PreTrainedTokenizerFast``, the same tokenizer in both."""
+    tokenizer.save_pretrained(directory)
+    config_file = Path(directory) / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    if config.get("tokenizer_class") == GENERIC_TOKENIZER_CLASS:
+        config["tokenizer_class"] = PORTABLE_TOKENIZER_CLASS
+        config_file.write_text(json.dumps(config, indent=2))

@@ -85,6 +85,13 @@ class RLPolicyConfig(EnvMapSettings):
     config's ``DeltaActions`` / ``AbsoluteActions``, e.g. ``[true, true, true, true, true, true, false]``
     for openpi's LIBERO pi0 configs with ``extra_delta_transform``): true for each leading action
     dimension to which the raw state's dimension of the same index is added. None: absolute actions."""
+    unnorm_key: str | None = None
+    """An ``init_from`` OpenVLA folder (``name: openvla``): the dataset key of its ``norm_stats`` whose
+    action statistics un-normalise the actions; None: the folder's only key (or the one it was saved
+    with), a ``ConfigError`` listing the keys when it has several."""
+    trust_remote_code: bool = False
+    """Run the modelling code an ``init_from`` OpenVLA folder brings (its ``modeling_*.py``; local
+    files only). Without it such a folder is refused."""
     freeze: list[str] = field(default_factory=list)
     """Parameter-name prefixes kept fixed during RL, e.g. ``[model.model.vlm.]`` trains pi0's
     action expert (and the heads) only; empty trains everything."""

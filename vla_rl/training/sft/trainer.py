@@ -157,14 +157,18 @@ class SFTTrainer(TrainingLoop):
                 raise ValueError(
                     f"checkpoint {checkpoint.path} holds a {saved_name!r} policy, config says {pcfg.name!r}"
                 )
-            return load_chunk_policy(pcfg.name, checkpoint.path / POLICY_DIRNAME)
+            return load_chunk_policy(
+                pcfg.name, checkpoint.path / POLICY_DIRNAME, trust_remote_code=pcfg.trust_remote_code
+            )
         if pcfg.init_from:
             policy = load_chunk_policy(
                 pcfg.name,
                 resolve_policy_dir(pcfg.init_from),
                 pcfg.tokenizer_dir,
-                pcfg.openpi_asset_id,
-                pcfg.openpi_delta_action_mask,
+                openpi_asset_id=pcfg.openpi_asset_id,
+                openpi_delta_action_mask=pcfg.openpi_delta_action_mask,
+                unnorm_key=pcfg.unnorm_key,
+                trust_remote_code=pcfg.trust_remote_code,
             )
             apply_env_maps(policy, pcfg, pcfg.name)
             return policy
