@@ -63,3 +63,17 @@ def openpi_dir() -> Path:
             "files to run"
         )
     return Path(configured)
+
+
+@pytest.fixture(scope="session")
+def openpi_python() -> Path:
+    """A python that runs openpi's own code (``OPENPI_PYTHON``: the throw-away venv of
+    docs/guide/openpi_export.md, openpi's pinned JAX / flax / sentencepiece over .venv-lerobot's torch and
+    transformers); the check that rebuilds the openpi fixtures skips without it."""
+    configured = os.environ.get("OPENPI_PYTHON")
+    if not configured or not Path(configured).is_file():
+        pytest.skip(
+            "OPENPI_PYTHON (a python with openpi's dependencies, docs/guide/openpi_export.md) is not set: "
+            "openpi's own code cannot run"
+        )
+    return Path(configured)

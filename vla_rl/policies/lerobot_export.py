@@ -38,19 +38,27 @@ LEROBOT_EXPORTERS: dict[str, str] = {
     "smolvla": "vla_rl.policies.flow.smolvla_io:export_lerobot_smolvla",
 }
 """Policy family (``policy.name``) -> its exporter, ``"module:attr"``."""
+OPENPI_EXPORTERS: dict[str, str] = {
+    "pi0": "vla_rl.policies.flow.openpi_export:export_openpi_pi0",
+    "pi05": "vla_rl.policies.flow.openpi_export:export_openpi_pi0",
+}
+"""Policy family -> its writer of an openpi PyTorch export (``vla-rl export --format openpi``)."""
+EXPORTERS = {"lerobot": LEROBOT_EXPORTERS, "openpi": OPENPI_EXPORTERS}
+"""``--format`` -> its exporters by family."""
 LORA_ADAPTER_DIR = "lora_adapter"
 """Where ``--keep-lora`` puts the adapters, inside the exported folder (peft's adapter format)."""
 
 Exporter = Callable[[ChunkPolicy, Path, bool], None]
 
 
-def lerobot_exporter(family: str) -> Exporter:
-    """The exporter of policy family ``family``; ``ConfigError`` for a family without one."""
+def lerobot_exporter(family: str, folder_format: str = "lerobot") -> Exporter:
+    """The exporter of policy family ``family`` to ``folder_format``; ``ConfigError`` for a family
+    without one."""
     try:
-        return resolve(LEROBOT_EXPORTERS, family, "LeRobot exporter")
+        return resolve(EXPORTERS[folder_format], family, f"{folder_format} exporter")
     except UnknownNameError as error:
         raise ConfigError(
-            f"export --format lerobot: policy family {family!r} has no exporter ({error})"
+            f"export --format {folder_format}: policy family {family!r} has no exporter ({error})"
         ) from None
 
 
@@ -61,11 +69,13 @@ def export_lerobot(
     family: str | None = None,
     keep_lora: bool = False,
     force: bool = False,
+    folder_format: str = "lerobot",
 ) -> Path:
-    """Write ``policy`` (of ``family``, default its ``registry_name``) as a LeRobot policy folder at
-    ``out_dir``, atomically; returns the folder."""
+    """Write ``policy`` (of ``family``, default its ``registry_name``) as a LeRobot policy folder (or,
+    ``folder_format="openpi"``, an openpi PyTorch export) at ``out_dir``, atomically; returns the
+    folder."""
     family = family or str(getattr(policy, "registry_name", type(policy).__name__))
-    exporter = lerobot_exporter(family)
+    exporter = lerobot_exporter(family, folder_format)
     out = Path(out_dir)
     if out.exists() and not force:
         raise ConfigError(f"export: OUT_DIR {out} exists; give --force to replace it")

@@ -73,7 +73,11 @@ class LeRobotFolder:
     stats: dict[str, dict[str, np.ndarray]]
     """Feature key -> statistic name (``mean``, ``std``, ``min``, ``max``, ``q01``, ``q99``...) -> values."""
     eps: float = 1e-8
-    """The normaliser's epsilon (added to ``std``; replaces a zero range)."""
+    """The normaliser's epsilon (LeRobot: added to ``std``, replaces a zero range; openpi: added to
+    ``std`` and to ``q99 - q01`` both ways)."""
+    convention: str = "lerobot"
+    """Whose normalisation maths and preprocessing apply: ``lerobot`` or ``openpi`` (an openpi PyTorch
+    export mapped onto this description by ``vla_rl.policies.openpi_folder``)."""
 
     def feature_type(self, key: str) -> str:
         """The feature type of an input or output key; ``ConfigError`` for a key the folder lacks."""
@@ -135,11 +139,14 @@ def read_lerobot_folder(path: str | Path) -> LeRobotFolder:
 
 
 def normalize(x: torch.Tensor, key: str, folder: LeRobotFolder, *, inverse: bool = False) -> torch.Tensor:
-    """``x`` (a batch of feature ``key``) normalised as LeRobot's normaliser does, or unnormalised with
-    ``inverse``. Statistics broadcast over the leading dimensions; the result has ``x``'s dtype."""
+    """``x`` (a batch of feature ``key``) normalised as LeRobot's normaliser does (or openpi's
+    ``Normalize`` for ``folder.convention == "openpi"``), or unnormalised with ``inverse``. Statistics
+    broadcast over the leading dimensions; the result has ``x``'s dtype."""
     mode = folder.normalization_mapping.get(folder.feature_type(key), "IDENTITY")
     if mode == "IDENTITY" or key not in folder.stats:
         return x
+    if folder.convention == "openpi":
+        return _openpi_normalize(x, mode, folder.stats[key], folder.eps, inverse)
     low_name, high_name = STATS_NEEDED[mode]
     stats = folder.stats[key]
     low = torch.as_tensor(stats[low_name], dtype=x.dtype, device=x.device)
@@ -153,6 +160,28 @@ def normalize(x: torch.Tensor, key: str, folder: LeRobotFolder, *, inverse: bool
         return 2 * (x - low) / span - 1
     # LeRobot's own order of operations for each inverse, so the results agree to the last bit.
     return (x + 1) / 2 * span + low if mode == "MIN_MAX" else (x + 1) * span / 2 + low
+
+
+def _openpi_normalize(
+    x: torch.Tensor, mode: str, stats: dict[str, np.ndarray], eps: float, inverse: bool
+) -> torch.Tensor:
+    """openpi's ``Normalize`` / ``Unnormalize`` maths: ``eps`` is added to ``std`` and to the quantile
+    range in both directions; computed in float64 (openpi's statistics are float64 arrays), the result
+    cast back to ``x``'s dtype. Statistics wider than ``x`` are cut to its width."""
+    width = x.shape[-1]
+    low_name, high_name = STATS_NEEDED[mode]
+
+    def stat(name: str) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(stats[name])[..., :width], dtype=torch.float64, device=x.device)
+
+    low, high, values = stat(low_name), stat(high_name), x.double()
+    if mode == "MEAN_STD":
+        scale = high + eps
+        out = values * scale + low if inverse else (values - low) / scale
+    else:
+        span = high - low + eps
+        out = (values + 1.0) / 2.0 * span + low if inverse else (values - low) / span * 2.0 - 1.0
+    return out.to(x.dtype)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from vla_rl.policies.base import GAUSSIAN_POLICIES, ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.config import PolicyConfig
 from vla_rl.policies.lerobot_folder import LEROBOT_POLICY_TYPES, PREPROCESSOR_FILE, is_lerobot_folder
+from vla_rl.policies.openpi_folder import is_openpi_export
 from vla_rl.policies.openvla_folder import is_openvla_folder
 from vla_rl.registry import removed_decorator, resolve
 
@@ -102,19 +103,27 @@ def load_chunk_policy(
     name: str,
     directory: str | Path,
     tokenizer_dir: str | None = None,
+    openpi_asset_id: str | None = None,
+    openpi_delta_action_mask: list[bool] | None = None,
     unnorm_key: str | None = None,
     trust_remote_code: bool = False,
 ) -> ChunkPolicy:
     """Policy ``name`` saved in ``directory``; ``tokenizer_dir`` (``policy.tokenizer_dir``) is handed to
-    the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders),
-    ``unnorm_key`` / ``trust_remote_code`` (``policy.unnorm_key``, ``policy.trust_remote_code``) to
-    those that import folders bringing their own code and statistics (``openvla``)."""
+    the families that import folders without a tokenizer (``pi0``, ``pi05``: LeRobot folders and
+    openpi exports), ``openpi_asset_id`` / ``openpi_delta_action_mask`` (``policy.openpi_...``) to
+    those that import openpi exports, ``unnorm_key`` / ``trust_remote_code`` (``policy.unnorm_key``,
+    ``policy.trust_remote_code``) to those that import folders bringing their own code and statistics
+    (``openvla``)."""
     cls = chunk_policy_class(name)
     accepted = inspect.signature(cls.from_pretrained).parameters
     given = {
         key: value
         for key, value in {
             "tokenizer_dir": tokenizer_dir,
+            "openpi_asset_id": openpi_asset_id,
+            "openpi_delta_action_mask": None
+            if openpi_delta_action_mask is None
+            else list(openpi_delta_action_mask),
             "unnorm_key": unnorm_key,
             "trust_remote_code": trust_remote_code or None,
         }.items()
@@ -128,8 +137,8 @@ def load_chunk_policy(
         return cls.from_pretrained(directory, **given)
     except FileNotFoundError as error:
         raise ConfigError(
-            f"config key 'policy.init_from': {directory} is neither a LeRobot policy folder nor a {name!r} "
-            f"policy saved here ({error}){_lerobot_hint(Path(directory))}"
+            f"config key 'policy.init_from': {directory} is neither a LeRobot policy folder, an openpi "
+            f"export nor a {name!r} policy saved here ({error}){_lerobot_hint(Path(directory))}"
         ) from None
 
 
@@ -142,7 +151,14 @@ def check_folder_kind(name: str, cls: type[ChunkPolicy], directory: Path) -> Non
             f"({name!r} policies do not)"
         )
     imports_lerobot = getattr(cls, "lerobot_type", None) or cls.registry_name in LEROBOT_POLICY_TYPES
-    if imports_lerobot or not is_lerobot_folder(directory):
+    if imports_lerobot:
+        return
+    if is_openpi_export(directory):
+        raise ConfigError(
+            f"config key 'policy.name': {directory} is an openpi PyTorch export; {name!r} policies do not "
+            "import it (policy.name=pi0 or pi05, as its weights say)"
+        )
+    if not is_lerobot_folder(directory):
         return
     policy_type = json.loads((directory / "config.json").read_text())["type"]
     remedy = (

@@ -1,10 +1,11 @@
-"""``vla-rl export --format lerobot RUN_OR_CHECKPOINT OUT_DIR``: a trained policy as a LeRobot folder.
+"""``vla-rl export --format lerobot|openpi RUN_OR_CHECKPOINT OUT_DIR``: a trained policy as a LeRobot
+folder, or (a pi0 / pi0.5 imported from one) as an openpi PyTorch export.
 
 ``RUN_OR_CHECKPOINT`` is found as ``policy.init_from`` is (``checkpoint.resolve_policy_dir``): an SFT
-or RL run folder (its latest checkpoint), a checkpoint folder, or a policy folder (a LeRobot folder
-too). The policy's family is the LeRobot folder's ``type``, else ``--policy``, else the checkpoint's
-``config.yaml`` ``policy.name``. The folder is written by the family's exporter
-(``vla_rl.policies.lerobot_export``), atomically.
+or RL run folder (its latest checkpoint), a checkpoint folder, or a policy folder (a LeRobot folder or
+an openpi export too). The policy's family is the LeRobot folder's ``type`` (an openpi export's, as its
+weights say), else ``--policy``, else the checkpoint's ``config.yaml`` ``policy.name``. The folder is
+written by the family's exporter (``vla_rl.policies.lerobot_export``), atomically.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from omegaconf import OmegaConf
 
 from vla_rl.config.structured import ConfigError
 
-EXPORT_FORMATS = ("lerobot",)
+EXPORT_FORMATS = ("lerobot", "openpi")
 """What ``--format`` accepts."""
 
 
 def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``export`` sub-command to a ``vla-rl`` sub-parser set."""
     parser = subparsers.add_parser(
-        "export", help="write a trained policy in another toolkit's format (a LeRobot policy folder)"
+        "export",
+        help="write a trained policy in another toolkit's format (a LeRobot policy folder, an openpi export)",
     )
     parser.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="the folder format")
     parser.add_argument("source", metavar="RUN_OR_CHECKPOINT", help="run, checkpoint or policy folder")
@@ -39,7 +41,9 @@ def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
         "--policy", metavar="NAME", help="the policy family (pi0, pi05) when the checkpoint does not say"
     )
     parser.add_argument(
-        "--tokenizer-dir", metavar="DIR", help="tokenizer of a LeRobot folder that carries none"
+        "--tokenizer-dir",
+        metavar="DIR",
+        help="tokenizer of a LeRobot folder or openpi export that carries none",
     )
     return parser
 
@@ -47,11 +51,15 @@ def add_export_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
 def policy_family(directory: Path, given: str | None) -> str:
     """The family of the policy in ``directory``: a LeRobot folder's ``type``, else ``given``, else
     ``policy.name`` of the checkpoint's ``config.yaml`` (next to the ``policy/`` folder)."""
+    from vla_rl.policies.flow.lerobot_pi0_io import read_pi_folder
     from vla_rl.policies.lerobot_folder import is_lerobot_folder
+    from vla_rl.policies.openpi_folder import is_openpi_export
     from vla_rl.training.checkpoint import CONFIG_FILENAME
 
     if is_lerobot_folder(directory):
         return str(json.loads((directory / "config.json").read_text())["type"])
+    if is_openpi_export(directory):
+        return read_pi_folder(directory).policy_type
     if given:
         return given
     config_file = directory.parent / CONFIG_FILENAME
@@ -80,8 +88,16 @@ def export_command(args: argparse.Namespace) -> int:
         if "policy.tokenizer_dir" not in str(error):
             raise
         raise ConfigError(f"{error} (export: --tokenizer-dir DIR)") from None
-    out = export_lerobot(policy, args.out_dir, family=family, keep_lora=args.keep_lora, force=args.force)
+    out = export_lerobot(
+        policy,
+        args.out_dir,
+        family=family,
+        keep_lora=args.keep_lora,
+        force=args.force,
+        folder_format=args.format,
+    )
     lora = getattr(getattr(policy, "cfg", None), "lora", None)
     how = "" if lora is None else (" (LoRA kept apart)" if args.keep_lora else " (LoRA merged)")
-    print(f"exported the {family} policy of {directory} as a LeRobot folder{how}: {out}")
+    kind = "an openpi PyTorch export" if args.format == "openpi" else "a LeRobot folder"
+    print(f"exported the {family} policy of {directory} as {kind}{how}: {out}")
     return 0

@@ -76,7 +76,8 @@ def test_a_lerobot_folder_of_an_unknown_type_is_refused(tmp_path: Path, policy_t
 def test_a_folder_of_neither_kind_is_refused(tmp_path: Path) -> None:
     (tmp_path / "weights").mkdir()
     with pytest.raises(
-        ConfigError, match=r"'policy.init_from': .* neither a LeRobot policy folder nor a 'pi0'"
+        ConfigError,
+        match=r"'policy.init_from': .* neither a LeRobot policy folder, an openpi export nor a 'pi0'",
     ):
         load_chunk_policy("pi0", tmp_path / "weights")
 

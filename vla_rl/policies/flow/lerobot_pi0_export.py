@@ -24,7 +24,8 @@ What it writes, for a policy imported from a LeRobot folder (``cfg.lerobot`` set
 A pi0 built by vla-rl itself (``cfg.lerobot`` unset) is refused: its preprocessing (our prompt layout
 and word tokenizer, images resized without padding and normalised with ``image_mean`` /
 ``image_std``) has no LeRobot processor that computes the same, so LeRobot would not reproduce its
-actions even with its statistics converted.
+actions even with its statistics converted. So is a pi0 imported from an openpi export: LeRobot's
+processors cannot compute openpi's preprocessing (``lerobot_preprocessing``).
 """
 
 from __future__ import annotations
@@ -118,6 +119,13 @@ def export_lerobot_pi0(policy: Pi0Policy, out_dir: Path, keep_lora: bool) -> Non
             "padding and normalised with image_mean/image_std) has no LeRobot processor that computes the "
             "same, so LeRobot would not reproduce its actions. Start RL or SFT from a LeRobot "
             f"{policy.lerobot_type} folder (policy.init_from=DIR) to export one"
+        )
+    if prep.convention == "openpi":
+        raise ConfigError(
+            f"export --format lerobot: this {policy.registry_name} was imported from an openpi export "
+            f"({prep.source}) and preprocesses as openpi does (PIL resizing, its prompt layout, its "
+            "normalisation epsilon, pi0.5's state bins at the robot's width); LeRobot's processors compute "
+            "these differently, so a LeRobot folder would not reproduce its actions"
         )
     files = _folder_files(prep)
     (out_dir / CONFIG_FILE).write_text(json.dumps(lerobot_config(policy, files[CONFIG_FILE]), indent=4))

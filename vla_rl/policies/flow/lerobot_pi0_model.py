@@ -10,7 +10,8 @@ hard-codes them) and SigLIP's 16 attention heads (PaliGemma's default, which LeR
 checkpoint thereby gives Gemma 2B + Gemma 300M + SigLIP So400m/14 at 224 px, and a reduced one its own
 sizes. The weights then load through transformers' own key conversion for LeRobot pi0 checkpoints
 (``conversion_mapping`` "pi0", which "pi05" shares); a key that stays missing or unused is a
-``ConfigError``.
+``ConfigError``. An openpi PyTorch export holds the same state dict without LeRobot's ``model.``
+prefix, which that conversion accepts as well; its shapes are read under the prefix here.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ SIGLIP_HEADS = 16
 """SigLIP attention heads: PaliGemma's default vision config, which LeRobot does not change."""
 GEMMA_ACTIVATION = "gelu_pytorch_tanh"
 """LeRobot sets this activation on both Gemmas."""
+LEROBOT_PREFIX = "model."
 VLM = "model.paligemma_with_expert.paligemma."
 EXPERT = "model.paligemma_with_expert.gemma_expert."
 VISION = VLM + "model.vision_tower.vision_model."
@@ -56,8 +58,8 @@ def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
 def _shape(shapes: dict[str, tuple[int, ...]], name: str, folder: LeRobotFolder) -> tuple[int, ...]:
     if name not in shapes:
         raise ConfigError(
-            f"policy.init_from: {folder.path}/model.safetensors has no {name!r}; it is not a LeRobot "
-            f"{folder.policy_type} checkpoint"
+            f"policy.init_from: {folder.path}/model.safetensors has no {name!r}; it is not a "
+            f"{folder.convention} {folder.policy_type} checkpoint"
         )
     return shapes[name]
 
@@ -143,7 +145,10 @@ def pi0_model_config(folder: LeRobotFolder, shapes: dict[str, tuple[int, ...]]) 
 def load_lerobot_pi0_model(folder: LeRobotFolder) -> PreTrainedModel:
     """transformers' PI0 / PI05 with the folder's weights, in float32."""
     weights = folder.path / "model.safetensors"
-    config = pi0_model_config(folder, weight_shapes(weights))
+    shapes = weight_shapes(weights)
+    if folder.convention == "openpi":  # openpi's PI0Pytorch keys are LeRobot's without "model."
+        shapes = {LEROBOT_PREFIX + name: shape for name, shape in shapes.items()}
+    config = pi0_model_config(folder, shapes)
     model, info = MODELS[folder.policy_type][1].from_pretrained(
         folder.path, config=config, local_files_only=True, output_loading_info=True, dtype="float32"
     )

@@ -26,6 +26,22 @@ the camera map picks the env camera each checkpoint camera reads, the state map 
 checkpoint's state from the env's before normalisation, and the action map builds the env's action
 from the checkpoint's after unnormalisation.
 
+An openpi PyTorch export (``vla_rl.policies.openpi_folder``, ``convention == "openpi"``) differs in
+three places, each openpi's own maths:
+
+* images: uint8 frames not already 224 x 224 are resized by PIL (bilinear, with its antialiasing on
+  shrinking) keeping the aspect ratio and pasted centred on black, as openpi's ``ResizeImages``
+  does, then ``x / 255 * 2 - 1``; no image statistics;
+* the prompt: the instruction stripped, ``_`` and newlines made spaces; pi0 tokenises it with
+  ``<bos>`` and then ``"\n"`` on its own; pi0.5 tokenises ``"Task: <instruction>, State: <bins>;\nAction: "``
+  where the bins are of the normalised state at the robot's width (openpi discretises before padding),
+  computed in float64 as openpi's numpy transforms do; truncated and right-padded with id 0;
+* normalisation: openpi's (``lerobot_folder.normalize``);
+
+and, where the export was trained on actions relative to the state (``delta_action_mask``), the raw
+state is added to the unnormalised actions' marked dimensions (and subtracted from demonstrated
+actions before normalisation), as openpi's ``AbsoluteActions`` / ``DeltaActions`` do.
+
 The settings are read from the folder once at import (``LeRobotPreprocessing.from_folder``) and saved
 with the policy, so a checkpoint written after RL preprocesses the same way without the folder.
 """
@@ -46,7 +62,7 @@ from transformers import PreTrainedTokenizerBase
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.env_maps import CAMERA_MAP_KEY, STATE_MAP_KEY, CheckpointInterface, EnvMaps, env_cameras
-from vla_rl.policies.image_resize import resize_with_pad
+from vla_rl.policies.image_resize import resize_with_pad, resize_with_pad_pil
 from vla_rl.policies.lerobot_folder import PREPROCESSOR_FILE, Feature, LeRobotFolder, normalize
 
 IMAGE_PREFIX = "observation.images."
@@ -95,10 +111,19 @@ class LeRobotPreprocessing:
     """The state is zero-padded to this width (pi0's state token, pi0.5's prompt)."""
     rename_map: dict[str, str] = field(default_factory=dict)
     """The preprocessor's first step: raw observation key -> the policy's key."""
+    convention: str = "lerobot"
+    """Whose preprocessing: ``lerobot``, or ``openpi`` for an openpi PyTorch export."""
+    delta_action_mask: list[bool] | None = None
+    """An openpi export trained on actions relative to the state (openpi's ``DeltaActions`` /
+    ``AbsoluteActions``: its LIBERO pi0 configs' ``extra_delta_transform``, ALOHA's
+    ``use_delta_joint_actions``): True for each leading checkpoint action dimension that is the model's
+    output plus the raw state's dimension of the same index (``policy.openpi_delta_action_mask``).
+    None: absolute actions."""
     folder_files: dict[str, Any] = field(default_factory=dict)
-    """The folder's config.json and processor pipelines (file name -> its JSON), as read at import;
-    ``vla-rl export --format lerobot`` writes them back (``lerobot_pi0_export``). Empty for a
-    checkpoint saved before they were kept."""
+    """The folder's config.json and processor pipelines (an openpi export's: its config.json and the
+    ``assets/<asset_id>/norm_stats.json`` used; path in the folder -> its JSON), as read at import;
+    ``vla-rl export --format lerobot`` / ``openpi`` writes them back (``lerobot_pi0_export``,
+    ``openpi_export``). Empty for a checkpoint saved before they were kept."""
 
     def __post_init__(self) -> None:
         if isinstance(self.maps, dict):
@@ -125,6 +150,7 @@ class LeRobotPreprocessing:
             ),
             rename_map=dict(preprocessor_setting(folder, RENAME_STEP, "rename_map", {})),
             max_state_dim=int(folder.config.get("max_state_dim", 32)),
+            convention=folder.convention,
         )
 
     @cached_property
@@ -142,10 +168,16 @@ class LeRobotPreprocessing:
             output_features=features(self.output_features),
             normalization_mapping=dict(self.normalization_mapping),
             stats={
-                k: {n: np.asarray(v, dtype=np.float32) for n, v in s.items()} for k, s in self.stats.items()
+                k: {n: np.asarray(v, dtype=np.float64) for n, v in s.items()} for k, s in self.stats.items()
             },
             eps=self.eps,
+            convention=self.convention,
         )
+
+    @property
+    def origin(self) -> str:
+        """Where the policy was imported from, for messages: ``LeRobot`` or ``openpi``."""
+        return "openpi" if self.convention == "openpi" else "LeRobot"
 
     @property
     def image_keys(self) -> list[str]:
@@ -201,7 +233,9 @@ class LeRobotPreprocessing:
 
 def preprocessor_setting(folder: LeRobotFolder, step_name: str, key: str, default: Any) -> Any:
     """``key`` of the config of the folder's preprocessor step ``step_name`` (what LeRobot runs), else
-    ``default``."""
+    ``default`` (also for a folder without a preprocessor: an openpi export)."""
+    if not (folder.path / PREPROCESSOR_FILE).is_file():
+        return default
     pipeline = json.loads((folder.path / PREPROCESSOR_FILE).read_text())
     for step in pipeline.get("steps", []):
         if step.get("registry_name") == step_name and key in step.get("config", {}):
@@ -220,9 +254,12 @@ def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: t
         if obs_key not in obs:
             available = sorted(k for k in obs if k.startswith("rgb_"))
             raise ConfigError(
-                f"config key '{CAMERA_MAP_KEY}': the LeRobot policy reads camera {key!r} from "
+                f"config key '{CAMERA_MAP_KEY}': the {prep.origin} policy reads camera {key!r} from "
                 f"obs[{obs_key!r}]; the observation has {available}"
             )
+        if prep.convention == "openpi":
+            per_camera.append(openpi_pixel_values(obs[obs_key], height, width, device))
+            continue
         frames = torch.as_tensor(obs[obs_key], device=device)
         images = frames.permute(0, 3, 1, 2).contiguous().to(torch.float32) / 255
         images = normalize(images, key, prep.folder)
@@ -231,6 +268,20 @@ def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: t
             images = resize_with_pad(images, height, width, pad_value=-1.0, centred=True).clamp(-1.0, 1.0)
         per_camera.append(images * 2.0 - 1.0)
     return torch.stack(per_camera, dim=1)
+
+
+def openpi_pixel_values(frames: Any, height: int, width: int, device: torch.device) -> torch.Tensor:
+    """float [N, 3, height, width] in [-1, 1] from frames [N, H, W, 3] as openpi preprocesses them:
+    float frames become uint8 as ``255 x`` truncated (openpi's image parsing), PIL's resize with
+    padding unless already ``height`` x ``width``, then ``x / 255 * 2 - 1``."""
+    if isinstance(frames, torch.Tensor):
+        frames = frames.detach().cpu().numpy()
+    frames = np.asarray(frames)
+    if np.issubdtype(frames.dtype, np.floating):
+        frames = (255 * frames).astype(np.uint8)
+    frames = resize_with_pad_pil(frames, height, width)
+    images = torch.as_tensor(frames, device=device).to(torch.float32) / 255.0 * 2.0 - 1.0
+    return images.permute(0, 3, 1, 2)
 
 
 def state_bins(state: torch.Tensor) -> np.ndarray:
@@ -249,6 +300,31 @@ def pi05_prompts(instructions: list[str], state: torch.Tensor) -> list[str]:
     return prompts
 
 
+def openpi_prompt_ids(
+    tokenizer: PreTrainedTokenizerBase,
+    instructions: list[str],
+    prep: LeRobotPreprocessing,
+    state: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """openpi's ``PaligemmaTokenizer.tokenize`` of each instruction (pi0.5: with ``state``, the
+    normalised state at the robot's width): ids and mask [N, tokenizer_max_length], padded with 0."""
+    length = prep.tokenizer_max_length
+    ids = torch.zeros(len(instructions), length, dtype=torch.long)
+    mask = torch.zeros(len(instructions), length, dtype=torch.long)
+    for row, (text, bins) in enumerate(zip(instructions, state_bins(state), strict=True)):
+        task = text.strip().replace("_", " ").replace("\n", " ")
+        if prep.policy_type == "pi05":
+            tokens = tokenizer(f"Task: {task}, State: {' '.join(map(str, bins))};\nAction: ")["input_ids"]
+        else:
+            tokens = (
+                tokenizer(task)["input_ids"] + tokenizer(PROMPT_END, add_special_tokens=False)["input_ids"]
+            )
+        tokens = tokens[:length]
+        ids[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
+        mask[row, : len(tokens)] = 1
+    return ids, mask
+
+
 def lerobot_prompt(
     tokenizer: PreTrainedTokenizerBase,
     instructions: list[str],
@@ -257,9 +333,11 @@ def lerobot_prompt(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids [N, tokenizer_max_length], mask [N, tokenizer_max_length]) of the prompts; pi0.5's carry
     ``state`` (normalised and padded, [N, max_state_dim])."""
+    if prep.policy_type == "pi05" and state is None:
+        raise ValueError("pi0.5's prompt needs the normalised state")
+    if prep.convention == "openpi":
+        return openpi_prompt_ids(tokenizer, instructions, prep, state)
     if prep.policy_type == "pi05":
-        if state is None:
-            raise ValueError("pi0.5's prompt needs the normalised state")
         texts = pi05_prompts(instructions, state)
     else:
         texts = [text if text.endswith(PROMPT_END) else text + PROMPT_END for text in instructions]
@@ -274,33 +352,75 @@ def lerobot_prompt(
     return tokens["input_ids"].long(), tokens["attention_mask"].long()
 
 
-def normalized_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
-    """float [N, max_state_dim]: the env's state through the state map, the folder's STATE
-    normalisation, zero-padded."""
+def normalized_state(
+    proprio: torch.Tensor,
+    prep: LeRobotPreprocessing,
+    *,
+    padded: bool = True,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """``dtype`` [N, max_state_dim]: the env's state through the state map, the folder's STATE
+    normalisation, zero-padded (unless not ``padded``: [N, state_dim])."""
     state_map = prep.maps.state_map
     if not state_map.given and proprio.shape[-1] != prep.state_dim:
         raise ConfigError(
-            f"config key '{STATE_MAP_KEY}': the LeRobot policy's state has {prep.state_dim} values, the "
-            f"observation gives {proprio.shape[-1]}"
+            f"config key '{STATE_MAP_KEY}': the {prep.origin} policy's state has {prep.state_dim} values, "
+            f"the observation gives {proprio.shape[-1]}"
         )
     state_map.check_range(STATE_MAP_KEY, proprio.shape[-1], "the observation's state")
-    state = normalize(state_map.apply(proprio.float()), STATE_KEY, prep.folder)
-    return F.pad(state, (0, prep.max_state_dim - state.shape[-1]))
+    state = normalize(state_map.apply(proprio.to(dtype)), STATE_KEY, prep.folder)
+    return F.pad(state, (0, prep.max_state_dim - state.shape[-1])) if padded else state
 
 
-def unnormalized_actions(model_actions: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
-    """Model actions [..., max_action_dim] -> the robot's [..., action_dim] in its units, then through
-    the action map: the env's [..., env_action_dim]."""
+def prompt_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
+    """The normalised state pi0.5's prompt discretises: LeRobot's padded to ``max_state_dim`` in
+    float32, openpi's at the robot's width in float64 (its transforms discretise before padding)."""
+    if prep.convention == "openpi":
+        return normalized_state(proprio, prep, padded=False, dtype=torch.float64)
+    return normalized_state(proprio, prep)
+
+
+def checkpoint_state(proprio: torch.Tensor, prep: LeRobotPreprocessing) -> torch.Tensor:
+    """float [N, state_dim]: the env's state through the state map, in the checkpoint's raw units."""
+    return prep.maps.state_map.apply(proprio.float())
+
+
+def delta_offset(
+    actions: torch.Tensor, prep: LeRobotPreprocessing, state: torch.Tensor | None
+) -> torch.Tensor:
+    """What openpi's ``AbsoluteActions`` adds to (``DeltaActions`` subtracts from) robot actions
+    [N, ..., action_dim]: the raw state [N, state_dim] on the dimensions ``delta_action_mask`` marks,
+    the same for every step of a chunk; zeros without a mask."""
+    mask = prep.delta_action_mask
+    if not mask:
+        return torch.zeros_like(actions)
+    if state is None:
+        raise ValueError("actions relative to the state (delta_action_mask) need the observation's state")
+    width = len(mask)
+    marked = torch.as_tensor(mask, dtype=torch.bool, device=actions.device)
+    offset = torch.where(marked, state[:, :width].to(actions.device, actions.dtype), 0.0)
+    offset = F.pad(offset, (0, actions.shape[-1] - width))
+    return offset.view(offset.shape[0], *([1] * (actions.ndim - 2)), offset.shape[-1])
+
+
+def unnormalized_actions(
+    model_actions: torch.Tensor, prep: LeRobotPreprocessing, state: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Model actions [N, ..., max_action_dim] -> the robot's [..., action_dim] in its units (plus the
+    raw ``state`` [N, state_dim] on ``delta_action_mask``'s dimensions), then through the action map:
+    the env's [..., env_action_dim]."""
     robot = normalize(model_actions[..., : prep.action_dim].float(), ACTION_KEY, prep.folder, inverse=True)
+    robot = robot + delta_offset(robot, prep, state)
     return prep.maps.action_map.apply(robot)
 
 
 def normalized_actions(
-    actions: torch.Tensor, prep: LeRobotPreprocessing, max_action_dim: int
+    actions: torch.Tensor, prep: LeRobotPreprocessing, max_action_dim: int, state: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Env actions [..., env_action_dim] -> the robot's through the action map (the checkpoint's
-    dimensions no env dimension takes: 0 in model units, outside ``model_action_mask``) -> model
-    units, zero-padded to ``max_action_dim``."""
+    """Env actions [N, ..., env_action_dim] -> the robot's through the action map (the checkpoint's
+    dimensions no env dimension takes: 0 in model units, outside ``model_action_mask``), less the raw
+    ``state`` on ``delta_action_mask``'s dimensions -> model units, zero-padded to ``max_action_dim``."""
     robot, taken = prep.maps.action_map.scatter(actions.float(), prep.action_dim)
+    robot = robot - delta_offset(robot, prep, state)
     model = normalize(robot, ACTION_KEY, prep.folder) * taken.to(robot.device)
     return F.pad(model, (0, max_action_dim - model.shape[-1]))

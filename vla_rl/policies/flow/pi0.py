@@ -42,6 +42,7 @@ from vla_rl.policies.flow.pi0_inputs import (
     Pi0Inputs,
     build_inputs,
     build_state,
+    observed_state,
     unreduced_loss,
 )
 from vla_rl.policies.flow.pi0_io import build_pi0, load_pi0, load_pi0_policy, save_pi0_policy
@@ -186,10 +187,18 @@ class Pi0Policy(FlowChainPolicy):
         return load_pi0(cls, local_dir, cfg or Pi0PolicyConfig())
 
     @classmethod
-    def from_pretrained(cls, directory: str, tokenizer_dir: str | None = None) -> Pi0Policy:
-        """A folder of ``save_pretrained`` or a LeRobot ``pi0`` folder (``lerobot_pi0_io``; its
-        tokenizer from ``tokenizer_dir`` when the folder has none)."""
-        return load_pi0_policy(cls, directory, tokenizer_dir)
+    def from_pretrained(
+        cls,
+        directory: str,
+        tokenizer_dir: str | None = None,
+        openpi_asset_id: str | None = None,
+        openpi_delta_action_mask: list[bool] | None = None,
+    ) -> Pi0Policy:
+        """A folder of ``save_pretrained``, a LeRobot ``pi0`` folder or an openpi export
+        (``lerobot_pi0_io``; its tokenizer from ``tokenizer_dir`` when the folder has none, an
+        export's statistics named by ``openpi_asset_id`` when it has several, its actions relative to
+        the state by ``openpi_delta_action_mask``)."""
+        return load_pi0_policy(cls, directory, tokenizer_dir, openpi_asset_id, openpi_delta_action_mask)
 
     def save_pretrained(self, directory: str) -> None:
         save_pi0_policy(self, directory)
@@ -333,21 +342,34 @@ class Pi0Policy(FlowChainPolicy):
     def value_from_feature(self, state_feature: torch.Tensor) -> torch.Tensor:
         return self.value_head(self.critic_input(state_feature.float())).squeeze(-1)
 
-    def unnormalized_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
+    def checkpoint_state(self, obs: Observation | None, batch: int) -> torch.Tensor | None:
+        """The observation's state in an imported checkpoint's raw units, for actions relative to the
+        state (``delta_action_mask``); None when there are none."""
+        if self.cfg.lerobot is None or not self.cfg.lerobot.delta_action_mask or obs is None:
+            return None
+        proprio = observed_state(obs, batch, self.cfg, self.device)
+        return lerobot_preprocessing.checkpoint_state(proprio, self.cfg.lerobot)
+
+    def unnormalized_actions(
+        self, model_actions: torch.Tensor, obs: Observation | None = None
+    ) -> torch.Tensor:
         """Padded model units -> the robot's units [N, chunk, action_dim] (a LeRobot import: its
-        postprocessor's unnormalisation)."""
+        postprocessor's unnormalisation; an openpi export with delta actions: plus ``obs``'s state)."""
         if self.cfg.lerobot is not None:
-            return lerobot_preprocessing.unnormalized_actions(model_actions, self.cfg.lerobot)
+            state = self.checkpoint_state(obs, len(model_actions))
+            return lerobot_preprocessing.unnormalized_actions(model_actions, self.cfg.lerobot, state)
         return self.cfg.action_stats.unnormalize(model_actions[..., : self.action_dim].float())
 
-    def to_env_actions(self, model_actions: torch.Tensor) -> torch.Tensor:
-        """Padded model units -> env units [N, chunk, action_dim], clipped to [-1, 1]."""
-        return self.unnormalized_actions(model_actions).clamp(-1.0, 1.0)
+    def to_env_actions(self, model_actions: torch.Tensor, obs: Observation | None = None) -> torch.Tensor:
+        """Padded model units -> env units [N, chunk, action_dim], clipped to [-1, 1] (``obs``: the
+        observation acted on, needed for actions relative to the state)."""
+        return self.unnormalized_actions(model_actions, obs).clamp(-1.0, 1.0)
 
-    def to_model_actions(self, env_actions: torch.Tensor) -> torch.Tensor:
+    def to_model_actions(self, env_actions: torch.Tensor, obs: Observation | None = None) -> torch.Tensor:
         if self.cfg.lerobot is not None:
+            state = self.checkpoint_state(obs, len(env_actions))
             return lerobot_preprocessing.normalized_actions(
-                env_actions, self.cfg.lerobot, self.max_action_dim
+                env_actions, self.cfg.lerobot, self.max_action_dim, state
             )
         return pad_last_dim(
             self.cfg.action_stats.normalize(env_actions.float()), self.max_action_dim, "policy.action_dim"
@@ -361,7 +383,7 @@ class Pi0Policy(FlowChainPolicy):
         ``policy.action_map`` when one is set)."""
         prefix = self.encode_prefix(obs)
         sampled, _ = self.run_chain(prefix, noise.to(self.device), 1.0, deterministic=True)
-        return self.unnormalized_actions(sampled.states[:, -1])
+        return self.unnormalized_actions(sampled.states[:, -1], obs)
 
     # ----- ChunkPolicy ----------------------------------------------------------------------------------
 
@@ -376,7 +398,7 @@ class Pi0Policy(FlowChainPolicy):
         sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
         value = self.value_from_feature(state_feature) if with_value else None
         return self.chain_step(
-            sampled, self.to_env_actions(sampled.states[:, -1]), value, self.action_dim_mask
+            sampled, self.to_env_actions(sampled.states[:, -1], obs), value, self.action_dim_mask
         )
 
     def _evaluate(
@@ -409,7 +431,7 @@ class Pi0Policy(FlowChainPolicy):
         the expert's state-token feature when ``aux_target_key`` is set."""
         inputs = self.prepare_inputs(obs)
         chunk_mask = chunk_mask.to(self.device)
-        targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask))
+        targets = self.to_model_actions(fill_padded_steps(action_chunk.to(self.device), chunk_mask), obs)
         expert_layers = self.model.model.dit.layers
         with (
             unreduced_loss(self.model.config),

@@ -77,7 +77,9 @@ def build_inputs(
     num_image_tokens = (vision.image_size // vision.patch_size) ** 2 * cameras  # one per patch
     state = build_state(obs, batch, cfg, model_config, device)
     if cfg.lerobot is not None:
-        text_ids, text_mask = lerobot.lerobot_prompt(tokenizer, list(obs["instruction"]), cfg.lerobot, state)
+        prompt_state = lerobot.prompt_state(observed_state(obs, batch, cfg, device), cfg.lerobot)
+        instructions = list(obs["instruction"])
+        text_ids, text_mask = lerobot.lerobot_prompt(tokenizer, instructions, cfg.lerobot, prompt_state)
         ids = torch.cat([torch.full((batch, num_image_tokens), image_token_id), text_ids], dim=1)
         mask = torch.cat([torch.ones(batch, num_image_tokens, dtype=torch.long), text_mask], dim=1)
     else:
@@ -98,15 +100,19 @@ def build_state(
 ) -> torch.Tensor:
     """float [batch, max_state_dim]: the normalised, padded state (zeros when a state key is
     missing)."""
-    if all(key in obs for key in cfg.state_keys):
-        proprio = state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
-    else:
-        proprio = torch.zeros(batch, 0, device=device)
+    proprio = observed_state(obs, batch, cfg, device)
     if cfg.lerobot is not None:
         return lerobot.normalized_state(proprio, cfg.lerobot)
     return pad_last_dim(
         cfg.state_stats.normalize(proprio.float()), model_config.max_state_dim, "policy.state_keys"
     )
+
+
+def observed_state(obs: Observation, batch: int, cfg: Pi0PolicyConfig, device: torch.device) -> torch.Tensor:
+    """The observation's state vector [batch, D] (width 0 when a state key is missing)."""
+    if all(key in obs for key in cfg.state_keys):
+        return state_vector(obs, cfg.state_keys, device, cfg.proprio_fields)
+    return torch.zeros(batch, 0, device=device)
 
 
 @contextmanager

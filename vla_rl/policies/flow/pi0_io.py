@@ -10,8 +10,9 @@ Layout of a policy directory written by ``save_pretrained``::
     noise_head.safetensors    the Flow-Noise standard-deviation head (exploration ``flow_noise``)
     lora_adapter.safetensors  the LoRA adapters (``lora`` set; ``model/`` then holds the base weights)
 
-A LeRobot ``pi0`` policy folder (``config.json``, ``model.safetensors``, its processors) loads through
-``lerobot_pi0_io`` wherever a policy directory is accepted.
+A LeRobot ``pi0`` policy folder (``config.json``, ``model.safetensors``, its processors), or an openpi
+PyTorch export (``config.json``, ``model.safetensors``, ``assets/<asset_id>/norm_stats.json``), loads
+through ``lerobot_pi0_io`` wherever a policy directory is accepted.
 
 A pi0 checkpoint in transformers' format (``from_pretrained_pi0``) is a directory with the model's
 ``config.json`` and weights, and its tokenizer either in a ``tokenizer/`` subdirectory or next to the
@@ -33,6 +34,7 @@ from vla_rl.policies.flow.lerobot_pi0_io import load_lerobot_pi0
 from vla_rl.policies.flow.pi0_config import Pi0BuildSettings, Pi0PolicyConfig, tiny_pi0_config
 from vla_rl.policies.lerobot_folder import is_lerobot_folder
 from vla_rl.policies.lora import adapter_state_dict, base_state_dict, load_adapter_state_dict
+from vla_rl.policies.openpi_folder import is_openpi_export
 from vla_rl.policies.pretrained_io import local_dir, save_weights
 from vla_rl.policies.vla.text_tokenizer import TOKENIZER_DIR, build_text_tokenizer, load_local_tokenizer
 
@@ -105,13 +107,21 @@ def save_pi0_policy(policy: Pi0Policy, directory: str | Path) -> None:
 
 
 def load_pi0_policy(
-    cls: type[Pi0Policy], directory: str | Path, tokenizer_dir: str | Path | None = None
+    cls: type[Pi0Policy],
+    directory: str | Path,
+    tokenizer_dir: str | Path | None = None,
+    openpi_asset_id: str | None = None,
+    openpi_delta_action_mask: list[bool] | None = None,
 ) -> Pi0Policy:
-    """A folder written by ``save_pi0_policy``, or a LeRobot pi0 folder (its tokenizer from
-    ``tokenizer_dir`` when it carries none)."""
+    """A folder written by ``save_pi0_policy``, a LeRobot pi0 folder or an openpi export (its
+    tokenizer from ``tokenizer_dir`` when it carries none; ``openpi_asset_id`` names an export's
+    statistics, ``openpi_delta_action_mask`` its actions relative to the state). A policy saved here
+    keeps what these said at import."""
     path = local_dir(directory)
-    if is_lerobot_folder(path):
-        return load_lerobot_pi0(cls, path, tokenizer_dir, cls.lerobot_type)
+    if is_lerobot_folder(path) or is_openpi_export(path):
+        return load_lerobot_pi0(
+            cls, path, tokenizer_dir, cls.lerobot_type, openpi_asset_id, openpi_delta_action_mask
+        )
     cfg = Pi0PolicyConfig.from_dict(json.loads((path / CONFIG_FILE).read_text()))
     model = cls.model_class.from_pretrained(path / MODEL_DIR, local_files_only=True)
     policy = cls(model, load_local_tokenizer(path), cfg)

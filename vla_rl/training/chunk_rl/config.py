@@ -71,10 +71,20 @@ class RLPolicyConfig(EnvMapSettings):
     """Chunk-policy family of the checkpoint (``token_vla``, ``chunk_vla``, ``pi0``, ``flow_mlp``)."""
     init_from: str | None = None
     """The starting policy: an SFT run folder (its latest checkpoint), an SFT checkpoint folder, or
-    a folder written by the family's ``save_pretrained``, or (``pi0``, ``pi05``) a LeRobot policy folder."""
+    a folder written by the family's ``save_pretrained``, or (``pi0``, ``pi05``) a LeRobot policy folder
+    or an openpi PyTorch export."""
     tokenizer_dir: str | None = None
     """A local tokenizer for an ``init_from`` LeRobot ``pi0`` / ``pi05`` folder that carries none
-    (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it); None: the folder's."""
+    (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it) and for an openpi
+    export (which never carries one); None: the folder's."""
+    openpi_asset_id: str | None = None
+    """For an ``init_from`` openpi PyTorch export whose ``assets/`` holds the statistics of several
+    robots: the asset id to use (e.g. ``physical-intelligence/libero``); None: the only one there."""
+    openpi_delta_action_mask: list[bool] | None = None
+    """For an ``init_from`` openpi export trained on actions relative to the state (its training
+    config's ``DeltaActions`` / ``AbsoluteActions``, e.g. ``[true, true, true, true, true, true, false]``
+    for openpi's LIBERO pi0 configs with ``extra_delta_transform``): true for each leading action
+    dimension to which the raw state's dimension of the same index is added. None: absolute actions."""
     unnorm_key: str | None = None
     """An ``init_from`` OpenVLA folder (``name: openvla``): the dataset key of its ``norm_stats`` whose
     action statistics un-normalise the actions; None: the folder's only key (or the one it was saved

@@ -74,6 +74,8 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
         cfg.policy.name,
         directory,
         cfg.policy.tokenizer_dir,
+        openpi_asset_id=cfg.policy.openpi_asset_id,
+        openpi_delta_action_mask=cfg.policy.openpi_delta_action_mask,
         unnorm_key=cfg.policy.unnorm_key,
         trust_remote_code=cfg.policy.trust_remote_code,
     )

@@ -165,6 +165,8 @@ class SFTTrainer(TrainingLoop):
                 pcfg.name,
                 resolve_policy_dir(pcfg.init_from),
                 pcfg.tokenizer_dir,
+                openpi_asset_id=pcfg.openpi_asset_id,
+                openpi_delta_action_mask=pcfg.openpi_delta_action_mask,
                 unnorm_key=pcfg.unnorm_key,
                 trust_remote_code=pcfg.trust_remote_code,
             )

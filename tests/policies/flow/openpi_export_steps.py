@@ -1,0 +1,89 @@
+"""Shared by the openpi export tests: the openpi pi0 / pi0.5 fixtures imported, and a few updates on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vla_rl.policies.env_maps import EnvMaps
+from vla_rl.policies.flow.pi0 import Pi0Policy
+from vla_rl.policies.flow.pi05 import Pi05Policy
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "openpi"
+FAMILIES = {"pi0": Pi0Policy, "pi05": Pi05Policy}
+CAMERA_MAP = {"base_0_rgb": "base", "left_wrist_0_rgb": "wrist", "right_wrist_0_rgb": None}
+"""The fixtures' LIBERO layout: base and left wrist cameras, the right wrist slot left out."""
+
+
+def import_export(policy_type: str, folder: Path | None = None, delta: bool = False) -> Pi0Policy:
+    """An openpi export (the fixture's by default) through ``from_pretrained``, with the camera map
+    (and, with ``delta``, the fixture's delta-action mask)."""
+    fixture = FIXTURES / policy_type
+    mask = [bool(v) for v in reference(policy_type)["delta_action_mask"]] if delta else None
+    policy = FAMILIES[policy_type].from_pretrained(
+        str(folder or fixture / "policy"),
+        tokenizer_dir=str(fixture / "tokenizer"),
+        openpi_delta_action_mask=mask,
+    )
+    policy.set_env_maps(EnvMaps(camera_map=dict(CAMERA_MAP)))
+    return policy.eval()
+
+
+def reference(policy_type: str) -> dict[str, np.ndarray]:
+    with np.load(FIXTURES / policy_type / "reference.npz") as arrays:
+        return dict(arrays)
+
+
+def observation(arrays: dict[str, np.ndarray]) -> dict[str, object]:
+    """The reference's raw batch in our observation layout."""
+    return {
+        "rgb_base": arrays["rgb_base"],
+        "rgb_wrist": arrays["rgb_wrist"],
+        "proprio": torch.as_tensor(arrays["state"]),
+        "instruction": [str(text) for text in arrays["instructions"]],
+    }
+
+
+def actions(policy: Pi0Policy, arrays: dict[str, np.ndarray]) -> torch.Tensor:
+    return policy.eval().predict_action_chunk(observation(arrays), torch.as_tensor(arrays["noise"]))
+
+
+def sft_loss(policy: Pi0Policy, arrays: dict[str, np.ndarray]) -> float:
+    """The SFT loss on the reference's action batch with its noise and time."""
+    batch, chunk = arrays["loss_actions"].shape[:2]
+    with torch.no_grad():
+        return float(
+            policy.sft_loss(
+                observation(arrays),
+                torch.as_tensor(arrays["loss_actions"]),
+                torch.ones(batch, chunk, dtype=torch.bool),
+                noise=torch.as_tensor(arrays["loss_noise"]),
+                time=torch.as_tensor(arrays["loss_time"]),
+            ).loss
+        )
+
+
+def fine_tune(policy: Pi0Policy, arrays: dict[str, np.ndarray], updates: int = 2) -> None:
+    """SFT steps on the reference's action batch and Flow-SDE policy-gradient steps, Adam at 1e-2."""
+    policy.set_exploration(exploration="flow_sde")
+    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
+    obs = observation(arrays)
+    batch, chunk = arrays["loss_actions"].shape[:2]
+    torch.manual_seed(0)
+    for _ in range(updates):
+        policy.train()
+        loss = policy.sft_loss(
+            obs, torch.as_tensor(arrays["loss_actions"]), torch.ones(batch, chunk, dtype=torch.bool)
+        ).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            step = policy.sample(obs, temperature=1.0)
+        evaluation = policy.evaluate(obs, step.sample_info, temperature=1.0)
+        optimizer.zero_grad()
+        (-(evaluation.log_prob * torch.tensor([1.0, -1.0])).mean()).backward()
+        optimizer.step()
+    policy.eval()
