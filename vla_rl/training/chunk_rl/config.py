@@ -7,7 +7,7 @@ from typing import Any
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
 from vla_rl.config.schema import RunConfig
-from vla_rl.policies.env_maps import EnvMapSettings
+from vla_rl.policies.import_settings import ImportSettings
 from vla_rl.policies.lora import LoraSettings
 from vla_rl.rewards.config import RewardConfig
 
@@ -63,7 +63,7 @@ MODEL_DTYPES = ("float32", "bfloat16")
 
 
 @dataclass
-class RLPolicyConfig(EnvMapSettings):
+class RLPolicyConfig(ImportSettings):
     """The policy to fine-tune; the maps (``action_map``, ``state_map``, ``camera_map``) fit an
     imported LeRobot checkpoint to the env (``vla_rl.policies.env_maps``)."""
 
@@ -73,25 +73,6 @@ class RLPolicyConfig(EnvMapSettings):
     """The starting policy: an SFT run folder (its latest checkpoint), an SFT checkpoint folder, or
     a folder written by the family's ``save_pretrained``, or (``pi0``, ``pi05``) a LeRobot policy folder
     or an openpi PyTorch export."""
-    tokenizer_dir: str | None = None
-    """A local tokenizer for an ``init_from`` LeRobot ``pi0`` / ``pi05`` folder that carries none
-    (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it) and for an openpi
-    export (which never carries one); None: the folder's."""
-    openpi_asset_id: str | None = None
-    """For an ``init_from`` openpi PyTorch export whose ``assets/`` holds the statistics of several
-    robots: the asset id to use (e.g. ``physical-intelligence/libero``); None: the only one there."""
-    openpi_delta_action_mask: list[bool] | None = None
-    """For an ``init_from`` openpi export trained on actions relative to the state (its training
-    config's ``DeltaActions`` / ``AbsoluteActions``, e.g. ``[true, true, true, true, true, true, false]``
-    for openpi's LIBERO pi0 configs with ``extra_delta_transform``): true for each leading action
-    dimension to which the raw state's dimension of the same index is added. None: absolute actions."""
-    unnorm_key: str | None = None
-    """An ``init_from`` OpenVLA folder (``name: openvla``): the dataset key of its ``norm_stats`` whose
-    action statistics un-normalise the actions; None: the folder's only key (or the one it was saved
-    with), a ``ConfigError`` listing the keys when it has several."""
-    trust_remote_code: bool = False
-    """Run the modelling code an ``init_from`` OpenVLA folder brings (its ``modeling_*.py``; local
-    files only). Without it such a folder is refused."""
     freeze: list[str] = field(default_factory=list)
     """Parameter-name prefixes kept fixed during RL, e.g. ``[model.model.vlm.]`` trains pi0's
     action expert (and the heads) only; empty trains everything."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vla_rl.config.schema import RunConfig
-from vla_rl.policies.env_maps import EnvMapSettings
+from vla_rl.policies.import_settings import ImportSettings
 
 
 @dataclass
@@ -33,7 +33,7 @@ class SFTDataConfig:
 
 
 @dataclass
-class SFTPolicyConfig(EnvMapSettings):
+class SFTPolicyConfig(ImportSettings):
     """The chunk policy to train; the maps (``action_map``, ``state_map``, ``camera_map``) fit an
     ``init_from`` LeRobot checkpoint to the demonstrations and the env (``vla_rl.policies.env_maps``)."""
 
@@ -51,25 +51,6 @@ class SFTPolicyConfig(EnvMapSettings):
     """Start from a saved policy instead of ``build``: a folder written by the family's
     ``save_pretrained``, a checkpoint folder, or a run folder (its latest checkpoint), e.g. to train
     an SFT run further; for ``pi0`` / ``pi05`` also a LeRobot policy folder or an openpi PyTorch export."""
-    tokenizer_dir: str | None = None
-    """A local tokenizer for an ``init_from`` LeRobot ``pi0`` / ``pi05`` folder that carries none
-    (LeRobot's processors name the hub's PaliGemma tokenizer instead of saving it) and for an openpi
-    export (which never carries one); None: the folder's."""
-    openpi_asset_id: str | None = None
-    """For an ``init_from`` openpi PyTorch export whose ``assets/`` holds the statistics of several
-    robots: the asset id to use (e.g. ``physical-intelligence/libero``); None: the only one there."""
-    openpi_delta_action_mask: list[bool] | None = None
-    """For an ``init_from`` openpi export trained on actions relative to the state (its training
-    config's ``DeltaActions`` / ``AbsoluteActions``, e.g. ``[true, true, true, true, true, true, false]``
-    for openpi's LIBERO pi0 configs with ``extra_delta_transform``): true for each leading action
-    dimension to which the raw state's dimension of the same index is added. None: absolute actions."""
-    unnorm_key: str | None = None
-    """An ``init_from`` OpenVLA folder (``name: openvla``): the dataset key of its ``norm_stats`` whose
-    action statistics (un-)normalise the actions; None: the folder's only key (or the one it was saved
-    with), a ``ConfigError`` listing the keys when it has several."""
-    trust_remote_code: bool = False
-    """Run the modelling code an ``init_from`` OpenVLA folder brings (its ``modeling_*.py``; local
-    files only). Without it such a folder is refused."""
 
 
 @dataclass
