@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from import_run import reach_run_overrides
 
 from vla_rl.cli import main
 from vla_rl.config.load import ConfigError
@@ -27,31 +28,10 @@ MAPS = [
 
 
 def run_overrides(run_dir: Path) -> list[str]:
-    """A tiny Flow-SDE PPO run of the LeRobot pi0 fixture on ``reach`` (4 worlds, episodes of 8 steps,
-    2 decisions per update, 2 evaluation episodes); add the maps and ``iterations=``."""
-    return [
-        "recipe=pi0_flow_sde_ppo",
-        f"policy.init_from={FIXTURE / 'policy'}",
-        f"policy.tokenizer_dir={FIXTURE / 'tokenizer'}",
-        "algorithm.num_decisions=2",
-        "algorithm.num_minibatches=2",
-        "algorithm.num_epochs=1",
-        "algorithm.critic_warmup_iterations=0",  # the recipe trains the critic alone first
-        "env=reach",
-        "env.cameras=[top,wrist]",
-        "env.image_size=32",
-        "env.num_envs=4",
-        "env.num_threads=1",
-        "env.max_episode_steps=8",
-        "eval.num_episodes=2",
-        "eval.num_envs=2",
-        "checkpoint_interval=1",
-        "torch_num_threads=1",
-        "logger.progress_bar=false",
-        "logger.tensorboard=false",
-        "logger.wandb_mode=disabled",
-        f"run_dir={run_dir}",
-    ]
+    """The shared tiny run (``import_run``) of the LeRobot pi0 fixture; add the maps and ``iterations=``."""
+    return reach_run_overrides(
+        run_dir, f"policy.init_from={FIXTURE / 'policy'}", f"policy.tokenizer_dir={FIXTURE / 'tokenizer'}"
+    )
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import torch
+from import_run import reach_run_overrides
 
 from vla_rl.cli import main
 from vla_rl.policies.registry import load_chunk_policy
@@ -26,28 +27,8 @@ SETTINGS = [
 
 
 def run_overrides(run_dir: Path) -> list[str]:
-    return [
-        "recipe=pi0_flow_sde_ppo",
-        *SETTINGS,
-        "algorithm.num_decisions=2",
-        "algorithm.num_minibatches=2",
-        "algorithm.num_epochs=1",
-        "algorithm.critic_warmup_iterations=0",
-        "env=reach",
-        "env.cameras=[top,wrist]",
-        "env.image_size=32",
-        "env.num_envs=4",
-        "env.num_threads=1",
-        "env.max_episode_steps=8",
-        "eval.num_episodes=2",
-        "eval.num_envs=2",
-        "checkpoint_interval=1",
-        "torch_num_threads=1",
-        "logger.progress_bar=false",
-        "logger.tensorboard=false",
-        "logger.wandb_mode=disabled",
-        f"run_dir={run_dir}",
-    ]
+    """The shared tiny run (``import_run``) of the openpi pi0 export with its settings and maps."""
+    return reach_run_overrides(run_dir, *SETTINGS)
 
 
 def test_the_openpi_pi0_export_fine_tunes_on_reach(tmp_path: Path, capsys) -> None:
