@@ -9,7 +9,7 @@ import torch
 
 from vla_rl.policies.flow.chain import accumulated_denoising_times, denoising_times
 from vla_rl.policies.flow.lerobot_pi0_model import LeRobotTimestepEmbedding
-from vla_rl.policies.flow.lerobot_preprocessing import pi05_prompts, state_bins
+from vla_rl.policies.flow.pi_prompts import pi05_prompts, state_bins
 from vla_rl.policies.image_resize import resize_with_pad
 
 

@@ -62,7 +62,8 @@ from transformers import PreTrainedTokenizerBase
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.env_maps import CAMERA_MAP_KEY, STATE_MAP_KEY, CheckpointInterface, EnvMaps, env_cameras
-from vla_rl.policies.image_resize import resize_with_pad, resize_with_pad_pil
+from vla_rl.policies.flow.pi_prompts import PROMPT_END, openpi_pixel_values, openpi_prompt_ids, pi05_prompts
+from vla_rl.policies.image_resize import resize_with_pad
 from vla_rl.policies.lerobot_folder import PREPROCESSOR_FILE, Feature, LeRobotFolder, normalize
 
 IMAGE_PREFIX = "observation.images."
@@ -75,10 +76,6 @@ RENAME_STEP = "rename_observations_processor"
 """The preprocessor step that renames raw observation keys to the policy's (``rename_map``)."""
 STATE_KEY = "observation.state"
 ACTION_KEY = "action"
-PROMPT_END = "\n"
-"""LeRobot's pi0 processor ends every instruction with a newline (PaliGemma's prompt convention)."""
-STATE_BINS = 256
-"""pi0.5 writes each state value as one of this many bins."""
 
 
 @dataclass
@@ -270,61 +267,6 @@ def lerobot_pixel_values(obs: Observation, prep: LeRobotPreprocessing, device: t
     return torch.stack(per_camera, dim=1)
 
 
-def openpi_pixel_values(frames: Any, height: int, width: int, device: torch.device) -> torch.Tensor:
-    """float [N, 3, height, width] in [-1, 1] from frames [N, H, W, 3] as openpi preprocesses them:
-    float frames become uint8 as ``255 x`` truncated (openpi's image parsing), PIL's resize with
-    padding unless already ``height`` x ``width``, then ``x / 255 * 2 - 1``."""
-    if isinstance(frames, torch.Tensor):
-        frames = frames.detach().cpu().numpy()
-    frames = np.asarray(frames)
-    if np.issubdtype(frames.dtype, np.floating):
-        frames = (255 * frames).astype(np.uint8)
-    frames = resize_with_pad_pil(frames, height, width)
-    images = torch.as_tensor(frames, device=device).to(torch.float32) / 255.0 * 2.0 - 1.0
-    return images.permute(0, 3, 1, 2)
-
-
-def state_bins(state: torch.Tensor) -> np.ndarray:
-    """int [N, D]: each normalised value's bin 0..255 of 256 equal bins over [-1, 1] (values below -1
-    give -1, above 1 give 255, as ``np.digitize`` does)."""
-    edges = np.linspace(-1, 1, STATE_BINS + 1)[:-1]
-    return np.digitize(state.detach().cpu().numpy(), bins=edges) - 1
-
-
-def pi05_prompts(instructions: list[str], state: torch.Tensor) -> list[str]:
-    """pi0.5's prompts: the task and the discretised normalised state [N, max_state_dim]."""
-    prompts = []
-    for text, bins in zip(instructions, state_bins(state), strict=True):
-        task = text.strip().replace("_", " ").replace("\n", " ")
-        prompts.append(f"Task: {task}, State: {' '.join(map(str, bins))};\nAction: ")
-    return prompts
-
-
-def openpi_prompt_ids(
-    tokenizer: PreTrainedTokenizerBase,
-    instructions: list[str],
-    prep: LeRobotPreprocessing,
-    state: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """openpi's ``PaligemmaTokenizer.tokenize`` of each instruction (pi0.5: with ``state``, the
-    normalised state at the robot's width): ids and mask [N, tokenizer_max_length], padded with 0."""
-    length = prep.tokenizer_max_length
-    ids = torch.zeros(len(instructions), length, dtype=torch.long)
-    mask = torch.zeros(len(instructions), length, dtype=torch.long)
-    for row, (text, bins) in enumerate(zip(instructions, state_bins(state), strict=True)):
-        task = text.strip().replace("_", " ").replace("\n", " ")
-        if prep.policy_type == "pi05":
-            tokens = tokenizer(f"Task: {task}, State: {' '.join(map(str, bins))};\nAction: ")["input_ids"]
-        else:
-            tokens = (
-                tokenizer(task)["input_ids"] + tokenizer(PROMPT_END, add_special_tokens=False)["input_ids"]
-            )
-        tokens = tokens[:length]
-        ids[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
-        mask[row, : len(tokens)] = 1
-    return ids, mask
-
-
 def lerobot_prompt(
     tokenizer: PreTrainedTokenizerBase,
     instructions: list[str],
@@ -336,7 +278,7 @@ def lerobot_prompt(
     if prep.policy_type == "pi05" and state is None:
         raise ValueError("pi0.5's prompt needs the normalised state")
     if prep.convention == "openpi":
-        return openpi_prompt_ids(tokenizer, instructions, prep, state)
+        return openpi_prompt_ids(tokenizer, instructions, prep.policy_type, prep.tokenizer_max_length, state)
     if prep.policy_type == "pi05":
         texts = pi05_prompts(instructions, state)
     else:
