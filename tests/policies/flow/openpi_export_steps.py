@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -17,18 +18,24 @@ CAMERA_MAP = {"base_0_rgb": "base", "left_wrist_0_rgb": "wrist", "right_wrist_0_
 """The fixtures' LIBERO layout: base and left wrist cameras, the right wrist slot left out."""
 
 
-def import_export(policy_type: str, folder: Path | None = None, delta: bool = False) -> Pi0Policy:
-    """An openpi export (the fixture's by default) through ``from_pretrained``, with the camera map
-    (and, with ``delta``, the fixture's delta-action mask)."""
+def import_export(
+    policy_type: str, folder: Path | None = None, delta: bool = False, **settings: object
+) -> Pi0Policy:
+    """An openpi export (the fixture's by default) through ``from_pretrained`` with ``settings``, with
+    the camera map (and, with ``delta``, the fixture's delta-action mask)."""
     fixture = FIXTURES / policy_type
-    mask = [bool(v) for v in reference(policy_type)["delta_action_mask"]] if delta else None
+    if delta:
+        settings["openpi_delta_action_mask"] = [bool(v) for v in reference(policy_type)["delta_action_mask"]]
     policy = FAMILIES[policy_type].from_pretrained(
-        str(folder or fixture / "policy"),
-        tokenizer_dir=str(fixture / "tokenizer"),
-        openpi_delta_action_mask=mask,
+        str(folder or fixture / "policy"), tokenizer_dir=str(fixture / "tokenizer"), **settings
     )
     policy.set_env_maps(EnvMaps(camera_map=dict(CAMERA_MAP)))
     return policy.eval()
+
+
+def copy_export(policy_type: str, tmp_path: Path) -> Path:
+    """A copy of the fixture's export to change."""
+    return Path(shutil.copytree(FIXTURES / policy_type / "policy", tmp_path / "export"))
 
 
 def reference(policy_type: str) -> dict[str, np.ndarray]:
