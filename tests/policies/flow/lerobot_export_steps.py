@@ -48,15 +48,21 @@ def actions(policy: Pi0Policy, reference: dict[str, np.ndarray]) -> torch.Tensor
 
 
 def fine_tune(policy: Pi0Policy, reference: dict[str, np.ndarray], lora: bool, updates: int = 2) -> None:
-    """``updates`` rounds of one SFT step (flow-matching loss on the reference's action batch) and one
-    policy-gradient step (Flow-SDE: the sampled chain's log-probability times a fixed advantage), with
-    Adam on what trains (with ``lora``: adapters added first, the base weights frozen)."""
+    """``fine_tune_on`` the reference's own observation batch."""
+    fine_tune_on(policy, raw_observation(reference), reference, lora, updates)
+
+
+def fine_tune_on(
+    policy: Pi0Policy, obs: dict[str, object], reference: dict[str, np.ndarray], lora: bool, updates: int = 2
+) -> None:
+    """``updates`` rounds of one SFT step (flow-matching loss on the reference's action batch for
+    ``obs``) and one policy-gradient step (Flow-SDE: the sampled chain's log-probability times a fixed
+    advantage), with Adam on what trains (with ``lora``: adapters added first, the base weights frozen)."""
     if lora:
         policy.add_lora(LORA)
     policy.set_exploration(exploration="flow_sde")
     parameters = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(parameters, lr=LEARNING_RATE)
-    obs = raw_observation(reference)
     batch, chunk = reference["loss_actions"].shape[:2]
     advantage = torch.tensor([1.0, -1.0])
     torch.manual_seed(0)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from lerobot_export_steps import fine_tune_on
 
 from vla_rl.policies.env_maps import EnvMaps
 from vla_rl.policies.flow.pi0 import Pi0Policy
@@ -73,24 +74,5 @@ def sft_loss(policy: Pi0Policy, arrays: dict[str, np.ndarray]) -> float:
 
 
 def fine_tune(policy: Pi0Policy, arrays: dict[str, np.ndarray], updates: int = 2) -> None:
-    """SFT steps on the reference's action batch and Flow-SDE policy-gradient steps, Adam at 1e-2."""
-    policy.set_exploration(exploration="flow_sde")
-    optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
-    obs = observation(arrays)
-    batch, chunk = arrays["loss_actions"].shape[:2]
-    torch.manual_seed(0)
-    for _ in range(updates):
-        policy.train()
-        loss = policy.sft_loss(
-            obs, torch.as_tensor(arrays["loss_actions"]), torch.ones(batch, chunk, dtype=torch.bool)
-        ).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        with torch.no_grad():
-            step = policy.sample(obs, temperature=1.0)
-        evaluation = policy.evaluate(obs, step.sample_info, temperature=1.0)
-        optimizer.zero_grad()
-        (-(evaluation.log_prob * torch.tensor([1.0, -1.0])).mean()).backward()
-        optimizer.step()
-    policy.eval()
+    """SFT and Flow-SDE policy-gradient steps on the reference's batch (``lerobot_export_steps``)."""
+    fine_tune_on(policy, observation(arrays), arrays, lora=False, updates=updates)
