@@ -15,8 +15,12 @@ MW_LOCK := constraints/metaworld.txt
 LR_VENV := .venv-lerobot
 LR_STAMP := $(LR_VENV)/.installed
 LR_LOCK := constraints/lerobot.txt
+LB_VENV := .venv-libero
+LB_STAMP := $(LB_VENV)/.installed
+LB_LOCK := constraints/libero.txt
 EXTRAS := dev,bench,vla,rewards,warp,ray,deploy,docs
 MW_EXTRAS := dev,vla,metaworld
+LB_EXTRAS := dev,vla,libero
 # The torch build, by default the lock's. Another build of the same version, e.g. CUDA on a GPU machine:
 # `make venv TORCH_SPEC=torch==2.13.0+cu130 TORCH_INDEX=https://download.pytorch.org/whl/cu130`.
 # TORCH_INDEX is an extra index for torch alone (empty: the configured ones and find-links).
@@ -43,8 +47,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml Makefile $(LOCK)
 	$(call install_locked,$(VENV),$(LOCK),$(EXTRAS))
 
-# Regenerate the locks (main and metaworld from pyproject.toml and constraints/base.in, lerobot from
-# constraints/lerobot.in), keeping the pinned versions that still fit; `make lock LOCK_ARGS=--upgrade`
+# Regenerate the locks (main and metaworld from pyproject.toml and constraints/base.in, libero from
+# pyproject.toml and constraints/libero.in, lerobot from constraints/lerobot.in), keeping the pinned versions that still fit; `make lock LOCK_ARGS=--upgrade`
 # moves every pin to the newest release that resolves. It uses the venv's pip-compile (pip-tools, in the
 # dev extra) and does not reinstall the venv first.
 LOCK_ARGS ?=
@@ -53,6 +57,9 @@ PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quie
 lock: | $(STAMP)
 	$(PIP_COMPILE) --extra $(EXTRAS) -o $(LOCK)
 	$(PIP_COMPILE) --extra $(MW_EXTRAS) -o $(MW_LOCK)
+	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras \
+		--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) pyproject.toml constraints/libero.in \
+		--extra $(LB_EXTRAS) -o $(LB_LOCK)
 	CUSTOM_COMPILE_COMMAND="make lock" $(VENV)/bin/pip-compile --quiet --allow-unsafe --strip-extras \
 		--no-emit-index-url --no-emit-find-links $(LOCK_ARGS) constraints/lerobot.in -o $(LR_LOCK)
 
@@ -65,6 +72,7 @@ test: venv ros
 	$(PY) tests/import_graph.py
 	$(VENV)/bin/pytest -q --ignore=tests/lerobot $(ARGS)
 	$(MAKE) --no-print-directory test-metaworld
+	$(MAKE) --no-print-directory test-libero
 	$(MAKE) --no-print-directory test-lerobot
 	$(MAKE) --no-print-directory docs
 
@@ -105,7 +113,7 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(MW_VENV) $(LR_VENV) runs outputs build site *.egg-info
+	rm -rf $(VENV) $(MW_VENV) $(LB_VENV) $(LR_VENV) runs outputs build site *.egg-info
 
 # MetaWorld 3.1 pins mujoco==3.3.0 while the main venv carries MuJoCo 4 (for MuJoCo Warp), so the
 # metaworld backend gets its own venv; `make test-metaworld` runs its tests there.
@@ -118,6 +126,21 @@ $(MW_STAMP): pyproject.toml Makefile $(MW_LOCK)
 test-metaworld: $(MW_STAMP)
 	$(MW_VENV)/bin/pytest -q tests/conformance tests/sims/test_metaworld_*.py tests/data/test_metaworld_collect.py \
 		-k metaworld $(MW_ARGS)
+
+# LIBERO needs robosuite 1.4 and a MuJoCo 3 below 3.9 (the main venv carries MuJoCo 4), so it gets its
+# own venv: the lock's packages with the `libero` extra (robosuite, the scene assets), then LIBERO's
+# own package without its dependencies (constraints/libero-nodeps.txt says why).
+# `make test-libero` runs the conformance suite and the backend's tests on real LIBERO scenes there.
+$(LB_VENV): $(LB_STAMP)
+
+$(LB_STAMP): pyproject.toml Makefile $(LB_LOCK) constraints/libero-nodeps.txt
+	$(call install_locked,$(LB_VENV),$(LB_LOCK),$(LB_EXTRAS))
+	$(LB_VENV)/bin/python -m pip install --quiet --no-deps -r constraints/libero-nodeps.txt
+	touch $(LB_STAMP)
+
+.PHONY: test-libero
+test-libero: $(LB_STAMP)
+	$(LB_VENV)/bin/pytest -q tests/conformance tests/sims/test_libero_*.py -k libero $(LB_ARGS)
 
 # LeRobot 0.4 (the reference implementation of the parity and dataset tests) pins torch<2.8 and
 # transformers<5, so it gets its own venv, installed exactly as constraints/lerobot.txt pins it (vla-rl

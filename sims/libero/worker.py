@@ -51,6 +51,10 @@ class WorkerSpec:
     assets_dir: str
     config_dir: str = ""
     """Where ``config.yaml`` for LIBERO is written (``$LIBERO_CONFIG_PATH`` of the worker)."""
+    hard_reset: bool = False
+    """robosuite's ``hard_reset``: rebuild the MuJoCo model at every reset (LIBERO's default, seconds
+    each) instead of resetting the simulation in place; either way the fixed initial state is then
+    loaded over the whole simulation state."""
 
 
 def orient_image(image: np.ndarray, orientation: str) -> np.ndarray:
@@ -91,6 +95,10 @@ class LiberoWorld:
         """Start from initial state ``init_index``, then let objects settle for the warm-up steps."""
         self.env.seed(env_seed)
         self.env.reset()
+        # robosuite's grippers integrate their commands into ``current_action``, which only a hard
+        # reset (a new gripper model) clears: clear it so that an in-place reset starts as a hard one.
+        for robot in self.env.robots:
+            robot.gripper.current_action = np.zeros_like(robot.gripper.current_action)
         raw = self.env.set_init_state(self.init_states[init_index])
         for _ in range(self.warmup_steps):
             raw, _, _, _ = self.env.step(NOOP_ACTION)
@@ -126,6 +134,8 @@ def open_libero_worlds(spec: WorkerSpec) -> list[LiberoWorld]:
     package_dir = libero_package_dir()
     if package_dir is None:
         raise ImportError("the LIBERO package (import name 'libero') is not installed in this environment")
+    if not spec.config_dir:
+        raise ValueError("WorkerSpec.config_dir is empty: LIBERO's config.yaml needs a directory")
     assets_dir = Path(spec.assets_dir)
     # LIBERO reads its paths from $LIBERO_CONFIG_PATH/config.yaml when imported and asks on stdin
     # when that file is missing: write it first so nothing prompts.
@@ -156,6 +166,7 @@ def open_libero_worlds(spec: WorkerSpec) -> list[LiberoWorld]:
             camera_heights=spec.image_size,
             camera_widths=spec.image_size,
             ignore_done=True,  # the parent enforces the time limit
+            hard_reset=spec.hard_reset,
         )
         worlds.append(LiberoWorld(env, init_states[task_id], suite.get_task(task_id).language, spec))
     return worlds

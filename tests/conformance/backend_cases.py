@@ -80,5 +80,11 @@ CASES = [
     ),
     BackendCase("maniskill-PickCube", "maniskill", "PickCube-v1", cameras=("base_camera",), device="cuda"),
     BackendCase("isaaclab-lift", "isaaclab", "Isaac-Lift-Cube-Franka-v0", device="cuda"),
-    BackendCase("libero-spatial", "libero", "libero_spatial/0", cameras=("agentview",)),
+    BackendCase(  # wrist camera: the gripper's dark fingers fill the bottom of the view
+        "libero-spatial",
+        "libero",
+        "libero_spatial/0",
+        cameras=("robot0_eye_in_hand", "agentview"),
+        upright=lambda image: image[: len(image) // 4].mean() > image[-len(image) // 4 :].mean(),
+    ),
 ]

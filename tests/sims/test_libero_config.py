@@ -57,8 +57,15 @@ def test_bad_options_are_rejected_before_anything_starts():
         check_config(
             EnvConfig(backend="libero", task="libero_spatial/0", options={"image_orientation": "flip"})
         )
+    with pytest.raises(ValueError, match="env.options.hard_reset"):
+        check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"hard_reset": "yes"}))
     options = check_config(EnvConfig(backend="libero", task="libero_object/2"))
-    assert options == {"assets_dir": None, "warmup_steps": 10, "image_orientation": "upright"}
+    assert options == {
+        "assets_dir": None,
+        "warmup_steps": 10,
+        "image_orientation": "upright",
+        "hard_reset": False,
+    }
 
 
 def test_missing_assets_directory_is_named_in_the_error(tmp_path, monkeypatch):

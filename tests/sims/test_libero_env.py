@@ -18,6 +18,7 @@ import math
 import os
 import signal
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -61,6 +62,8 @@ class FakeOffScreenRenderEnv:
         self.seeds: list[int] = []
         self.actions: list[np.ndarray] = []
         self.closed = False
+        # robosuite's robots, as far as the worker touches them (it clears the gripper's integrated command).
+        self.robots = [SimpleNamespace(gripper=SimpleNamespace(current_action=np.ones(2)))]
         self.set_init_state(INIT_STATES[0])
 
     def seed(self, seed: int) -> None:
@@ -159,6 +162,7 @@ def test_world_reset_seeds_sets_the_init_state_and_warms_up_with_noops():
     world = fake_opener(_spec())[0]
     obs = world.reset(init_index=3, env_seed=42)
     assert world.env.seeds == [42]
+    assert world.env.robots[0].gripper.current_action.tolist() == [0, 0]  # cleared, as a hard reset does
     assert len(world.env.actions) == 10
     assert all(a.tolist() == [0, 0, 0, 0, 0, 0, -1] for a in world.env.actions)
     # proprio: eef position (init state 3, not moved by no-ops), axis-angle, (10 steps, 10 x -1)
