@@ -140,7 +140,8 @@ $(LB_STAMP): pyproject.toml Makefile $(LB_LOCK) constraints/libero-nodeps.txt
 
 .PHONY: test-libero
 test-libero: $(LB_STAMP)
-	$(LB_VENV)/bin/pytest -q tests/conformance tests/sims/test_libero_*.py -k libero $(LB_ARGS)
+	$(LB_VENV)/bin/pytest -q tests/conformance tests/sims/test_libero_*.py tests/benchmarks/test_libero_protocol.py \
+		-k libero $(LB_ARGS)
 
 # LeRobot 0.4 (the reference implementation of the parity and dataset tests) pins torch<2.8 and
 # transformers<5, so it gets its own venv, installed exactly as constraints/lerobot.txt pins it (vla-rl

@@ -21,6 +21,11 @@ INSTALL_HINT = (
 )
 
 
+EVALUATION_OPTIONS = {"init_states": "protocol"}
+"""How evaluations run LIBERO (``vla_rl.envs.registry.evaluation_env_config``): every fixed initial
+state of a task once per 50 of its episodes, in order, as the field's LIBERO evaluations do."""
+
+
 def _missing_packages() -> str | None:
     missing = [name for name in ("libero", "robosuite") if importlib.util.find_spec(name) is None]
     if not missing:

@@ -12,6 +12,12 @@ Settings in ``cfg.options``:
   installed asset packages (the ``libero`` extra);
 * ``warmup_steps`` (default 10): no-op steps after each reset so that objects settle;
 * ``image_orientation`` (default ``"upright"``): see ``worker.orient_image``;
+* ``init_states`` (default ``"random"``, evaluations ``"protocol"``): ``"random"`` draws one of the
+  task's fixed initial states for every episode from the world's seeded generator (worlds given
+  the same seed start alike, as GRPO's groups need); ``"protocol"`` is the field's evaluation
+  protocol, in which the worlds running one task take its states in turn (with m such worlds, world
+  j plays states j, j + m, j + 2m, ... after each seeded reset), so that the first 50 episodes of a
+  task's worlds play each of its 50 states once;
 * ``hard_reset`` (default false): rebuild each world's MuJoCo model at every reset, as LIBERO does by
   default (3-7 s a reset on two CPU cores against under 1 s); the fixed initial state then overwrites
   the whole simulation state either way, and the observations are the same (``tests/sims/
@@ -47,7 +53,10 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "warmup_steps": 10,
     "image_orientation": "upright",
     "hard_reset": False,
+    "init_states": "random",
 }
+INIT_STATE_ORDERS = ("protocol", "random")
+"""``env.options.init_states``: how each episode picks one of its task's fixed initial states."""
 
 
 def check_config(cfg: EnvConfig) -> dict[str, Any]:
@@ -64,6 +73,11 @@ def check_config(cfg: EnvConfig) -> dict[str, Any]:
     if not isinstance(options["hard_reset"], bool):
         raise ValueError(
             f"config key 'env.options.hard_reset' must be true or false, got {options['hard_reset']!r}"
+        )
+    if options["init_states"] not in INIT_STATE_ORDERS:
+        raise ValueError(
+            f"config key 'env.options.init_states' must be one of {INIT_STATE_ORDERS}, "
+            f"got {options['init_states']!r}"
         )
     if options["image_orientation"] not in IMAGE_ORIENTATIONS:
         raise ValueError(
@@ -124,6 +138,12 @@ class LiberoBatchedEnv(BatchedEnv):
             raise
         self._instructions: list[str] = list(self._worker.ready_info["instructions"])
         self._num_init_states = np.asarray(self._worker.ready_info["num_init_states"], dtype=np.int64)
+        self._init_state_order = check_config(cfg)["init_states"]
+        # For the protocol order: each world's rank among the worlds of its task, their number, and the
+        # episodes the world has started since its last seeded reset.
+        self._task_rank = np.array([spec.task_ids[:i].count(t) for i, t in enumerate(spec.task_ids)])
+        self._task_worlds = np.array([spec.task_ids.count(t) for t in spec.task_ids])
+        self._episodes_started = np.zeros(self.num_envs, dtype=np.int64)
         # Each world draws (init-state index, env seed) per episode from its own generator.
         self._rngs = [np.random.default_rng(np.random.SeedSequence([0, i])) for i in range(self.num_envs)]
         self._obs: dict[str, np.ndarray] | None = None
@@ -132,10 +152,7 @@ class LiberoBatchedEnv(BatchedEnv):
     # ---------------------------------------------------------------- helpers
     def _start_episodes(self, ids: Sequence[int]) -> None:
         """Resets worlds ``ids`` in the worker with the next draws of their generators."""
-        draws = [
-            (int(self._rngs[i].integers(self._num_init_states[i])), int(self._rngs[i].integers(2**31 - 1)))
-            for i in ids
-        ]
+        draws = [(self._next_init_state(i), int(self._rngs[i].integers(2**31 - 1))) for i in ids]
         obs = self._worker.request("reset", list(ids), [d[0] for d in draws], [d[1] for d in draws])
         if self._obs is None:
             self._obs = {
@@ -144,6 +161,13 @@ class LiberoBatchedEnv(BatchedEnv):
         for key, value in obs.items():
             self._obs[key][list(ids)] = value
         self._episodes.start(ids)
+
+    def _next_init_state(self, world: int) -> int:
+        if self._init_state_order == "random":
+            return int(self._rngs[world].integers(self._num_init_states[world]))
+        turn = self._task_rank[world] + self._episodes_started[world] * self._task_worlds[world]
+        self._episodes_started[world] += 1
+        return int(turn % self._num_init_states[world])
 
     def _torch_obs(self) -> Observation:
         out: Observation = {
@@ -163,6 +187,7 @@ class LiberoBatchedEnv(BatchedEnv):
             raise RuntimeError("the first reset must reset every world")
         for i, world_seed in zip(ids, world_seeds(self, seed, ids), strict=True) if seed is not None else ():
             self._rngs[i] = np.random.default_rng(np.random.SeedSequence(world_seed))
+            self._episodes_started[i] = 0
         self._start_episodes(ids)
         return self._torch_obs(), {}
 

@@ -65,6 +65,7 @@ def test_bad_options_are_rejected_before_anything_starts():
         "warmup_steps": 10,
         "image_orientation": "upright",
         "hard_reset": False,
+        "init_states": "random",
     }
 
 

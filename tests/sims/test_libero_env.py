@@ -14,6 +14,7 @@ trivial dynamics whose numbers are easy to work out by hand:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -24,10 +25,11 @@ import numpy as np
 import pytest
 import torch
 from vla_rl.sims.libero.client import WorkerError
-from vla_rl.sims.libero.env import LiberoBatchedEnv
+from vla_rl.sims.libero.env import LiberoBatchedEnv, check_config
 from vla_rl.sims.libero.worker import LiberoWorld, WorkerSpec
 
 from vla_rl.envs.config import EnvConfig
+from vla_rl.envs.registry import evaluation_env_config
 
 IMAGE_SIZE = 4
 
@@ -227,6 +229,43 @@ def test_seeds_pick_the_initial_state_and_shared_seeds_start_alike(env):
     after, _ = env.reset(seed=[env.world_seed(11, 0)], env_ids=torch.tensor([1]))
     assert torch.equal(after["proprio"][[0, 2]], before["proprio"][[0, 2]])
     assert torch.equal(after["proprio"][1], shared["proprio"][1])
+
+
+def test_protocol_order_plays_each_initial_state_of_a_task_in_turn_across_its_worlds():
+    """Two worlds on one task with the fake's five initial states (end-effector x = 0.1 * k): world 0
+    plays states 0, 2, 4, 1, 3 and world 1 states 1, 3, 0, 2, 4, whatever the seed; a seeded reset
+    starts over."""
+    cfg = EnvConfig(
+        backend="libero",
+        task="libero_spatial/2",
+        num_envs=2,
+        max_episode_steps=2,
+        cameras=["agentview"],
+        image_size=IMAGE_SIZE,
+        options={"warmup_steps": 0, "init_states": "protocol"},
+    )
+    env = LiberoBatchedEnv(cfg, assets_dir=Path("/unused"), opener=fake_opener)
+    try:
+        for seed in (7, 8):
+            obs, _ = env.reset(seed=seed)
+            starts = [obs["proprio"][:, 0].tolist()]
+            for _ in range(4):
+                env.step(torch.zeros(2, 7))
+                starts.append(env.step(torch.zeros(2, 7)).obs["proprio"][:, 0].tolist())
+            expected = [[0.0, 0.1], [0.2, 0.3], [0.4, 0.0], [0.1, 0.2], [0.3, 0.4]]
+            np.testing.assert_allclose(starts, expected, atol=1e-6)
+    finally:
+        env.close()
+
+
+def test_evaluations_follow_the_protocol_unless_the_config_says_otherwise():
+    cfg = EnvConfig(backend="libero", task="libero_goal", options={"warmup_steps": 5})
+    assert evaluation_env_config(cfg).options == {"warmup_steps": 5, "init_states": "protocol"}
+    chosen = dataclasses.replace(cfg, options={"init_states": "random"})
+    assert evaluation_env_config(chosen).options == {"init_states": "random"}
+    assert evaluation_env_config(EnvConfig(backend="mujoco", task="push")).options == {}
+    with pytest.raises(ValueError, match="env.options.init_states"):
+        check_config(dataclasses.replace(cfg, options={"init_states": "sequential"}))
 
 
 def test_step_async_and_wait_and_action_checks(env):

@@ -40,6 +40,22 @@ cannot run on this machine (missing extra, no GPU, missing assets), or ``None``;
 listed here always can."""
 
 
+EVALUATION_OPTIONS: dict[str, str] = {
+    "libero": "vla_rl.sims.libero.backend:EVALUATION_OPTIONS",
+}
+"""``"module:attribute"`` of the ``env.options`` with which a backend's evaluations follow its
+benchmark's own protocol (LIBERO: each task's fixed initial states in turn); a config's own
+``env.options`` take precedence."""
+
+
+def evaluation_env_config(cfg: EnvConfig) -> EnvConfig:
+    """``cfg`` with its backend's evaluation options (:data:`EVALUATION_OPTIONS`) under its own."""
+    if cfg.backend not in EVALUATION_OPTIONS:
+        return cfg
+    protocol = resolve(EVALUATION_OPTIONS, cfg.backend, "environment backend")
+    return dataclasses.replace(cfg, options={**protocol, **cfg.options})
+
+
 def backend_factory(name: str) -> EnvFactory:
     """The factory of backend ``name`` (a name of :data:`BACKENDS` or ``"module:factory"``)."""
     return resolve(BACKENDS, name, "environment backend")

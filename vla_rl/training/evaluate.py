@@ -20,6 +20,7 @@ import torch
 
 from vla_rl.envs import EnvConfig, make_env
 from vla_rl.envs.base import BatchedEnv
+from vla_rl.envs.registry import evaluation_env_config
 from vla_rl.policies.base import ActorCriticPolicy
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.training.env_fit import check_policy_env
@@ -102,7 +103,9 @@ def evaluate(
     """
     split = split or env_cfg.split
     worlds = min(num_envs if num_envs > 0 else env_cfg.num_envs, max(num_episodes, 1))
-    eval_cfg = dataclasses.replace(env_cfg, num_envs=worlds, split=split, pipeline_stages=1)
+    eval_cfg = dataclasses.replace(
+        evaluation_env_config(env_cfg), num_envs=worlds, split=split, pipeline_stages=1
+    )
 
     def executor(num_worlds: int) -> Executor:
         return make_executor(policy, num_worlds, execute_steps, deterministic, temperature, ensemble_decay)
