@@ -18,6 +18,8 @@ Settings in ``cfg.options``:
   protocol, in which the worlds running one task take its states in turn (with m such worlds, world
   j plays states j, j + m, j + 2m, ... after each seeded reset), so that the first 50 episodes of a
   task's worlds play each of its 50 states once;
+* ``workers`` (default 1): worker processes the worlds are split over (contiguous groups); each
+  steps its worlds one after the other, so more of them use more cores;
 * ``hard_reset`` (default false): rebuild each world's MuJoCo model at every reset, as LIBERO does by
   default (3-7 s a reset on two CPU cores against under 1 s); the fixed initial state then overwrites
   the whole simulation state either way, and the observations are the same (``tests/sims/
@@ -36,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids
-from vla_rl.sims.libero.client import WorkerClient
+from vla_rl.sims.libero.client import WorkerPool
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
 from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
 
@@ -54,6 +56,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "image_orientation": "upright",
     "hard_reset": False,
     "init_states": "random",
+    "workers": 1,
 }
 INIT_STATE_ORDERS = ("protocol", "random")
 """``env.options.init_states``: how each episode picks one of its task's fixed initial states."""
@@ -74,6 +77,9 @@ def check_config(cfg: EnvConfig) -> dict[str, Any]:
         raise ValueError(
             f"config key 'env.options.hard_reset' must be true or false, got {options['hard_reset']!r}"
         )
+    workers = options["workers"]
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"config key 'env.options.workers' must be an integer >= 1, got {workers!r}")
     if options["init_states"] not in INIT_STATE_ORDERS:
         raise ValueError(
             f"config key 'env.options.init_states' must be one of {INIT_STATE_ORDERS}, "
@@ -113,6 +119,7 @@ class LiberoBatchedEnv(BatchedEnv):
 
     def __init__(self, cfg: EnvConfig, assets_dir: Path, opener: WorldOpener | None = None) -> None:
         spec = worker_spec(cfg, assets_dir)
+        options = check_config(cfg)
         self.num_envs = cfg.num_envs
         self.device = torch.device(cfg.device)
         self.control_hz = CONTROL_HZ
@@ -132,13 +139,13 @@ class LiberoBatchedEnv(BatchedEnv):
         self._config_dir = tempfile.TemporaryDirectory(prefix="vla_rl_libero_")
         spec = dataclasses.replace(spec, config_dir=self._config_dir.name)
         try:
-            self._worker: WorkerClient | None = WorkerClient(spec, opener)
+            self._workers: WorkerPool | None = WorkerPool(spec, options["workers"], opener)
         except BaseException:
             self._config_dir.cleanup()
             raise
-        self._instructions: list[str] = list(self._worker.ready_info["instructions"])
-        self._num_init_states = np.asarray(self._worker.ready_info["num_init_states"], dtype=np.int64)
-        self._init_state_order = check_config(cfg)["init_states"]
+        self._instructions: list[str] = list(self._workers.ready_info["instructions"])
+        self._num_init_states = np.asarray(self._workers.ready_info["num_init_states"], dtype=np.int64)
+        self._init_state_order = options["init_states"]
         # For the protocol order: each world's rank among the worlds of its task, their number, and the
         # episodes the world has started since its last seeded reset.
         self._task_rank = np.array([spec.task_ids[:i].count(t) for i, t in enumerate(spec.task_ids)])
@@ -153,7 +160,7 @@ class LiberoBatchedEnv(BatchedEnv):
     def _start_episodes(self, ids: Sequence[int]) -> None:
         """Resets worlds ``ids`` in the worker with the next draws of their generators."""
         draws = [(self._next_init_state(i), int(self._rngs[i].integers(2**31 - 1))) for i in ids]
-        obs = self._worker.request("reset", list(ids), [d[0] for d in draws], [d[1] for d in draws])
+        obs = self._workers.reset(list(ids), [d[0] for d in draws], [d[1] for d in draws])
         if self._obs is None:
             self._obs = {
                 key: np.zeros((self.num_envs, *value.shape[1:]), value.dtype) for key, value in obs.items()
@@ -198,14 +205,14 @@ class LiberoBatchedEnv(BatchedEnv):
         actions = action.detach().to("cpu", torch.float64).numpy()
         if actions.shape != (self.num_envs, ACTION_DIM):
             raise ValueError(f"action must have shape {(self.num_envs, ACTION_DIM)}, got {actions.shape}")
-        self._worker.send("step", np.clip(actions, -1.0, 1.0))
+        self._workers.send_step(np.clip(actions, -1.0, 1.0))
         self._pending_step = True
 
     def step_wait(self) -> StepResult:
         if not self._pending_step:
             raise RuntimeError("step_wait() without a step_async() first")
         self._pending_step = False
-        obs, reward, success = self._worker.receive()
+        obs, reward, success = self._workers.receive_step()
         self._obs = obs
         self._episodes.add(reward, success)
         terminated = success.copy()
@@ -225,8 +232,8 @@ class LiberoBatchedEnv(BatchedEnv):
         return self.step_wait()
 
     def close(self) -> None:
-        worker = getattr(self, "_worker", None)
-        if worker is not None:
-            worker.close()
-            self._worker = None
+        workers = getattr(self, "_workers", None)
+        if workers is not None:
+            workers.close()
+            self._workers = None
         self._config_dir.cleanup()

@@ -57,6 +57,8 @@ def test_bad_options_are_rejected_before_anything_starts():
         check_config(
             EnvConfig(backend="libero", task="libero_spatial/0", options={"image_orientation": "flip"})
         )
+    with pytest.raises(ValueError, match="env.options.workers"):
+        check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"workers": 0}))
     with pytest.raises(ValueError, match="env.options.hard_reset"):
         check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"hard_reset": "yes"}))
     options = check_config(EnvConfig(backend="libero", task="libero_object/2"))
@@ -66,6 +68,7 @@ def test_bad_options_are_rejected_before_anything_starts():
         "image_orientation": "upright",
         "hard_reset": False,
         "init_states": "random",
+        "workers": 1,
     }
 
 

@@ -139,11 +139,11 @@ def _spec(**overrides) -> WorkerSpec:
     return WorkerSpec(**{**fields, **overrides})
 
 
-def _make_env(**options) -> LiberoBatchedEnv:
+def _make_env(num_envs: int = 3, **options) -> LiberoBatchedEnv:
     cfg = EnvConfig(
         backend="libero",
         task="libero_spatial",
-        num_envs=3,
+        num_envs=num_envs,
         max_episode_steps=4,
         cameras=["agentview"],
         image_size=IMAGE_SIZE,
@@ -278,6 +278,30 @@ def test_step_async_and_wait_and_action_checks(env):
         env.step(torch.zeros(3, 6))
 
 
+def test_worlds_split_over_workers_give_the_same_episodes():
+    """Five worlds over two worker processes (worlds 0-2 and 3-4) step as one worker would:
+    the same observations, rewards and ends, with partial resets landing on the right worlds."""
+    trajectories = []
+    for workers in (1, 2):
+        env = _make_env(num_envs=5, workers=workers)
+        try:
+            obs, _ = env.reset(seed=4)
+            record = [obs["proprio"].clone()]
+            assert obs["instruction"][3] == "fake task 3"
+            actions = torch.zeros(5, 7)
+            actions[[0, 4], 0] = 1.0  # worlds 0 and 4 succeed at their third step, then reset alone
+            for _ in range(4):
+                step = env.step(actions)
+                record += [step.obs["proprio"].clone(), step.reward.clone(), step.done.clone()]
+            assert step.info["episode"]["length"].tolist() == [1, 4, 4, 4, 1]
+            record.append(env.reset(seed=[7], env_ids=torch.tensor([3]))[0]["proprio"].clone())
+        finally:
+            env.close()
+        trajectories.append(record)
+    for one, two in zip(*trajectories, strict=True):
+        assert torch.equal(one, two)
+
+
 def test_worker_failures_surface_with_their_cause():
     cfg = EnvConfig(
         backend="libero", task="libero_goal/1", num_envs=1, cameras=["broken"], image_size=IMAGE_SIZE
@@ -288,7 +312,7 @@ def test_worker_failures_surface_with_their_cause():
     env = _make_env()
     try:
         env.reset(seed=0)
-        os.kill(env._worker._process.pid, signal.SIGKILL)
+        os.kill(env._workers._clients[0]._process.pid, signal.SIGKILL)
         with pytest.raises(WorkerError, match="exited unexpectedly"):
             env.step(torch.zeros(3, 7))
     finally:
@@ -297,8 +321,8 @@ def test_worker_failures_surface_with_their_cause():
 
 def test_close_stops_the_worker_process():
     env = _make_env()
-    worker = env._worker
-    assert worker.alive
+    workers = env._workers
+    assert workers.alive
     env.close()
-    assert not worker.alive
+    assert not workers.alive
     env.close()  # closing twice is harmless
