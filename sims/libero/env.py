@@ -22,8 +22,8 @@ Settings in ``cfg.options``:
   steps its worlds one after the other, so more of them use more cores;
 * ``hard_reset`` (default false): rebuild each world's MuJoCo model at every reset, as LIBERO does by
   default (3-7 s a reset on two CPU cores against under 1 s); the fixed initial state then overwrites
-  the whole simulation state either way, and the observations are the same (``tests/sims/
-  test_libero_scenes.py``).
+  the simulation state either way, and for the same seed the observations are the same bit for bit
+  (``tests/sims/test_libero_scenes.py``).
 """
 
 from __future__ import annotations
