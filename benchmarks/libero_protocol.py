@@ -3,8 +3,8 @@
 The protocol of the published LIBERO evaluations: every task of a suite, each from its 50 fixed
 initial states (once each, in order: ``env.options.init_states: protocol``), the suite's step limit
 (220 / 280 / 300 / 520 control steps for Spatial / Object / Goal / 10), 10 no-op steps first so that
-the objects settle, the agent-view and wrist cameras rendered at 256 x 256 and turned 180 degrees
-(the orientation of the LIBERO datasets the field's policies were trained on), 7-D delta
+the objects settle, the agent-view and wrist cameras rendered at 256 x 256, robosuite's frames
+turned 180 degrees (the orientation of the LIBERO datasets the field's policies were trained on), 7-D delta
 end-effector actions with the gripper, and success from LIBERO's own goal check. Runs in
 ``.venv-libero``:
 

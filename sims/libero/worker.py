@@ -91,8 +91,17 @@ class LiberoWorld:
         self.warmup_steps = spec.warmup_steps
         self.orientation = spec.image_orientation
 
+    def use_own_gl_context(self) -> None:
+        """Makes this world's OpenGL context current. robosuite renders into whichever context is
+        current, so with several worlds in one process each would otherwise draw into the context
+        of the last one built: black frames, or another world's."""
+        renderer = getattr(getattr(self.env, "sim", None), "_render_context_offscreen", None)
+        if renderer is not None:
+            renderer.gl_ctx.make_current()
+
     def reset(self, init_index: int, env_seed: int) -> dict[str, np.ndarray]:
         """Start from initial state ``init_index``, then let objects settle for the warm-up steps."""
+        self.use_own_gl_context()
         self.env.seed(env_seed)
         self.env.reset()
         # robosuite's grippers integrate their commands into ``current_action``, which only a hard
@@ -105,6 +114,7 @@ class LiberoWorld:
         return self.observe(raw)
 
     def step(self, action: np.ndarray) -> tuple[dict[str, np.ndarray], float, bool]:
+        self.use_own_gl_context()
         raw, reward, done, _ = self.env.step(action)
         # LIBERO's step reports done exactly when the task's goal predicates hold.
         return self.observe(raw), float(reward), bool(done)

@@ -85,6 +85,25 @@ def test_observation_images_and_proprio(worlds, suite):
 
 
 @pytest.mark.parametrize("suite", SUITES)
+def test_rotate180_is_robosuites_frame_turned_as_the_fields_policies_see_it(worlds, suite):
+    """``image_orientation: rotate180`` (the protocol's): robosuite's upside-down frame turned half a
+    circle, as the LIBERO datasets were recorded and the field's policies are fed, which is the
+    upright view mirrored left to right, gripper still at the bottom. Rendered after the other
+    suites' worlds, so each world must draw in its own OpenGL context."""
+    world = worlds[suite]
+    upright = world.reset(0, env_seed=0)
+    world.orientation = "rotate180"
+    try:
+        turned = world.reset(0, env_seed=0)
+    finally:
+        world.orientation = "upright"
+    for camera in CAMERAS:
+        np.testing.assert_array_equal(turned[f"rgb_{camera}"], upright[f"rgb_{camera}"][:, ::-1])
+    wrist = turned["rgb_robot0_eye_in_hand"].astype(float)
+    assert wrist[: IMAGE_SIZE // 4].mean() > wrist[-IMAGE_SIZE // 4 :].mean() + 5.0
+
+
+@pytest.mark.parametrize("suite", SUITES)
 def test_warmup_steps_are_control_steps_with_the_gripper_open(worlds, suite, tmp_path):
     world = worlds[suite]
     world.warmup_steps = 10
