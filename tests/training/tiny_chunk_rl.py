@@ -29,6 +29,19 @@ def flow_policy_dir(tmp_path: Path) -> Path:
     return directory
 
 
+def quiet_run_overrides(run_dir: Path) -> list[str]:
+    """What every tiny test run sets: a checkpoint per update, one thread, no progress bar, no
+    TensorBoard or W&B, its folder ``run_dir``."""
+    return [
+        "checkpoint_interval=1",
+        "torch_num_threads=1",
+        "logger.progress_bar=false",
+        "logger.tensorboard=false",
+        "logger.wandb_mode=disabled",
+        f"run_dir={run_dir}",
+    ]
+
+
 def chunk_rl_overrides(run_dir: Path, init_from: Path, recipe: str, algorithm: str) -> list[str]:
     """``recipe`` with ``algorithm`` for the tiny flow policy (add ``iterations=`` and the rest)."""
     return [
@@ -47,12 +60,7 @@ def chunk_rl_overrides(run_dir: Path, init_from: Path, recipe: str, algorithm: s
         "env.max_episode_steps=8",
         "eval.num_episodes=2",
         "eval.interval=1",
-        "checkpoint_interval=1",
-        "torch_num_threads=1",
-        "logger.progress_bar=false",
-        "logger.tensorboard=false",
-        "logger.wandb_mode=disabled",
-        f"run_dir={run_dir}",
+        *quiet_run_overrides(run_dir),
     ]
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tiny_chunk_rl import quiet_run_overrides
+
 
 def reach_run_overrides(run_dir: Path, *settings: str) -> list[str]:
     """A tiny Flow-SDE PPO run on ``reach`` (cameras top and wrist at 32 pixels, 4 worlds, episodes of
@@ -24,10 +26,5 @@ def reach_run_overrides(run_dir: Path, *settings: str) -> list[str]:
         "env.max_episode_steps=8",
         "eval.num_episodes=2",
         "eval.num_envs=2",
-        "checkpoint_interval=1",
-        "torch_num_threads=1",
-        "logger.progress_bar=false",
-        "logger.tensorboard=false",
-        "logger.wandb_mode=disabled",
-        f"run_dir={run_dir}",
+        *quiet_run_overrides(run_dir),
     ]
