@@ -13,6 +13,12 @@ from vla_rl.envs.extras import missing_modules_reason
 
 VENV_HINT = "MetaWorld pins mujoco==3.3.0, so it installs into its own venv: make .venv-metaworld"
 
+EVALUATION_OPTIONS = {"variations": "benchmark", "terminate_on_success": True}
+"""How evaluations run MetaWorld (``vla_rl.envs.registry.evaluation_env_config``), as MetaWorld's own
+``metaworld.evaluation.evaluation`` does: only the benchmark's 50 fixed variations per task (each
+once per 50 episodes of a task, in order), and an episode ends at its first success, so that its
+success is success at any step within the time limit."""
+
 
 def unavailable_reason() -> str | None:
     """Why the backend cannot run here (MetaWorld not installed), or ``None``."""

@@ -12,6 +12,13 @@ its own MetaWorld env, stepped in turn. The goal is observable (as in MetaWorld'
 * Seeding: a world's seed picks its task variation (goal and object positions) through MetaWorld's
   own sampler (``env.seed`` then ``reset``), so worlds of one task given one seed start alike.
   Without a seed a world continues its generator, so autoresets stay reproducible.
+* ``options.variations`` (default ``"sampled"``, evaluations ``"benchmark"``): ``"sampled"`` is the
+  seeded sampling above, a new variation every episode (training); ``"benchmark"`` plays only the 50
+  fixed variations per task of MetaWorld's benchmark (``train_tasks`` of ``metaworld.MT10(seed=...)``,
+  ``MT50`` or ``MT1``, see ``variations.variation_benchmark``; ``options.benchmark_seed``, default 0,
+  is that seed), as MetaWorld's own evaluation does: with m worlds running one task, world j plays
+  variations j, j + m, j + 2m, ... (mod 50) from each seeded reset on, so that the first 50 episodes
+  of a task's worlds play each variation once.
 * Episodes end by the time limit (``max_episode_steps``, default MetaWorld's 500); success is
   MetaWorld's ``info["success"]``; ``options.terminate_on_success`` also ends them on success.
 * Control rate (80 Hz: 5 physics steps of 2.5 ms) and physics are MetaWorld's; ``control_hz``,
@@ -30,6 +37,7 @@ import torch
 from vla_rl.sims.batching import EpisodeStats, clone_obs, numpy_step_result, reset_ids, space_of
 from vla_rl.sims.metaworld.cameras import TaskCameras
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
+from vla_rl.sims.metaworld.variations import benchmark_train_tasks, variation_benchmark
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
@@ -38,8 +46,15 @@ from vla_rl.envs.extras import import_optional
 OBS_DIM = 39
 PROPRIO = slice(0, 4)
 """Hand position (m) and gripper opening (0 closed .. 1 open) inside MetaWorld's observation."""
-OPTIONS = {"terminate_on_success": False, "task_layout": "interleaved"}
+OPTIONS = {
+    "terminate_on_success": False,
+    "task_layout": "interleaved",
+    "variations": "sampled",
+    "benchmark_seed": 0,
+}
 """Backend options (``EnvConfig.options``) and their defaults."""
+VARIATION_MODES = ("sampled", "benchmark")
+"""``env.options.variations``: where each episode's goal and object positions come from."""
 
 
 def check_config(cfg: EnvConfig) -> dict[str, Any]:
@@ -61,7 +76,16 @@ def check_config(cfg: EnvConfig) -> dict[str, Any]:
         raise ValueError(
             f"config key 'env.options': unknown MetaWorld option(s) {unknown}; known: {sorted(OPTIONS)}"
         )
-    return {**OPTIONS, **cfg.options}
+    options = {**OPTIONS, **cfg.options}
+    if options["variations"] not in VARIATION_MODES:
+        raise ValueError(
+            f"config key 'env.options.variations' must be one of {VARIATION_MODES}, "
+            f"got {options['variations']!r}"
+        )
+    seed = options["benchmark_seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"config key 'env.options.benchmark_seed' must be an integer >= 0, got {seed!r}")
+    return options
 
 
 class MetaWorldBatchedEnv(BatchedEnv):
@@ -84,6 +108,16 @@ class MetaWorldBatchedEnv(BatchedEnv):
             _observe_goal_and_seed_variations(world, task, task_type)
             world.max_path_length = self.max_episode_steps
         self.control_hz = 1.0 / float(self.worlds[0].dt)
+        self.variations: list[tuple[Any, ...]] | None = None
+        """Per world, its task's fixed benchmark variations (``options.variations: benchmark``)."""
+        if options["variations"] == "benchmark":
+            by_task = benchmark_train_tasks(variation_benchmark(cfg.task), options["benchmark_seed"])
+            self.variations = [by_task[task] for task in self.tasks]
+        # Each world's rank among the worlds of its task, their number, and the episodes the world has
+        # started since its last seeded reset: its next benchmark variation.
+        self._task_rank = np.array([self.tasks[:i].count(task) for i, task in enumerate(self.tasks)])
+        self._task_worlds = np.array([self.tasks.count(task) for task in self.tasks])
+        self._episodes_started = np.zeros(self.num_envs, dtype=np.int64)
         self.cameras = list(cfg.cameras)
         self.image_size = cfg.image_size
 
@@ -141,6 +175,11 @@ class MetaWorldBatchedEnv(BatchedEnv):
         if seed is not None:
             # MetaWorld seeds from one int; the entropy [seed, world] becomes one through SeedSequence.
             world.seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+            self._episodes_started[i] = 0
+        if self.variations is not None:
+            turn = self._task_rank[i] + self._episodes_started[i] * self._task_worlds[i]
+            world.set_task(self.variations[i][turn % len(self.variations[i])])
+        self._episodes_started[i] += 1
         self._obs[i], _ = world.reset()
         self._episodes.start(i)
 

@@ -6,8 +6,10 @@ import pytest
 from vla_rl.sims.metaworld.batched_env import check_config
 from vla_rl.sims.metaworld.experts import policy_class_name
 from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, MT10_TASKS, MT50_TASKS, benchmark_tasks, world_tasks
+from vla_rl.sims.metaworld.variations import variation_benchmark
 
 from vla_rl.envs.config import EnvConfig
+from vla_rl.envs.registry import evaluation_env_config
 
 
 def test_every_task_has_one_distinct_instruction_and_mt10_is_part_of_mt50():
@@ -58,6 +60,9 @@ def test_policy_class_names_follow_the_task_names():
         ({"split": "ood_visual"}, "only the 'train' split"),
         ({"cameras": ["corner"], "image_size": 0}, "env.image_size"),
         ({"options": {"terminate_on_succes": True}}, "unknown MetaWorld option"),
+        ({"options": {"variations": "fixed"}}, "env.options.variations"),
+        ({"options": {"benchmark_seed": -1}}, "env.options.benchmark_seed"),
+        ({"options": {"benchmark_seed": True}}, "env.options.benchmark_seed"),
     ],
 )
 def test_bad_settings_fail_before_the_simulator_is_imported(overrides, message):
@@ -69,7 +74,32 @@ def test_bad_settings_fail_before_the_simulator_is_imported(overrides, message):
 
 
 def test_options_get_their_defaults():
+    defaults = {"terminate_on_success": False, "task_layout": "interleaved", "variations": "sampled"}
     cfg = EnvConfig(backend="metaworld", task="MT10")
-    assert check_config(cfg) == {"terminate_on_success": False, "task_layout": "interleaved"}
+    assert check_config(cfg) == {**defaults, "benchmark_seed": 0}
     cfg.options = {"terminate_on_success": True}
-    assert check_config(cfg) == {"terminate_on_success": True, "task_layout": "interleaved"}
+    assert check_config(cfg) == {**defaults, "benchmark_seed": 0, "terminate_on_success": True}
+
+
+def test_evaluations_play_the_benchmark_variations_to_the_first_success():
+    cfg = EnvConfig(backend="metaworld", task="MT10", options={"task_layout": "blocks"})
+    protocol = {"variations": "benchmark", "terminate_on_success": True}
+    assert evaluation_env_config(cfg).options == {**protocol, "task_layout": "blocks"}
+    own = EnvConfig(backend="metaworld", task="MT10", options={"variations": "sampled"})
+    assert evaluation_env_config(own).options == {**protocol, "variations": "sampled"}
+    assert check_config(evaluation_env_config(cfg))["variations"] == "benchmark"
+
+
+@pytest.mark.parametrize(
+    ("task", "benchmark"),
+    [
+        ("MT10", "MT10"),
+        ("MT50", "MT50"),
+        ("reach-v3", "MT1:reach-v3"),
+        ("assembly-v3", "MT1:assembly-v3"),
+        ("reach-v3+window-open-v3", "MT10"),
+        ("reach-v3+assembly-v3", "MT50"),
+    ],
+)
+def test_each_task_takes_its_variations_from_the_benchmark_metaworld_would(task, benchmark):
+    assert variation_benchmark(task) == benchmark

@@ -42,9 +42,11 @@ listed here always can."""
 
 EVALUATION_OPTIONS: dict[str, str] = {
     "libero": "vla_rl.sims.libero.backend:EVALUATION_OPTIONS",
+    "metaworld": "vla_rl.sims.metaworld.backend:EVALUATION_OPTIONS",
 }
 """``"module:attribute"`` of the ``env.options`` with which a backend's evaluations follow its
-benchmark's own protocol (LIBERO: each task's fixed initial states in turn); a config's own
+benchmark's own protocol (LIBERO: each task's fixed initial states in turn; MetaWorld: each task's
+fixed benchmark variations in turn, episodes ending at success); a config's own
 ``env.options`` take precedence."""
 
 
