@@ -65,6 +65,25 @@ def test_experts_run_a_shortened_protocol(tmp_path, monkeypatch):
     assert (tmp_path / "short.md").read_text() == markdown_table(result)
 
 
+@pytest.mark.skipif(reason is not None, reason=f"metaworld: {reason}")
+def test_a_saved_chunk_policy_runs_the_protocol(tmp_path, monkeypatch):
+    import torch
+
+    from vla_rl.policies.registry import build_chunk_policy
+
+    monkeypatch.setattr(metaworld_protocol, "RESULTS_DIR", tmp_path)
+    torch.manual_seed(0)
+    policy = build_chunk_policy(
+        "gaussian", chunk_len=2, action_dim=4, proprio_dim=4, policy={"hidden_sizes": [8]}
+    )
+    policy.save_pretrained(tmp_path / "policy")
+    argv = ["--tasks", "reach-v3", "--episodes-per-task", "2", "--max-episode-steps", "5"]
+    result = metaworld_protocol.main([*argv, "--policy", str(tmp_path / "policy"), "--family", "gaussian"])
+    assert result.benchmark == "MT1:reach-v3" and result.policy.startswith("gaussian policy")
+    assert result.success_by_task == {"reach-v3": 0.0}, "5 steps of at most 1 cm: no goal is that near"
+    assert result.episode_env_steps == result.env_steps == 10
+
+
 def test_a_policy_needs_its_family():
     with pytest.raises(SystemExit):
         metaworld_protocol.main(["--policy", "somewhere"])
