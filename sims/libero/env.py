@@ -39,6 +39,7 @@ import numpy as np
 import torch
 from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids
 from vla_rl.sims.libero.client import WorkerPool
+from vla_rl.sims.libero.privileged import PRIVILEGED_DIM
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
 from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
 
@@ -128,7 +129,8 @@ class LiberoBatchedEnv(BatchedEnv):
         )
         self.action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
         spaces: dict[str, gym.Space] = {
-            "proprio": gym.spaces.Box(-np.inf, np.inf, (PROPRIO_DIM,), np.float32)
+            "proprio": gym.spaces.Box(-np.inf, np.inf, (PROPRIO_DIM,), np.float32),
+            "privileged": gym.spaces.Box(-np.inf, np.inf, (PRIVILEGED_DIM,), np.float32),
         }
         for camera in cfg.cameras:
             spaces[f"rgb_{camera}"] = gym.spaces.Box(0, 255, (cfg.image_size, cfg.image_size, 3), np.uint8)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from vla_rl.sims.libero.privileged import PRIVILEGED_DIM, GoalState
 from vla_rl.sims.libero.tasks import libero_package_dir, write_libero_config
 
 NOOP_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
@@ -83,13 +84,23 @@ def quat_xyzw_to_axis_angle(quat: np.ndarray) -> np.ndarray:
 class LiberoWorld:
     """One LIBERO environment (``OffScreenRenderEnv`` interface) and its task's initial states."""
 
-    def __init__(self, env: Any, init_states: np.ndarray, instruction: str, spec: WorkerSpec) -> None:
+    def __init__(
+        self,
+        env: Any,
+        init_states: np.ndarray,
+        instruction: str,
+        spec: WorkerSpec,
+        goal: GoalState | None = None,
+    ) -> None:
+        """``goal`` reads the privileged state; without one (an env that is not a LIBERO problem)
+        ``obs["privileged"]`` is zeros."""
         self.env = env
         self.init_states = init_states
         self.instruction = instruction
         self.cameras = spec.cameras
         self.warmup_steps = spec.warmup_steps
         self.orientation = spec.image_orientation
+        self.goal = goal
 
     def use_own_gl_context(self) -> None:
         """Makes this world's OpenGL context current. robosuite renders into whichever context is
@@ -109,6 +120,8 @@ class LiberoWorld:
         for robot in self.env.robots:
             robot.gripper.current_action = np.zeros_like(robot.gripper.current_action)
         raw = self.env.set_init_state(self.init_states[init_index])
+        if self.goal is not None:
+            self.goal.refresh()
         for _ in range(self.warmup_steps):
             raw, _, _, _ = self.env.step(NOOP_ACTION)
         return self.observe(raw)
@@ -127,7 +140,8 @@ class LiberoWorld:
                 raw["robot0_gripper_qpos"],
             ]
         ).astype(np.float32)
-        obs = {"proprio": proprio}
+        privileged = self.goal.read() if self.goal is not None else np.zeros(PRIVILEGED_DIM, np.float32)
+        obs = {"proprio": proprio, "privileged": privileged}
         for camera in self.cameras:
             obs[f"rgb_{camera}"] = orient_image(raw[f"{camera}_image"], self.orientation)
         return obs
@@ -178,7 +192,8 @@ def open_libero_worlds(spec: WorkerSpec) -> list[LiberoWorld]:
             ignore_done=True,  # the parent enforces the time limit
             hard_reset=spec.hard_reset,
         )
-        worlds.append(LiberoWorld(env, init_states[task_id], suite.get_task(task_id).language, spec))
+        language = suite.get_task(task_id).language
+        worlds.append(LiberoWorld(env, init_states[task_id], language, spec, GoalState(env)))
     return worlds
 
 
