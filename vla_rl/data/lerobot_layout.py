@@ -41,6 +41,11 @@ IMAGES_PREFIX = "observation.images."
 SINGLE_IMAGE_KEY = "observation.image"
 """Some datasets (e.g. single-camera ones) store their only camera under this key."""
 SINGLE_IMAGE_CAMERA = "image"
+STATE_KEY_ALIASES = (STATE_KEY, "state")
+"""Column names read as the proprio state, the first present: ``state`` is what openpi's LIBERO
+conversion (``physical-intelligence/libero``) writes."""
+ACTION_KEY_ALIASES = (ACTION_KEY, "actions")
+"""Column names read as the actions, the first present (``actions``: openpi's LIBERO conversion)."""
 REWARD_KEY = "next.reward"
 DONE_KEY = "next.done"
 SUCCESS_KEY = "next.success"
@@ -57,6 +62,16 @@ def camera_of_key(key: str) -> str | None:
     if key.startswith(IMAGES_PREFIX):
         return key[len(IMAGES_PREFIX) :]
     return SINGLE_IMAGE_CAMERA if key == SINGLE_IMAGE_KEY else None
+
+
+def camera_of_feature(key: str) -> str | None:
+    """Camera name of a video or image feature: ``camera_of_key``'s, else the key itself when it is a
+    bare name (``image``, ``wrist_image``: the top-level camera features of openpi's LIBERO
+    conversion); None for a dotted key outside ``observation.images.``."""
+    camera = camera_of_key(key)
+    if camera is None and "." not in key:
+        return key
+    return camera
 
 
 def episode_file(root: Path, template: str, episode_index: int, chunks_size: int, **keys: str) -> Path:

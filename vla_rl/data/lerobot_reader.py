@@ -4,7 +4,9 @@ Columns map onto Episode fields: ``observation.state`` -> proprio, ``observation
 privileged, ``action`` -> actions, ``next.reward`` -> rewards, ``next.success`` ->
 success_per_step, ``observation.images.<camera>`` (video or image features) -> images[camera];
 any other per-frame column lands in ``extras``. Only ``meta/info.json``, the parquet files and
-the ``action`` column are required.
+the ``action`` column are required. The names openpi's LIBERO conversion writes are read too:
+``state`` and ``actions`` where ``observation.state`` and ``action`` are absent, and bare camera
+features (``image``, ``wrist_image``) as cameras of that name.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pyarrow.parquet as pq
 from vla_rl.data.episode import Episode
 from vla_rl.data.lerobot_layout import (
     ACTION_KEY,
+    ACTION_KEY_ALIASES,
     DATA_PATH,
     DEFAULT_CHUNKS_SIZE,
     DONE_KEY,
@@ -32,10 +35,12 @@ from vla_rl.data.lerobot_layout import (
     PRIVILEGED_KEY,
     REWARD_KEY,
     STATE_KEY,
+    STATE_KEY_ALIASES,
     SUCCESS_KEY,
     TASKS_PATH,
     VIDEO_PATH,
     VISUAL_DTYPES,
+    camera_of_feature,
     camera_of_key,
     episode_file,
     read_json,
@@ -143,8 +148,18 @@ class LeRobotDataset:
         return {
             camera: key
             for key, spec in self.features.items()
-            if spec.get("dtype") in VISUAL_DTYPES and (camera := camera_of_key(key)) is not None
+            if spec.get("dtype") in VISUAL_DTYPES and (camera := camera_of_feature(key)) is not None
         }
+
+    @cached_property
+    def action_key(self) -> str:
+        """The column read as the actions: the first of ``ACTION_KEY_ALIASES`` among the features."""
+        return next((key for key in ACTION_KEY_ALIASES if key in self.features), ACTION_KEY)
+
+    @cached_property
+    def state_key(self) -> str:
+        """The column read as the proprio state: the first of ``STATE_KEY_ALIASES`` among the features."""
+        return next((key for key in STATE_KEY_ALIASES if key in self.features), STATE_KEY)
 
     def __len__(self) -> int:
         return self.num_episodes
@@ -180,8 +195,10 @@ class LeRobotDataset:
         position %= self.num_episodes
         table = self._read_table(position)
         names = table.column_names
-        if ACTION_KEY not in names:
-            raise ValueError(f"{self.episode_path(position)} has no {ACTION_KEY!r} column (columns: {names})")
+        if self.action_key not in names:
+            raise ValueError(
+                f"{self.episode_path(position)} has no {self.action_key!r} column (columns: {names})"
+            )
 
         def column(key: str, dtype: type, matrix: bool = False) -> np.ndarray | None:
             if key not in names:
@@ -189,15 +206,16 @@ class LeRobotDataset:
             values = column_to_numpy(table.column(key), self._shape(key)).astype(dtype, copy=False)
             return values.reshape(len(values), -1) if matrix else values
 
-        actions = column(ACTION_KEY, np.float32, matrix=True)
+        actions = column(self.action_key, np.float32, matrix=True)
         length = len(actions)
-        proprio = column(STATE_KEY, np.float32, matrix=True)
+        proprio = column(self.state_key, np.float32, matrix=True)
         success_per_step = column(SUCCESS_KEY, bool)
         images = self._images(position, table, length)
+        mapped = {*MAPPED_KEYS, self.action_key, self.state_key, *self.cameras.values()}
         extras = {
             key: column_to_numpy(table.column(key), self._shape(key))
             for key in names
-            if key not in MAPPED_KEYS and camera_of_key(key) is None
+            if key not in mapped and camera_of_key(key) is None
         }
         return Episode(
             images=images,
@@ -273,10 +291,10 @@ class LeRobotDataset:
 
     def action_stats(self, quantiles: tuple[float, ...] = (0.01, 0.99)) -> dict[str, np.ndarray]:
         """Per-dimension min/max/mean/std/q01/q99 of the actions of all frames (float64 [A] each)."""
-        actions = self.column(ACTION_KEY)
+        actions = self.column(self.action_key)
         return summary_stats(actions.reshape(len(actions), -1), quantiles)
 
     def state_stats(self, quantiles: tuple[float, ...] = (0.01, 0.99)) -> dict[str, np.ndarray]:
         """The same statistics for ``observation.state`` (proprio normalisation)."""
-        state = self.column(STATE_KEY)
+        state = self.column(self.state_key)
         return summary_stats(state.reshape(len(state), -1), quantiles)
