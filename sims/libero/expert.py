@@ -27,6 +27,10 @@ import torch
 from scipy.spatial.transform import Rotation
 from vla_rl.sims.libero.privileged import PRIVILEGED_FIELDS
 
+STATE_FIELDS = (("eef_pos", 3), ("eef_axis_angle", 3), ("gripper_qpos", 2))
+"""Layout of ``obs["proprio"]`` (``worker.PROPRIO_DIM``)."""
+ACTION_NAMES = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
+"""The 7 action dimensions: end-effector position and axis-angle rotation deltas, gripper."""
 MAX_STEP_M = 0.05
 """Hand displacement of a full position action (robosuite's OSC_POSE ``output_max``)."""
 MAX_TURN_RAD = 0.5

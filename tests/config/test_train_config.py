@@ -27,7 +27,15 @@ def _group_options(group: str) -> list[str]:
 
 
 def test_groups_have_the_expected_options() -> None:
-    assert _group_options("env") == ["lift", "metaworld", "pick_place", "push", "reach", "reach_pixels"]
+    assert _group_options("env") == [
+        "libero",
+        "lift",
+        "metaworld",
+        "pick_place",
+        "push",
+        "reach",
+        "reach_pixels",
+    ]
     assert _group_options("policy") == ["cnn", "mlp"]
     assert _group_options("algorithm") == ["ppo", "ppo_pixels"]
     assert _group_options("logger") == ["default"]
@@ -46,7 +54,9 @@ def test_pixel_ppo_inherits_ppo_with_a_linearly_decaying_learning_rate() -> None
 def test_every_group_option_composes_and_validates(env: str, policy: str) -> None:
     cfg = compose_train_config([f"env={env}", f"policy={policy}"])
     assert isinstance(cfg, TrainConfig)
-    assert cfg.env.task == {"reach_pixels": "reach", "metaworld": "MT10"}.get(env, env)
+    assert cfg.env.task == {"reach_pixels": "reach", "metaworld": "MT10", "libero": "libero_spatial/0"}.get(
+        env, env
+    )
     assert cfg.policy.name == policy
 
 

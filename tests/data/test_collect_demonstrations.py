@@ -113,15 +113,17 @@ def test_collect_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ("override", "message"),
     [
         ("num_episodes=0", "'num_episodes': must be positive"),
-        ("env.control_mode=joint_delta", "'env.control_mode': scripted experts act in 'ee_delta_pos'"),
+        ("env.control_mode=joint_delta", "'env.control_mode': the built-in tasks' scripted experts act in"),
         ("noise_std=-1", "'noise_std': must not be negative"),
         ("env.task=stack", "'env.task': no scripted expert for 'stack'"),
         ("+collect_speed=3", "unknown config key 'collect_speed'"),
+        ("env=metaworld", "'env.backend': scripted experts run in mujoco, libero .MetaWorld's: python -m"),
+        ("env=libero env.task=libero_goal/3", "'env.task': the scripted LIBERO expert picks and places in"),
     ],
 )
 def test_invalid_collect_configs_name_the_key(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        compose_collect_config([override])
+        compose_collect_config(override.split())
 
 
 def test_default_config_is_pick_place_with_a_64px_front_camera() -> None:

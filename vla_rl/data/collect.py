@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -56,15 +57,59 @@ def recorded_feature_names(
     state_fields: Sequence[tuple[str, int]],
     privileged_fields: Sequence[tuple[str, int]] | None,
     record_expert: bool,
+    action_names: Sequence[str] = EE_DELTA_POS_ACTION_NAMES,
 ) -> dict[str, list[str]]:
-    """Names of the state and ``ee_delta_pos`` action dimensions a collection records, and of the
-    privileged state (when ``privileged_fields`` is given) and the expert action (``record_expert``)."""
-    names = {STATE_KEY: field_names(state_fields), ACTION_KEY: list(EE_DELTA_POS_ACTION_NAMES)}
+    """Names of the state and action dimensions a collection records (``ee_delta_pos`` by default),
+    and of the privileged state (when ``privileged_fields`` is given) and the expert action
+    (``record_expert``)."""
+    names = {STATE_KEY: field_names(state_fields), ACTION_KEY: list(action_names)}
     if privileged_fields is not None:
         names[PRIVILEGED_KEY] = field_names(privileged_fields)
     if record_expert:
-        names[EXPERT_ACTION_KEY] = list(EE_DELTA_POS_ACTION_NAMES)
+        names[EXPERT_ACTION_KEY] = list(action_names)
     return names
+
+
+@dataclass(frozen=True)
+class ExpertRecording:
+    """A backend's scripted expert and the layout of what a collection in that backend records."""
+
+    make_expert: Callable[[], Actor]
+    """Builds the expert (not called when a policy checkpoint acts instead)."""
+    state_fields: Sequence[tuple[str, int]]
+    """Layout of ``obs["proprio"]`` (stored as ``observation.state``)."""
+    privileged_fields: Sequence[tuple[str, int]]
+    """Layout of ``obs["privileged"]``."""
+    action_names: Sequence[str]
+
+
+def mujoco_recording(cfg: CollectConfig) -> ExpertRecording:
+    """The built-in tasks' scripted experts (``vla_rl.sims.tasks.scripted``)."""
+    from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS
+    from vla_rl.sims.tasks.registry import TASKS
+    from vla_rl.sims.tasks.scripted import ScriptedExpert
+
+    expert = partial(ScriptedExpert, cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
+    return ExpertRecording(
+        expert, PROPRIO_FIELDS, TASKS[cfg.env.task].privileged_fields, EE_DELTA_POS_ACTION_NAMES
+    )
+
+
+def libero_recording(cfg: CollectConfig) -> ExpertRecording:
+    """LIBERO's pick-and-place expert (``vla_rl.sims.libero.expert``), 7-D OSC_POSE actions."""
+    from vla_rl.sims.libero.expert import ACTION_NAMES, STATE_FIELDS, LiberoExpert
+    from vla_rl.sims.libero.privileged import PRIVILEGED_FIELDS
+
+    expert = partial(LiberoExpert, noise_std=cfg.noise_std, seed=cfg.seed)
+    return ExpertRecording(expert, STATE_FIELDS, PRIVILEGED_FIELDS, ACTION_NAMES)
+
+
+EXPERT_RECORDINGS: dict[str, Callable[[CollectConfig], ExpertRecording]] = {
+    "mujoco": mujoco_recording,
+    "libero": libero_recording,
+}
+"""``env.backend`` -> its scripted expert for ``vla-rl collect`` (MetaWorld's experts record through
+``vla_rl.data.metaworld_collect``)."""
 
 
 class EpisodeRecorder:
@@ -158,17 +203,17 @@ def collect_demonstrations(cfg: CollectConfig, make_actor: ActorFactory | None =
 
     ``make_actor(env)`` builds what acts instead: ``vla-rl collect`` passes one that loads the
     policy of ``cfg.policy_checkpoint`` (``vla_rl.training.policy_actor``, a layer above this one)."""
-    from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS
-    from vla_rl.sims.tasks.registry import TASKS
-
     torch.set_num_threads(cfg.torch_num_threads)
     start = time.perf_counter()
+    recording = EXPERT_RECORDINGS[cfg.env.backend](cfg)
     record_expert = cfg.record_expert_actions and cfg.noise_std > 0 and not cfg.policy_checkpoint
-    privileged_fields = TASKS[cfg.env.task].privileged_fields if cfg.record_privileged else None
-    names = recorded_feature_names(PROPRIO_FIELDS, privileged_fields, record_expert)
+    privileged_fields = recording.privileged_fields if cfg.record_privileged else None
+    names = recorded_feature_names(
+        recording.state_fields, privileged_fields, record_expert, recording.action_names
+    )
     env = make_env(cfg.env)
     try:
-        actor = _actor(cfg, env, make_actor)
+        actor = _actor(cfg, env, make_actor, recording.make_expert)
         result = record_dataset(
             env,
             actor,
@@ -266,10 +311,10 @@ def record_dataset(
     )
 
 
-def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None) -> Actor:
-    """What acts: ``make_actor(env)``, or else the task's scripted expert."""
-    from vla_rl.sims.tasks.scripted import ScriptedExpert
-
+def _actor(
+    cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None, make_expert: Callable[[], Actor]
+) -> Actor:
+    """What acts: ``make_actor(env)``, or else the task's scripted expert (``make_expert()``)."""
     if make_actor is not None:
         return make_actor(env)
     if cfg.policy_checkpoint:
@@ -277,4 +322,4 @@ def _actor(cfg: CollectConfig, env: BatchedEnv, make_actor: ActorFactory | None)
             "policy_checkpoint is set: pass make_actor "
             "(a functools.partial of vla_rl.training.policy_actor.CheckpointActor)"
         )
-    return ScriptedExpert(cfg.env.task, noise_std=cfg.noise_std, seed=cfg.seed)
+    return make_expert()

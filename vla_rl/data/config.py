@@ -27,6 +27,10 @@ from vla_rl.data.video import LOSSLESS_VIDEO, VideoSettings
 from vla_rl.envs.config import ENV_CHECKS, EnvConfig
 
 COLLECT_CONFIG_NAME = "collect"
+EXPERT_BACKENDS = ("mujoco", "libero")
+"""Backends with a scripted expert ``vla-rl collect`` runs (``vla_rl.data.collect.EXPERT_RECORDINGS``)."""
+LIBERO_EXPERT_SUITES = ("libero_spatial", "libero_object")
+"""LIBERO suites whose goals the scripted pick-and-place expert reaches (``vla_rl.sims.libero.expert``)."""
 
 
 @dataclass
@@ -111,11 +115,16 @@ class CollectConfig:
 
 
 COLLECT_CHECKS: tuple[Check[CollectConfig], ...] = (
-    Check("env.backend", lambda c: c.env.backend == "mujoco", "scripted experts need the 'mujoco' backend"),
+    Check(
+        "env.backend",
+        lambda c: c.env.backend in EXPERT_BACKENDS,
+        f"scripted experts run in {', '.join(EXPERT_BACKENDS)} "
+        "(MetaWorld's: python -m vla_rl.data.metaworld_collect)",
+    ),
     Check(
         "env.control_mode",
-        lambda c: c.env.control_mode == "ee_delta_pos",
-        "scripted experts act in 'ee_delta_pos'",
+        lambda c: c.env.backend != "mujoco" or c.env.control_mode == "ee_delta_pos",
+        "the built-in tasks' scripted experts act in 'ee_delta_pos'",
     ),
     *nested("env", ENV_CHECKS),
     *positive("num_episodes", "torch_num_threads"),
@@ -132,9 +141,19 @@ COLLECT_CHECKS: tuple[Check[CollectConfig], ...] = (
 def validate_collect_config(raw: DictConfig | dict[str, Any]) -> CollectConfig:
     """Merge ``raw`` into ``CollectConfig`` (unknown keys and wrong types fail) and check values."""
     config = validate_structured(CollectConfig, raw, COLLECT_CHECKS)
+    if config.policy_checkpoint:
+        return config
+    if config.env.backend == "libero":
+        suite = config.env.task.partition("/")[0]
+        if suite not in LIBERO_EXPERT_SUITES:
+            raise ConfigError(
+                f"config key 'env.task': the scripted LIBERO expert picks and places in "
+                f"{', '.join(LIBERO_EXPERT_SUITES)}, not {config.env.task!r}"
+            )
+        return config
     from vla_rl.sims.tasks.scripted import SCRIPTED_POLICIES
 
-    if not config.policy_checkpoint and config.env.task not in SCRIPTED_POLICIES:
+    if config.env.task not in SCRIPTED_POLICIES:
         known = sorted(SCRIPTED_POLICIES)
         raise ConfigError(
             f"config key 'env.task': no scripted expert for {config.env.task!r} (known: {known})"
