@@ -18,6 +18,8 @@ Settings in ``cfg.options``:
   protocol, in which the worlds running one task take its states in turn (with m such worlds, world
   j plays states j, j + m, j + 2m, ... after each seeded reset), so that the first 50 episodes of a
   task's worlds play each of its 50 states once;
+* ``first_init_state`` (default 0): where the protocol order starts (world j plays ``first + j``,
+  ...), e.g. to record demonstrations from states an evaluation from state 0 does not reach soon;
 * ``workers`` (default 1): worker processes the worlds are split over (contiguous groups); each
   steps its worlds one after the other, so more of them use more cores;
 * ``hard_reset`` (default false): rebuild each world's MuJoCo model at every reset, as LIBERO does by
@@ -57,6 +59,7 @@ OPTION_DEFAULTS: dict[str, Any] = {
     "image_orientation": "upright",
     "hard_reset": False,
     "init_states": "random",
+    "first_init_state": 0,
     "workers": 1,
 }
 INIT_STATE_ORDERS = ("protocol", "random")
@@ -78,6 +81,9 @@ def check_config(cfg: EnvConfig) -> dict[str, Any]:
         raise ValueError(
             f"config key 'env.options.hard_reset' must be true or false, got {options['hard_reset']!r}"
         )
+    first = options["first_init_state"]
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise ValueError(f"config key 'env.options.first_init_state' must be an integer >= 0, got {first!r}")
     workers = options["workers"]
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"config key 'env.options.workers' must be an integer >= 1, got {workers!r}")
@@ -148,6 +154,7 @@ class LiberoBatchedEnv(BatchedEnv):
         self._instructions: list[str] = list(self._workers.ready_info["instructions"])
         self._num_init_states = np.asarray(self._workers.ready_info["num_init_states"], dtype=np.int64)
         self._init_state_order = options["init_states"]
+        self._first_init_state = options["first_init_state"]
         # For the protocol order: each world's rank among the worlds of its task, their number, and the
         # episodes the world has started since its last seeded reset.
         self._task_rank = np.array([spec.task_ids[:i].count(t) for i, t in enumerate(spec.task_ids)])
@@ -174,7 +181,11 @@ class LiberoBatchedEnv(BatchedEnv):
     def _next_init_state(self, world: int) -> int:
         if self._init_state_order == "random":
             return int(self._rngs[world].integers(self._num_init_states[world]))
-        turn = self._task_rank[world] + self._episodes_started[world] * self._task_worlds[world]
+        turn = (
+            self._first_init_state
+            + self._task_rank[world]
+            + self._episodes_started[world] * self._task_worlds[world]
+        )
         self._episodes_started[world] += 1
         return int(turn % self._num_init_states[world])
 

@@ -47,22 +47,30 @@ class TaskSpec:
 
 
 def parse_task(name: str) -> TaskSpec:
-    """``"libero_spatial/3"`` -> task 3 of the suite; ``"libero_spatial"`` -> all its tasks, spread
-    over the worlds in turn (multi-task training)."""
-    suite, _, index = name.partition("/")
+    """``"libero_spatial/3"`` -> task 3 of the suite; ``"libero_object/2+3"`` -> tasks 2 and 3;
+    ``"libero_spatial"`` -> all its tasks. Several tasks are spread over the worlds in turn
+    (multi-task training)."""
+    suite, _, indices = name.partition("/")
     if suite not in SUITE_NUM_TASKS:
         raise ValueError(
             f"config key 'env.task': unknown LIBERO suite {suite!r} in {name!r}; expected "
-            f"'<suite>/<task index>' or '<suite>' with suite one of {', '.join(SUITE_NUM_TASKS)}"
+            f"'<suite>/<task index>[+<task index>...]' or '<suite>' with suite one of "
+            f"{', '.join(SUITE_NUM_TASKS)}"
         )
     num_tasks = SUITE_NUM_TASKS[suite]
-    if not index:
+    if not indices:
         return TaskSpec(suite, tuple(range(num_tasks)))
-    if not index.isdigit() or int(index) >= num_tasks:
-        raise ValueError(
-            f"config key 'env.task': task index {index!r} in {name!r} is not an integer in [0, {num_tasks})"
-        )
-    return TaskSpec(suite, (int(index),))
+    task_ids = []
+    for index in indices.split("+"):
+        if not index.isdigit() or int(index) >= num_tasks:
+            raise ValueError(
+                f"config key 'env.task': task index {index!r} in {name!r} is not an integer "
+                f"in [0, {num_tasks})"
+            )
+        task_ids.append(int(index))
+    if len(set(task_ids)) < len(task_ids):
+        raise ValueError(f"config key 'env.task': {name!r} names a task twice")
+    return TaskSpec(suite, tuple(task_ids))
 
 
 def libero_package_dir() -> Path | None:

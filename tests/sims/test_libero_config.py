@@ -28,8 +28,9 @@ from vla_rl.envs.registry import backend_unavailable_reason, make_env
 LIBERO_INSTALLED = importlib.util.find_spec("libero") is not None
 
 
-def test_task_names_pick_one_task_or_a_whole_suite():
+def test_task_names_pick_one_task_some_tasks_or_a_whole_suite():
     assert parse_task("libero_spatial/3") == TaskSpec("libero_spatial", (3,))
+    assert parse_task("libero_object/2+3") == TaskSpec("libero_object", (2, 3))
     assert parse_task("libero_90/89") == TaskSpec("libero_90", (89,))
     assert parse_task("libero_goal") == TaskSpec("libero_goal", tuple(range(10)))
 
@@ -39,6 +40,8 @@ def test_task_names_pick_one_task_or_a_whole_suite():
     [
         ("libero_spatial/10", r"task index '10' .* \[0, 10\)"),
         ("libero_10/x", r"task index 'x'"),
+        ("libero_10/1+", r"task index ''"),
+        ("libero_10/1+1", r"names a task twice"),
         ("libero_100/0", r"unknown LIBERO suite 'libero_100'"),
         ("reach", r"unknown LIBERO suite 'reach'"),
     ],
@@ -59,6 +62,8 @@ def test_bad_options_are_rejected_before_anything_starts():
         )
     with pytest.raises(ValueError, match="env.options.workers"):
         check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"workers": 0}))
+    with pytest.raises(ValueError, match="env.options.first_init_state"):
+        check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"first_init_state": -1}))
     with pytest.raises(ValueError, match="env.options.hard_reset"):
         check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"hard_reset": "yes"}))
     options = check_config(EnvConfig(backend="libero", task="libero_object/2"))
@@ -68,6 +73,7 @@ def test_bad_options_are_rejected_before_anything_starts():
         "image_orientation": "upright",
         "hard_reset": False,
         "init_states": "random",
+        "first_init_state": 0,
         "workers": 1,
     }
 

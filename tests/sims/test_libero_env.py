@@ -231,10 +231,17 @@ def test_seeds_pick_the_initial_state_and_shared_seeds_start_alike(env):
     assert torch.equal(after["proprio"][1], shared["proprio"][1])
 
 
-def test_protocol_order_plays_each_initial_state_of_a_task_in_turn_across_its_worlds():
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        (0, [[0.0, 0.1], [0.2, 0.3], [0.4, 0.0], [0.1, 0.2], [0.3, 0.4]]),
+        (3, [[0.3, 0.4], [0.0, 0.1], [0.2, 0.3], [0.4, 0.0], [0.1, 0.2]]),
+    ],
+)
+def test_protocol_order_plays_each_initial_state_of_a_task_in_turn_across_its_worlds(first, expected):
     """Two worlds on one task with the fake's five initial states (end-effector x = 0.1 * k): world 0
-    plays states 0, 2, 4, 1, 3 and world 1 states 1, 3, 0, 2, 4, whatever the seed; a seeded reset
-    starts over."""
+    plays states 0, 2, 4, 1, 3 and world 1 states 1, 3, 0, 2, 4, whatever the seed (from
+    ``first_init_state`` 3: 3, 0, 2, 4, 1 and 4, 1, 3, 0, 2); a seeded reset starts over."""
     cfg = EnvConfig(
         backend="libero",
         task="libero_spatial/2",
@@ -242,7 +249,7 @@ def test_protocol_order_plays_each_initial_state_of_a_task_in_turn_across_its_wo
         max_episode_steps=2,
         cameras=["agentview"],
         image_size=IMAGE_SIZE,
-        options={"warmup_steps": 0, "init_states": "protocol"},
+        options={"warmup_steps": 0, "init_states": "protocol", "first_init_state": first},
     )
     env = LiberoBatchedEnv(cfg, assets_dir=Path("/unused"), opener=fake_opener)
     try:
@@ -252,7 +259,6 @@ def test_protocol_order_plays_each_initial_state_of_a_task_in_turn_across_its_wo
             for _ in range(4):
                 env.step(torch.zeros(2, 7))
                 starts.append(env.step(torch.zeros(2, 7)).obs["proprio"][:, 0].tolist())
-            expected = [[0.0, 0.1], [0.2, 0.3], [0.4, 0.0], [0.1, 0.2], [0.3, 0.4]]
             np.testing.assert_allclose(starts, expected, atol=1e-6)
     finally:
         env.close()
