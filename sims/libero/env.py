@@ -43,7 +43,14 @@ from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids
 from vla_rl.sims.libero.client import WorkerPool
 from vla_rl.sims.libero.privileged import PRIVILEGED_DIM
 from vla_rl.sims.libero.tasks import SUITE_MAX_EPISODE_STEPS, parse_task
-from vla_rl.sims.libero.worker import IMAGE_ORIENTATIONS, PROPRIO_DIM, WorkerSpec, WorldOpener
+from vla_rl.sims.libero.worker import (
+    CAMERA_ALIASES,
+    IMAGE_ORIENTATIONS,
+    PROPRIO_DIM,
+    WorkerSpec,
+    WorldOpener,
+    robosuite_camera,
+)
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
@@ -99,6 +106,12 @@ def check_config(cfg: EnvConfig) -> dict[str, Any]:
         )
     if cfg.num_envs < 1:
         raise ValueError(f"config key 'env.num_envs' must be >= 1, got {cfg.num_envs}")
+    cameras = [robosuite_camera(camera) for camera in cfg.cameras]
+    if len(set(cameras)) < len(cameras):
+        raise ValueError(
+            f"config key 'env.cameras': {list(cfg.cameras)} names one camera twice "
+            f"(aliases: {CAMERA_ALIASES})"
+        )
     if cfg.cameras and cfg.image_size < 1:
         raise ValueError(f"config key 'env.image_size' must be >= 1, got {cfg.image_size}")
     parse_task(cfg.task)

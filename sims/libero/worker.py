@@ -34,6 +34,17 @@ from vla_rl.sims.libero.tasks import libero_package_dir, write_libero_config
 NOOP_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 """Warm-up action: no end-effector motion, gripper open (-1 opens, +1 closes)."""
 IMAGE_ORIENTATIONS = ("upright", "rotate180")
+CAMERA_ALIASES = {"image": "agentview", "wrist_image": "robot0_eye_in_hand"}
+"""The names LIBERO's LeRobot datasets give robosuite's cameras: ``env.cameras: [image, wrist_image]``
+renders those cameras as ``rgb_image`` and ``rgb_wrist_image``, the keys a policy trained on those
+datasets reads."""
+
+
+def robosuite_camera(name: str) -> str:
+    """robosuite's name of camera ``name`` (itself, or the camera a ``CAMERA_ALIASES`` name means)."""
+    return CAMERA_ALIASES.get(name, name)
+
+
 PROPRIO_DIM = 8
 """End-effector position (3), end-effector orientation as axis-angle (3), gripper finger joints (2)."""
 
@@ -143,7 +154,7 @@ class LiberoWorld:
         privileged = self.goal.read() if self.goal is not None else np.zeros(PRIVILEGED_DIM, np.float32)
         obs = {"proprio": proprio, "privileged": privileged}
         for camera in self.cameras:
-            obs[f"rgb_{camera}"] = orient_image(raw[f"{camera}_image"], self.orientation)
+            obs[f"rgb_{camera}"] = orient_image(raw[f"{robosuite_camera(camera)}_image"], self.orientation)
         return obs
 
     def close(self) -> None:
@@ -185,7 +196,7 @@ def open_libero_worlds(spec: WorkerSpec) -> list[LiberoWorld]:
     for task_id in spec.task_ids:
         env = OffScreenRenderEnv(
             bddl_file_name=suite.get_task_bddl_file_path(task_id),
-            camera_names=list(spec.cameras) or ["agentview"],
+            camera_names=[robosuite_camera(c) for c in spec.cameras] or ["agentview"],
             use_camera_obs=bool(spec.cameras),
             camera_heights=spec.image_size,
             camera_widths=spec.image_size,

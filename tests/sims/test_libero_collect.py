@@ -55,6 +55,29 @@ def test_spatial_task_privileged_state_matches_after_a_hard_reset():
         np.testing.assert_allclose(hard[key], soft[key], atol=1e-6, err_msg=key)
 
 
+def test_the_cameras_of_libero_datasets_are_named_as_there():
+    """``image`` / ``wrist_image`` (LIBERO's LeRobot datasets) render agentview / robot0_eye_in_hand."""
+    frames = {}
+    for cameras in (["agentview", "robot0_eye_in_hand"], ["image", "wrist_image"]):
+        cfg = EnvConfig(
+            backend="libero",
+            task="libero_object/0",
+            num_envs=1,
+            cameras=cameras,
+            image_size=32,
+            options={"init_states": "protocol", "image_orientation": "rotate180"},
+        )
+        env = make_env(cfg)
+        try:
+            obs, _ = env.reset(seed=0)
+        finally:
+            env.close()
+        frames[cameras[0]] = [obs[f"rgb_{camera}"][0].numpy() for camera in cameras]
+    for alias, own in zip(frames["image"], frames["agentview"], strict=True):
+        assert np.array_equal(alias, own)
+    assert not np.array_equal(*frames["image"])
+
+
 def test_vla_rl_collect_records_a_successful_libero_expert_episode(tmp_path: Path):
     out = tmp_path / "soup"
     args = [

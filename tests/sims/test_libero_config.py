@@ -62,6 +62,8 @@ def test_bad_options_are_rejected_before_anything_starts():
         )
     with pytest.raises(ValueError, match="env.options.workers"):
         check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"workers": 0}))
+    with pytest.raises(ValueError, match="'env.cameras': \\['image', 'agentview'\\] names one camera twice"):
+        check_config(EnvConfig(backend="libero", task="libero_spatial/0", cameras=["image", "agentview"]))
     with pytest.raises(ValueError, match="env.options.first_init_state"):
         check_config(EnvConfig(backend="libero", task="libero_spatial/0", options={"first_init_state": -1}))
     with pytest.raises(ValueError, match="env.options.hard_reset"):
