@@ -152,7 +152,7 @@ $(LB_STAMP): pyproject.toml Makefile $(LB_LOCK) constraints/libero-nodeps.txt
 
 .PHONY: test-libero
 test-libero: $(LB_STAMP)
-	$(LB_VENV)/bin/pytest -q tests/conformance tests/sims/test_libero_*.py tests/benchmarks/test_libero_protocol.py \
+	$(LB_VENV)/bin/pytest -q tests/conformance tests/sims/test_libero_*.py tests/benchmarks/test_libero_*.py \
 		-k libero $(LB_ARGS)
 
 # LeRobot 0.4 (the reference implementation of the parity and dataset tests) pins torch<2.8 and
