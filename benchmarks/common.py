@@ -6,12 +6,23 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).parent / "results"
+
+
+def run_logged(command: list[str], log: Path, env: dict[str, str] | None = None) -> float:
+    """Run ``command`` with its output to ``log``; seconds of wall clock. Exits naming ``log`` on failure."""
+    start = time.perf_counter()
+    with log.open("w") as out:
+        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    if code != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({code}); see {log}")
+    return time.perf_counter() - start
 
 
 def add_results_name(parser: argparse.ArgumentParser, default: str) -> None:

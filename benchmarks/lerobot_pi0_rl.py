@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS_DIR, lerobot_env, machine_line
+from benchmarks.common import RESULTS_DIR, lerobot_env, machine_line, run_logged
 from benchmarks.lerobot_eval import compare, evaluate_in_lerobot, evaluate_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,16 +43,6 @@ ENV = ("env=reach", "env.cameras=[front]", "env.image_size=64")
 STAGES = ("collect", "sft", "rl", "lerobot_eval")
 SFT_FOLDER = Path("train") / "checkpoints" / "last" / "pretrained_model"
 """The policy folder LeRobot's training saves, below its output folder."""
-
-
-def run(command: list[str], log: Path, env: dict[str, str] | None = None) -> float:
-    """Run ``command`` with its output to ``log``; seconds of wall clock. Raises on failure."""
-    start = time.perf_counter()
-    with log.open("w") as out:
-        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, check=False).returncode
-    if code != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({code}); see {log}")
-    return time.perf_counter() - start
 
 
 def collect(args: argparse.Namespace, dataset: Path) -> float:
@@ -67,7 +56,7 @@ def collect(args: argparse.Namespace, dataset: Path) -> float:
         f"seed={args.seed}",
         f"output_dir={dataset}",
     ]
-    return run(command, args.work / "collect.log")
+    return run_logged(command, args.work / "collect.log")
 
 
 def lerobot_sft(args: argparse.Namespace, dataset: Path, out: Path) -> float:
@@ -89,7 +78,7 @@ def lerobot_sft(args: argparse.Namespace, dataset: Path, out: Path) -> float:
         "--seed",
         str(args.seed),
     ]
-    return run(command, args.work / "lerobot_sft.log", env=lerobot_env(args.work / "hf_home"))
+    return run_logged(command, args.work / "lerobot_sft.log", env=lerobot_env(args.work / "hf_home"))
 
 
 def rl(args: argparse.Namespace, folder: Path, tokenizer: Path, run_dir: Path) -> float:
@@ -110,7 +99,7 @@ def rl(args: argparse.Namespace, folder: Path, tokenizer: Path, run_dir: Path) -
         "logger.wandb_mode=disabled",
         f"run_dir={run_dir}",
     ]
-    return run(command, args.work / "rl.log")
+    return run_logged(command, args.work / "rl.log")
 
 
 def lerobot_eval(
@@ -122,7 +111,9 @@ def lerobot_eval(
     start = time.perf_counter()
     work.mkdir(parents=True)
     export = work / "export"
-    run([str(args.vla_rl), "export", "--format", "lerobot", str(run_dir), str(export)], work / "export.log")
+    run_logged(
+        [str(args.vla_rl), "export", "--format", "lerobot", str(run_dir), str(export)], work / "export.log"
+    )
     folders = {"before": sft_folder, "after": export}
     for when, folder in folders.items():
         _, policy, ours = evaluate_run(run_dir, start=when == "before")

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import machine_line
+from benchmarks.common import machine_line, run_logged
 
 TASKS = "libero_object/2+3"
 CAMERAS = "[agentview,robot0_eye_in_hand]"
@@ -50,14 +49,8 @@ POLICY = (
 )
 
 
-def run(command: list[str], log: Path) -> float:
-    """Run ``command``, its output to ``log``; minutes of wall clock. Exits on failure."""
-    start = time.perf_counter()
-    with log.open("w") as out:
-        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
-    if code != 0:
-        sys.exit(f"{command[:4]} failed ({code}); see {log}")
-    return (time.perf_counter() - start) / 60.0
+def run_minutes(command: list[str], log: Path) -> float:
+    return run_logged(command, log) / 60.0
 
 
 def stages(args: argparse.Namespace) -> dict[str, float]:
@@ -66,19 +59,19 @@ def stages(args: argparse.Namespace) -> dict[str, float]:
     data, sft, rl = root / "demos", root / "sft", root / "rl"
     cli = [sys.executable, "-m", "vla_rl.cli"]
     minutes = {}
-    minutes["collect"] = run(
+    minutes["collect"] = run_minutes(
         [*cli, "collect", *ENV, "env.num_envs=2", "env.options.workers=2",
          "+env.options.init_states=protocol", "+env.options.first_init_state=25",
          f"num_episodes={args.demos}", "noise_std=0.2", "seed=0", f"output_dir={data}"],
         root / "collect.log",
     )  # fmt: skip
-    minutes["sft"] = run(
+    minutes["sft"] = run_minutes(
         [*cli, "sft", *ENV, f"data.path={data}", "data.action_key=expert_action", *POLICY,
          f"steps={args.sft_steps}", "eval.interval=0", "eval.num_episodes=0", "logger.wandb_mode=disabled",
          "torch_num_threads=2", f"run_dir={sft}"],
         root / "sft.log",
     )  # fmt: skip
-    minutes["rl"] = run(
+    minutes["rl"] = run_minutes(
         [*cli, "train", "recipe=pi0_flow_sde_ppo", *ENV, "env.num_envs=4", "env.options.workers=2",
          "algorithm.progress_shaping=0.0", f"policy.init_from={sft}", f"iterations={args.updates}",
          f"max_minutes={args.minutes}", f"eval.num_episodes={args.eval_episodes}", "eval.num_envs=2",

@@ -21,12 +21,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from benchmarks.common import machine_line
+from benchmarks.common import machine_line, run_logged
 
 TASKS = "reach-v3+drawer-close-v3+button-press-topdown-v3+window-open-v3"
 TARGET_GAIN = 0.20
@@ -42,14 +40,8 @@ POLICY = (
 ENV = ("env=metaworld", f"env.task={TASKS}", "+env.options.task_layout=blocks", "env.cameras=[corner]")
 
 
-def run(command: list[str], log: Path) -> float:
-    """Run ``command``, its output to ``log``; minutes of wall clock. Raises on failure."""
-    start = time.perf_counter()
-    with log.open("w") as out:
-        code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT).returncode
-    if code != 0:
-        sys.exit(f"{command[:4]} failed ({code}); see {log}")
-    return (time.perf_counter() - start) / 60.0
+def run_minutes(command: list[str], log: Path) -> float:
+    return run_logged(command, log) / 60.0
 
 
 def stages(args: argparse.Namespace) -> dict[str, float]:
@@ -58,19 +50,19 @@ def stages(args: argparse.Namespace) -> dict[str, float]:
     data, sft, rl = root / "demos", root / "sft", root / "rl"
     cli = [sys.executable, "-m", "vla_rl.cli"]
     minutes = {}
-    minutes["collect"] = run(
+    minutes["collect"] = run_minutes(
         [sys.executable, "-m", "vla_rl.data.metaworld_collect", TASKS, "--episodes", str(args.demos),
          "--output", str(data), "--num-envs", "8", "--cameras", "corner", "--image-size", "64",
          "--max-steps", "150", "--noise-std", "0.3", "--seed", "0"],
         root / "collect.log",
     )  # fmt: skip
-    minutes["sft"] = run(
+    minutes["sft"] = run_minutes(
         [*cli, "sft", *ENV, f"data.path={data}", "data.action_key=expert_action", *POLICY,
          f"steps={args.sft_steps}", "eval.interval=0", "eval.num_episodes=0", "logger.wandb_mode=disabled",
          "torch_num_threads=2", f"run_dir={sft}"],
         root / "sft.log",
     )  # fmt: skip
-    minutes["rl"] = run(
+    minutes["rl"] = run_minutes(
         [*cli, "train", "recipe=pi0_flow_sde", *ENV, "env.num_envs=16", "algorithm.group_size=4",
          f"policy.init_from={sft}", f"max_minutes={args.minutes}", "iterations=1000000",
          "eval.num_episodes=64", "eval.interval=50", "logger.wandb_mode=disabled", "torch_num_threads=2",
