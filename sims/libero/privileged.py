@@ -6,15 +6,17 @@ predicate's object and target from the simulation (runs in the worker, next to r
 23 numbers of ``PRIVILEGED_FIELDS``: what a scripted expert (``expert.py``) needs, and what
 ``vla-rl collect`` stores as ``observation.privileged``.
 
-Boxes are world-frame axis-aligned bounds (metres): an object's are those of its collision geoms
-(every geom of its body tree that collides), a region's (a box site) those of the site. A predicate
-with one argument (``(Open wooden_cabinet_1_top_region)``) has no target: its target fields are 0.
+Boxes are world-frame axis-aligned bounds (metres): an object's (a body) are those of its collision
+geoms (every geom of its body tree that collides), a region's (a box site) those of the site. An
+argument may be a region (``(Open wooden_cabinet_1_middle_region)``: the "object" is that site). A
+predicate with one argument has no target: its target fields are 0.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import mujoco
 import numpy as np
 
 PRIVILEGED_FIELDS: tuple[tuple[str, int], ...] = (
@@ -62,6 +64,40 @@ def _world_box(centers: np.ndarray, half: np.ndarray, xpos: np.ndarray, xmat: np
     return np.concatenate([world.min(axis=(0, 1)), world.max(axis=(0, 1))])
 
 
+class _Anchor:
+    """Where a goal argument is: a body (its subtree's colliding geoms box it) or a site (its own box)."""
+
+    def __init__(self, problem: Any, name: str) -> None:
+        model = problem.sim.model._model
+        self.body = self.site = None
+        if name in problem.obj_body_id:
+            self.body = problem.obj_body_id[name]
+        else:
+            try:
+                self.site = model.site(name).id
+            except KeyError:
+                try:
+                    self.body = model.body(name).id
+                except KeyError:
+                    raise ValueError(f"LIBERO goal argument {name!r}: no object, body or site") from None
+        self.geoms = _subtree_collision_geoms(model, self.body) if self.body is not None else None
+
+    def read(self, model: Any, data: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position, w-x-y-z quaternion, [box lo, box hi])."""
+        if self.body is not None and len(self.geoms) == 0:  # nothing collides: a point at the body
+            return data.xpos[self.body], data.xquat[self.body], np.concatenate([data.xpos[self.body]] * 2)
+        if self.body is not None:
+            aabb = model.geom_aabb[self.geoms]
+            box = _world_box(aabb[:, :3], aabb[:, 3:], data.geom_xpos[self.geoms], data.geom_xmat[self.geoms])
+            return data.xpos[self.body], data.xquat[self.body], box
+        site = [self.site]
+        half = model.site_size[site]
+        box = _world_box(0 * half, half, data.site_xpos[site], data.site_xmat[site])
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, data.site_xmat[self.site])
+        return data.site_xpos[self.site], quat, box
+
+
 class GoalState:
     """Reads ``PRIVILEGED_FIELDS`` from one LIBERO env; ``refresh`` after every reset (a hard reset
     builds a new MuJoCo model)."""
@@ -73,37 +109,16 @@ class GoalState:
 
     def refresh(self) -> None:
         problem = self.env.env
-        model = problem.sim.model._model
-        self._object_body = problem.obj_body_id[self.object_name]
-        self._object_geoms = _subtree_collision_geoms(model, self._object_body)
-        self._target_body = self._target_site = None
-        self._target_geoms = np.zeros(0, dtype=np.int64)
-        if self.target_name is None:
-            return
-        if self.target_name in problem.obj_body_id:
-            self._target_body = problem.obj_body_id[self.target_name]
-            self._target_geoms = _subtree_collision_geoms(model, self._target_body)
-        else:
-            self._target_site = problem.sim.model.site_name2id(self.target_name)
-
-    def _geom_box(self, geoms: np.ndarray) -> np.ndarray:
-        model, data = self.env.env.sim.model._model, self.env.env.sim.data._data
-        aabb = model.geom_aabb[geoms]
-        return _world_box(aabb[:, :3], aabb[:, 3:], data.geom_xpos[geoms], data.geom_xmat[geoms])
+        self._object = _Anchor(problem, self.object_name)
+        self._target = None if self.target_name is None else _Anchor(problem, self.target_name)
 
     def read(self) -> np.ndarray:
         """The ``PRIVILEGED_DIM`` numbers (float32) of the current simulation state."""
-        data = self.env.env.sim.data._data
-        model = self.env.env.sim.model._model
+        sim = self.env.env.sim
+        model, data = sim.model._model, sim.data._data
+        position, quat, box = self._object.read(model, data)
         target = np.zeros(10)
-        if self._target_body is not None:
-            target = np.concatenate([data.xpos[self._target_body], self._geom_box(self._target_geoms), [0.0]])
-        elif self._target_site is not None:
-            site = [self._target_site]
-            half = model.site_size[site]
-            box = _world_box(0 * half, half, data.site_xpos[site], data.site_xmat[site])
-            target = np.concatenate([data.site_xpos[site[0]], box, [1.0]])
-        obj = self._object_body
-        return np.concatenate(
-            [data.xpos[obj], data.xquat[obj], self._geom_box(self._object_geoms), target]
-        ).astype(np.float32)
+        if self._target is not None:
+            target_position, _, target_box = self._target.read(model, data)
+            target = np.concatenate([target_position, target_box, [float(self._target.site is not None)]])
+        return np.concatenate([position, quat, box, target]).astype(np.float32)
