@@ -44,6 +44,15 @@ def test_object_task_privileged_state_names_the_goal_object_and_the_basket_regio
     assert np.linalg.norm(p["object_pos"][:2] - p["target_pos"][:2]) > 0.2
 
 
+def test_a_region_goal_with_one_argument_reads_the_region_and_no_target():
+    # libero_goal/0: (Open wooden_cabinet_1_middle_region): the "object" is the drawer's region site
+    p = first_privileged("libero_goal/0", init_states="protocol")
+    assert np.all(p["object_box_lo"] < p["object_box_hi"])
+    np.testing.assert_allclose((p["object_box_lo"] + p["object_box_hi"]) / 2, p["object_pos"], atol=1e-5)
+    for key in ("target_pos", "target_box_lo", "target_box_hi", "target_is_region"):
+        assert not p[key].any(), key
+
+
 def test_spatial_task_privileged_state_matches_after_a_hard_reset():
     soft = first_privileged("libero_spatial/0", init_states="protocol")
     hard = first_privileged("libero_spatial/0", init_states="protocol", hard_reset=True)
