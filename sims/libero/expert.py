@@ -85,8 +85,8 @@ def split_privileged(privileged: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def _grasp(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(grasp point [N, 3], finger opening when gripping [N]) from the object boxes."""
+def _grasp(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(grasp point [N, 3], finger opening when gripping [N], rim grasp [N] bool) from the object boxes."""
     centre = (lo + hi) / 2
     width_y = hi[:, 1] - lo[:, 1]
     whole = width_y < FITS_BETWEEN_FINGERS_M
@@ -94,7 +94,7 @@ def _grasp(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     whole_point = np.stack([centre[:, 0], centre[:, 1], whole_z], axis=1)
     rim_point = np.stack([lo[:, 0] + RIM_INSET_M, centre[:, 1], hi[:, 2] - RIM_BELOW_TOP_M], axis=1)
     point = np.where(whole[:, None], whole_point, rim_point)
-    return point, np.where(whole, width_y, RIM_WIDTH_M)
+    return point, np.where(whole, width_y, RIM_WIDTH_M), ~whole
 
 
 def _rest_height(target_lo: np.ndarray, target_hi: np.ndarray, is_region: np.ndarray) -> np.ndarray:
@@ -108,7 +108,7 @@ def pick_place_action(proprio: np.ndarray, privileged: np.ndarray) -> np.ndarray
     hand = proprio[:, :3].astype(np.float64)
     opening = proprio[:, 6] - proprio[:, 7]
     lo, hi = p["object_box_lo"], p["object_box_hi"]
-    grasp, held_width = _grasp(lo, hi)
+    grasp, held_width, rim = _grasp(lo, hi)
     is_region = p["target_is_region"][:, 0] > 0.5
     rest = _rest_height(p["target_box_lo"], p["target_box_hi"], is_region)
     target_xy = (p["target_box_lo"][:, :2] + p["target_box_hi"][:, :2]) / 2
@@ -156,7 +156,7 @@ def pick_place_action(proprio: np.ndarray, privileged: np.ndarray) -> np.ndarray
 
     move = np.clip(POSITION_GAIN * (goal - hand) / MAX_STEP_M, -1.0, 1.0)
     current = Rotation.from_rotvec(proprio[:, 3:6].astype(np.float64))
-    yaw = np.where(held_width == RIM_WIDTH_M, RIM_YAW_RAD, 0.0)
+    yaw = np.where(rim, RIM_YAW_RAD, 0.0)
     wanted = Rotation.from_rotvec(np.column_stack([np.zeros((len(yaw), 2)), yaw])) * HAND_DOWN
     turn = (wanted * current.inv()).as_rotvec()
     turn = np.clip(ROTATION_GAIN * turn / MAX_TURN_RAD, -1.0, 1.0)
