@@ -125,7 +125,7 @@ $(MW_STAMP): pyproject.toml Makefile $(MW_LOCK)
 .PHONY: test-metaworld
 test-metaworld: $(MW_STAMP)
 	$(MW_VENV)/bin/pytest -q tests/conformance tests/sims/test_metaworld_*.py tests/data/test_metaworld_collect.py \
-		tests/benchmarks/test_metaworld_protocol.py \
+		tests/benchmarks/test_metaworld_protocol.py tests/benchmarks/test_metaworld_mt10_sft_rl.py \
 		-k metaworld $(MW_ARGS)
 
 # robosuite's own setup step (its scripts/setup_macros.py asks on stdin): a private copy of its default

@@ -8,7 +8,10 @@ its own MetaWorld env, stepped in turn. The goal is observable (as in MetaWorld'
   per step; gripper -1 opens, +1 closes). Only ``control_mode="ee_delta_pos"`` is accepted.
 * Observations: ``proprio`` is hand xyz + gripper opening (the first 4 entries of MetaWorld's
   39-D observation), ``privileged`` the whole 39-D observation, ``rgb_<camera>`` MetaWorld's named
-  cameras (``corner``, ``topview``, ``behindGripper`` ...), ``instruction`` the task's sentence.
+  cameras (``corner``, ``topview``, ``behindGripper`` ...), ``instruction`` the task's sentence,
+  ``task_onehot`` the world's task as a one-hot vector over the ``K`` tasks of ``env.task`` in their
+  benchmark order (what MetaWorld's ``use_one_hot=True`` appends to its multi-task observations; the
+  task identity a state policy without language reads).
 * Seeding: a world's seed picks its task variation (goal and object positions) through MetaWorld's
   own sampler (``env.seed`` then ``reset``), so worlds of one task given one seed start alike.
   Without a seed a world continues its generator, so autoresets stay reproducible.
@@ -36,7 +39,7 @@ import numpy as np
 import torch
 from vla_rl.sims.batching import EpisodeStats, clone_obs, numpy_step_result, reset_ids, space_of
 from vla_rl.sims.metaworld.cameras import TaskCameras
-from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, world_tasks
+from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, task_onehot, world_tasks
 from vla_rl.sims.metaworld.variations import benchmark_train_tasks, variation_benchmark
 
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
@@ -96,6 +99,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
         self.terminate_on_success = bool(options["terminate_on_success"])
         self.tasks = world_tasks(cfg.task, cfg.num_envs, options["task_layout"])
         self.instructions = [INSTRUCTIONS[task] for task in self.tasks]
+        self._task_onehot = task_onehot(cfg.task, self.instructions)
         env_dict = import_optional("metaworld.env_dict", extra="metaworld", backend="metaworld")
         task_type = import_optional("metaworld.types", extra="metaworld", backend="metaworld").Task
 
@@ -146,6 +150,7 @@ class MetaWorldBatchedEnv(BatchedEnv):
         if rows is None:
             obs: Observation = {"proprio": state[:, PROPRIO], "privileged": state}
             obs["instruction"] = list(self.instructions)
+            obs["task_onehot"] = self._task_onehot.to(self.device, copy=True)
             for camera in self.cameras:
                 size = (self.num_envs, self.image_size, self.image_size, 3)
                 obs[f"rgb_{camera}"] = torch.empty(size, dtype=torch.uint8, device=self.device)

@@ -6,6 +6,12 @@ order); they are repeated here so that a config can be checked without importing
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+import torch
+
+from vla_rl.envs.base import Observation
+
 INSTRUCTIONS: dict[str, str] = {
     "assembly-v3": "pick up the ring and place it over the peg",
     "basketball-v3": "pick up the ball and dunk it into the basket",
@@ -110,3 +116,26 @@ def world_tasks(task: str, num_envs: int, layout: str = "interleaved") -> list[s
     if layout == "blocks":
         return [tasks[i * len(tasks) // num_envs] for i in range(num_envs)]
     raise ValueError(f"config key 'env.options.task_layout' must be one of {TASK_LAYOUTS}, got {layout!r}")
+
+
+def task_onehot(task: str, instructions: Sequence[str]) -> torch.Tensor:
+    """float32 [N, K]: each instruction's task as a one-hot vector over the ``K`` tasks ``task``
+    names, in their benchmark order (MetaWorld's ``use_one_hot=True`` vector; every task has its
+    own instruction, so the instruction identifies it)."""
+    tasks = benchmark_tasks(task)
+    index = {INSTRUCTIONS[name]: i for i, name in enumerate(tasks)}
+    unknown = sorted(set(instructions) - set(index))
+    if unknown:
+        raise ValueError(f"instructions {unknown} are not those of the tasks of env.task {task!r}")
+    rows = torch.tensor([index[text] for text in instructions], dtype=torch.int64)
+    return torch.nn.functional.one_hot(rows, len(tasks)).float()
+
+
+def task_onehot_transform(task: str) -> Callable[[Observation], Observation]:
+    """For recorded data: adds ``obs["task_onehot"]`` from ``obs["instruction"]``, as the backend does."""
+
+    def add_task_onehot(obs: Observation) -> Observation:
+        obs["task_onehot"] = task_onehot(task, obs["instruction"])
+        return obs
+
+    return add_task_onehot

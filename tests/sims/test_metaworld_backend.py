@@ -85,6 +85,32 @@ def test_mt10_worlds_run_their_tasks_with_their_instructions():
         assert [type(world) for world in env.worlds] == [ALL_V3_ENVIRONMENTS[task] for task in expected]
 
 
+@pytest.mark.filterwarnings("ignore:.*precision lowered by casting:UserWarning")
+def test_task_onehot_is_the_one_metaworlds_mt10_envs_append():
+    import gymnasium as gym
+    import metaworld  # noqa: F401  (registers the Meta-World/ envs)
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+
+    reference = gym.make_vec("Meta-World/MT10", vector_strategy="sync", use_one_hot=True, seed=0)
+    try:
+        reference_obs, _ = reference.reset(seed=0)
+        names = {cls: task for task, cls in ALL_V3_ENVIRONMENTS.items()}
+        reference_tasks = [names[type(env.unwrapped)] for env in reference.envs]
+    finally:
+        reference.close()
+    assert reference_obs.shape == (10, 39 + 10)
+    onehot_by_task = dict(zip(reference_tasks, torch.from_numpy(reference_obs[:, 39:]).float(), strict=True))
+    with _env("MT10", num_envs=12, max_episode_steps=3, options={"task_layout": "blocks"}) as env:
+        obs, _ = env.reset(seed=1)
+        step = env.step(torch.zeros(12, 4))
+        expected = torch.stack([onehot_by_task[task] for task in env.tasks])
+    assert torch.equal(obs["task_onehot"], expected) and torch.equal(step.obs["task_onehot"], expected)
+    assert env.tasks[:3] == ["reach-v3", "reach-v3", "push-v3"]
+    with _env("drawer-close-v3+reach-v3", num_envs=3) as env:
+        obs, _ = env.reset(seed=0)
+    assert obs["task_onehot"].tolist() == [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]
+
+
 def test_expert_success_terminates_the_episode_when_asked():
     from vla_rl.sims.metaworld.experts import MetaWorldExpert
 

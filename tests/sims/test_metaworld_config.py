@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 from vla_rl.sims.metaworld.batched_env import check_config
 from vla_rl.sims.metaworld.experts import policy_class_name
-from vla_rl.sims.metaworld.tasks import INSTRUCTIONS, MT10_TASKS, MT50_TASKS, benchmark_tasks, world_tasks
+from vla_rl.sims.metaworld.tasks import (
+    INSTRUCTIONS,
+    MT10_TASKS,
+    MT50_TASKS,
+    benchmark_tasks,
+    task_onehot,
+    task_onehot_transform,
+    world_tasks,
+)
 from vla_rl.sims.metaworld.variations import variation_benchmark
 
 from vla_rl.envs.config import EnvConfig
@@ -17,6 +25,17 @@ def test_every_task_has_one_distinct_instruction_and_mt10_is_part_of_mt50():
     assert len(set(INSTRUCTIONS.values())) == 50
     assert len(MT10_TASKS) == 10 and set(MT10_TASKS) <= set(MT50_TASKS)
     assert INSTRUCTIONS["reach-v3"] == "reach the red goal position"
+
+
+def test_recorded_instructions_give_the_task_onehot_in_benchmark_order():
+    obs = {"instruction": [INSTRUCTIONS["window-close-v3"], INSTRUCTIONS["reach-v3"], INSTRUCTIONS["push-v3"]]}
+    onehot = task_onehot_transform("MT10")(obs)["task_onehot"]
+    assert onehot.dtype.is_floating_point and onehot.shape == (3, 10)
+    assert onehot.argmax(dim=1).tolist() == [9, 0, 1] and onehot.sum().item() == 3.0
+    subset = task_onehot("drawer-close-v3+reach-v3", [INSTRUCTIONS["reach-v3"]])
+    assert subset.tolist() == [[0.0, 1.0]]
+    with pytest.raises(ValueError, match="not those of the tasks"):
+        task_onehot("reach-v3", [INSTRUCTIONS["push-v3"]])
 
 
 def test_world_i_runs_task_i_mod_k():

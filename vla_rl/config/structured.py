@@ -64,7 +64,10 @@ def override_error(error: Exception) -> ConfigError:
     message = str(error)
     unknown = re.search(r"Could not override '([^']+)'", message)
     if unknown:
-        return ConfigError(f"unknown config key '{unknown.group(1)}' (check the spelling)")
+        return ConfigError(
+            f"unknown config key '{unknown.group(1)}' (check the spelling; a key the config does not "
+            f"have, or a dict value with new keys, is added with a leading '+')"
+        )
     return ConfigError(f"invalid configuration override: {message}")
 
 

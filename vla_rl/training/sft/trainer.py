@@ -23,6 +23,7 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkPolicy
 from vla_rl.policies.env_maps import EnvInterface
 from vla_rl.policies.registry import build_chunk_policy, load_chunk_policy
+from vla_rl.registry import resolve
 from vla_rl.training.checkpoint import POLICY_DIRNAME, Checkpoint, resolve_policy_dir
 from vla_rl.training.env_fit import apply_env_maps
 from vla_rl.training.evaluate import EvalResult, evaluate_run
@@ -39,6 +40,12 @@ from vla_rl.training.sft.demonstrations import (
 from vla_rl.training.sources import DemoBatches
 
 NORMALIZER_BATCH = 1024
+DERIVED_OBSERVATIONS = {
+    "mujoco": "vla_rl.sims.tasks.registry:object_state_transform",
+    "metaworld": "vla_rl.sims.metaworld.tasks:task_onehot_transform",
+}
+"""Backend -> factory (called with ``env.task``) of the function that adds to a recorded observation
+the keys its simulator derives but datasets do not store (``objects``, ``task_onehot``); None: none."""
 
 
 @dataclass
@@ -199,12 +206,11 @@ class SFTTrainer(TrainingLoop):
                 )
 
     def _obs_transform(self) -> Callable[[Observation], Observation] | None:
-        """Derived observation keys the simulator adds but datasets do not store (``objects``)."""
-        if self.cfg.env.backend != "mujoco":
+        """Derived observation keys the simulator adds but datasets do not store (``DERIVED_OBSERVATIONS``)."""
+        backend = self.cfg.env.backend
+        if backend not in DERIVED_OBSERVATIONS:
             return None
-        from vla_rl.sims.tasks.registry import object_state_transform
-
-        return object_state_transform(self.cfg.env.task)
+        return resolve(DERIVED_OBSERVATIONS, backend, "derived-observation transform")(self.cfg.env.task)
 
 
 def eval_metrics(result: EvalResult) -> dict[str, float]:
