@@ -4,10 +4,11 @@ It acts on what ``obs`` holds (``proprio`` and ``privileged``, see ``privileged.
 memory, so it stays right across autoresets. Each step it decides where the hand should go:
 
 1. not holding the object: over the grasp point at a travel height, down to a hover height and
-   to the grasp point (gripper open), then close;
+   to the grasp point (gripper open), then close; a whole grasp that drifts off-centre on the way
+   down goes back up to the hover height to correct it;
 2. holding it: up until the object's bottom clears the target by ``CARRY_CLEARANCE_M``, across
    until the object is over the target's centre, then down until it rests just above the target;
-3. the object low over the target: open the gripper and rise.
+3. the object low over the target: open the gripper, and rise once the fingers have let go.
 
 The grasp point: objects that fit between the fingers (their extent along the finger axis, world
 y, is under ``FITS_BETWEEN_FINGERS_M``) are taken by their middle, near the top, the hand pointing
@@ -127,8 +128,11 @@ def pick_place_action(proprio: np.ndarray, privileged: np.ndarray) -> np.ndarray
     xy_error = np.linalg.norm(hand[:, :2] - grasp[:, :2], axis=1)
     above_grasp = grasp + np.array([0.0, 0.0, HOVER_M])
     travel = grasp + np.array([0.0, 0.0, TRAVEL_M])
-    # Near: fix the horizontal error at the current height (within hover .. grasp), then go down.
-    correct = np.column_stack([grasp[:, :2], np.clip(hand[:, 2], grasp[:, 2], above_grasp[:, 2])])
+    # Near: fix the horizontal error, then go down. Rim grasps fix it at the current height (within
+    # hover .. grasp): the hand is beside the bowl, nothing under the fingers. Whole grasps back off
+    # to the hover height: a hand that came down off-centre rests its fingertips on the object.
+    correct_z = np.where(rim, np.clip(hand[:, 2], grasp[:, 2], above_grasp[:, 2]), above_grasp[:, 2])
+    correct = np.column_stack([grasp[:, :2], correct_z])
     goal = np.where((xy_error < ALIGNED_M)[:, None], grasp, correct)
     goal = np.where((xy_error > NEAR_M)[:, None], travel, goal)
     # Far and low: straight up first, so the fingers do not sweep through things.
@@ -149,8 +153,9 @@ def pick_place_action(proprio: np.ndarray, privileged: np.ndarray) -> np.ndarray
     goal = np.where(holding[:, None], carry, goal)
     gripper = np.where(holding, CLOSED, gripper)
 
-    # 3. release and rise
-    up = np.column_stack([hand[:, :2], hand[:, 2] + 0.05])
+    # 3. release, then rise: the hand stays put until the fingers have let go (rising while they
+    # still grip lifts the object off again)
+    up = np.column_stack([hand[:, :2], hand[:, 2] + np.where(holding, 0.0, 0.05)])
     goal = np.where(placed[:, None], up, goal)
     gripper = np.where(placed, OPEN, gripper)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from scipy.spatial.transform import Rotation
 from vla_rl.sims.libero.expert import LiberoExpert, pick_place_action
 from vla_rl.sims.libero.privileged import PRIVILEGED_DIM
 
@@ -47,6 +48,23 @@ def test_at_the_grasp_point_the_gripper_closes():
     np.testing.assert_allclose(action[0], [0, 0, -0.1, 0, 0, 0, 1], atol=1e-5)
 
 
+def test_off_centre_over_a_whole_grasp_the_hand_backs_off_to_the_hover_height():
+    # 2 cm off in x (between 1 and 3 cm), 1 cm above the grasp point (0.12, 0, 0.055): go to
+    # (0.12, 0, 0.055 + 0.08): error (0.02, 0, 0.07) / 5 cm = (0.4, 0, 1.4) -> z clipped to 1
+    action = pick_place_action(*state((0.10, 0.0, 0.065), OPEN_FINGERS, CAN))
+    np.testing.assert_allclose(action[0], [0.4, 0, 1, 0, 0, 0, -1], atol=1e-5)
+
+
+def test_off_centre_beside_a_bowl_rim_the_hand_corrects_at_its_height():
+    # rim grasp (0.004, 0, 0.925); hand 2 cm off in x at 0.94 (within grasp .. hover): keep 0.94,
+    # error (0.02, 0, 0) / 5 cm = 0.4; already turned a quarter about z, so no rotation
+    bowl = ((0.0, -0.05, 0.9), (0.1, 0.05, 0.95))
+    plate = ((0.3, 0.3, 0.9), (0.4, 0.4, 0.92), 0.0)
+    turned = (Rotation.from_rotvec([0, 0, np.pi / 2]) * Rotation.from_rotvec(DOWN)).as_rotvec()
+    action = pick_place_action(*state((-0.016, 0.0, 0.94), OPEN_FINGERS, bowl, plate, tuple(turned)))
+    np.testing.assert_allclose(action[0], [0.4, 0, 0, 0, 0, 0, -1], atol=1e-5)
+
+
 def test_holding_it_low_the_hand_lifts_it_clear_of_the_target():
     # fingers 4.2 cm apart on a 4 cm object: held. Its bottom (0) must reach 0.14 + 0.06: straight up
     action = pick_place_action(*state((0.12, 0.0, 0.055), (0.021, -0.021), CAN))
@@ -60,10 +78,18 @@ def test_holding_it_high_the_hand_carries_it_over_the_target_centre():
     np.testing.assert_allclose(action[0], [1, 1, 0, 0, 0, 0, 1], atol=1e-6)
 
 
-def test_low_over_the_target_it_lets_go_and_rises():
-    # object centred on the basket, bottom 1 cm above its floor (under 1.5 cm): open, 5 cm up
+def test_low_over_the_target_it_opens_the_fingers_in_place():
+    # object centred on the basket, bottom 1 cm above its floor (under 1.5 cm), fingers still on it
+    # (4.2 cm apart on 4 cm): open without moving, or the rising hand would lift it off again
     placed = ((0.33, 0.33, 0.01), (0.37, 0.37, 0.09))
     action = pick_place_action(*state((0.35, 0.35, 0.065), (0.021, -0.021), placed))
+    np.testing.assert_allclose(action[0], [0, 0, 0, 0, 0, 0, -1], atol=1e-6)
+
+
+def test_once_the_fingers_have_let_go_the_hand_rises():
+    # fingers 5 cm apart on the 4 cm object (over 4 + 0.4 cm): no longer holding; up 5 cm, open
+    placed = ((0.33, 0.33, 0.01), (0.37, 0.37, 0.09))
+    action = pick_place_action(*state((0.35, 0.35, 0.065), (0.025, -0.025), placed))
     np.testing.assert_allclose(action[0], [0, 0, 1, 0, 0, 0, -1], atol=1e-6)
 
 
