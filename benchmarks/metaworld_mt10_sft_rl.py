@@ -52,6 +52,7 @@ def policy_overrides(num_tasks: int) -> list[str]:
         "+policy.kwargs.feature_dim=128",
     ]
 
+
 QUIET = ("logger.wandb_mode=disabled", "torch_num_threads=2")
 
 
@@ -70,8 +71,9 @@ def stage_commands(args: argparse.Namespace) -> dict[str, list[str]]:
             "--noise-std", "0.3", "--seed", "0",
         ],
         "sft": [
-            *cli, "sft", *env, f"data.path={data}", "data.action_key=expert_action", *policy_overrides(num_tasks),
-            f"steps={args.sft_steps}", "eval.interval=0", "eval.num_episodes=0", *QUIET, f"run_dir={sft}",
+            *cli, "sft", *env, f"data.path={data}", "data.action_key=expert_action",
+            *policy_overrides(num_tasks), f"steps={args.sft_steps}", "eval.interval=0",
+            "eval.num_episodes=0", *QUIET, f"run_dir={sft}",
         ],
         "rl": [
             *cli, "train", "recipe=pi0_flow_sde", "policy.name=flow_mlp", "policy.freeze=[]", *env,
@@ -125,7 +127,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--root", type=Path, default=Path("runs/bench/metaworld_mt10_sft_rl"))
     parser.add_argument("--task", default=TASK, help="MT10, or some of its tasks joined by '+' (checks)")
     parser.add_argument("--demos-per-task", type=int, default=50)
-    parser.add_argument("--episode-steps", type=int, default=200, help="demonstrations' and RL episodes' limit")
+    parser.add_argument(
+        "--episode-steps", type=int, default=200, help="demonstrations' and RL episodes' limit"
+    )
     parser.add_argument("--sft-steps", type=int, default=5000)
     parser.add_argument("--worlds", type=int, default=40, help="RL worlds (a multiple of 4 x tasks)")
     parser.add_argument("--updates", type=int, default=100, help="the RL budget in updates")

@@ -2,6 +2,7 @@
 
     vla-rl train [overrides...] [--resume PATH]
     vla-rl train recipe=NAME policy.init_from=SFT_RUN [overrides...]   (RL of a VLA / flow policy)
+    vla-rl train algorithm=sac|rlpd [demos.path=DATASET] [overrides...]   (off-policy, state tasks)
     vla-rl eval --checkpoint PATH [overrides...]
     vla-rl collect [overrides...]
     vla-rl export --format lerobot RUN_OR_CHECKPOINT OUT_DIR [--keep-lora] [--force]
@@ -11,8 +12,9 @@
     vla-rl sim-robot checkpoint=RUN [overrides...]    (the simulated robot as a ROS node)
     vla-rl policy-server checkpoint=RUN [overrides...]
 
-Which job ``train`` runs (``ppo``, or ``rl`` given a recipe) and how ``--resume PATH`` and
-``resume=auto`` find a run's config: ``vla_rl.training.jobs``. Overrides use Hydra syntax
+Which job ``train`` runs (``ppo``; ``rl`` given a recipe; ``off_policy`` given
+``algorithm=sac|rlpd``) and how ``--resume PATH`` and ``resume=auto`` find a run's config:
+``vla_rl.training.jobs``. Overrides use Hydra syntax
 (``env=push algorithm.learning_rate=3e-4 env.num_envs=128``) and are validated against the typed
 schema before anything is built.
 """
@@ -107,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def train_command(args: argparse.Namespace) -> int:
-    """PPO of a state policy, or RL fine-tuning of a chunk policy (``vla_rl.training.jobs``)."""
+    """PPO of a state policy, an off-policy learner (SAC, RLPD), or RL fine-tuning of a chunk policy
+    (``vla_rl.training.jobs``)."""
     overrides = list(args.overrides)
     resume = args.resume or override_value(overrides, "resume")
     job = train_job(overrides, resume)
@@ -118,6 +121,8 @@ def train_command(args: argparse.Namespace) -> int:
     cfg = job_config(job, overrides, resume)
     if job == "rl":
         return _train_rl(cfg)
+    if job == "off_policy":
+        return _train_off_policy(cfg)
     from vla_rl.training.runner import Trainer
 
     trainer = Trainer(cfg)
@@ -129,6 +134,24 @@ def train_command(args: argparse.Namespace) -> int:
     finally:
         trainer.close()
     return _final_evaluation(result.stop_reason, evaluation, cfg.success_target)
+
+
+def _train_off_policy(cfg) -> int:  # noqa: ANN001 - OffPolicyConfig; imported lazily
+    """Train SAC / RLPD; the last evaluation decides the exit status against ``success_target``."""
+    from vla_rl.training.off_policy.trainer import OffPolicyTrainer
+
+    trainer = OffPolicyTrainer(cfg)
+    try:
+        result = trainer.train()
+    finally:
+        trainer.close()
+    print(f"trained {result.iterations} updates, {result.env_steps} env steps in {_took(result)}")
+    for env_steps, evaluation in result.evaluations:
+        print(f"env step {env_steps}: success {100 * evaluation.success_rate:.1f} %")
+    if result.stop_reason == "interrupted":
+        return EXIT_INTERRUPTED
+    final = result.evaluations[-1][1].success_rate if result.evaluations else 0.0
+    return _check_target(final, cfg.success_target)
 
 
 def _train_rl(cfg) -> int:  # noqa: ANN001 - VLARLConfig; imported lazily

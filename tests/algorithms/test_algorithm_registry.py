@@ -1,4 +1,5 @@
-"""One algorithm table for the state and the chunk learners; each builder refuses the other family."""
+"""One algorithm table for the state, chunk, supervised and off-policy learners; each builder refuses
+the other family."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from vla_rl.algorithms.registry import ALGORITHMS, build_chunk_algorithm, regist
 
 
 def test_one_table_holds_both_families() -> None:
-    assert sorted(ALGORITHMS) == ["ppo", "sft", "vla_grpo", "vla_ppo"]
+    assert sorted(ALGORITHMS) == ["ppo", "sac", "sft", "vla_grpo", "vla_ppo"]
     assert registered_chunk_algorithms() == ["vla_grpo", "vla_ppo"]
 
 

@@ -37,7 +37,7 @@ def test_groups_have_the_expected_options() -> None:
         "reach_pixels",
     ]
     assert _group_options("policy") == ["cnn", "mlp"]
-    assert _group_options("algorithm") == ["ppo", "ppo_pixels"]
+    assert _group_options("algorithm") == ["ppo", "ppo_pixels", "rlpd", "sac"]
     assert _group_options("logger") == ["default"]
 
 

@@ -28,7 +28,9 @@ def test_every_task_has_one_distinct_instruction_and_mt10_is_part_of_mt50():
 
 
 def test_recorded_instructions_give_the_task_onehot_in_benchmark_order():
-    obs = {"instruction": [INSTRUCTIONS["window-close-v3"], INSTRUCTIONS["reach-v3"], INSTRUCTIONS["push-v3"]]}
+    obs = {
+        "instruction": [INSTRUCTIONS["window-close-v3"], INSTRUCTIONS["reach-v3"], INSTRUCTIONS["push-v3"]]
+    }
     onehot = task_onehot_transform("MT10")(obs)["task_onehot"]
     assert onehot.dtype.is_floating_point and onehot.shape == (3, 10)
     assert onehot.argmax(dim=1).tolist() == [9, 0, 1] and onehot.sum().item() == 3.0

@@ -2,10 +2,12 @@
 
 Every algorithm has the training loop's contract: ``update(batch) -> dict[str, float]`` (the batch
 its source gives: a ``RolloutBuffer`` (of state steps or chunk decisions), GRPO's grouped rollouts, SFT's
-minibatches), ``state_dict()`` and ``load_state_dict(state)``. They differ in what builds them: a
-state algorithm is ``cls(policy, cfg)`` with a ``PPOConfig``, a chunk algorithm
-``cls(policy, cfg, reference_policy)`` with a ``ChunkRLConfig``, SFT ``cls(policy, optim, steps,
-device)``. An algorithm of your own plugs in as ``"package.module:Class"`` in place of a name.
+minibatches, the off-policy learner's replay minibatches), ``state_dict()`` and
+``load_state_dict(state)``. They differ in what builds them: a state algorithm is ``cls(policy,
+cfg)`` with a ``PPOConfig``, a chunk algorithm ``cls(policy, cfg, reference_policy)`` with a
+``ChunkRLConfig``, SFT ``cls(policy, optim, steps, device)``, SAC ``cls(actor, critic, encode,
+cfg)`` with a ``SACConfig``. An algorithm of your own plugs in as ``"package.module:Class"`` in
+place of a name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ ALGORITHMS: dict[str, str] = {
     "vla_grpo": "vla_rl.algorithms.chunk_grpo:ChunkGRPO",
     # Supervised: train a ChunkPolicy on demonstration minibatches (vla-rl sft).
     "sft": "vla_rl.algorithms.sft:SFT",
+    # Off-policy: train an actor and a critic ensemble from replay minibatches (SAC; RLPD's settings).
+    "sac": "vla_rl.algorithms.sac:SAC",
 }
 """Built-in algorithms: name -> ``"module:Class"``."""
 
@@ -34,7 +38,9 @@ register_chunk_algorithm = removed_decorator("register_chunk_algorithm", "algori
 STATE_ALGORITHMS = ("ppo",)
 """The built-in names :func:`build_algorithm` builds."""
 SUPERVISED_ALGORITHMS = ("sft",)
-"""Built by ``vla-rl sft``; the rest are chunk algorithms."""
+"""Built by ``vla-rl sft``."""
+OFF_POLICY_ALGORITHMS = ("sac",)
+"""Built by the off-policy trainer (``cls(actor, critic, encode, cfg)``); the rest are chunk algorithms."""
 
 
 def algorithm_class(name: str) -> type:
@@ -49,7 +55,7 @@ def registered_algorithms() -> list[str]:
 
 def registered_chunk_algorithms() -> list[str]:
     """The built-in chunk algorithms (``algorithm.name`` of a VLA RL recipe)."""
-    return sorted(set(ALGORITHMS) - set(STATE_ALGORITHMS) - set(SUPERVISED_ALGORITHMS))
+    return sorted(set(ALGORITHMS) - {*STATE_ALGORITHMS, *SUPERVISED_ALGORITHMS, *OFF_POLICY_ALGORITHMS})
 
 
 def build_algorithm(cfg: PPOConfig, policy: ActorCriticPolicy) -> Any:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, get_type_hints
 
 # omegaconf is imported where configs are composed or validated, so that the modules that only declare
 # checks (the env layer, which tests/lerobot/lerobot_pi_eval.py imports in LeRobot's venv) load without it.
@@ -106,9 +106,14 @@ def validate_structured(
             raise ConfigError(f"unknown config key '{key}' ({reason})") from None
         raise ConfigError(f"config key '{key}': {reason}") from None
     except ValueError as error:
-        if not prefix:
+        key = (
+            _post_init_key(schema, prefix, str(error))
+            if prefix
+            else _nested_post_init_key(schema, str(error))
+        )
+        if key is None:
             raise
-        raise ConfigError(f"config key '{_post_init_key(schema, prefix, str(error))}': {error}") from None
+        raise ConfigError(f"config key '{key}': {error}") from None
     check_values(config, checks, prefix)
     return config
 
@@ -177,6 +182,22 @@ def _post_init_key(schema: type, prefix: str, message: str) -> str:
     first_word = message.split(" ", 1)[0]
     names = {field.name for field in fields(schema)} if is_dataclass(schema) else set()
     return _full_key(prefix, first_word) if first_word in names else prefix
+
+
+def _nested_post_init_key(schema: type, message: str, prefix: str = "") -> str | None:
+    """The dotted key of a ``__post_init__`` error raised by a dataclass nested in ``schema`` (a group
+    such as ``algorithm``): the first group, depth first, with a field the message starts with."""
+    if not is_dataclass(schema):
+        return None
+    first_word = message.split(" ", 1)[0]
+    for name, hint in get_type_hints(schema).items():
+        if is_dataclass(hint):
+            group = _full_key(prefix, name)
+            if first_word in {field.name for field in fields(hint)}:
+                return _full_key(group, first_word)
+            if (key := _nested_post_init_key(hint, message, group)) is not None:
+                return key
+    return None
 
 
 def _full_key(prefix: str, key: str) -> str:

@@ -1,7 +1,8 @@
 """The jobs the command line runs, and how a command finds its job and config, in one place.
 
 ``vla-rl train`` runs ``ppo`` (a state policy, ``configs/train.yaml``) or, given ``recipe=NAME``,
-``rl`` (RL fine-tuning of a chunk policy, ``configs/rl.yaml`` and ``configs/recipe``); ``vla-rl
+``rl`` (RL fine-tuning of a chunk policy, ``configs/rl.yaml`` and ``configs/recipe``) or, given
+``algorithm=sac`` or ``algorithm=rlpd``, ``off_policy`` (``configs/off_policy.yaml``); ``vla-rl
 sft`` runs ``sft`` (``configs/sft.yaml``). Every run writes its job into its ``config.yaml``
 (``job: ppo|rl|sft``), so ``--resume PATH`` runs the job that wrote the folder. Run folders written
 before that key existed are told apart by their keys (``job_of_saved_config``).
@@ -27,9 +28,14 @@ JOBS = {
     "ppo": "vla_rl.config.load:TRAIN_JOB",
     "rl": "vla_rl.training.chunk_rl.config_load:RL_JOB",
     "sft": "vla_rl.training.sft.config_load:SFT_JOB",
+    "off_policy": "vla_rl.training.off_policy.config_load:OFF_POLICY_JOB",
 }
 """Job -> its ``JobSchema``: its config composed from ``configs/``, or loaded from a run's
 ``config.yaml``, with Hydra-syntax overrides."""
+ALGORITHM_KEY = "algorithm"
+"""The override whose off-policy choices (``OFF_POLICY_ALGORITHMS``) pick the ``off_policy`` job."""
+OFF_POLICY_ALGORITHMS = ("sac", "rlpd")
+"""``configs/algorithm/`` choices of the off-policy learner (``configs/off_policy.yaml``)."""
 RECIPE_KEY = "recipe"
 """The override that picks an RL recipe, and with it the ``rl`` job of ``vla-rl train``."""
 RESUME_KEY = "resume"
@@ -71,7 +77,8 @@ def job_of_checkpoint(folder: Path) -> str:
 
 def train_job(overrides: Sequence[str], resume: str | None) -> str:
     """``vla-rl train``'s job: the job of the run resumed from a path, else ``rl`` with a
-    ``recipe=`` override and ``ppo`` without."""
+    ``recipe=`` override, ``off_policy`` with ``algorithm=sac`` or ``algorithm=rlpd``, and ``ppo``
+    otherwise."""
     recipe = override_value(overrides, RECIPE_KEY)
     if resume and resume != "auto":
         job = job_of_checkpoint(resolve_run_checkpoint(resume))
@@ -80,7 +87,9 @@ def train_job(overrides: Sequence[str], resume: str | None) -> str:
                 f"config key 'recipe': the run at {resume} is a {job!r} run, not an RL fine-tuning"
             )
         return job
-    return "rl" if recipe is not None else "ppo"
+    if recipe is not None:
+        return "rl"
+    return "off_policy" if override_value(overrides, ALGORITHM_KEY) in OFF_POLICY_ALGORITHMS else "ppo"
 
 
 def job_config(job: str, overrides: Sequence[str], resume: str | None = None) -> Any:
@@ -91,5 +100,12 @@ def job_config(job: str, overrides: Sequence[str], resume: str | None = None) ->
     if resume is None or resume == "auto":
         return resolve(JOBS, job, "job").compose([*kept, *(["resume=auto"] if resume == "auto" else [])])
     checkpoint = resolve_run_checkpoint(resume)
-    kept = [o for o in kept if o.partition("=")[0].lstrip("+~") != RECIPE_KEY]  # the saved config holds it
+    kept = [o for o in kept if not _picks_job(o)]  # the saved config holds the recipe or learner
     return resolve(JOBS, job, "job").load_file(checkpoint / CONFIG_FILENAME, [*kept, f"resume={checkpoint}"])
+
+
+def _picks_job(override: str) -> bool:
+    """A ``recipe=`` or an off-policy ``algorithm=`` choice: a group choice that picked the job."""
+    key, _, value = override.partition("=")
+    key = key.lstrip("+~")
+    return key == RECIPE_KEY or (key == ALGORITHM_KEY and value in OFF_POLICY_ALGORITHMS)

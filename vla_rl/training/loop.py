@@ -307,18 +307,23 @@ class TrainingLoop:
 
     def save(self) -> Path:
         started = now_s()
-        pretrained = self.saves_pretrained
         self.last_checkpoint = save_checkpoint(
             self.run_dir,
             self.iteration,
-            None if pretrained else self.policy.state_dict(),
+            None if self.saves_pretrained else self.policy.state_dict(),
             self.state_dict(),
             self.cfg,
             keep=self.cfg.keep_checkpoints,
-            write_extra=(lambda d: self.policy.save_pretrained(d / POLICY_DIRNAME)) if pretrained else None,
+            write_extra=self.write_checkpoint_files,
         )
         self._save_s = max(self._save_s, now_s() - started)
         return self.last_checkpoint
+
+    def write_checkpoint_files(self, directory: Path) -> None:
+        """Files written into a checkpoint folder before it is moved into place: the policy's
+        ``save_pretrained`` folder where ``saves_pretrained`` (a learner adds its replay buffer)."""
+        if self.saves_pretrained:
+            self.policy.save_pretrained(directory / POLICY_DIRNAME)
 
     def unsaved(self) -> bool:
         return self.last_checkpoint is None or self.last_checkpoint.name != checkpoint_name(self.iteration)

@@ -206,7 +206,7 @@ class SFTTrainer(TrainingLoop):
                 )
 
     def _obs_transform(self) -> Callable[[Observation], Observation] | None:
-        """Derived observation keys the simulator adds but datasets do not store (``DERIVED_OBSERVATIONS``)."""
+        """Observation keys the simulator derives but datasets do not store (``DERIVED_OBSERVATIONS``)."""
         backend = self.cfg.env.backend
         if backend not in DERIVED_OBSERVATIONS:
             return None

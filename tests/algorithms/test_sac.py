@@ -1,0 +1,376 @@
+"""SAC and RLPD maths checked against numbers worked out by hand, and a 1-step bandit it must solve."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from vla_rl.algorithms.sac import (
+    SAC,
+    SACConfig,
+    build_sac_networks,
+    polyak_update,
+    soft_td_target,
+    subset_min,
+)
+from vla_rl.policies.layers import VectorObsEncoder
+from vla_rl.policies.sac_networks import (
+    CriticEnsemble,
+    SquashedGaussianActor,
+    squashed_gaussian_log_prob,
+    tanh_log_abs_det_jacobian,
+)
+
+
+@dataclass
+class Batch:
+    obs: dict[str, torch.Tensor]
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: dict[str, torch.Tensor]
+    terminated: torch.Tensor
+
+
+def state(obs: dict[str, torch.Tensor]) -> torch.Tensor:
+    return obs["state"]
+
+
+def one_sample_batch(reward: float, terminated: bool) -> Batch:
+    return Batch(
+        obs={"state": torch.zeros(1, 1)},
+        action=torch.zeros(1, 1),
+        reward=torch.tensor([reward]),
+        next_obs={"state": torch.ones(1, 1)},
+        terminated=torch.tensor([terminated]),
+    )
+
+
+def random_batch(generator: torch.Generator, size: int = 8, obs_dim: int = 3, action_dim: int = 2) -> Batch:
+    return Batch(
+        obs={"state": torch.randn(size, obs_dim, generator=generator)},
+        action=torch.rand(size, action_dim, generator=generator) * 2 - 1,
+        reward=torch.randn(size, generator=generator),
+        next_obs={"state": torch.randn(size, obs_dim, generator=generator)},
+        terminated=torch.rand(size, generator=generator) < 0.3,
+    )
+
+
+class FixedActor(nn.Module):
+    """Samples always ``action`` with log-probability ``log_prob`` (a parameter with no effect keeps
+    Adam and backward working)."""
+
+    def __init__(self, action: float, log_prob: float, action_dim: int = 1) -> None:
+        super().__init__()
+        self.action_dim = action_dim
+        self.action = action
+        self.log_prob = log_prob
+        self.unused = nn.Parameter(torch.zeros(()))
+
+    def sample(self, features, generator=None):
+        batch = features.shape[0]
+        action = torch.full((batch, self.action_dim), self.action) + 0.0 * self.unused
+        return action, torch.full((batch,), self.log_prob) + 0.0 * self.unused
+
+    def deterministic(self, features):
+        return self.sample(features)[0]
+
+
+class ConstantCritics(nn.Module):
+    """Critic i returns ``values[i]`` everywhere; the values are its parameters."""
+
+    def __init__(self, values: list[float]) -> None:
+        super().__init__()
+        self.num_critics = len(values)
+        self.values = nn.Parameter(torch.tensor(values))
+
+    def forward(self, features, action):
+        return self.values[:, None].expand(self.num_critics, features.shape[0])
+
+
+def stub_sac(critic_values: list[float], log_prob: float, **cfg) -> SAC:
+    cfg.setdefault("num_critics", len(critic_values))
+    cfg.setdefault("critic_subset", len(critic_values))
+    return SAC(FixedActor(0.3, log_prob), ConstantCritics(critic_values), state, SACConfig(**cfg))
+
+
+def small_sac(**cfg) -> SAC:
+    torch.manual_seed(0)
+    config = SACConfig(**cfg)
+    actor, critic = build_sac_networks(3, 2, config, hidden_sizes=[16, 16])
+    return SAC(actor, critic, state, config, torch.Generator().manual_seed(1))
+
+
+# --- networks -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("u", [-3.0, -0.7, 0.0, 0.4, 2.5])
+def test_stable_tanh_jacobian_is_log_of_one_minus_tanh_squared(u):
+    u = torch.tensor(u, dtype=torch.float64)
+    torch.testing.assert_close(tanh_log_abs_det_jacobian(u), torch.log(1 - torch.tanh(u) ** 2))
+
+
+def test_stable_tanh_jacobian_is_finite_where_tanh_rounds_to_one():
+    u = torch.tensor([20.0, -20.0])
+    assert torch.isinf(torch.log(1 - torch.tanh(u) ** 2)).all()
+    # log(1 - tanh(u)^2) -> log 4 - 2|u| for large |u|.
+    torch.testing.assert_close(tanh_log_abs_det_jacobian(u), torch.full((2,), math.log(4.0) - 40.0))
+
+
+def test_log_prob_matches_torch_tanh_transformed_normal():
+    mean = torch.tensor([[0.3, -1.2], [0.0, 0.8]], dtype=torch.float64)
+    log_std = torch.tensor([[-0.5, 0.2], [0.1, -1.0]], dtype=torch.float64)
+    pre_tanh = torch.tensor([[1.1, -0.4], [-2.0, 0.9]], dtype=torch.float64)
+    reference = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()), [torch.distributions.TanhTransform()]
+    )
+    expected = reference.log_prob(torch.tanh(pre_tanh)).sum(-1)
+    torch.testing.assert_close(squashed_gaussian_log_prob(mean, log_std, pre_tanh), expected)
+
+
+def test_actor_sample_log_prob_matches_torch_and_actions_are_bounded():
+    torch.manual_seed(0)
+    actor = SquashedGaussianActor(4, 3, hidden_sizes=[8]).double()
+    features = torch.randn(64, 4, dtype=torch.float64)
+    action, log_prob = actor.sample(features, torch.Generator().manual_seed(0))
+    mean, log_std = actor(features)
+    reference = torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, log_std.exp()), [torch.distributions.TanhTransform()]
+    )
+    assert action.shape == (64, 3) and log_prob.shape == (64,)
+    assert bool((action.abs() <= 1).all())
+    torch.testing.assert_close(log_prob, reference.log_prob(action).sum(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(actor.deterministic(features), torch.tanh(mean))
+
+
+def test_actor_log_std_is_clamped():
+    actor = SquashedGaussianActor(1, 1, hidden_sizes=[], log_std_min=-2.0, log_std_max=0.5)
+    with torch.no_grad():
+        actor.net[0].weight.zero_()
+        actor.net[0].bias.copy_(torch.tensor([0.0, 10.0]))
+        assert float(actor(torch.zeros(1, 1))[1]) == 0.5
+        actor.net[0].bias.copy_(torch.tensor([0.0, -10.0]))
+        assert float(actor(torch.zeros(1, 1))[1]) == -2.0
+
+
+def test_critic_ensemble_shape_layer_norm_and_independent_members():
+    torch.manual_seed(0)
+    critic = CriticEnsemble(3, 2, hidden_sizes=[8, 8], num_critics=5, layer_norm=True)
+    q = critic(torch.randn(4, 3), torch.rand(4, 2))
+    assert q.shape == (5, 4)
+    assert not torch.allclose(q[0], q[1])
+    assert sum(isinstance(m, nn.LayerNorm) for m in critic.critics[0]) == 2
+    plain = CriticEnsemble(3, 2, hidden_sizes=[8, 8], num_critics=2, layer_norm=False)
+    assert not any(isinstance(m, nn.LayerNorm) for m in plain.modules())
+
+
+# --- TD target --------------------------------------------------------------------------------------
+
+
+def test_td_target_on_one_sample_by_hand():
+    # r = 1, gamma = 0.9, target critics 2 and 3 -> min 2, log pi(a'|s') = -0.5, alpha = 0.2:
+    # y = 1 + 0.9 * (2 - 0.2 * (-0.5)) = 1 + 0.9 * 2.1 = 2.89.
+    sac = stub_sac([2.0, 3.0], log_prob=-0.5, gamma=0.9, init_alpha=0.2)
+    torch.testing.assert_close(sac.td_target(one_sample_batch(1.0, False)), torch.tensor([2.89]))
+
+
+def test_td_target_without_entropy_backup_by_hand():
+    # y = 1 + 0.9 * 2 = 2.8.
+    sac = stub_sac([2.0, 3.0], log_prob=-0.5, gamma=0.9, init_alpha=0.2, backup_entropy=False)
+    torch.testing.assert_close(sac.td_target(one_sample_batch(1.0, False)), torch.tensor([2.8]))
+
+
+def test_terminated_masks_the_bootstrap_and_truncated_does_not():
+    sac = stub_sac([2.0, 3.0], log_prob=-0.5, gamma=0.9, init_alpha=0.2)
+    # Terminated: y = r. A truncated step is not terminated in the batch, so it bootstraps (2.89).
+    torch.testing.assert_close(sac.td_target(one_sample_batch(1.0, True)), torch.tensor([1.0]))
+    torch.testing.assert_close(sac.td_target(one_sample_batch(1.0, False)), torch.tensor([2.89]))
+
+
+def test_soft_td_target_elementwise():
+    y = soft_td_target(
+        reward=torch.tensor([1.0, -1.0]),
+        terminated=torch.tensor([False, True]),
+        next_q=torch.tensor([4.0, 100.0]),
+        next_log_prob=torch.tensor([1.0, 1.0]),
+        alpha=0.5,
+        gamma=0.5,
+    )
+    # 1 + 0.5 * (4 - 0.5) = 2.75; -1 (terminated).
+    torch.testing.assert_close(y, torch.tensor([2.75, -1.0]))
+
+
+def test_subset_min_uses_only_the_drawn_critics(monkeypatch):
+    # Critics 5, 1, 3, 2: the min over all is 1, over the subset {0, 2} it is 3.
+    q = torch.tensor([[5.0], [1.0], [3.0], [2.0]])
+    assert float(subset_min(q, torch.tensor([0, 2]))) == 3.0
+    sac = stub_sac([5.0, 1.0, 3.0, 2.0], log_prob=0.0, gamma=0.5, critic_subset=2)
+    monkeypatch.setattr(sac, "draw_critic_subset", lambda: torch.tensor([0, 2]))
+    # y = 0 + 0.5 * (3 - alpha * 0) = 1.5.
+    torch.testing.assert_close(sac.td_target(one_sample_batch(0.0, False)), torch.tensor([1.5]))
+
+
+def test_critic_subsets_are_distinct_and_cover_the_ensemble():
+    sac = stub_sac([0.0] * 10, log_prob=0.0, critic_subset=2)
+    seen = set()
+    for _ in range(200):
+        subset = sac.draw_critic_subset().tolist()
+        assert len(subset) == 2 and len(set(subset)) == 2
+        seen.update(subset)
+    assert seen == set(range(10))
+
+
+# --- target critics, temperature, update counts ---------------------------------------------------
+
+
+def test_polyak_update_by_hand():
+    online, target = nn.Linear(1, 1, bias=False), nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        online.weight.fill_(2.0)
+        target.weight.fill_(10.0)
+    polyak_update(target, online, tau=0.25)
+    # 0.25 * 2 + 0.75 * 10 = 8.
+    assert float(target.weight.detach()) == 8.0
+
+
+def test_critic_step_moves_targets_by_tau_by_hand():
+    # One critic Q = theta = 1, target theta' = 1; terminated with r = 0 gives y = 0, so the gradient
+    # of (theta - 0)^2 is 2 > 0 and Adam's first step moves theta by -lr: theta = 1 - 0.1 = 0.9.
+    # Then theta' = 0.5 * 0.9 + 0.5 * 1 = 0.95.
+    sac = stub_sac([1.0], log_prob=0.0, critic_lr=0.1, tau=0.5)
+    sac.update([one_sample_batch(0.0, True)])
+    assert float(sac.critic.values.detach()) == pytest.approx(0.9, abs=1e-6)
+    assert float(sac.target_critic.values) == pytest.approx(0.95, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("log_prob", "direction"),
+    [
+        # log pi + target_entropy = 0 + (-1) < 0: entropy 0 is above the target -1, alpha falls.
+        (0.0, -1.0),
+        # 2 + (-1) > 0: entropy -2 is below the target -1, alpha rises.
+        (2.0, 1.0),
+    ],
+)
+def test_alpha_moves_towards_the_target_entropy(log_prob, direction):
+    # d/d(log_alpha) of -log_alpha * (log pi + target_entropy) is -(log pi + target_entropy); Adam's
+    # first step moves log_alpha by alpha_lr * sign(log pi + target_entropy).
+    sac = stub_sac([0.0, 0.0], log_prob=log_prob, alpha_lr=0.01, init_alpha=0.5)
+    assert sac.target_entropy == -1.0
+    metrics = sac.update([one_sample_batch(0.0, True)])
+    assert float(sac.log_alpha.detach()) == pytest.approx(math.log(0.5) + direction * 0.01, abs=1e-6)
+    assert metrics["alpha"] == pytest.approx(math.exp(math.log(0.5) + direction * 0.01), abs=1e-6)
+
+
+def first_step_count(optimizer: torch.optim.Optimizer) -> int:
+    return int(next(iter(optimizer.state.values()))["step"])
+
+
+def test_utd_ratio_makes_k_critic_steps_and_one_actor_step():
+    sac = small_sac(utd_ratio=3)
+    generator = torch.Generator().manual_seed(2)
+    metrics = sac.update([random_batch(generator) for _ in range(3)])
+    assert first_step_count(sac.critic_optimizer) == 3
+    assert first_step_count(sac.actor_optimizer) == 1
+    assert first_step_count(sac.alpha_optimizer) == 1
+    assert {"critic_loss", "q_mean", "actor_loss", "alpha_loss", "entropy", "alpha"} <= set(metrics)
+    with pytest.raises(ValueError, match="utd_ratio=3"):
+        sac.update([random_batch(generator)])
+
+
+def test_actor_update_every_skips_calls():
+    sac = small_sac(actor_update_every=2)
+    generator = torch.Generator().manual_seed(2)
+    for _ in range(3):
+        sac.update([random_batch(generator)])
+    assert first_step_count(sac.critic_optimizer) == 3
+    assert first_step_count(sac.actor_optimizer) == 2
+
+
+def test_actor_step_leaves_critics_without_gradients():
+    sac = small_sac()
+    sac.actor_and_alpha_step(random_batch(torch.Generator().manual_seed(2)))
+    assert all(param.grad is None for param in sac.critic.parameters())
+    assert all(param.requires_grad for param in sac.critic.parameters())
+
+
+def test_config_checks_and_rlpd_preset():
+    rlpd = SACConfig.rlpd()
+    assert (rlpd.num_critics, rlpd.critic_subset, rlpd.utd_ratio, rlpd.layer_norm) == (10, 2, 20, True)
+    with pytest.raises(ValueError, match="critic_subset"):
+        SACConfig(num_critics=2, critic_subset=3)
+    with pytest.raises(ValueError, match="tau"):
+        SACConfig(tau=0.0)
+    with pytest.raises(ValueError, match="num_critics"):
+        SAC(FixedActor(0.0, 0.0), ConstantCritics([0.0, 0.0, 0.0]), state, SACConfig())
+
+
+# --- exact resume -------------------------------------------------------------------------------------
+
+
+def test_state_dict_round_trip_gives_the_identical_next_update():
+    cfg = {"num_critics": 4, "critic_subset": 2, "utd_ratio": 2, "layer_norm": True}
+    generator = torch.Generator().manual_seed(5)
+    first, second = [random_batch(generator) for _ in range(2)], [random_batch(generator) for _ in range(2)]
+    sac = small_sac(**cfg)
+    sac.update(first)
+    saved = copy.deepcopy(sac.state_dict())
+    expected_metrics = sac.update(second)
+
+    torch.manual_seed(123)
+    config = SACConfig(**cfg)
+    resumed = SAC(*build_sac_networks(3, 2, config, hidden_sizes=[16, 16]), state, config)
+    resumed.load_state_dict(saved)
+    assert resumed.update(second) == expected_metrics
+    for name in ("actor", "critic", "target_critic"):
+        for key, value in getattr(sac, name).state_dict().items():
+            torch.testing.assert_close(getattr(resumed, name).state_dict()[key], value, rtol=0, atol=0)
+    assert float(resumed.log_alpha.detach()) == float(sac.log_alpha.detach())
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny networks run fastest on one thread (several fight over the cores for little work)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# --- learning --------------------------------------------------------------------------------------------
+
+
+BANDIT_SETTINGS = {"init_alpha": 0.1, "actor_lr": 3e-3, "critic_lr": 3e-3, "alpha_lr": 3e-3}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [SACConfig(**BANDIT_SETTINGS), SACConfig.rlpd(**BANDIT_SETTINGS, utd_ratio=4)],
+    ids=["sac", "rlpd"],
+)
+def test_sac_solves_a_one_step_continuous_bandit(config: SACConfig, one_thread):
+    """reward = -(a - 0.5)^2 and every step terminates, so Q(s, a) = reward and the best action is 0.5."""
+    torch.manual_seed(0)
+    space = gym.spaces.Dict({"proprio": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)})
+    encoder = VectorObsEncoder(["proprio"], space, normalize=False)
+    encode = functools.partial(encoder.encode, keys=["proprio"])
+    actor, critic = build_sac_networks(encoder.output_dim(["proprio"]), 1, config, hidden_sizes=[32, 32])
+    sac = SAC(actor, critic, encode, config, torch.Generator().manual_seed(0))
+    data = torch.Generator().manual_seed(1)
+    obs = {"proprio": torch.ones(64, 2)}
+
+    def batch() -> Batch:
+        action = torch.rand(64, 1, generator=data) * 2 - 1
+        return Batch(obs, action, -((action[:, 0] - 0.5) ** 2), obs, torch.ones(64, dtype=torch.bool))
+
+    for _ in range(400 // config.utd_ratio):  # 400 critic steps: ~3 s (SAC), ~8 s (RLPD) on one core
+        metrics = sac.update([batch() for _ in range(config.utd_ratio)])
+    action = float(sac.act({"proprio": torch.ones(1, 2)}, deterministic=True))
+    assert action == pytest.approx(0.5, abs=0.1), metrics

@@ -1,0 +1,140 @@
+"""The off-policy learner in the one loop on the toy env: job routing, config checks, symmetric
+sampling, checkpoints with the replay buffer, and exact resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from toy_env import TOY_BACKEND
+
+from vla_rl.config.load import ConfigError
+from vla_rl.data.episode import Episode
+from vla_rl.training.checkpoint import list_checkpoints
+from vla_rl.training.jobs import job_config, train_job
+from vla_rl.training.off_policy.replay_source import concatenate
+from vla_rl.training.off_policy.trainer import REPLAY_FILENAME, OffPolicyTrainer
+
+OFF_POLICY_TOY = [
+    f"env.backend={TOY_BACKEND}",
+    "env.task=point",
+    "env.num_envs=2",
+    "policy.obs_keys=[proprio,privileged]",
+    "policy.hidden_sizes=[16,16]",
+    "replay.batch_size=8",
+    "replay.learning_starts=8",
+    "eval.num_episodes=4",
+    "eval.interval_env_steps=0",
+    "logger.progress_bar=false",
+    "logger.tensorboard=false",
+    "logger.wandb_mode=disabled",
+]
+
+
+def _trainer(run_dir: Path, *extra: str, algorithm: str = "sac") -> OffPolicyTrainer:
+    cfg = job_config("off_policy", [f"algorithm={algorithm}", *OFF_POLICY_TOY, f"run_dir={run_dir}", *extra])
+    return OffPolicyTrainer(cfg)
+
+
+def test_algorithm_sac_or_rlpd_picks_the_off_policy_job_and_rlpd_its_settings() -> None:
+    assert train_job(["algorithm=sac"], None) == "off_policy"
+    assert train_job(["algorithm=rlpd", "env=push"], None) == "off_policy"
+    assert train_job(["algorithm=ppo"], None) == "ppo"
+    rlpd = job_config("off_policy", ["algorithm=rlpd"]).algorithm
+    assert (rlpd.num_critics, rlpd.critic_subset, rlpd.utd_ratio, rlpd.layer_norm) == (10, 2, 20, True)
+    sac = job_config("off_policy", ["algorithm=sac"]).algorithm
+    assert (sac.num_critics, sac.critic_subset, sac.utd_ratio, sac.layer_norm) == (2, 2, 1, False)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("replay.learning_starts=10", "replay.learning_starts"),  # below batch_size 256
+        ("algorithm.critic_subset=3", "algorithm.critic_subset"),  # more than the 2 critics
+        ("algorithm.tau=0", "algorithm.tau"),
+        ("demos.share=0.25", "demos.share"),  # without demos.path
+    ],
+)
+def test_bad_settings_are_config_errors_naming_the_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"config key '{key}'"):
+        job_config("off_policy", ["algorithm=sac", override])
+
+
+def test_budget_counts_env_steps_with_the_random_warm_up_in_the_first_update(tmp_path: Path) -> None:
+    # 8 random env steps (4 batched steps of 2 worlds) and one more batched step before update 1,
+    # then one batched step per update: 8 + 2 + 2 k >= 20 after k = 5 more updates, 6 in all.
+    trainer = _trainer(tmp_path, "total_env_steps=20", "checkpoint_interval=4")
+    result = trainer.train()
+    assert (result.iterations, result.env_steps, result.stop_reason) == (6, 20, "total_env_steps")
+    assert result.history[0]["rollout/env_steps"] == 10 and result.history[1]["rollout/env_steps"] == 2
+    assert len(trainer.replay) == 20
+    assert [p.name for p in list_checkpoints(tmp_path / "checkpoints")] == ["iter_000004", "iter_000006"]
+    assert (tmp_path / "checkpoints" / "iter_000006" / REPLAY_FILENAME).is_file()
+    assert {"train/critic_loss", "train/actor_loss", "train/alpha", "replay/transitions"} <= set(
+        result.history[-1]
+    )
+    assert [steps for steps, _ in result.evaluations] == [20]
+
+
+def test_resumed_run_makes_the_same_updates_as_an_uninterrupted_one(tmp_path: Path) -> None:
+    straight = _trainer(tmp_path / "straight", "total_env_steps=30").train()
+    first = _trainer(tmp_path / "split", "total_env_steps=16").train()
+    resumed = _trainer(tmp_path / "split", "total_env_steps=30", f"resume={tmp_path / 'split'}")
+    assert resumed.env_steps == 16 and len(resumed.replay) == 16
+    second = resumed.train()
+
+    def losses(history: list[dict[str, float]]) -> list[dict[str, float]]:
+        return [{k: v for k, v in m.items() if k.startswith("train/")} for m in history]
+
+    assert losses(first.history + second.history) == losses(straight.history)
+    for a, b in zip(
+        _trainer(tmp_path / "straight", f"resume={tmp_path / 'straight'}").policy.state_dict().values(),
+        resumed.policy.state_dict().values(),
+        strict=True,
+    ):
+        assert torch.equal(a, b)
+
+
+def _demo(length: int, success: bool) -> Episode:
+    steps = np.arange(length, dtype=np.float32)[:, None]
+    return Episode(
+        images={},
+        proprio=np.repeat(steps, 2, axis=1),
+        actions=np.full((length, 2), 0.5, dtype=np.float32),
+        instruction="reach the point",
+        success=success,
+        rewards=-np.ones(length, dtype=np.float32),
+        privileged=np.repeat(steps, 2, axis=1),
+    )
+
+
+def test_rlpd_minibatches_draw_the_demo_share_from_the_demonstrations(tmp_path: Path, monkeypatch) -> None:
+    import vla_rl.training.off_policy.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "load_demonstrations", lambda path, count: [_demo(6, True)] * 3)
+    trainer = _trainer(
+        tmp_path, "demos.path=unused", "demos.share=0.25", "algorithm.utd_ratio=3", algorithm="rlpd"
+    )
+    batches, metrics = trainer.source.next_batch()
+    assert len(batches) == 3 and metrics["rollout/env_steps"] == 10
+    for batch in batches:
+        # 0.25 of 8 rows: the first 2 from the demonstrations (actions 0.5, reward -1), 6 online
+        assert len(batch) == 8
+        assert torch.all(batch.action[:2] == 0.5) and torch.all(batch.reward[:2] == -1.0)
+    assert trainer.algorithm.update(batches)["critic_loss"] > 0
+
+
+def test_concatenate_keeps_row_order_and_refuses_other_keys() -> None:
+    from vla_rl.data.replay_buffer import TransitionBatch
+
+    def batch(value: float, key: str = "proprio") -> TransitionBatch:
+        rows = torch.full((2, 1), value)
+        flags = torch.zeros(2, dtype=torch.bool)
+        return TransitionBatch({key: rows}, rows, rows[:, 0], {key: rows}, flags, flags, flags)
+
+    joined = concatenate(batch(1.0), batch(2.0))
+    assert joined.obs["proprio"][:, 0].tolist() == [1.0, 1.0, 2.0, 2.0] and len(joined) == 4
+    with pytest.raises(ValueError, match="observation keys differ"):
+        concatenate(batch(1.0), batch(2.0, key="privileged"))

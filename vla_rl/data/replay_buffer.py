@@ -1,0 +1,534 @@
+"""The replay buffer of off-policy learners (SAC, RLPD): a ring of transitions whose observations are
+stored once.
+
+Layout. Two rings, allocated on ``device`` at the first write (shapes and keys come from that write):
+
+* the **frame store** ``frames``: per observation key, ``[frame_capacity, ...]``; ``rgb_*`` images as
+  uint8, every other tensor entry as float32; entries that are not tensors (``instruction``) are not
+  kept. Frames are numbered in the order they are written: frame ``f`` lives in row
+  ``f % frame_capacity`` and is gone once ``frame_capacity`` newer frames have been written.
+* the **transition ring** ``transitions``: per field, ``[capacity, ...]``: ``obs_frame`` and
+  ``next_frame`` (int64 frame numbers), ``action`` (float32), ``reward`` (float32), ``terminated``,
+  ``truncated`` and ``intervention`` (bool). Transition ``k`` (numbered like frames) lives in slot
+  ``k % capacity``.
+
+Sharing. ``add`` writes every world's ``next_obs`` as a new frame and points each transition at it.
+A world's ``obs`` is written only where it differs from that world's previous ``next_obs`` frame: at
+its first step, after an autoreset (the previous ``next_obs`` was the episode's final observation,
+``obs`` is the reset one) or after a reset outside ``step``. Elsewhere the transition points at the
+frame already there, so a long episode costs one frame per transition instead of two, plus one for
+its first observation. Sharing compares the frames exactly, so it can never pair a transition with
+the wrong observation. ``share_frames=False`` writes both frames of every transition (for
+comparison).
+
+Validity. A transition is whole while both its frames are still stored (frame number at least
+``frames_written - frame_capacity``). The default ``frame_capacity``, ``capacity + 2 * num_envs``
+(``2 * (capacity + num_envs)`` without sharing), keeps every frame of the last ``capacity``
+transitions while no episode ends; each episode start writes one extra frame, so about
+``capacity / episode_length`` of the oldest transitions lose their first frame shortly before their
+slots are reused. ``len`` counts whole transitions; ``sample`` draws slots uniformly and redraws the
+broken ones, which stays uniform over the whole transitions.
+
+With a batched env (``next_obs`` is the observation before any autoreset)::
+
+    obs, _ = env.reset(seed=0)
+    result = env.step(action)
+    buffer.add(obs, action, result.reward, result.terminated, result.truncated, result.info["final_obs"])
+    obs = result.obs
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from vla_rl.data.episode import Episode
+from vla_rl.envs.base import Observation
+
+IMAGE_PREFIX = "rgb_"
+"""Observation keys that start with this are camera images, stored as uint8."""
+TRANSITION_FIELDS = ("obs_frame", "next_frame", "action", "reward", "terminated", "truncated", "intervention")
+"""The per-transition fields of ``ReplayBuffer.transitions``."""
+_METADATA_KEY = "replay_buffer"
+
+
+@dataclass
+class TransitionBatch:
+    """Transitions gathered from a ``ReplayBuffer``, B rows each."""
+
+    obs: dict[str, torch.Tensor]
+    """Observation key -> [B, ...] (images uint8, the rest float32) before the action."""
+    action: torch.Tensor
+    """float32 [B, ...] action taken."""
+    reward: torch.Tensor
+    """float32 [B] reward after the action."""
+    next_obs: dict[str, torch.Tensor]
+    """Observation after the action (the episode's final one where it ended, never a reset one)."""
+    terminated: torch.Tensor
+    """bool [B]: the episode reached a terminal state; the bootstrap mask (``done``)."""
+    truncated: torch.Tensor
+    """bool [B]: the episode hit its time limit (bootstrapped from ``next_obs``)."""
+    intervention: torch.Tensor
+    """bool [B]: a person or expert chose this action instead of the policy."""
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+
+class ReplayBuffer:
+    """Up to ``capacity`` transitions of ``num_envs`` worlds, sampled uniformly (layout: module doc)."""
+
+    def __init__(
+        self,
+        capacity: int,
+        num_envs: int,
+        device: str | torch.device = "cpu",
+        frame_capacity: int | None = None,
+        share_frames: bool = True,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        if capacity < num_envs:
+            raise ValueError(f"capacity {capacity} is less than one step of {num_envs} worlds")
+        if frame_capacity is None:
+            frame_capacity = capacity + 2 * num_envs if share_frames else 2 * (capacity + num_envs)
+        if frame_capacity < 2 * num_envs:
+            raise ValueError(
+                f"frame_capacity {frame_capacity} is less than the 2 * {num_envs} frames of a step"
+            )
+        self.capacity = capacity
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.frame_capacity = frame_capacity
+        self.share_frames = share_frames
+        self.frames: dict[str, torch.Tensor] = {}
+        """Observation key -> [frame_capacity, ...] (empty until the first write)."""
+        self.transitions: dict[str, torch.Tensor] = {}
+        """``TRANSITION_FIELDS`` -> [capacity, ...] (empty until the first write)."""
+        self.frames_written = 0
+        """Frames written since creation; the next one gets this number."""
+        self.transitions_written = 0
+        """Transitions written since creation; the next one gets this number."""
+        self.last_frame = torch.full((num_envs,), -1, dtype=torch.int64, device=self.device)
+        """Per world, the frame number of its last ``next_obs`` (-1 before its first ``add``)."""
+        self._whole_count: int | None = None
+
+    # ----- writing ---------------------------------------------------------------------------------
+
+    def add(
+        self,
+        obs: Observation,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        next_obs: Observation,
+        intervention: torch.Tensor | None = None,
+    ) -> None:
+        """Store one step of every world: ``obs`` before ``action`` and ``next_obs`` after it (for a
+        world whose episode ended, its final observation, not the reset one). Fields are [N] or
+        [N, ...]; ``intervention`` (bool [N]) defaults to all False."""
+        n = self.num_envs
+        obs_frames = self._stored_frames(obs, n, "obs")
+        next_frames = self._stored_frames(next_obs, n, "next_obs")
+        _check_like(next_frames, obs_frames, "next_obs", "obs")
+        if intervention is None:
+            intervention = torch.zeros(n, dtype=torch.bool)
+        fields = {
+            "action": self._rows(action, n, "action", torch.float32, vectors=True),
+            "reward": self._rows(reward, n, "reward", torch.float32),
+            "terminated": self._rows(terminated, n, "terminated", torch.bool),
+            "truncated": self._rows(truncated, n, "truncated", torch.bool),
+            "intervention": self._rows(intervention, n, "intervention", torch.bool),
+        }
+        self._prepare(obs_frames, fields["action"].shape[1:])
+        shared = self._shared_with_last_frame(obs_frames)
+        obs_numbers = self.last_frame.clone()
+        new_rows = (~shared).nonzero().squeeze(1)
+        if len(new_rows):
+            obs_numbers[new_rows] = self._write_frames({k: v[new_rows] for k, v in obs_frames.items()})
+        next_numbers = self._write_frames(next_frames)
+        self._write_transitions(obs_frame=obs_numbers, next_frame=next_numbers, **fields)
+        self.last_frame = next_numbers
+
+    def add_episode(self, episode: Episode, intervention: bool = False) -> int:
+        """Store a recorded episode's transitions; returns how many.
+
+        Step ``t`` goes from the observation at ``t`` to the one at ``t + 1``. An episode records no
+        observation after its last action, so a successful episode's last step is terminated and
+        points at its own observation as ``next_obs`` (never bootstrapped), and an unsuccessful one
+        drops its last action and is truncated at the step before (bootstrapped from its last
+        observation). ``intervention`` marks every step (e.g. for human takeovers)."""
+        length = len(episode)
+        if episode.rewards is None:
+            raise ValueError("an episode without rewards cannot fill a replay buffer (set episode.rewards)")
+        count = length if episode.success else length - 1
+        if count <= 0:
+            return 0
+        if length > self.frame_capacity or count > self.capacity:
+            raise ValueError(
+                f"an episode of {length} steps does not fit {self.capacity} transitions / "
+                f"{self.frame_capacity} frames"
+            )
+        frames = {key: value.to(self.device) for key, value in episode_observations(episode).items()}
+        action = self._rows(
+            torch.from_numpy(np.asarray(episode.actions)), length, "action", torch.float32, vectors=True
+        )
+        reward = self._rows(torch.from_numpy(np.asarray(episode.rewards)), length, "reward", torch.float32)
+        for key, value in frames.items():
+            if len(value) != length:
+                raise ValueError(f"episode has {len(value)} rows of {key!r} for {length} actions")
+        self._prepare(frames, action.shape[1:])
+        numbers = self._write_frames(frames)
+        steps = torch.arange(count, device=self.device)
+        ends = torch.zeros(count, dtype=torch.bool, device=self.device)
+        ends[-1] = True
+        self._write_transitions(
+            obs_frame=numbers[:count],
+            next_frame=numbers[(steps + 1).clamp(max=length - 1)],
+            action=action[:count],
+            reward=reward[:count],
+            terminated=ends if episode.success else torch.zeros_like(ends),
+            truncated=torch.zeros_like(ends) if episode.success else ends,
+            intervention=torch.full((count,), intervention, dtype=torch.bool, device=self.device),
+        )
+        return count
+
+    @classmethod
+    def from_episodes(
+        cls,
+        episodes: Sequence[Episode],
+        capacity: int | None = None,
+        num_envs: int = 1,
+        device: str | torch.device = "cpu",
+        intervention: bool = False,
+    ) -> ReplayBuffer:
+        """A buffer holding ``episodes`` (``add_episode``); ``capacity`` defaults to their transitions,
+        more leaves room for online steps of ``num_envs`` worlds."""
+        if not episodes:
+            raise ValueError("no episodes to fill a replay buffer with")
+        frames = sum(len(episode) for episode in episodes)
+        total = sum(len(episode) if episode.success else len(episode) - 1 for episode in episodes)
+        capacity = max(total, num_envs) if capacity is None else capacity
+        frame_capacity = capacity + 2 * num_envs + frames - total
+        buffer = cls(capacity, num_envs, device=device, frame_capacity=frame_capacity)
+        for episode in episodes:
+            buffer.add_episode(episode, intervention)
+        return buffer
+
+    def _prepare(self, frames: dict[str, torch.Tensor], action_shape: torch.Size) -> None:
+        """Allocate the rings on the first write; later writes must match their keys and shapes."""
+        if not self.frames:
+            self._allocate(frames, action_shape)
+            return
+        _check_like(frames, self.frames, "observation", "buffer")
+        if action_shape != self.transitions["action"].shape[1:]:
+            raise ValueError(
+                f"action has rows of shape {tuple(action_shape)}, the buffer "
+                f"{tuple(self.transitions['action'].shape[1:])}"
+            )
+
+    def _allocate(self, frames: dict[str, torch.Tensor], action_shape: torch.Size) -> None:
+        def zeros(rows: int, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+            return torch.zeros((rows, *shape), dtype=dtype, device=self.device)
+
+        self.frames = {key: zeros(self.frame_capacity, v.shape[1:], v.dtype) for key, v in frames.items()}
+        c = self.capacity
+        self.transitions = {
+            "obs_frame": zeros(c, (), torch.int64),
+            "next_frame": zeros(c, (), torch.int64),
+            "action": zeros(c, action_shape, torch.float32),
+            "reward": zeros(c, (), torch.float32),
+            "terminated": zeros(c, (), torch.bool),
+            "truncated": zeros(c, (), torch.bool),
+            "intervention": zeros(c, (), torch.bool),
+        }
+
+    def _shared_with_last_frame(self, obs_frames: dict[str, torch.Tensor]) -> torch.Tensor:
+        """bool [N]: worlds whose ``obs`` equals their last ``next_obs`` frame, which survives this step
+        (a step writes at most 2 N frames)."""
+        shared = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        if not self.share_frames:
+            return shared
+        oldest_kept = max(0, self.frames_written + 2 * self.num_envs - self.frame_capacity)
+        candidates = (self.last_frame >= oldest_kept).nonzero().squeeze(1)
+        if len(candidates) == 0:
+            return shared
+        rows = self.last_frame[candidates] % self.frame_capacity
+        equal = torch.ones(len(candidates), dtype=torch.bool, device=self.device)
+        for key, value in obs_frames.items():
+            equal &= _rows_equal(self.frames[key][rows], value[candidates])
+        shared[candidates] = equal
+        return shared
+
+    def _write_frames(self, frames: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Write the next frames (at most ``frame_capacity``); returns their numbers (int64 [M])."""
+        count = len(next(iter(frames.values())))
+        numbers = torch.arange(self.frames_written, self.frames_written + count, device=self.device)
+        rows = numbers % self.frame_capacity
+        for key, value in frames.items():
+            self.frames[key][rows] = value
+        self.frames_written += count
+        self._whole_count = None
+        return numbers
+
+    def _write_transitions(self, **fields: torch.Tensor) -> None:
+        count = len(fields["obs_frame"])
+        slots = torch.arange(self.transitions_written, self.transitions_written + count, device=self.device)
+        slots %= self.capacity
+        for name, value in fields.items():
+            self.transitions[name][slots] = value
+        self.transitions_written += count
+        self._whole_count = None
+
+    def _stored_frames(self, obs: Observation, rows: int, name: str) -> dict[str, torch.Tensor]:
+        """The tensor entries of ``obs`` as stored: images uint8 (as given), the rest float32."""
+        frames: dict[str, torch.Tensor] = {}
+        for key, value in obs.items():
+            if not isinstance(value, torch.Tensor):
+                continue
+            if value.ndim == 0 or len(value) != rows:
+                raise ValueError(f"{name}[{key!r}] has shape {tuple(value.shape)}, expected [{rows}, ...]")
+            if key.startswith(IMAGE_PREFIX):
+                if value.dtype != torch.uint8:
+                    raise ValueError(f"{name}[{key!r}] is {value.dtype}; images are stored as uint8")
+                frames[key] = value.to(self.device)
+            else:
+                frames[key] = value.to(device=self.device, dtype=torch.float32)
+        if not frames:
+            raise ValueError(f"{name} has no tensor entries")
+        return frames
+
+    def _rows(
+        self, value: torch.Tensor, rows: int, name: str, dtype: torch.dtype, vectors: bool = False
+    ) -> torch.Tensor:
+        """``value`` checked to be [rows] (or [rows, ...] with ``vectors``), on the buffer's device as
+        ``dtype``."""
+        value = torch.as_tensor(value)
+        ok = value.ndim >= 2 and len(value) == rows if vectors else tuple(value.shape) == (rows,)
+        if not ok:
+            expected = f"[{rows}, ...]" if vectors else f"[{rows}]"
+            raise ValueError(f"{name} has shape {tuple(value.shape)}, expected {expected}")
+        return value.to(device=self.device, dtype=dtype)
+
+    # ----- reading ---------------------------------------------------------------------------------
+
+    @property
+    def num_stored(self) -> int:
+        """Slots written so far (whole or not): ``min(transitions_written, capacity)``."""
+        return min(self.transitions_written, self.capacity)
+
+    def _whole(self, slots: torch.Tensor | slice) -> torch.Tensor:
+        """bool per slot: both frames of its transition are still stored."""
+        oldest_kept = self.frames_written - self.frame_capacity
+        obs_frame = self.transitions["obs_frame"][slots]
+        next_frame = self.transitions["next_frame"][slots]
+        return (obs_frame >= oldest_kept) & (next_frame >= oldest_kept)
+
+    def valid_slots(self) -> torch.Tensor:
+        """int64 [M]: the slots that hold whole transitions, ascending."""
+        if self.num_stored == 0:
+            return torch.zeros(0, dtype=torch.int64, device=self.device)
+        return self._whole(slice(0, self.num_stored)).nonzero().squeeze(1)
+
+    def __len__(self) -> int:
+        """Whole transitions held (what ``sample`` draws from); one pass over the slots after a write."""
+        if self._whole_count is None:
+            whole = int(self._whole(slice(0, self.num_stored)).sum()) if self.num_stored else 0
+            self._whole_count = whole
+        return self._whole_count
+
+    def sample(
+        self, batch_size: int, generator: torch.Generator, device: str | torch.device | None = None
+    ) -> TransitionBatch:
+        """``batch_size`` transitions drawn uniformly (with replacement) from the whole ones, with
+        ``generator`` (on any device), returned on ``device`` (default: the buffer's)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if batch_size > len(self):
+            raise ValueError(f"cannot sample {batch_size} transitions from a buffer holding {len(self)}")
+        draw_device = generator.device
+        slots = torch.randint(self.num_stored, (batch_size,), generator=generator, device=draw_device)
+        broken = ~self._whole(slots.to(self.device)).to(draw_device)
+        while broken.any():
+            redraw = torch.randint(
+                self.num_stored, (int(broken.sum()),), generator=generator, device=draw_device
+            )
+            slots[broken] = redraw
+            broken = ~self._whole(slots.to(self.device)).to(draw_device)
+        return self.gather(slots, device)
+
+    def gather(self, slots: torch.Tensor, device: str | torch.device | None = None) -> TransitionBatch:
+        """The transitions in ``slots`` (int64 [B], e.g. from ``valid_slots``), on ``device``."""
+        device = self.device if device is None else torch.device(device)
+        slots = slots.to(self.device)
+        t = {name: value[slots] for name, value in self.transitions.items()}
+
+        def frames_at(numbers: torch.Tensor) -> dict[str, torch.Tensor]:
+            rows = numbers % self.frame_capacity
+            return {key: value[rows].to(device) for key, value in self.frames.items()}
+
+        return TransitionBatch(
+            obs=frames_at(t["obs_frame"]),
+            action=t["action"].to(device),
+            reward=t["reward"].to(device),
+            next_obs=frames_at(t["next_frame"]),
+            terminated=t["terminated"].to(device),
+            truncated=t["truncated"].to(device),
+            intervention=t["intervention"].to(device),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of memory held by the frames, transitions and per-world state."""
+        tensors = [*self.frames.values(), *self.transitions.values(), self.last_frame]
+        return sum(tensor.nbytes for tensor in tensors)
+
+    # ----- resume ----------------------------------------------------------------------------------
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "capacity": self.capacity,
+            "num_envs": self.num_envs,
+            "frame_capacity": self.frame_capacity,
+            "share_frames": self.share_frames,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly: settings, counters and the buffer's own tensors
+        (not copies)."""
+        return {
+            **self._settings(),
+            "frames_written": self.frames_written,
+            "transitions_written": self.transitions_written,
+            "last_frame": self.last_frame,
+            "frames": dict(self.frames),
+            "transitions": dict(self.transitions),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict`` of a buffer built with the same settings (copies its tensors)."""
+        self._restore(state, copy=True)
+
+    def _restore(self, state: dict[str, Any], copy: bool) -> None:
+        for name, mine in self._settings().items():
+            if state[name] != mine:
+                raise ValueError(f"state has {name}={state[name]!r}, this buffer {mine!r}")
+        transitions = state["transitions"]
+        if transitions and sorted(transitions) != sorted(TRANSITION_FIELDS):
+            raise ValueError(
+                f"state has transition fields {sorted(transitions)}, expected {TRANSITION_FIELDS}"
+            )
+        if bool(transitions) != bool(state["frames"]):
+            raise ValueError("state has frames without transitions or transitions without frames")
+
+        def own(tensor: torch.Tensor) -> torch.Tensor:
+            return tensor.to(self.device, copy=copy)
+
+        self.frames = {key: own(value) for key, value in state["frames"].items()}
+        self.transitions = {name: own(value) for name, value in transitions.items()}
+        self.last_frame = own(state["last_frame"])
+        self.frames_written = int(state["frames_written"])
+        self.transitions_written = int(state["transitions_written"])
+        self._whole_count = None
+
+    def save(self, path: str | Path) -> None:
+        """Write the state to one safetensors file, atomically (a crash leaves the old file whole)."""
+        state = self.state_dict()
+        tensors = {"last_frame": state.pop("last_frame")}
+        tensors.update({f"frames.{key}": value for key, value in state.pop("frames").items()})
+        tensors.update({f"transitions.{key}": value for key, value in state.pop("transitions").items()})
+        tensors = {key: value.detach().cpu().contiguous() for key, value in tensors.items()}
+        _save_file_atomic(tensors, {_METADATA_KEY: json.dumps(state)}, Path(path))
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> ReplayBuffer:
+        """A buffer restored from ``save``."""
+        with safe_open(str(path), framework="pt", device="cpu") as file:
+            metadata = file.metadata() or {}
+            if _METADATA_KEY not in metadata:
+                raise ValueError(f"{path} is not a saved replay buffer")
+            state: dict[str, Any] = json.loads(metadata[_METADATA_KEY])
+            tensors = {key: file.get_tensor(key) for key in file.keys()}  # noqa: SIM118 - not a dict
+        state["last_frame"] = tensors.pop("last_frame")
+        state["frames"], state["transitions"] = {}, {}
+        for key, value in tensors.items():
+            group, name = key.split(".", 1)
+            state[group][name] = value
+        buffer = cls(
+            state["capacity"],
+            state["num_envs"],
+            device=device,
+            frame_capacity=state["frame_capacity"],
+            share_frames=state["share_frames"],
+        )
+        buffer._restore(state, copy=False)  # the tensors just read are nobody else's
+        return buffer
+
+
+def episode_observations(episode: Episode) -> dict[str, torch.Tensor]:
+    """An episode's observations [T, ...] under the env's keys: ``rgb_<camera>`` (uint8), ``proprio``
+    and, where recorded, ``privileged`` (float32)."""
+    obs = {f"{IMAGE_PREFIX}{camera}": torch.from_numpy(np.asarray(v)) for camera, v in episode.images.items()}
+    obs["proprio"] = torch.from_numpy(np.asarray(episode.proprio, dtype=np.float32))
+    if episode.privileged is not None:
+        obs["privileged"] = torch.from_numpy(np.asarray(episode.privileged, dtype=np.float32))
+    for key, value in obs.items():
+        if key.startswith(IMAGE_PREFIX) and value.dtype != torch.uint8:
+            raise ValueError(f"episode images {key!r} are {value.dtype}, expected uint8")
+    return obs
+
+
+def _check_like(
+    got: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], got_name: str, expected_name: str
+) -> None:
+    """``got`` has the keys of ``expected`` and rows of the same shapes."""
+    if set(got) != set(expected):
+        raise ValueError(
+            f"{got_name} keys {sorted(got)} differ from {expected_name} keys {sorted(expected)} "
+            f"(missing {sorted(set(expected) - set(got))}, extra {sorted(set(got) - set(expected))})"
+        )
+    for key, value in got.items():
+        if value.shape[1:] != expected[key].shape[1:]:
+            raise ValueError(
+                f"{got_name}[{key!r}] has rows of shape {tuple(value.shape[1:])}, {expected_name} "
+                f"{tuple(expected[key].shape[1:])}"
+            )
+
+
+def _rows_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """bool [M]: rows of ``a`` and ``b`` equal element for element (NaN equal to NaN)."""
+    same = a == b
+    if a.is_floating_point():
+        same |= a.isnan() & b.isnan()
+    return same.reshape(len(same), -1).all(dim=1)
+
+
+def _save_file_atomic(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
+    """``save_file`` into a temporary file beside ``path``, fsynced, then renamed over it.
+
+    The library's atomic writers write text (``lerobot_layout.atomic_write_text``) or sit in
+    ``training`` (above this layer); this one streams the tensors to disk without a bytes copy."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        save_file(tensors, str(tmp), metadata=metadata)
+        with open(tmp, "rb") as file:
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)

@@ -1,0 +1,1 @@
+"""Off-policy learning (SAC, RLPD) in the one loop: ``vla-rl train algorithm=sac|rlpd``."""

@@ -1,0 +1,87 @@
+"""The config of an off-policy run (``configs/off_policy.yaml``): SAC or RLPD on a state task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from vla_rl.algorithms.sac import SACConfig
+from vla_rl.config.schema import RunConfig
+
+
+@dataclass
+class OffPolicyNetworkConfig:
+    """The actor's and the critics' inputs and widths (``vla_rl.policies.sac_networks.SACPolicy``)."""
+
+    obs_keys: list[str] = field(default_factory=lambda: ["proprio", "privileged"])
+    """Vector observation keys, concatenated in this order, that actor and critics read."""
+    hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
+    """Hidden widths of the actor and of each critic."""
+    activation: str = "relu"
+    """Activation of the hidden layers."""
+
+
+@dataclass
+class ReplayConfig:
+    """The online replay buffer and how each update samples it."""
+
+    capacity: int = 1_000_000
+    """Transitions kept (the oldest are overwritten)."""
+    batch_size: int = 256
+    """Transitions per minibatch (one minibatch per critic step)."""
+    learning_starts: int = 1_000
+    """Env steps taken with uniformly random actions before the first update (0: learn at once,
+    as RLPD does with demonstrations)."""
+    env_steps_per_update: int = 1
+    """Batched env steps (each ``env.num_envs`` transitions) between two updates; with
+    ``algorithm.utd_ratio`` critic steps per update, ``utd_ratio / (env_steps_per_update *
+    num_envs)`` critic steps per transition collected."""
+
+
+@dataclass
+class DemoConfig:
+    """Demonstrations (a LeRobot dataset that ``vla-rl collect`` wrote, with rewards) for RLPD."""
+
+    path: str | None = None
+    """Dataset folder; None: learn from online data only."""
+    max_episodes: int = 0
+    """Episodes read from it (<= 0: all)."""
+    share: float = 0.5
+    """Share of each minibatch drawn from the demonstrations (RLPD's symmetric sampling: 0.5)."""
+
+
+@dataclass
+class OffPolicyEvalConfig:
+    interval_env_steps: int = 10_000
+    """Evaluate every this many env steps (and at the end); <= 0: only at the end."""
+    num_episodes: int = 64
+    """Episodes per evaluation; <= 0 disables evaluation."""
+    deterministic: bool = True
+    """Act with ``tanh(mean)`` instead of sampling."""
+    num_envs: int = 0
+    """Worlds that run an evaluation (<= 0: ``env.num_envs``)."""
+    split: str = "train"
+    """Env split of the evaluation."""
+
+
+@dataclass
+class OffPolicyConfig(RunConfig):
+    """``vla-rl train algorithm=sac`` (or ``rlpd``): an off-policy learner on a state task."""
+
+    job: str = "off_policy"
+    run_dir: str = "runs/off_policy"
+    checkpoint_interval: int = 5_000
+    """Write a checkpoint (with the replay buffer) every this many updates, and at the end."""
+    keep_checkpoints: int = 2
+    policy: OffPolicyNetworkConfig = field(default_factory=OffPolicyNetworkConfig)
+    """The networks."""
+    algorithm: SACConfig = field(default_factory=SACConfig)
+    """SAC's settings (``configs/algorithm/rlpd.yaml``: RLPD's)."""
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    demos: DemoConfig = field(default_factory=DemoConfig)
+    eval: OffPolicyEvalConfig = field(default_factory=OffPolicyEvalConfig)
+    total_env_steps: int = 100_000
+    """The budget: env steps (transitions) collected, random warm-up included."""
+    max_minutes: float = 60.0
+    """Wall-clock cap of the whole run, evaluations included; it only stops a run."""
+    device: str = "cpu"
+    """Where the networks and the minibatches live."""

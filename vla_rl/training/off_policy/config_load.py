@@ -1,0 +1,37 @@
+"""Compose ``configs/off_policy.yaml`` and validate it against ``OffPolicyConfig`` before any work."""
+
+from __future__ import annotations
+
+from vla_rl.algorithms.registry import OFF_POLICY_ALGORITHMS
+from vla_rl.config.load import JobSchema
+from vla_rl.config.structured import Check, in_unit_interval, not_negative, positive
+from vla_rl.registry import is_import_path
+from vla_rl.training.off_policy.config import OffPolicyConfig
+
+
+def _off_policy_checks() -> list[Check[OffPolicyConfig]]:
+    return [
+        Check(
+            "algorithm.name",
+            lambda c: c.algorithm.name in OFF_POLICY_ALGORITHMS or is_import_path(c.algorithm.name),
+            f"must be one of {OFF_POLICY_ALGORITHMS} or your own as 'package.module:Class'",
+        ),
+        Check("policy.obs_keys", lambda c: bool(c.policy.obs_keys), "must name at least one vector key"),
+        *positive("replay.capacity", "replay.batch_size", "replay.env_steps_per_update", "total_env_steps"),
+        *not_negative("replay.learning_starts", "max_minutes"),
+        Check(
+            "replay.learning_starts",
+            lambda c: c.replay.learning_starts >= c.replay.batch_size,
+            "must be at least replay.batch_size, so that the first minibatch finds enough online transitions",
+        ),
+        in_unit_interval("demos.share"),
+        Check(
+            "demos.share",
+            lambda c: c.demos.path is not None or c.demos.share == 0.5,
+            "applies only with demos.path (a dataset of demonstrations)",
+        ),
+    ]
+
+
+OFF_POLICY_JOB = JobSchema("off_policy", OffPolicyConfig, "off_policy", _off_policy_checks)
+"""``vla-rl train algorithm=sac|rlpd``'s job: an off-policy learner on a state task."""

@@ -1,0 +1,159 @@
+"""The off-policy learner in the one loop: ``ReplaySource`` batches -> ``SAC.update`` -> log.
+
+``OffPolicyTrainer`` builds the env, the networks (``SACPolicy``), SAC (RLPD's settings come from
+``configs/algorithm/rlpd.yaml``), the online replay and, with ``demos.path``, a replay of the
+demonstrations, and hands them to ``vla_rl.training.loop``. Its budget counts env steps
+(``total_env_steps``). A checkpoint holds the networks (``policy.safetensors``), SAC's state (target
+critics, temperature, optimisers, generator), the source's counters and env snapshot, and the online
+replay (``replay.safetensors``, written inside the checkpoint folder before it is moved into place),
+so a resumed run makes the same updates as one that never stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vla_rl.algorithms.registry import algorithm_class
+from vla_rl.data.replay_buffer import ReplayBuffer
+from vla_rl.envs import make_env
+from vla_rl.envs.base import BatchedEnv
+from vla_rl.policies.sac_networks import SACPolicy
+from vla_rl.training.checkpoint import Checkpoint
+from vla_rl.training.evaluate import EvalResult, evaluate_run
+from vla_rl.training.loop import Run, RunResult, TrainingLoop
+from vla_rl.training.off_policy.config import OffPolicyConfig
+from vla_rl.training.off_policy.replay_source import ReplaySource
+from vla_rl.training.progress import logs_to_run_dir
+from vla_rl.training.sft.demonstrations import load_demonstrations
+
+REPLAY_FILENAME = "replay.safetensors"
+
+
+@dataclass
+class OffPolicyResult(RunResult):
+    """``RunResult`` (``stop_reason``: ``total_env_steps``, ``max_minutes`` or ``interrupted``), the
+    env steps and the evaluations."""
+
+    env_steps: int = 0
+    """Env steps (transitions) collected in total."""
+    evaluations: list[tuple[int, EvalResult]] = field(default_factory=list)
+    """(env steps, result) of every evaluation of this run."""
+
+
+class OffPolicyTrainer(TrainingLoop):
+    """SAC / RLPD on a state task, from an ``OffPolicyConfig``."""
+
+    budget_reason = "total_env_steps"
+    time_reason = "max_minutes"
+    log_unit = "step"
+    saves_pretrained = False
+    result_type = OffPolicyResult
+
+    @logs_to_run_dir
+    def __init__(self, cfg: OffPolicyConfig, env: BatchedEnv | None = None) -> None:
+        self.begin(cfg)
+        self.env = env if env is not None else make_env(cfg.env)
+        action_dim = self.env.action_space.shape[0]
+        acfg = cfg.algorithm
+        self.policy = SACPolicy(
+            cfg.policy.obs_keys,
+            self.env.observation_space,
+            action_dim,
+            cfg.policy.hidden_sizes,
+            acfg.num_critics,
+            acfg.layer_norm,
+            cfg.policy.activation,
+        ).to(cfg.device)
+        self.algorithm = algorithm_class(acfg.name)(
+            self.policy.actor, self.policy.critic, self.policy.encode, acfg
+        )
+        self.replay = ReplayBuffer(cfg.replay.capacity, self.env.num_envs, device=cfg.device)
+        demos = None
+        if cfg.demos.path is not None:
+            episodes = load_demonstrations(cfg.demos.path, cfg.demos.max_episodes)
+            demos = ReplayBuffer.from_episodes(episodes, device=cfg.device)
+        self.source = ReplaySource(
+            self.env, self.replay, cfg.replay, acfg.utd_ratio, cfg.seed, demos, cfg.demos.share
+        )
+        self.source.actor = lambda obs: self.algorithm.act(obs)
+        self.evaluations: list[tuple[int, EvalResult]] = []
+        self.resume(self._find_resume_checkpoint())
+
+    @property
+    def env_steps(self) -> int:
+        return self.source.env_steps
+
+    # ----- the loop's hooks -------------------------------------------------------------------------------
+    def log_step(self) -> int:
+        return self.env_steps
+
+    def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
+        metrics["perf/rollout_time_s"] = batch_s
+        metrics["perf/update_time_s"] = update_s
+        metrics["replay/transitions"] = float(len(self.replay))
+        return metrics
+
+    def after_update(self, last: bool, run: Run) -> None:
+        ecfg = self.cfg.eval
+        interval = ecfg.interval_env_steps
+        steps_per_update = self.cfg.replay.env_steps_per_update * self.env.num_envs
+        crossed = (
+            interval > 0 and self.env_steps // interval > (self.env_steps - steps_per_update) // interval
+        )
+        if crossed and not last and ecfg.num_episodes > 0:
+            self.record_evaluation()
+
+    def finish(self, run: Run) -> None:
+        if run.stop_reason != "interrupted" and self.cfg.eval.num_episodes > 0:
+            self.record_evaluation()
+
+    def record_evaluation(self) -> None:
+        result = self.evaluate()
+        self.evaluations.append((self.env_steps, result))
+        self.logger.log(
+            {"eval/success_rate": result.success_rate, "eval/mean_return": result.mean_return}, self.env_steps
+        )
+        self.log.info("env step %d: success %.1f %%", self.env_steps, 100 * result.success_rate)
+
+    @logs_to_run_dir
+    def evaluate(self) -> EvalResult:
+        """The current policy on ``cfg.eval``'s episodes; the summary goes to ``<run_dir>/eval``."""
+        name = f"eval_env_step_{self.env_steps:09d}.json"
+        return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", False, name)
+
+    # ----- checkpoints ------------------------------------------------------------------------------------
+    def extra_state(self) -> dict[str, Any]:
+        return {**self.source.state_dict(), "evaluated_env_steps": [s for s, _ in self.evaluations]}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        self.source.load_state_dict(state)
+
+    def write_checkpoint_files(self, directory: Path) -> None:
+        super().write_checkpoint_files(directory)
+        self.replay.save(directory / REPLAY_FILENAME)
+
+    def resume(self, checkpoint: Checkpoint | None) -> None:
+        super().resume(checkpoint)
+        if checkpoint is not None:
+            self.replay.load_state_dict(ReplayBuffer.load(checkpoint.path / REPLAY_FILENAME).state_dict())
+
+    def plan(self) -> str:
+        cfg = self.cfg
+        demos = (
+            f", {len(self.source.demos)} demonstration transitions" if self.source.demos is not None else ""
+        )
+        per_update = cfg.replay.env_steps_per_update * self.env.num_envs
+        return (
+            f"plan: {cfg.total_env_steps} env steps ({cfg.replay.learning_starts} random first), "
+            f"{cfg.algorithm.utd_ratio} critic steps per {per_update} env steps{demos}; "
+            f"cap {cfg.max_minutes:g} min"
+        )
+
+    def updates_left(self) -> int:
+        per_update = self.cfg.replay.env_steps_per_update * self.env.num_envs
+        return (
+            max(self.cfg.total_env_steps - max(self.env_steps, self.cfg.replay.learning_starts), 0)
+            // per_update
+        )
