@@ -26,6 +26,11 @@ ROOTS: tuple[tuple[str, str, str], ...] = (
         "vla_rl.training.chunk_rl.config:VLARLConfig",
         "RL fine-tuning of a VLA or flow policy (`configs/rl.yaml` and `configs/recipe/`).",
     ),
+    (
+        "vla-rl train algorithm=sac|rlpd",
+        "vla_rl.training.off_policy.config:OffPolicyConfig",
+        "Off-policy learning of a state policy, SAC or RLPD (`configs/off_policy.yaml`).",
+    ),
     ("vla-rl sft", "vla_rl.training.sft.config:SFTConfig", "Supervised fine-tuning (`configs/sft.yaml`)."),
     (
         "vla-rl collect",

@@ -345,6 +345,21 @@ def test_from_episodes_pairs_each_step_with_the_next_observation():
     assert not batch.intervention.any()
 
 
+def test_obs_keys_store_only_those_keys_from_the_env_and_from_episodes(tmp_path: Path):
+    keys = ["privileged", "proprio"]
+    online = ReplayBuffer(8, 2, obs_keys=keys)
+    obs = {"proprio": torch.zeros(2, 3), "privileged": torch.ones(2, 4), "objects": torch.ones(2, 5)}
+    flags = torch.zeros(2, dtype=torch.bool)
+    online.add(obs, torch.zeros(2, 1), torch.zeros(2), flags, flags, obs)
+    assert sorted(online.frames) == keys
+    with pytest.raises(ValueError, match=r"lacks the stored observation keys \['privileged'\]"):
+        online.add({"proprio": torch.zeros(2, 3)}, torch.zeros(2, 1), torch.zeros(2), flags, flags, obs)
+    demos = ReplayBuffer.from_episodes(three_episodes(seed=0), obs_keys=keys)
+    assert sorted(demos.frames) == keys, "the episodes' camera images are not stored"
+    online.save(tmp_path / "replay.safetensors")
+    assert ReplayBuffer.load(tmp_path / "replay.safetensors").obs_keys == keys
+
+
 def test_errors_are_clear():
     with pytest.raises(ValueError, match="capacity"):
         ReplayBuffer(capacity=2, num_envs=3)

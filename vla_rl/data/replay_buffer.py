@@ -94,6 +94,7 @@ class ReplayBuffer:
         device: str | torch.device = "cpu",
         frame_capacity: int | None = None,
         share_frames: bool = True,
+        obs_keys: Sequence[str] | None = None,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
@@ -110,6 +111,9 @@ class ReplayBuffer:
         self.device = torch.device(device)
         self.frame_capacity = frame_capacity
         self.share_frames = share_frames
+        self.obs_keys = None if obs_keys is None else list(obs_keys)
+        """The observation keys stored (each observation must have them; others are dropped); None:
+        every tensor entry."""
         self.frames: dict[str, torch.Tensor] = {}
         """Observation key -> [frame_capacity, ...] (empty until the first write)."""
         self.transitions: dict[str, torch.Tensor] = {}
@@ -179,7 +183,10 @@ class ReplayBuffer:
                 f"an episode of {length} steps does not fit {self.capacity} transitions / "
                 f"{self.frame_capacity} frames"
             )
-        frames = {key: value.to(self.device) for key, value in episode_observations(episode).items()}
+        frames = {
+            key: value.to(self.device)
+            for key, value in self._selected(episode_observations(episode), "episode").items()
+        }
         action = self._rows(
             torch.from_numpy(np.asarray(episode.actions)), length, "action", torch.float32, vectors=True
         )
@@ -211,6 +218,7 @@ class ReplayBuffer:
         num_envs: int = 1,
         device: str | torch.device = "cpu",
         intervention: bool = False,
+        obs_keys: Sequence[str] | None = None,
     ) -> ReplayBuffer:
         """A buffer holding ``episodes`` (``add_episode``); ``capacity`` defaults to their transitions,
         more leaves room for online steps of ``num_envs`` worlds."""
@@ -220,7 +228,7 @@ class ReplayBuffer:
         total = sum(len(episode) if episode.success else len(episode) - 1 for episode in episodes)
         capacity = max(total, num_envs) if capacity is None else capacity
         frame_capacity = capacity + 2 * num_envs + frames - total
-        buffer = cls(capacity, num_envs, device=device, frame_capacity=frame_capacity)
+        buffer = cls(capacity, num_envs, device=device, frame_capacity=frame_capacity, obs_keys=obs_keys)
         for episode in episodes:
             buffer.add_episode(episode, intervention)
         return buffer
@@ -293,7 +301,7 @@ class ReplayBuffer:
     def _stored_frames(self, obs: Observation, rows: int, name: str) -> dict[str, torch.Tensor]:
         """The tensor entries of ``obs`` as stored: images uint8 (as given), the rest float32."""
         frames: dict[str, torch.Tensor] = {}
-        for key, value in obs.items():
+        for key, value in self._selected(obs, name).items():
             if not isinstance(value, torch.Tensor):
                 continue
             if value.ndim == 0 or len(value) != rows:
@@ -307,6 +315,15 @@ class ReplayBuffer:
         if not frames:
             raise ValueError(f"{name} has no tensor entries")
         return frames
+
+    def _selected(self, obs: Observation, name: str) -> Observation:
+        """The entries of ``obs`` the buffer stores: ``obs_keys`` (each must be there), or all."""
+        if self.obs_keys is None:
+            return obs
+        missing = [key for key in self.obs_keys if key not in obs]
+        if missing:
+            raise ValueError(f"{name} lacks the stored observation keys {missing} (it has {sorted(obs)})")
+        return {key: obs[key] for key in self.obs_keys}
 
     def _rows(
         self, value: torch.Tensor, rows: int, name: str, dtype: torch.dtype, vectors: bool = False
@@ -401,6 +418,7 @@ class ReplayBuffer:
             "num_envs": self.num_envs,
             "frame_capacity": self.frame_capacity,
             "share_frames": self.share_frames,
+            "obs_keys": self.obs_keys,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -470,6 +488,7 @@ class ReplayBuffer:
             device=device,
             frame_capacity=state["frame_capacity"],
             share_frames=state["share_frames"],
+            obs_keys=state.get("obs_keys"),
         )
         buffer._restore(state, copy=False)  # the tensors just read are nobody else's
         return buffer

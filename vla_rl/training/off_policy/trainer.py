@@ -69,11 +69,12 @@ class OffPolicyTrainer(TrainingLoop):
         self.algorithm = algorithm_class(acfg.name)(
             self.policy.actor, self.policy.critic, self.policy.encode, acfg
         )
-        self.replay = ReplayBuffer(cfg.replay.capacity, self.env.num_envs, device=cfg.device)
+        keys = cfg.policy.obs_keys
+        self.replay = ReplayBuffer(cfg.replay.capacity, self.env.num_envs, device=cfg.device, obs_keys=keys)
         demos = None
         if cfg.demos.path is not None:
             episodes = load_demonstrations(cfg.demos.path, cfg.demos.max_episodes)
-            demos = ReplayBuffer.from_episodes(episodes, device=cfg.device)
+            demos = ReplayBuffer.from_episodes(episodes, device=cfg.device, obs_keys=keys)
         self.source = ReplaySource(
             self.env, self.replay, cfg.replay, acfg.utd_ratio, cfg.seed, demos, cfg.demos.share
         )
