@@ -167,7 +167,9 @@ def test_state_dict_round_trip_restores_lr_and_optimizer():
 
 def test_unknown_names_raise():
     assert registered_algorithms() == ["ppo"]
-    with pytest.raises(ValueError, match="unknown algorithm 'sac'; known: ppo, sft, vla_grpo, vla_ppo"):
+    with pytest.raises(ValueError, match="unknown algorithm 'nope'; known: ppo, sac, sft, vla_grpo, vla_ppo"):
+        build_algorithm(PPOConfig(name="nope"), mlp_policy())
+    with pytest.raises(ValueError, match="'sac' is the off-policy learner"):
         build_algorithm(PPOConfig(name="sac"), mlp_policy())
     with pytest.raises(ValueError, match="lr_schedule"):
         PPO(mlp_policy(), PPOConfig(lr_schedule="cosine"))

@@ -60,6 +60,7 @@ def registered_chunk_algorithms() -> list[str]:
 
 def build_algorithm(cfg: PPOConfig, policy: ActorCriticPolicy) -> Any:
     """Build the state algorithm named ``cfg.name`` training ``policy``."""
+    _refuse_off_policy(cfg.name)
     if cfg.name in registered_chunk_algorithms():
         raise ValueError(
             f"algorithm {cfg.name!r} trains chunk policies (a VLA RL recipe); "
@@ -71,8 +72,17 @@ def build_algorithm(cfg: PPOConfig, policy: ActorCriticPolicy) -> Any:
 def build_chunk_algorithm(cfg: Any, policy: ChunkPolicy, reference_policy: ChunkPolicy | None = None) -> Any:
     """Build the chunk algorithm named ``cfg.name`` (a ``ChunkRLConfig``, which validates its name
     against this registry) training ``policy``."""
+    _refuse_off_policy(cfg.name)
     if cfg.name in registered_algorithms():
         raise ValueError(
             f"algorithm {cfg.name!r} trains state policies; chunk algorithms: {registered_chunk_algorithms()}"
         )
     return algorithm_class(cfg.name)(policy, cfg, reference_policy)
+
+
+def _refuse_off_policy(name: str) -> None:
+    if name in OFF_POLICY_ALGORITHMS:
+        raise ValueError(
+            f"algorithm {name!r} is the off-policy learner: run it as `vla-rl train algorithm={name}` "
+            f"(or algorithm=rlpd), which builds it from configs/off_policy.yaml"
+        )
