@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from vla_rl.algorithms.registry import algorithm_class
 from vla_rl.data.replay_buffer import ReplayBuffer
@@ -125,12 +124,6 @@ class OffPolicyTrainer(TrainingLoop):
         return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", False, name)
 
     # ----- checkpoints ------------------------------------------------------------------------------------
-    def extra_state(self) -> dict[str, Any]:
-        return {**self.source.state_dict(), "evaluated_env_steps": [s for s, _ in self.evaluations]}
-
-    def load_extra_state(self, state: dict[str, Any]) -> None:
-        self.source.load_state_dict(state)
-
     def write_checkpoint_files(self, directory: Path) -> None:
         super().write_checkpoint_files(directory)
         self.replay.save(directory / REPLAY_FILENAME)
