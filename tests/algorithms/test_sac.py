@@ -19,7 +19,6 @@ from vla_rl.algorithms.sac import (
     build_sac_networks,
     polyak_update,
     soft_td_target,
-    subset_min,
 )
 from vla_rl.policies.layers import VectorObsEncoder
 from vla_rl.policies.sac_networks import (
@@ -91,8 +90,9 @@ class ConstantCritics(nn.Module):
         self.num_critics = len(values)
         self.values = nn.Parameter(torch.tensor(values))
 
-    def forward(self, features, action):
-        return self.values[:, None].expand(self.num_critics, features.shape[0])
+    def forward(self, features, action, members=None):
+        values = self.values if members is None else self.values[members]
+        return values[:, None].expand(len(values), features.shape[0])
 
 
 def stub_sac(critic_values: list[float], log_prob: float, **cfg) -> SAC:
@@ -209,12 +209,18 @@ def test_soft_td_target_elementwise():
 
 def test_subset_min_uses_only_the_drawn_critics(monkeypatch):
     # Critics 5, 1, 3, 2: the min over all is 1, over the subset {0, 2} it is 3.
-    q = torch.tensor([[5.0], [1.0], [3.0], [2.0]])
-    assert float(subset_min(q, torch.tensor([0, 2]))) == 3.0
     sac = stub_sac([5.0, 1.0, 3.0, 2.0], log_prob=0.0, gamma=0.5, critic_subset=2)
     monkeypatch.setattr(sac, "draw_critic_subset", lambda: torch.tensor([0, 2]))
     # y = 0 + 0.5 * (3 - alpha * 0) = 1.5.
     torch.testing.assert_close(sac.td_target(one_sample_batch(0.0, False)), torch.tensor([1.5]))
+
+
+def test_critic_ensemble_members_are_the_chosen_critics():
+    torch.manual_seed(0)
+    critic = CriticEnsemble(3, 2, [8], num_critics=4, layer_norm=True)
+    features, action = torch.randn(5, 3), torch.randn(5, 2)
+    every = critic(features, action)
+    torch.testing.assert_close(critic(features, action, [2, 0]), every[[2, 0]])
 
 
 def test_critic_subsets_are_distinct_and_cover_the_ensemble():

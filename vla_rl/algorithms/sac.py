@@ -146,11 +146,6 @@ def soft_td_target(
     return reward + gamma * not_done * (next_q - alpha * next_log_prob)
 
 
-def subset_min(q_values: torch.Tensor, subset: torch.Tensor) -> torch.Tensor:
-    """The min over the critics ``subset`` (indices into E) of ``q_values`` [E, B] -> [B]."""
-    return q_values.index_select(0, subset).min(dim=0).values
-
-
 @torch.no_grad()
 def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
     """``target <- tau * online + (1 - tau) * target`` for every parameter; buffers are copied."""
@@ -231,7 +226,7 @@ class SAC:
         subset = self.draw_critic_subset()
         next_features = self.encode(batch.next_obs)
         next_action, next_log_prob = self.actor.sample(next_features, self.generator)
-        next_q = subset_min(self.target_critic(next_features, next_action), subset)
+        next_q = self.target_critic(next_features, next_action, subset.tolist()).min(dim=0).values
         alpha = self.alpha if self.cfg.backup_entropy else 0.0
         return soft_td_target(batch.reward, batch.terminated, next_q, next_log_prob, alpha, self.cfg.gamma)
 

@@ -130,10 +130,13 @@ class CriticEnsemble(nn.Module):
             for _ in range(num_critics)
         )
 
-    def forward(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Q values [E, B] of every critic."""
+    def forward(
+        self, features: torch.Tensor, action: torch.Tensor, members: list[int] | None = None
+    ) -> torch.Tensor:
+        """Q values [E, B] of every critic, or [len(members), B] of the critics ``members`` only."""
         inputs = torch.cat([features, action], dim=-1)
-        return torch.stack([critic(inputs).squeeze(-1) for critic in self.critics])
+        chosen = self.critics if members is None else [self.critics[index] for index in members]
+        return torch.stack([critic(inputs).squeeze(-1) for critic in chosen])
 
 
 @dataclass
