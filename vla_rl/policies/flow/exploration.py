@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkPolicy, ChunkStep
 from vla_rl.policies.flow import chain, sde
 
@@ -360,6 +361,36 @@ class FlowChainPolicy(ChunkPolicy):
     @abstractmethod
     def num_steps(self) -> int:
         """Denoising steps K of the chain."""
+
+    @property
+    def noise_shape(self) -> tuple[int, int]:
+        """(chunk_len, width) of one sample's initial noise x_0: ``action_dim`` wide, or the model's
+        padded action width in the families that pad (pi0, SmolVLA)."""
+        return (self.chunk_len, self.action_dim)
+
+    def _sample(
+        self,
+        obs: Observation,
+        temperature: float,
+        deterministic: bool,
+        level: str,
+        with_value: bool,
+        noise: torch.Tensor | None = None,
+    ) -> ChunkStep:
+        """``sample`` of a family, starting its chain from ``noise`` [N, *noise_shape] where given
+        (else from a standard normal draw)."""
+        raise NotImplementedError(f"{type(self).__name__} implements no _sample")
+
+    def denoise(self, obs: Observation, noise: torch.Tensor) -> torch.Tensor:
+        """The action chunk [N, chunk_len, action_dim] (env units) that the deterministic chain (the
+        K Euler steps, no exploration noise) makes from the initial ``noise`` [N, *noise_shape]:
+        ``sample(obs, deterministic=True)`` with its noise given instead of drawn. DSRL acts through
+        this map (``vla_rl.training.off_policy.frozen_policy_env``)."""
+        if tuple(noise.shape[1:]) != self.noise_shape:
+            width = ", ".join(map(str, self.noise_shape))
+            raise ValueError(f"noise must be [N, {width}], got {list(noise.shape)}")
+        with torch.no_grad():
+            return self._sample(obs, 1.0, True, "chunk", False, noise).actions
 
     def set_exploration(self, **settings: object) -> None:
         """Change how the chain explores (``exploration``, ``noise_level``, ``sde_one_step``,

@@ -187,7 +187,13 @@ class FlowMLPPolicy(FlowChainPolicy):
         self.encoder.vectors.update(obs)
 
     def _sample(
-        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
+        self,
+        obs: Observation,
+        temperature: float,
+        deterministic: bool,
+        level: str,
+        with_value: bool,
+        noise: torch.Tensor | None = None,
     ) -> ChunkStep:
         times = chain.denoising_times(self.num_steps).tolist()
         features = self.features(obs)
@@ -196,8 +202,9 @@ class FlowMLPPolicy(FlowChainPolicy):
         def velocity_fn(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
             return self.velocity_and_std(features, x, torch.full((batch,), times[k], device=x.device))
 
-        noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
-        sampled = sample_chain(self.exploration, velocity_fn, noise, temperature, deterministic)
+        if noise is None:
+            noise = torch.randn(batch, self.chunk_len, self.action_dim, device=features.device)
+        sampled = sample_chain(self.exploration, velocity_fn, noise.to(features), temperature, deterministic)
         value = self.value_head(self.critic_input(features)).squeeze(-1) if with_value else None
         return self.chain_step(sampled, sampled.states[:, -1].clamp(-1.0, 1.0), value)
 

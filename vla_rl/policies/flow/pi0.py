@@ -387,14 +387,26 @@ class Pi0Policy(FlowChainPolicy):
 
     # ----- ChunkPolicy ----------------------------------------------------------------------------------
 
+    @property
+    def noise_shape(self) -> tuple[int, int]:
+        return (self.chunk_len, self.max_action_dim)
+
     def _sample(
-        self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
+        self,
+        obs: Observation,
+        temperature: float,
+        deterministic: bool,
+        level: str,
+        with_value: bool,
+        noise: torch.Tensor | None = None,
     ) -> ChunkStep:
         """A stochastic denoising chain (``cfg.exploration``; the Euler ODE when ``deterministic``,
-        whose log-probability is then 0: no step was sampled)."""
+        whose log-probability is then 0: no step was sampled) from ``noise`` where given."""
         prefix = self.encode_prefix(obs)
         batch = prefix.state.shape[0]
-        noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
+        if noise is None:
+            noise = torch.randn(batch, self.chunk_len, self.max_action_dim, device=self.device)
+        noise = noise.to(self.device)
         sampled, state_feature = self.run_chain(prefix, noise, temperature, deterministic)
         value = self.value_from_feature(state_feature) if with_value else None
         return self.chain_step(
