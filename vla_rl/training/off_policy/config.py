@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from vla_rl.algorithms.sac import SACConfig
 from vla_rl.config.schema import RunConfig
+from vla_rl.training.off_policy.frozen_policy_config import FrozenPolicyConfig
 
 
 @dataclass
@@ -64,6 +65,26 @@ class OffPolicyEvalConfig:
 
 
 @dataclass
+class RemoteSourceConfig:
+    """The learner server that remote actors send transitions to (``source: remote``;
+    ``vla_rl.real_world.learner_server``)."""
+
+    host: str = "127.0.0.1"
+    """Address the learner server binds (``0.0.0.0``: every interface; anything but loopback needs
+    ``token``)."""
+    port: int = 5600
+    """TCP port of the learner server (0: any free port)."""
+    token: str | None = None
+    """Shared secret every actor sends; None: no check (allowed on loopback only). It travels in
+    clear: across an untrusted network, tunnel the connection."""
+    max_message_bytes: int = 64 * 1024 * 1024
+    """Largest message accepted; a larger frame is refused (``too_large``) and its connection
+    closed."""
+    publish_interval_updates: int = 1
+    """Publish the actor's weights to the actors every this many updates."""
+
+
+@dataclass
 class OffPolicyConfig(RunConfig):
     """``vla-rl train algorithm=sac`` (or ``rlpd``): an off-policy learner on a state task."""
 
@@ -78,7 +99,15 @@ class OffPolicyConfig(RunConfig):
     """SAC's settings (``configs/algorithm/rlpd.yaml``: RLPD's)."""
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     demos: DemoConfig = field(default_factory=DemoConfig)
+    frozen_policy: FrozenPolicyConfig = field(default_factory=FrozenPolicyConfig)
+    """A frozen chunk policy the learner acts through (DSRL or residual RL); mode none: none."""
     eval: OffPolicyEvalConfig = field(default_factory=OffPolicyEvalConfig)
+    source: str = "local"
+    """Where transitions come from: ``local`` (this process steps ``env``) or ``remote`` (actors on
+    other machines send them to the learner server, see ``remote``; ``env`` then only gives the
+    spaces and the evaluations)."""
+    remote: RemoteSourceConfig = field(default_factory=RemoteSourceConfig)
+    """The learner server (``source: remote`` only)."""
     total_env_steps: int = 100_000
     """The budget: env steps (transitions) collected, random warm-up included."""
     max_minutes: float = 60.0

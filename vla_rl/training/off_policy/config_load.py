@@ -7,6 +7,7 @@ from vla_rl.config.load import JobSchema
 from vla_rl.config.structured import Check, in_unit_interval, not_negative, positive
 from vla_rl.registry import is_import_path
 from vla_rl.training.off_policy.config import OffPolicyConfig
+from vla_rl.training.off_policy.frozen_policy_config import frozen_policy_checks
 
 
 def _off_policy_checks() -> list[Check[OffPolicyConfig]]:
@@ -25,6 +26,10 @@ def _off_policy_checks() -> list[Check[OffPolicyConfig]]:
             "must be at least replay.batch_size, so that the first minibatch finds enough online transitions",
         ),
         in_unit_interval("demos.share"),
+        *frozen_policy_checks(),
+        Check("source", lambda c: c.source in ("local", "remote"), "must be 'local' or 'remote'"),
+        *positive("remote.publish_interval_updates", "remote.max_message_bytes"),
+        Check("remote.port", lambda c: 0 <= c.remote.port <= 65535, "must be a TCP port (0 to 65535)"),
         Check(
             "demos.share",
             lambda c: c.demos.path is not None or c.demos.share == 0.5,

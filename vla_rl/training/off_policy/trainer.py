@@ -23,6 +23,9 @@ from vla_rl.training.checkpoint import Checkpoint
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.off_policy.config import OffPolicyConfig
+from vla_rl.training.off_policy.frozen_policy_env import load_frozen_policy, wrap_with_frozen_policy
+from vla_rl.training.off_policy.remote_link import TransitionSpec
+from vla_rl.training.off_policy.remote_source import RemoteSource
 from vla_rl.training.off_policy.replay_source import ReplaySource
 from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sft.demonstrations import load_demonstrations
@@ -54,6 +57,8 @@ class OffPolicyTrainer(TrainingLoop):
     def __init__(self, cfg: OffPolicyConfig, env: BatchedEnv | None = None) -> None:
         self.begin(cfg)
         self.env = env if env is not None else make_env(cfg.env)
+        self.frozen_policy = load_frozen_policy(cfg.frozen_policy, cfg.device)
+        self.env = self.wrap_env(self.env)
         action_dim = self.env.action_space.shape[0]
         acfg = cfg.algorithm
         self.policy = SACPolicy(
@@ -74,10 +79,25 @@ class OffPolicyTrainer(TrainingLoop):
         if cfg.demos.path is not None:
             episodes = load_demonstrations(cfg.demos.path, cfg.demos.max_episodes)
             demos = ReplayBuffer.from_episodes(episodes, device=cfg.device, obs_keys=keys)
-        self.source = ReplaySource(
-            self.env, self.replay, cfg.replay, acfg.utd_ratio, cfg.seed, demos, cfg.demos.share
-        )
-        self.source.actor = lambda obs: self.algorithm.act(obs)
+        self.source: ReplaySource | RemoteSource
+        if cfg.source == "remote":  # actors elsewhere; vla_rl.real_world.learner_server serves them
+            spec = TransitionSpec.of_space(self.env.observation_space, keys, action_dim, self.env.num_envs)
+            self.source = RemoteSource(
+                spec,
+                self.replay,
+                cfg.replay,
+                acfg.utd_ratio,
+                cfg.seed,
+                self.policy.actor,
+                cfg.remote.publish_interval_updates,
+                demos,
+                cfg.demos.share,
+            )
+        else:
+            self.source = ReplaySource(
+                self.env, self.replay, cfg.replay, acfg.utd_ratio, cfg.seed, demos, cfg.demos.share
+            )
+            self.source.actor = lambda obs: self.algorithm.act(obs)
         self.evaluations: list[tuple[int, EvalResult]] = []
         self.resume(self._find_resume_checkpoint())
 
@@ -88,6 +108,22 @@ class OffPolicyTrainer(TrainingLoop):
     # ----- the loop's hooks -------------------------------------------------------------------------------
     def log_step(self) -> int:
         return self.env_steps
+
+    def budget_spent(self) -> bool:
+        """Remote: once the updates account for ``total_env_steps`` transitions (more may have arrived)."""
+        if isinstance(self.source, RemoteSource):
+            return self.source.used_steps >= self.cfg.total_env_steps
+        return super().budget_spent()
+
+    def stop_reason(self, run: Run) -> str | None:
+        """A remote source first publishes the weights, then waits for the data of the next update
+        (or a stop request, or the end of ``max_minutes``)."""
+        if isinstance(self.source, RemoteSource):
+            self.source.publish(self.iteration)
+            clock = self.clock
+            assert clock is not None, "stop_reason runs inside train"
+            self.source.wait_for_data(lambda: self._stop_requested or not clock.room_for_update())
+        return super().stop_reason(run)
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         metrics["perf/rollout_time_s"] = batch_s
@@ -121,7 +157,11 @@ class OffPolicyTrainer(TrainingLoop):
     def evaluate(self) -> EvalResult:
         """The current policy on ``cfg.eval``'s episodes; the summary goes to ``<run_dir>/eval``."""
         name = f"eval_env_step_{self.env_steps:09d}.json"
-        return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", False, name)
+        return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", False, name, wrap_env=self.wrap_env)
+
+    def wrap_env(self, env: BatchedEnv) -> BatchedEnv:
+        """``env`` as the learner acts in it: through the frozen policy of ``frozen_policy``, if any."""
+        return wrap_with_frozen_policy(env, self.frozen_policy, self.cfg.frozen_policy)
 
     # ----- checkpoints ------------------------------------------------------------------------------------
     def write_checkpoint_files(self, directory: Path) -> None:
