@@ -142,7 +142,16 @@ def _train_off_policy(cfg) -> int:  # noqa: ANN001 - OffPolicyConfig; imported l
 
     trainer = OffPolicyTrainer(cfg)
     try:
-        result = trainer.train()
+        if cfg.source == "remote":  # actors elsewhere send the transitions (docs/guide/off_policy.md)
+            from vla_rl.real_world.learner_server import learner_server, serve_learner
+
+            try:
+                server = learner_server(trainer)
+            except ValueError as error:  # a non-loopback host without a token
+                raise ConfigError(f"config key 'remote.token': {error}") from None
+            result = serve_learner(trainer, server)
+        else:
+            result = trainer.train()
     finally:
         trainer.close()
     print(f"trained {result.iterations} updates, {result.env_steps} env steps in {_took(result)}")
