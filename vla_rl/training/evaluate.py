@@ -11,6 +11,7 @@ import dataclasses
 import inspect
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,7 @@ def evaluate(
     video_camera: str = "front",
     video_size: int = 128,
     summary_path: str | Path | None = None,
+    wrap_env: Callable[[BatchedEnv], BatchedEnv] | None = None,
 ) -> EvalResult:
     """Run ``num_episodes`` episodes of ``policy`` (a state or a chunk policy) on a fresh env built
     from ``env_cfg``.
@@ -96,6 +98,8 @@ def evaluate(
     ``num_envs <= 0`` uses ``env_cfg.num_envs`` (never more worlds than episodes). With
     ``video_dir`` an mp4 of the first episode of ``video_envs`` worlds side by side is written
     there. The summary JSON goes to ``summary_path`` (default ``video_dir``/eval_summary.json).
+    ``wrap_env`` turns each env built into the one the policy acts in (e.g. an off-policy learner's
+    frozen policy, ``vla_rl.training.off_policy.frozen_policy_env``).
 
     The evaluation draws from its own random stream seeded with ``seed`` and leaves the global
     generators as they were, so it can run in the middle of training without changing what
@@ -116,6 +120,7 @@ def evaluate(
         with torch.random.fork_rng():
             torch.manual_seed(seed)
             env = make_env(eval_cfg)
+            env = wrap_env(env) if wrap_env is not None else env
             try:
                 if isinstance(policy, ChunkPolicy):
                     check_policy_env(policy, env)
@@ -126,7 +131,7 @@ def evaluate(
             if video_dir is not None and video_envs > 0:
                 video_cfg = video_env_config(eval_cfg, video_envs, video_camera, video_size)
                 result.video_path = record_video(
-                    executor(video_envs), video_cfg, video_camera, seed, video_dir
+                    executor(video_envs), video_cfg, video_camera, seed, video_dir, wrap_env
                 )
     finally:
         policy.train(was_training)
@@ -226,13 +231,19 @@ def video_env_config(cfg: EnvConfig, video_envs: int, camera: str, size: int) ->
 
 
 def record_video(
-    executor: Executor, cfg: EnvConfig, camera: str, seed: int, video_dir: str | Path
+    executor: Executor,
+    cfg: EnvConfig,
+    camera: str,
+    seed: int,
+    video_dir: str | Path,
+    wrap_env: Callable[[BatchedEnv], BatchedEnv] | None = None,
 ) -> str | None:
     """Record each world's first episode side by side; finished worlds hold their last frame."""
     import imageio.v2 as imageio
 
     key = f"rgb_{camera}"
     env = make_env(cfg)
+    env = wrap_env(env) if wrap_env is not None else env
     try:
         if key not in env.observation_space.spaces:
             log.warning("environment has no %r observation; no video written", key)
