@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
 from vla_rl.training.jobs import job_config, train_job
 from vla_rl.training.off_policy.frozen_policy_env import NoiseActionEnv, ResidualActionEnv
@@ -121,3 +122,26 @@ def test_resumed_run_makes_the_same_updates_as_an_uninterrupted_one(
         return [{k: v for k, v in m.items() if k.startswith("train/")} for m in history]
 
     assert losses(first.history + second.history) == losses(straight.history)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["frozen_policy.mode=foo"], "frozen_policy.mode"),
+        (["frozen_policy.mode=dsrl"], "frozen_policy.checkpoint"),  # no checkpoint
+        (
+            ["frozen_policy.mode=residual", "frozen_policy.checkpoint=run"],
+            "policy.obs_keys",
+        ),  # no base_action
+        (["policy.obs_keys=[proprio,base_action]"], "policy.obs_keys"),  # base_action without residual
+        (["frozen_policy=dsrl", "frozen_policy.checkpoint=run", "demos.path=demos"], "demos.path"),
+        (["frozen_policy=dsrl", "frozen_policy.checkpoint=run", "source=remote"], "frozen_policy.mode"),
+        (
+            ["frozen_policy=residual", "frozen_policy.checkpoint=run", "frozen_policy.residual_scale=0"],
+            "frozen_policy.residual_scale",
+        ),
+    ],
+)
+def test_frozen_policy_settings_are_checked_before_any_work(overrides: list[str], key: str) -> None:
+    with pytest.raises(ConfigError, match=f"config key '{key}'"):
+        job_config("off_policy", ["algorithm=sac", *overrides])

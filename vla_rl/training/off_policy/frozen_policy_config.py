@@ -66,6 +66,11 @@ def frozen_policy_checks() -> list[Check[Any]]:
             "exactly when frozen_policy.mode is residual; frozen_policy=residual sets both",
         ),
         Check(
+            "frozen_policy.mode",
+            lambda c: not c.frozen_policy.active or c.source == "local",
+            "needs source local: remote actors act in the env itself, not through the frozen policy",
+        ),
+        Check(
             "demos.path",
             lambda c: c.demos.path is None or not c.frozen_policy.active,
             "takes no demonstrations with a frozen policy: their actions are the env's, not noise or "
