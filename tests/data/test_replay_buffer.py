@@ -345,6 +345,19 @@ def test_from_episodes_pairs_each_step_with_the_next_observation():
     assert not batch.intervention.any()
 
 
+def test_episodes_that_end_at_a_time_limit_are_truncated_even_when_successful():
+    # The same 5 (success), 7 (failure) and 4 (success) steps without terminal successes: every
+    # episode drops its last action, 4 + 6 + 3 = 13 transitions, each ending truncated.
+    episodes = three_episodes(seed=0)
+    buffer = ReplayBuffer.from_episodes(episodes, success_terminates=False)
+    assert len(buffer) == 13
+    batch = buffer.gather(buffer.valid_slots())
+    assert not batch.terminated.any()
+    assert batch.truncated.nonzero().squeeze(1).tolist() == [3, 9, 12]
+    assert np.array_equal(batch.next_obs["proprio"][3].numpy(), episodes[0].proprio[4])
+    assert np.array_equal(batch.action[10:13].numpy(), episodes[2].actions[:3])
+
+
 def test_obs_keys_store_only_those_keys_from_the_env_and_from_episodes(tmp_path: Path):
     keys = ["privileged", "proprio"]
     online = ReplayBuffer(8, 2, obs_keys=keys)

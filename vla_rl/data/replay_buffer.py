@@ -164,18 +164,23 @@ class ReplayBuffer:
         self._write_transitions(obs_frame=obs_numbers, next_frame=next_numbers, **fields)
         self.last_frame = next_numbers
 
-    def add_episode(self, episode: Episode, intervention: bool = False) -> int:
+    def add_episode(
+        self, episode: Episode, intervention: bool = False, success_terminates: bool = True
+    ) -> int:
         """Store a recorded episode's transitions; returns how many.
 
         Step ``t`` goes from the observation at ``t`` to the one at ``t + 1``. An episode records no
-        observation after its last action, so a successful episode's last step is terminated and
-        points at its own observation as ``next_obs`` (never bootstrapped), and an unsuccessful one
-        drops its last action and is truncated at the step before (bootstrapped from its last
-        observation). ``intervention`` marks every step (e.g. for human takeovers)."""
+        observation after its last action. When ``success_terminates`` (the episode ended because it
+        succeeded), a successful episode's last step is terminated and points at its own observation
+        as ``next_obs`` (never bootstrapped); any other episode (every episode when
+        ``success_terminates`` is off: it ended at a time limit) drops its last action and is
+        truncated at the step before (bootstrapped from its last observation). ``intervention`` marks
+        every step (e.g. for human takeovers)."""
         length = len(episode)
         if episode.rewards is None:
             raise ValueError("an episode without rewards cannot fill a replay buffer (set episode.rewards)")
-        count = length if episode.success else length - 1
+        terminal = bool(episode.success) and success_terminates
+        count = length if terminal else length - 1
         if count <= 0:
             return 0
         if length > self.frame_capacity or count > self.capacity:
@@ -204,8 +209,8 @@ class ReplayBuffer:
             next_frame=numbers[(steps + 1).clamp(max=length - 1)],
             action=action[:count],
             reward=reward[:count],
-            terminated=ends if episode.success else torch.zeros_like(ends),
-            truncated=torch.zeros_like(ends) if episode.success else ends,
+            terminated=ends if terminal else torch.zeros_like(ends),
+            truncated=torch.zeros_like(ends) if terminal else ends,
             intervention=torch.full((count,), intervention, dtype=torch.bool, device=self.device),
         )
         return count
@@ -219,18 +224,21 @@ class ReplayBuffer:
         device: str | torch.device = "cpu",
         intervention: bool = False,
         obs_keys: Sequence[str] | None = None,
+        success_terminates: bool = True,
     ) -> ReplayBuffer:
-        """A buffer holding ``episodes`` (``add_episode``); ``capacity`` defaults to their transitions,
-        more leaves room for online steps of ``num_envs`` worlds."""
+        """A buffer holding ``episodes`` (``add_episode``, with ``intervention`` and
+        ``success_terminates``); ``capacity`` defaults to their transitions, more leaves room for
+        online steps of ``num_envs`` worlds."""
         if not episodes:
             raise ValueError("no episodes to fill a replay buffer with")
         frames = sum(len(episode) for episode in episodes)
-        total = sum(len(episode) if episode.success else len(episode) - 1 for episode in episodes)
+        terminal = [bool(episode.success) and success_terminates for episode in episodes]
+        total = sum(len(episode) - (not ends) for episode, ends in zip(episodes, terminal, strict=True))
         capacity = max(total, num_envs) if capacity is None else capacity
         frame_capacity = capacity + 2 * num_envs + frames - total
         buffer = cls(capacity, num_envs, device=device, frame_capacity=frame_capacity, obs_keys=obs_keys)
         for episode in episodes:
-            buffer.add_episode(episode, intervention)
+            buffer.add_episode(episode, intervention, success_terminates)
         return buffer
 
     def _prepare(self, frames: dict[str, torch.Tensor], action_shape: torch.Size) -> None:

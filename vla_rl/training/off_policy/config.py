@@ -48,6 +48,11 @@ class DemoConfig:
     """Episodes read from it (<= 0: all)."""
     share: float = 0.5
     """Share of each minibatch drawn from the demonstrations (RLPD's symmetric sampling: 0.5)."""
+    success_terminates: bool = False
+    """Whether a successful demonstration ended because it succeeded, so that its last step is a
+    terminal one (episodes that a reward classifier or a person ends on success). Off for the
+    simulator tasks, whose episodes only end at their time limit: each demonstration's last action
+    is then dropped and the step before it is a truncation, as online time-limit ends are."""
 
 
 @dataclass

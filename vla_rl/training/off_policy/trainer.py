@@ -78,7 +78,9 @@ class OffPolicyTrainer(TrainingLoop):
         demos = None
         if cfg.demos.path is not None:
             episodes = load_demonstrations(cfg.demos.path, cfg.demos.max_episodes)
-            demos = ReplayBuffer.from_episodes(episodes, device=cfg.device, obs_keys=keys)
+            demos = ReplayBuffer.from_episodes(
+                episodes, device=cfg.device, obs_keys=keys, success_terminates=cfg.demos.success_terminates
+            )
         self.source: ReplaySource | RemoteSource
         if cfg.source == "remote":  # actors elsewhere; vla_rl.real_world.learner_server serves them
             spec = TransitionSpec.of_space(self.env.observation_space, keys, action_dim, self.env.num_envs)
