@@ -130,7 +130,7 @@ def summarise(results: dict) -> str:
     lines = [
         f"Measured {results['machine']}.",
         "",
-        f"| task | learner | env steps to {TARGET_SUCCESS:.0%} | success at {budget:,} env steps | "
+        f"| task | learner | env steps to {100 * TARGET_SUCCESS:.0f} % | success at {budget:,} env steps | "
         "final success (env steps) | wall-clock | ratio of env steps to 80 % (RLPD / PPO) |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
