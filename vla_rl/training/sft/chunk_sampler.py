@@ -6,6 +6,12 @@ recorded, ``"instruction"`` list of B strings) so a policy sees the same inputs 
 the simulator. Steps of the chunk that fall past the episode end repeat the last action and are
 marked False in ``chunk_mask`` so that losses can ignore them.
 
+Recorded deployments mix frames the policy drove with frames a person commanded (interventions).
+Given ``labelled`` frames (``vla_rl.training.sft.interventions``), samples start only on them and a
+chunk is cut where its segment of labelled frames ends: the steps after it are masked like padding
+(and repeat the segment's last action), so the policy's own actions never become targets.
+``frame_repeats`` draws given frames more often (e.g. interventions among all frames).
+
 Frames where a demonstration changes course can be drawn more often (``boundary_repeats``): the
 first frames of each episode and of each segment after the gripper command flips (grasp, release).
 There the instruction alone says where to go next; elsewhere the motion so far largely does, so
@@ -38,22 +44,35 @@ class ChunkBatch:
     action_chunk: torch.Tensor
     """float32 [B, chunk_len, action_dim]: demonstrated actions from the sampled step on."""
     chunk_mask: torch.Tensor
-    """bool [B, chunk_len]: False where the chunk runs past the episode end (padding)."""
+    """bool [B, chunk_len]: False where the chunk runs past the episode end, or past the end of its
+    run of labelled frames (padding)."""
     episode_index: torch.Tensor
     """int64 [B]: which episode each sample comes from."""
     step_index: torch.Tensor
     """int64 [B]: the step t within its episode."""
 
 
-def chunk_indices(episode_length: int, step: int, chunk_len: int) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the episode's actions forming the chunk at ``step`` and the validity mask.
+def chunk_indices(
+    episode_length: int, step: int, chunk_len: int, labelled: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the episode's actions forming the chunk at ``step`` and the validity mask. With
+    ``labelled`` (bool [T]), the chunk also ends where the run of labelled frames from ``step`` ends.
 
     >>> rows, mask = chunk_indices(5, 3, 4)
     >>> rows.tolist(), mask.tolist()
     ([3, 4, 4, 4], [True, True, False, False])
+    >>> rows, mask = chunk_indices(6, 1, 4, np.array([0, 1, 1, 0, 1, 1], dtype=bool))
+    >>> rows.tolist(), mask.tolist()
+    ([1, 2, 2, 2], [True, True, False, False])
     """
     wanted = step + np.arange(chunk_len)
-    return np.minimum(wanted, episode_length - 1), wanted < episode_length
+    rows, mask = np.minimum(wanted, episode_length - 1), wanted < episode_length
+    if labelled is None:
+        return rows, mask
+    mask = mask & np.logical_and.accumulate(labelled[rows])
+    if not mask[0]:
+        raise ValueError(f"step {step} is not a labelled frame: no chunk starts there")
+    return np.where(mask, rows, rows[mask][-1]), mask
 
 
 def boundary_frames(actions: np.ndarray, gripper_index: int, frames: int) -> np.ndarray:
@@ -85,11 +104,16 @@ class ChunkSampler:
         boundary_repeats: int = 1,
         boundary_window: int = 4,
         gripper_index: int = -1,
+        labelled: Sequence[np.ndarray] | None = None,
+        frame_repeats: Sequence[np.ndarray] | None = None,
     ) -> None:
         """``obs_transform`` maps each collated observation to what the policy reads (e.g. adds
         ``"objects"``, a view of the recorded privileged state, as the simulator does).
         ``boundary_repeats`` > 1 lists each of the ``boundary_window`` first frames of an episode
-        and of each gripper segment that many times per epoch (see ``boundary_frames``)."""
+        and of each gripper segment that many times per epoch (see ``boundary_frames``).
+        ``labelled`` (bool [T] per episode; None: all) are the frames whose actions are targets:
+        samples start only there and chunks end with their run (``chunk_indices``).
+        ``frame_repeats`` (int [T] per episode; None: ones) multiplies how often each frame is listed."""
         if not episodes:
             raise ValueError("no demonstration episodes to sample from")
         if chunk_len <= 0 or batch_size <= 0:
@@ -112,6 +136,13 @@ class ChunkSampler:
                 [boundary_frames(e.actions, gripper_index, boundary_window) for e in self.episodes]
             )
             repeats[marked] = boundary_repeats
+        self.labelled = None if labelled is None else self._per_frame(labelled, bool, "labelled")
+        if self.labelled is not None:
+            repeats *= np.concatenate(self.labelled)
+        if frame_repeats is not None:
+            repeats *= np.concatenate(self._per_frame(frame_repeats, np.int64, "frame_repeats"))
+        if not repeats.any():
+            raise ValueError("no frame to sample from: every frame is unlabelled or repeated 0 times")
         self.sample_episode = np.repeat(episode_of_frame, repeats)
         self.sample_step = np.repeat(step_of_frame, repeats)
         self.batch_size = min(batch_size, self.num_samples)
@@ -120,6 +151,13 @@ class ChunkSampler:
         self.epoch = 0
         self._order = torch.randperm(self.num_samples, generator=self.generator)
         self._cursor = 0
+
+    def _per_frame(self, values: Sequence[np.ndarray], dtype: type, name: str) -> list[np.ndarray]:
+        arrays = [np.asarray(v).astype(dtype).reshape(-1) for v in values]
+        lengths = [len(a) for a in arrays]
+        if lengths != [len(e) for e in self.episodes]:
+            raise ValueError(f"{name} has {lengths} frames, the episodes {[len(e) for e in self.episodes]}")
+        return arrays
 
     @property
     def num_samples(self) -> int:
@@ -147,8 +185,9 @@ class ChunkSampler:
         steps = self.sample_step[sample_ids]
         pairs = [(self.episodes[e], int(t)) for e, t in zip(episode_ids, steps, strict=True)]
         chunks, masks = [], []
-        for episode, step in pairs:
-            rows, mask = chunk_indices(len(episode), step, self.chunk_len)
+        for (episode, step), index in zip(pairs, episode_ids, strict=True):
+            labelled = None if self.labelled is None else self.labelled[index]
+            rows, mask = chunk_indices(len(episode), step, self.chunk_len, labelled)
             chunks.append(episode.actions[rows])
             masks.append(mask)
         obs = observation_at(pairs)

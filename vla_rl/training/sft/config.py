@@ -30,6 +30,16 @@ class SFTDataConfig:
     """How many steps from each segment start count as decision frames."""
     gripper_index: int = -1
     """Action dimension holding the gripper command (its sign flips mark segment starts)."""
+    intervention_only: bool = False
+    """Learn from the frames of recorded deployments that a person (or a rehearsal's scripted
+    expert) commanded, and only from them (HG-DAgger): samples start on frames whose
+    ``intervention`` column is True, and a chunk's steps from the first frame the policy drove again
+    are masked from the loss like padding past an episode's end. Needs the ``intervention`` column
+    ``vla-rl deploy recording.enabled=true`` writes (``vla_rl.training.sft.interventions``)."""
+    intervention_repeats: int = 1
+    """Train on every frame and draw each intervention frame this many times per epoch (the
+    corrections weighted against the policy's own frames; multiplies ``boundary_repeats``). 1: no
+    extra weight; > 1 needs the ``intervention`` column."""
 
 
 @dataclass

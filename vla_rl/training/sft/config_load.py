@@ -33,7 +33,7 @@ def _sft_checks() -> list[Check[SFTConfig]]:
             ),
             "must be two increasing values in [0, 1]",
         ),
-        *positive("eval.temperature"),
+        *positive("eval.temperature", "data.intervention_repeats"),
     ]
 
 

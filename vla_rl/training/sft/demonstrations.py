@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,9 +58,16 @@ def with_action_labels(episodes: list[Episode], action_key: str) -> list[Episode
 
 
 def action_quantiles(
-    episodes: Iterable[Episode], low_quantile: float, high_quantile: float
+    episodes: Iterable[Episode],
+    low_quantile: float,
+    high_quantile: float,
+    labelled: Sequence[np.ndarray] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-dimension ``low_quantile`` and ``high_quantile`` of all demonstrated actions (float32 [A])."""
-    actions = np.concatenate([np.asarray(episode.actions, dtype=np.float64) for episode in episodes])
+    """Per-dimension ``low_quantile`` and ``high_quantile`` of all demonstrated actions (float32 [A]);
+    with ``labelled`` (bool [T] per episode), of the labelled frames' actions only."""
+    per_episode = [np.asarray(episode.actions, dtype=np.float64) for episode in episodes]
+    if labelled is not None:
+        per_episode = [a[np.asarray(keep, bool)] for a, keep in zip(per_episode, labelled, strict=True)]
+    actions = np.concatenate(per_episode)
     low, high = np.quantile(actions, [low_quantile, high_quantile], axis=0)
     return torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)

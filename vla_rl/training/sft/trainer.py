@@ -37,6 +37,7 @@ from vla_rl.training.sft.demonstrations import (
     take_episodes,
     with_action_labels,
 )
+from vla_rl.training.sft.interventions import select_frames
 from vla_rl.training.sources import DemoBatches
 
 NORMALIZER_BATCH = 1024
@@ -86,6 +87,7 @@ class SFTTrainer(TrainingLoop):
         else:
             self.episodes = take_episodes(episodes, cfg.data.max_episodes)
         self.episodes = with_action_labels(self.episodes, cfg.data.action_key)
+        self.frames = select_frames(self.episodes, cfg.data)
         checkpoint = self._find_resume_checkpoint()
         self.policy = self._make_policy(checkpoint).to(self.device)
         data_action_dim = self.episodes[0].actions.shape[-1]
@@ -104,6 +106,8 @@ class SFTTrainer(TrainingLoop):
             boundary_repeats=cfg.data.boundary_repeats,
             boundary_window=cfg.data.boundary_window,
             gripper_index=cfg.data.gripper_index,
+            labelled=self.frames.labelled,
+            frame_repeats=self.frames.frame_repeats,
         )
         self.source = DemoBatches(self.sampler, cfg.optim.grad_accum_steps)
         self.algorithm = algorithm_class("sft")(self.policy, cfg.optim, cfg.steps, self.device)
@@ -195,7 +199,7 @@ class SFTTrainer(TrainingLoop):
         dcfg = self.cfg.data
         set_statistics: Callable[..., None] | None = getattr(policy, "set_action_statistics", None)
         if dcfg.set_action_statistics and set_statistics is not None:
-            low, high = action_quantiles(self.episodes, *dcfg.action_quantiles)
+            low, high = action_quantiles(self.episodes, *dcfg.action_quantiles, self.frames.labelled)
             set_statistics(low, high)
         update_normalizer: Callable[..., None] | None = getattr(policy, "update_normalizer", None)
         if update_normalizer is not None:

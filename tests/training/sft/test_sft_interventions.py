@@ -1,0 +1,158 @@
+"""SFT on recorded interventions (HG-DAgger): which frames are targets, how chunks are cut at the end of
+an intervention segment, and the loss they give, worked out by hand on a 6-step recording written by
+the LeRobot writer and read back as ``vla-rl sft`` reads it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vla_rl.config.load import ConfigError
+from vla_rl.data.episode import Episode
+from vla_rl.data.lerobot_format import write_dataset
+from vla_rl.training.sft.chunk_sampler import ChunkSampler, chunk_indices
+from vla_rl.training.sft.config import SFTConfig
+from vla_rl.training.sft.config_load import validate_sft_config
+from vla_rl.training.sft.demonstrations import action_quantiles, load_demonstrations
+from vla_rl.training.sft.interventions import INTERVENTION_COLUMN
+from vla_rl.training.sft.trainer import SFTTrainer
+
+FLAGS = [False, True, True, False, True, True]
+"""Policy, a two-step takeover, policy, a takeover to the end of the episode."""
+
+
+def _recording(root: Path, with_flags: bool = True, flags: list[bool] = FLAGS) -> Path:
+    steps = np.arange(6, dtype=np.float32)
+    extras = {INTERVENTION_COLUMN: np.array(flags)} if with_flags else {}
+    episode = Episode(
+        images={},
+        proprio=np.stack([steps, -steps, steps / 2], axis=1),
+        actions=np.stack([steps / 10, -steps / 10], axis=1),  # a_t = (t/10, -t/10)
+        instruction="pick",
+        success=False,
+        extras=extras,
+    )
+    return write_dataset(root, [episode], fps=20.0)
+
+
+def _cfg(data_path: Path, run_dir: Path, **data: object) -> SFTConfig:
+    return validate_sft_config(
+        {
+            "data": {"path": str(data_path), **data},
+            "policy": {
+                "name": "sft_tiny_policies:ChunkRegressor",
+                "kwargs": {"chunk_len": 3, "action_dim": 2, "obs_dims": {"proprio": 3}, "hidden_dim": 4},
+            },
+            "optim": {"learning_rate": 1e-3, "warmup_steps": 0},
+            "eval": {"num_episodes": 0},
+            "logger": {"progress_bar": False, "tensorboard": False, "wandb_mode": "disabled"},
+            "steps": 2,
+            "batch_size": 64,
+            "checkpoint_interval": 100,
+            "run_dir": str(run_dir),
+        }
+    )
+
+
+def test_a_chunk_ends_with_its_intervention_segment() -> None:
+    flags = np.array(FLAGS)
+    # From step 1: steps 1, 2 are the takeover, step 3 the policy's; 4 would be the next takeover.
+    rows, mask = chunk_indices(6, 1, 4, flags)
+    assert rows.tolist() == [1, 2, 2, 2] and mask.tolist() == [True, True, False, False]
+    # From step 4 the segment runs to the episode's end: the episode's padding cuts it.
+    rows, mask = chunk_indices(6, 4, 4, flags)
+    assert rows.tolist() == [4, 5, 5, 5] and mask.tolist() == [True, True, False, False]
+    with pytest.raises(ValueError, match="not a labelled frame"):
+        chunk_indices(6, 3, 4, flags)
+
+
+def test_intervention_only_samples_the_takeover_frames_with_cut_chunks(tmp_path: Path) -> None:
+    data = _recording(tmp_path / "rec")
+    (episode,) = load_demonstrations(data)
+    assert episode.extras[INTERVENTION_COLUMN].tolist() == FLAGS
+    trainer = SFTTrainer(_cfg(data, tmp_path / "run", intervention_only=True))
+    sampler = trainer.sampler
+    assert sampler.num_samples == 4  # frames 1, 2, 4, 5
+    batch = sampler.collate(range(4))
+    assert batch.step_index.tolist() == [1, 2, 4, 5]
+    assert batch.chunk_mask.tolist() == [
+        [True, True, False],  # 1, 2 | 3 is the policy's
+        [True, False, False],  # 2 | 3 is the policy's
+        [True, True, False],  # 4, 5 | the episode ends
+        [True, False, False],
+    ]
+    # Masked steps repeat the segment's last action: a_t = (t/10, -t/10).
+    expected = [[1, 2, 2], [2, 2, 2], [4, 5, 5], [5, 5, 5]]
+    targets = torch.tensor([[[t / 10, -t / 10] for t in row] for row in expected])
+    torch.testing.assert_close(batch.action_chunk, targets)
+    assert batch.obs["proprio"][:, 0].tolist() == [1.0, 2.0, 4.0, 5.0]
+
+
+def test_the_loss_averages_only_the_takeover_steps(tmp_path: Path) -> None:
+    """A regressor predicting (0, 0) everywhere: the loss is the mean over unmasked steps of
+    (a1^2 + a2^2) / 2 = (t/10)^2. Unmasked steps: 1, 2 | 2 | 4, 5 | 5, so
+    (1 + 4 + 4 + 16 + 25 + 25) / 100 / 6 = 0.125. With every frame a target (no option) the 6 samples
+    of 3 steps hold 15 real steps: (0+1+4 + 1+4+9 + 4+9+16 + 9+16+25 + 16+25 + 25) / 100 / 15 =
+    164 / 1500."""
+    data = _recording(tmp_path / "rec")
+    for options, expected in (({"intervention_only": True}, 0.125), ({}, 164 / 1500)):
+        trainer = SFTTrainer(_cfg(data, tmp_path / f"run{len(options)}", **options))
+        policy = trainer.policy
+        with torch.no_grad():
+            policy.net[2].weight.zero_()
+            policy.net[2].bias.zero_()
+        batch = trainer.sampler.collate(range(trainer.sampler.num_samples))
+        loss = policy.sft_loss(batch.obs, batch.action_chunk, batch.chunk_mask).loss
+        assert float(loss.detach()) == pytest.approx(expected)
+
+
+def test_training_steps_draw_only_intervention_frames(tmp_path: Path) -> None:
+    data = _recording(tmp_path / "rec")
+    trainer = SFTTrainer(_cfg(data, tmp_path / "run", intervention_only=True, boundary_repeats=1))
+    drawn = set()
+    for _ in range(5):
+        drawn.update(trainer.sampler.next_batch().step_index.tolist())
+    assert drawn == {1, 2, 4, 5}
+    assert len(trainer.train().history) == 2
+
+
+def test_intervention_repeats_weight_takeover_frames_among_all(tmp_path: Path) -> None:
+    data = _recording(tmp_path / "rec")
+    sampler: ChunkSampler = SFTTrainer(_cfg(data, tmp_path / "run", intervention_repeats=3)).sampler
+    # 2 policy frames once, 4 intervention frames 3 times each.
+    assert sampler.num_samples == 2 + 4 * 3
+    counts = np.bincount(sampler.sample_step, minlength=6).tolist()
+    assert counts == [1, 3, 3, 1, 3, 3]
+    # Every frame is a target here: the chunk from step 2 runs on through the policy's step 3.
+    assert sampler.collate([int(np.flatnonzero(sampler.sample_step == 2)[0])]).chunk_mask.tolist() == [
+        [True, True, True]
+    ]
+
+
+def test_action_statistics_come_from_the_labels() -> None:
+    steps = np.arange(6, dtype=np.float32)
+    episode = Episode({}, np.zeros((6, 1), np.float32), steps[:, None], "", False)
+    low, high = action_quantiles([episode], 0.0, 1.0, [np.array(FLAGS)])
+    assert (float(low), float(high)) == (1.0, 5.0)  # frames 0 and 3 are the policy's
+
+
+def test_recordings_without_the_flag_or_without_interventions_are_refused(tmp_path: Path) -> None:
+    plain = _recording(tmp_path / "plain", with_flags=False)
+    with pytest.raises(ConfigError, match="'data.intervention_only'.*no 'intervention' column"):
+        SFTTrainer(_cfg(plain, tmp_path / "a", intervention_only=True))
+    with pytest.raises(ConfigError, match="'data.intervention_repeats'.*no 'intervention' column"):
+        SFTTrainer(_cfg(plain, tmp_path / "b", intervention_repeats=2))
+    untouched = _recording(tmp_path / "untouched", flags=[False] * 6)
+    with pytest.raises(ConfigError, match="'data.intervention_only'.*no intervention frame"):
+        SFTTrainer(_cfg(untouched, tmp_path / "c", intervention_only=True))
+    with pytest.raises(ConfigError, match="'data.intervention_repeats'.*positive"):
+        _cfg(plain, tmp_path / "d", intervention_repeats=0)
+
+
+def test_the_column_is_the_one_deployments_record() -> None:
+    from vla_rl.real_world.recording import INTERVENTION_KEY
+
+    assert INTERVENTION_COLUMN == INTERVENTION_KEY

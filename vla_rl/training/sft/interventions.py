@@ -1,0 +1,70 @@
+"""Which frames of recorded deployments SFT learns from: HG-DAgger's interventions.
+
+``vla-rl deploy`` records every control step with an ``intervention`` flag: True where a person (or,
+in a rehearsal, the scripted expert) commanded the robot instead of the policy, and the ``action``
+of such a frame is that command in the policy's units. Two ways to learn from it
+(``SFTDataConfig``):
+
+* ``data.intervention_only``: the intervention frames are the only labels (HG-DAgger). Samples start
+  on them, and a chunk that runs past the end of its intervention segment (into frames the policy
+  drove) is cut there: those steps are masked from the loss like the padding past an episode's end.
+* ``data.intervention_repeats``: every frame is a label, and each intervention frame is drawn that
+  many times per epoch (the corrections weighted against the policy's own frames).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from vla_rl.config.load import ConfigError
+from vla_rl.data.episode import Episode
+from vla_rl.training.sft.config import SFTDataConfig
+
+INTERVENTION_COLUMN = "intervention"
+"""The per-frame flag ``vla-rl deploy`` records (``vla_rl.real_world.recording.INTERVENTION_KEY``)."""
+
+
+@dataclass
+class FrameSelection:
+    """What the chunk sampler is told about the frames (see ``ChunkSampler``)."""
+
+    labelled: list[np.ndarray] | None = None
+    """bool [T] per episode: frames whose action is a label; None: every frame."""
+    frame_repeats: list[np.ndarray] | None = None
+    """int [T] per episode: times each frame is drawn per epoch; None: once."""
+
+
+def intervention_flags(episodes: Sequence[Episode], key: str) -> list[np.ndarray]:
+    """The ``intervention`` column of every episode (bool [T]); a ``ConfigError`` naming ``key`` when
+    an episode has none (not a deployment recording) or no episode has an intervention frame."""
+    flags = []
+    for index, episode in enumerate(episodes):
+        if INTERVENTION_COLUMN not in episode.extras:
+            columns = ", ".join(sorted(episode.extras)) or "none"
+            raise ConfigError(
+                f"config key '{key}': episode {index} has no {INTERVENTION_COLUMN!r} column (extra "
+                f"columns: {columns}); record the data with `vla-rl deploy recording.enabled=true`"
+            )
+        flag = np.asarray(episode.extras[INTERVENTION_COLUMN]).astype(bool).reshape(-1)
+        if len(flag) != len(episode):
+            raise ConfigError(
+                f"config key '{key}': episode {index} has {len(flag)} intervention flags for "
+                f"{len(episode)} frames"
+            )
+        flags.append(flag)
+    if not any(flag.any() for flag in flags):
+        raise ConfigError(f"config key '{key}': the {len(flags)} episodes have no intervention frame")
+    return flags
+
+
+def select_frames(episodes: Sequence[Episode], data: SFTDataConfig) -> FrameSelection:
+    """The ``FrameSelection`` that ``data.intervention_only`` and ``data.intervention_repeats`` ask for."""
+    if data.intervention_only:
+        return FrameSelection(labelled=intervention_flags(episodes, "data.intervention_only"))
+    if data.intervention_repeats > 1:
+        flags = intervention_flags(episodes, "data.intervention_repeats")
+        return FrameSelection(frame_repeats=[np.where(f, data.intervention_repeats, 1) for f in flags])
+    return FrameSelection()
