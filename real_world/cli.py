@@ -36,6 +36,7 @@ def _config(args: argparse.Namespace):  # noqa: ANN202 - DeployConfig; imported 
 
 def deploy_command(args: argparse.Namespace) -> int:
     from vla_rl.real_world.deploy import Deployment
+    from vla_rl.real_world.expert_intervention import intervention_input
     from vla_rl.real_world.policy_client import PolicyClient
     from vla_rl.real_world.policy_runner import load_trained_policy
     from vla_rl.real_world.transports import build_robot, build_sim_control
@@ -61,7 +62,7 @@ def deploy_command(args: argparse.Namespace) -> int:
             infer,
             sim=sim,
             recorder=recorder,
-            intervention=robot.teleop_input(),
+            intervention=intervention_input(cfg, loaded.env, robot),
             instruction=cfg.instruction or "",
         )
         try:

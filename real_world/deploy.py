@@ -3,9 +3,10 @@
 It runs at the robot's pace: each period starts when a new joint state arrives (at most
 ``watchdog_periods`` periods are waited for; then the safety layer holds). The policy runs in this
 process or on a policy server, once per period from that period's observation, or asynchronously
-through an action queue that a background thread refills. A person's teleoperation override
-replaces the policy's command. Every command passes the safety layer, and what was actually sent
-is recorded with the safety events and the intervention flag.
+through an action queue that a background thread refills. A person's teleoperation override (in
+rehearsals, the scripted expert of ``expert_intervention``) replaces the policy's command. Every
+command passes the safety layer, and what was actually sent is recorded with the safety events and
+the intervention flag.
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ class Deployment:
             self.queue = ActionQueue(cfg.action_queue.merge, cfg.action_queue.ensemble_decay)
             self.chunker = AsyncChunker(infer, self.queue, cfg.action_queue.refill_threshold)
         self.result = DeployResult()
+        self._proposed: JointCommand | None = None
+        """The policy's command of the previous step, before the safety layer (the intervention
+        input watches it); None when the policy drove nothing."""
 
     @property
     def period_s(self) -> float:
@@ -144,6 +148,7 @@ class Deployment:
             last_stamp = self.sim.reset(seed).stamp_s - STAMP_MARGIN_S
         self.safety.reset()
         self.intervention.reset()
+        self._proposed = None
         if self.queue is not None:
             self.queue.clear()
         max_steps = self.cfg.max_steps or None
@@ -179,6 +184,7 @@ class Deployment:
                 raise RobotError(f"the policy reads {absent}, which the robot does not report")
         if obs.extras.get("unsynced_cameras"):
             report.unsynced_steps += 1
+        self.intervention.observe(obs, self._proposed)
         teleop = self.intervention.poll()
         action = None
         if teleop is not None:
@@ -191,6 +197,7 @@ class Deployment:
             command = None if action is None else self.to_command(action, obs, obs.joint_state_stamp_s)
         if command is not None:
             command.stamp_s = obs.joint_state_stamp_s
+        self._proposed = command.copy() if command is not None and teleop is None else None
         decision = self.robot.apply(command, obs)
         sent = decision.command
         self.result.obs_to_command_s.append(self.robot.now_s() - obs.joint_state_stamp_s)

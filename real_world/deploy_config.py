@@ -14,6 +14,7 @@ from vla_rl.config.structured import (
     Check,
     ConfigError,
     compose_config_module,
+    in_unit_interval,
     not_negative,
     one_of,
     positive,
@@ -26,6 +27,7 @@ TRANSPORTS = ("ros1", "ros2")
 IMAGE_TRANSPORTS = ("raw", "compressed")
 COMMAND_TYPES = ("joint_trajectory", "float64_multi_array", "pose_stamped")
 MERGE_MODES = ("latest", "ensemble")
+INTERVENTION_KINDS = ("none", "expert")
 
 
 @dataclass
@@ -102,6 +104,30 @@ class RecordingSection:
 
 
 @dataclass
+class InterventionSection:
+    """Who may take over from the policy (see ``vla_rl.real_world.expert_intervention``)."""
+
+    kind: str = "none"
+    """``none``: the robot's teleoperation override (the ``teleop_*`` topics), if a person uses it;
+    ``expert``: the task's scripted expert takes over when the policy drifts from it (rehearsals on
+    the simulated robot, whose task state it reads; the teleoperation topics are then ignored)."""
+    drift_threshold: float = 0.5
+    """``expert``: the expert takes over when the mean distance between the policy's commands and its
+    own over the last ``drift_window`` policy steps exceeds this, in normalised ``ee_delta_pos``
+    units (TCP step / ``max_ee_step_m`` and the gripper command, each in [-1, 1]; at most 4);
+    < 0 takes over as soon as the window is full."""
+    drift_window: int = 5
+    """``expert``: policy steps the drift is averaged over; none is judged before this many."""
+    takeover_steps: int = 20
+    """``expert``: steps the expert drives once it took over, before handing back to the policy."""
+    takeover_probability: float = 1.0
+    """``expert``: chance per step that a detected drift starts a takeover (1: at once; smaller: a
+    slower watcher; the check repeats on each later step while the drift lasts)."""
+    seed: int = 0
+    """``expert``: seed of the takeover draws (one stream for the whole deployment)."""
+
+
+@dataclass
 class DeployConfig:
     checkpoint: str | None = None
     """A ``vla-rl train`` run or checkpoint folder (the policy, and its task and controller settings)."""
@@ -110,6 +136,7 @@ class DeployConfig:
     policy: PolicySource = field(default_factory=PolicySource)
     action_queue: ActionQueueSection = field(default_factory=ActionQueueSection)
     recording: RecordingSection = field(default_factory=RecordingSection)
+    intervention: InterventionSection = field(default_factory=InterventionSection)
     episodes: int = 10
     """Episodes to run."""
     seed: int = 1000
@@ -138,6 +165,14 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("robot.image_transport", IMAGE_TRANSPORTS),
     one_of("robot.command_type", COMMAND_TYPES),
     one_of("recording.codebase_version", ("", *DATASET_WRITERS)),
+    one_of("intervention.kind", INTERVENTION_KINDS),
+    *positive("intervention.drift_window", "intervention.takeover_steps"),
+    in_unit_interval("intervention.takeover_probability", open_low=True),
+    Check(
+        "intervention.kind",
+        lambda c: c.intervention.kind != "expert" or c.robot.simulated,
+        "expert needs robot.simulated=true: the scripted expert reads the simulator's task state",
+    ),
     Check(
         "robot.command_type",
         lambda c: not c.robot.simulated or c.robot.command_type == "joint_trajectory",

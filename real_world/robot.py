@@ -57,6 +57,11 @@ class InterventionInput(ABC):
     def reset(self) -> None:  # noqa: B027 - optional hook
         """A new episode starts (the deployment loop calls this before its first step)."""
 
+    def observe(self, observation: RobotObservation, proposed: JointCommand | None) -> None:  # noqa: B027
+        """Called before each ``poll`` with the step's observation and the command the policy
+        proposed in the step before (before the safety layer; None when the policy drove nothing):
+        for inputs that decide from what the robot does (``ExpertIntervention``). Optional hook."""
+
 
 @dataclass
 class RobotObservation:
