@@ -1,0 +1,296 @@
+"""HG-DAgger on ``pick_place``: deploy, let the scripted expert take over where the policy drifts,
+record, fine-tune on the takeovers, repeat; success per round.
+
+Round 0 is a weak start: ``vla-rl collect`` records a few scripted demonstrations (state only:
+proprioception and the task state) and ``vla-rl sft`` trains a small flow policy on them for few
+steps. Each later round:
+
+1. deploys the latest policy through the deployment loop on the simulated robot (this process, no
+   transport; ``--ros``: the ROS 1 rehearsal, ``roscore`` + ``vla-rl sim-robot`` + ``vla-rl deploy``)
+   with ``intervention.kind=expert``: the scripted expert takes over for ``takeover_steps`` steps
+   whenever the policy's commands drift from its own, every command passes the safety layer (limits
+   the expert's own speed passes, ``SAFETY``) and every step is recorded with its intervention flag
+   into one dataset that grows round by round (the aggregate);
+2. ``vla-rl sft data.intervention_only=true`` trains on the aggregate's intervention frames, starting
+   from the previous round's policy (``policy.init_from``);
+3. evaluates the new policy by deploying it without interventions on fixed seeds (the same seeds
+   every round, none of them a deployment's).
+
+Writes ``benchmarks/results/hg_dagger.json`` and ``hg_dagger.md`` (a row per round: success, episodes,
+intervention steps). ``--quick`` is a toy run (tiny budgets, one evaluation episode per policy) that
+checks the pipeline in well under a minute; its numbers mean nothing.
+
+    python -m benchmarks.hg_dagger [--rounds 2] [--ros] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import NAMESPACE_FLAG, RESULTS_DIR, machine_line, rerun_in_private_namespace
+
+TASK_ENV = ("env=pick_place", "env.cameras=[]")
+SFT_POLICY = (
+    "sft/policy=flow_mlp",
+    "policy.kwargs.vector_obs_dims={proprio:24,privileged:26}",
+    "policy.kwargs.hidden_sizes=[256,256]",
+)
+"""A state policy: 24 proprioception values and pick_place's 26-value task state (which cube, which
+pad: the deployment's ``task_state``), so no instruction or camera is needed."""
+SAFETY = (
+    "safety.max_ee_speed_m_s=0.6",
+    "safety.max_joint_speed_rad_s=3.0",
+    "safety.max_gripper_speed_m_s=2.0",
+)
+"""The default limits (0.25 m/s at the TCP) halve the expert's 0.5 m/s and it then fails most
+episodes within pick_place's 120 steps; with these it solves them all through the loop."""
+EVAL_SEED = 50_000
+DEPLOY_SEED = 10_000
+"""Round r deploys from seed ``DEPLOY_SEED + 1000 r`` on; evaluations always from ``EVAL_SEED``."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    demonstrations: int = 5
+    """Scripted demonstrations of the weak start."""
+    start_steps: int = 300
+    """SFT steps of the weak start."""
+    round_steps: int = 1000
+    """SFT steps of each round (from the previous round's weights)."""
+    deploy_episodes: int = 20
+    """Episodes deployed (and recorded) per round."""
+    eval_episodes: int = 50
+    """Episodes per evaluation (no interventions)."""
+    drift_threshold: float = 0.5
+    drift_window: int = 5
+    takeover_steps: int = 20
+    batch_size: int = 64
+
+
+QUICK = Budget(
+    demonstrations=1,
+    start_steps=5,
+    round_steps=5,
+    deploy_episodes=1,
+    eval_episodes=1,
+    batch_size=16,
+)
+
+
+def vla_rl(*args: str) -> None:
+    """``vla-rl <args>`` in this process (the CLI's code path); exits on failure."""
+    from vla_rl.cli import main
+
+    code = main(list(args))
+    if code != 0:
+        raise SystemExit(f"vla-rl {' '.join(args)} failed with exit code {code}")
+
+
+def weak_start(work: Path, budget: Budget) -> Path:
+    demos, run = work / "demonstrations", work / "round_0"
+    vla_rl(
+        "collect",
+        *TASK_ENV,
+        "env.num_envs=1",
+        f"num_episodes={budget.demonstrations}",
+        f"output_dir={demos}",
+        "seed=0",
+    )
+    sft(run, demos, budget.start_steps, budget, [])
+    return run
+
+
+def sft(run: Path, data: Path, steps: int, budget: Budget, extra: list[str]) -> None:
+    vla_rl(
+        "sft",
+        *TASK_ENV,
+        *SFT_POLICY,
+        f"data.path={data}",
+        f"steps={steps}",
+        f"batch_size={budget.batch_size}",
+        f"checkpoint_interval={steps}",
+        "optim.warmup_steps=0",
+        "eval.num_episodes=0",
+        "logger.tensorboard=false",
+        "logger.progress_bar=false",
+        "logger.wandb_mode=disabled",
+        f"run_dir={run}",
+        *extra,
+    )
+
+
+def deploy_overrides(budget: Budget, episodes: int, seed: int, expert: bool) -> list[str]:
+    overrides = [f"episodes={episodes}", f"seed={seed}", *SAFETY]
+    if expert:
+        overrides += [
+            "intervention.kind=expert",
+            f"intervention.drift_threshold={budget.drift_threshold}",
+            f"intervention.drift_window={budget.drift_window}",
+            f"intervention.takeover_steps={budget.takeover_steps}",
+        ]
+    return overrides
+
+
+def deploy_locally(run: Path, overrides: list[str], dataset: Path | None) -> dict[str, Any]:
+    """The deployment loop on the simulated robot in this process; the summary ``vla-rl deploy`` writes."""
+    from vla_rl.real_world.deploy import Deployment
+    from vla_rl.real_world.deploy_config import compose_deploy_config
+    from vla_rl.real_world.expert_intervention import intervention_input
+    from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
+    from vla_rl.real_world.policy_runner import load_trained_policy
+    from vla_rl.real_world.recording import DeploymentRecorder
+
+    cfg = compose_deploy_config(overrides)
+    loaded = load_trained_policy(run)
+    env = loaded.env
+    recorder = None
+    if dataset is not None:
+        recorder = DeploymentRecorder(
+            dataset, env.control_hz, env.control_mode, env.cameras, append=dataset.exists()
+        )
+    robot = LocalSimRobot(env)
+    try:
+        with robot:
+            deployment = Deployment(
+                cfg,
+                env,
+                loaded.obs_keys,
+                robot,
+                loaded.infer,
+                sim=LocalSimControl(robot),
+                recorder=recorder,
+                intervention=intervention_input(cfg, env, robot),
+            )
+            result = deployment.run()
+    finally:
+        if recorder is not None:
+            recorder.close()
+    return result.summary()
+
+
+def deploy_over_ros(run: Path, overrides: list[str], dataset: Path, work_dir: Path) -> dict[str, Any]:
+    from vla_rl.real_world.rehearsal import run_rehearsal
+
+    recording = ["recording.enabled=true", f"recording.root={dataset.resolve()}"]
+    result = run_rehearsal([f"checkpoint={run.resolve()}", *overrides, *recording], work_dir)
+    return result["deploy"]
+
+
+def evaluate(run: Path, budget: Budget) -> float:
+    summary = deploy_locally(run, deploy_overrides(budget, budget.eval_episodes, EVAL_SEED, False), None)
+    return float(summary["success_rate"])
+
+
+def intervention_steps(summary: dict[str, Any]) -> int:
+    return int(sum(episode["interventions"] for episode in summary["per_episode"]))
+
+
+def run_rounds(work: Path, rounds: int, budget: Budget, ros: bool) -> list[dict[str, Any]]:
+    run = weak_start(work, budget)
+    dataset = work / "interventions"
+    rows = [{"round": 0, "policy": str(run), "success_rate": evaluate(run, budget)}]
+    print(f"round 0 (weak start): success {100 * rows[0]['success_rate']:.1f} %", flush=True)
+    for index in range(1, rounds + 1):
+        overrides = deploy_overrides(budget, budget.deploy_episodes, DEPLOY_SEED + 1000 * index, True)
+        if ros:
+            summary = deploy_over_ros(run, overrides, dataset, work / f"rehearsal_{index}")
+        else:
+            summary = deploy_locally(run, overrides, dataset)
+        steps = sum(episode["steps"] for episode in summary["per_episode"])
+        previous, run = run, work / f"round_{index}"
+        sft(
+            run,
+            dataset,
+            budget.round_steps,
+            budget,
+            ["data.intervention_only=true", f"policy.init_from={previous}"],
+        )
+        row = {
+            "round": index,
+            "policy": str(run),
+            "success_rate": evaluate(run, budget),
+            "deploy_episodes": len(summary["per_episode"]),
+            "deploy_success_rate": summary["success_rate"],
+            "deploy_steps": steps,
+            "intervention_steps": intervention_steps(summary),
+            "aggregate_intervention_frames": aggregate_frames(dataset),
+        }
+        rows.append(row)
+        print(
+            f"round {index}: {row['intervention_steps']} of {steps} deployed steps taken over, success "
+            f"{100 * row['success_rate']:.1f} %",
+            flush=True,
+        )
+    return rows
+
+
+def aggregate_frames(dataset: Path) -> int:
+    from vla_rl.data.lerobot_format import open_dataset
+
+    return int(sum(episode.extras["intervention"].sum() for episode in open_dataset(dataset).episodes()))
+
+
+def table(rows: list[dict[str, Any]], budget: Budget) -> str:
+    lines = [
+        "| round | success (no interventions) | deployed episodes | deployed success (with expert) "
+        "| intervention steps / deployed steps | intervention frames trained on |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        if row["round"] == 0:
+            lines.append(f"| 0 (weak start) | {100 * row['success_rate']:.1f} % | - | - | - | - |")
+            continue
+        lines.append(
+            f"| {row['round']} | {100 * row['success_rate']:.1f} % | {row['deploy_episodes']} | "
+            f"{100 * row['deploy_success_rate']:.1f} % | {row['intervention_steps']} / "
+            f"{row['deploy_steps']} | {row['aggregate_intervention_frames']} |"
+        )
+    lines.append("")
+    lines.append(
+        f"Success over {budget.eval_episodes} evaluation episodes per policy (seeds from {EVAL_SEED})."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--quick", action="store_true", help="toy budgets: checks the pipeline, not the method"
+    )
+    parser.add_argument("--ros", action="store_true", help="deploy each round over ROS 1 (roscore)")
+    parser.add_argument("--work-dir", type=Path, default=Path("runs/bench/hg_dagger"))
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--results-name", default="hg_dagger")
+    parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.ros:
+        rerun_in_private_namespace("benchmarks.hg_dagger")
+    budget = QUICK if args.quick else Budget()
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    args.work_dir.mkdir(parents=True)
+    rows = run_rounds(args.work_dir, args.rounds, budget, args.ros)
+    deployment = "ROS 1 rehearsal" if args.ros else "local deployment loop"
+    report = {
+        "machine": machine_line(),
+        "quick": args.quick,
+        "deployment": deployment,
+        "budget": asdict(budget),
+        "rounds": rows,
+    }
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    header = f"# HG-DAgger on pick_place ({deployment}{', quick toy run' if args.quick else ''})\n\n"
+    markdown = header + f"Machine: {report['machine']}.\n\n" + table(rows, budget)
+    (args.results_dir / f"{args.results_name}.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""The HG-DAgger benchmark's toy run end to end: a weak start, two rounds of deploying with the scripted
+expert, recording and ``vla-rl sft`` on the aggregated takeovers from the previous round's policy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import hg_dagger
+from vla_rl.data.lerobot_format import open_dataset
+from vla_rl.training.sft.config_load import load_sft_config_file
+
+
+def test_the_quick_run_aggregates_takeovers_and_trains_on_them_round_by_round(tmp_path: Path) -> None:
+    work, results = tmp_path / "work", tmp_path / "results"
+    hg_dagger.main(["--quick", "--rounds", "2", "--work-dir", str(work), "--results-dir", str(results)])
+    report = json.loads((results / "hg_dagger.json").read_text())
+    rounds = report["rounds"]
+    assert [row["round"] for row in rounds] == [0, 1, 2] and report["quick"]
+    for row in rounds:
+        assert 0.0 <= row["success_rate"] <= 1.0
+    # Each round's deployment was taken over, and every takeover step landed in the aggregate.
+    deployed = [row["intervention_steps"] for row in rounds[1:]]
+    assert all(steps > 0 for steps in deployed)
+    assert [row["aggregate_intervention_frames"] for row in rounds[1:]] == [deployed[0], sum(deployed)]
+    episodes = list(open_dataset(work / "interventions").episodes())
+    assert len(episodes) == 2 and sum(int(e.extras["intervention"].sum()) for e in episodes) == sum(deployed)
+    # Rounds train on the takeovers only, from the previous round's weights.
+    for index in (1, 2):
+        cfg = load_sft_config_file(work / f"round_{index}" / "config.yaml")
+        assert cfg.data.intervention_only and cfg.data.path == str(work / "interventions")
+        assert cfg.policy.init_from == str(work / f"round_{index - 1}")
+    table = (results / "hg_dagger.md").read_text()
+    assert "| 2 |" in table and f"{deployed[1]} / " in table
