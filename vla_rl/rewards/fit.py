@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from vla_rl.data.image_shift import random_shift
 from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.rewards.frames import LabelledFrames, labelled_frames, with_state_progress
 from vla_rl.rewards.learned import LearnedRewardModel
@@ -64,22 +65,6 @@ def load_frames(
     episodes = [episode for d in directories for episode in open_dataset(d).episodes()]
     frames = labelled_frames(episodes, cameras)
     return with_state_progress(frames, task) if progress_labels == "task_state" else frames
-
-
-def random_shift(images: torch.Tensor, max_shift_px: int, generator: torch.Generator) -> torch.Tensor:
-    """Shift each uint8 image [B, V, H, W, 3] by up to ``max_shift_px`` pixels (edges repeated);
-    all views of a sample move together."""
-    if max_shift_px == 0:
-        return images
-    batch, views, height, width, _ = images.shape
-    planes = images.permute(0, 1, 4, 2, 3).reshape(batch, views * 3, height, width).float()
-    padded = F.pad(planes, (max_shift_px,) * 4, mode="replicate")
-    offsets = torch.randint(0, 2 * max_shift_px + 1, (batch, 2), generator=generator)
-    rows = torch.arange(height)[None, :] + offsets[:, :1]
-    cols = torch.arange(width)[None, :] + offsets[:, 1:]
-    shifted = padded[torch.arange(batch)[:, None, None], :, rows[:, :, None], cols[:, None, :]]
-    # Advanced indexing puts the channel axis last: [B, H, W, C].
-    return shifted.reshape(batch, height, width, views, 3).permute(0, 3, 1, 2, 4).to(torch.uint8)
 
 
 def fit_reward_model(cfg: RewardTrainConfig, frames: LabelledFrames) -> tuple[LearnedRewardModel, float]:
