@@ -21,6 +21,7 @@ from vla_rl.algorithms.sac import (
     soft_td_target,
 )
 from vla_rl.policies.layers import VectorObsEncoder
+from vla_rl.policies.sac_encoder import SACObsEncoder
 from vla_rl.policies.sac_networks import (
     CriticEnsemble,
     SquashedGaussianActor,
@@ -339,6 +340,93 @@ def test_state_dict_round_trip_gives_the_identical_next_update():
         for key, value in getattr(sac, name).state_dict().items():
             torch.testing.assert_close(getattr(resumed, name).state_dict()[key], value, rtol=0, atol=0)
     assert float(resumed.log_alpha.detach()) == float(sac.log_alpha.detach())
+
+
+# --- from pixels: the encoder and the image shift ----------------------------------------------------------
+
+PIXEL_SPACE = gym.spaces.Dict(
+    {
+        "rgb_front": gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+        "proprio": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+    }
+)
+
+
+def pixel_sac(seed: int = 0, **cfg) -> SAC:
+    torch.manual_seed(seed)
+    config = SACConfig(**cfg)
+    encoder = SACObsEncoder(["rgb_front", "proprio"], PIXEL_SPACE, [4], [[3, 2]], 8)
+    actor, critic = build_sac_networks(encoder.output_dim, 2, config, hidden_sizes=[16, 16])
+    return SAC(actor, critic, encoder, config, torch.Generator().manual_seed(1))
+
+
+def pixel_batch(generator: torch.Generator, size: int = 8) -> Batch:
+    def obs() -> dict[str, torch.Tensor]:
+        image = torch.randint(0, 256, (size, 8, 8, 3), dtype=torch.uint8, generator=generator)
+        return {"rgb_front": image, "proprio": torch.randn(size, 2, generator=generator)}
+
+    return Batch(
+        obs=obs(),
+        action=torch.rand(size, 2, generator=generator) * 2 - 1,
+        reward=torch.randn(size, generator=generator),
+        next_obs=obs(),
+        terminated=torch.zeros(size, dtype=torch.bool),
+    )
+
+
+def test_the_critic_step_trains_the_image_encoder_and_the_actor_step_leaves_it():
+    sac = pixel_sac()
+    assert isinstance(sac.encode, nn.Module)
+    batch = pixel_batch(torch.Generator().manual_seed(2))
+    before = copy.deepcopy(sac.encode.state_dict())
+    actor_before = copy.deepcopy(sac.actor.state_dict())
+    sac.actor_and_alpha_step(batch)
+    assert all(param.grad is None for param in sac.encode.parameters())
+    for key, value in sac.encode.state_dict().items():
+        assert torch.equal(value, before[key]), key
+    assert any(not torch.equal(v, actor_before[k]) for k, v in sac.actor.state_dict().items())
+    sac.critic_step(batch)
+    for key in ("convs.0.weight", "project.0.weight", "project.1.weight"):
+        assert not torch.equal(sac.encode.state_dict()[key], before[key]), key
+
+
+def test_image_shift_moves_the_images_of_obs_and_next_obs_of_each_critic_minibatch():
+    sac = pixel_sac(image_shift_px=2, utd_ratio=2)
+    batches = [pixel_batch(torch.Generator().manual_seed(seed)) for seed in (3, 4)]
+    seen: list[Batch] = []
+    critic_step = sac.critic_step
+    sac.critic_step = lambda batch: (seen.append(batch), critic_step(batch))[1]
+    sac.update(batches)
+    assert len(seen) == 2
+    for given, used in zip(batches, seen, strict=True):
+        for field in ("obs", "next_obs"):
+            images, shifted = getattr(given, field)["rgb_front"], getattr(used, field)["rgb_front"]
+            assert shifted.dtype == torch.uint8 and not torch.equal(images, shifted)
+            assert getattr(used, field)["proprio"] is getattr(given, field)["proprio"]
+        assert used.action is given.action
+    plain = pixel_sac()
+    assert plain.shifted(batches[0]) is batches[0]
+    assert "shift_generator" not in plain.state_dict()
+    with pytest.raises(ValueError, match="image_shift_px"):
+        SACConfig(image_shift_px=-1)
+
+
+def test_pixel_state_dict_round_trip_with_the_shift_gives_the_identical_next_update():
+    cfg = {"image_shift_px": 2, "num_critics": 3, "critic_subset": 2, "utd_ratio": 2, "layer_norm": True}
+    generator = torch.Generator().manual_seed(5)
+    first = [pixel_batch(generator) for _ in range(2)]
+    second = [pixel_batch(generator) for _ in range(2)]
+    sac = pixel_sac(**cfg)
+    sac.update(first)
+    saved = copy.deepcopy(sac.state_dict())
+    assert {"encoder", "shift_generator"} <= set(saved)
+    expected_metrics = sac.update(second)
+
+    resumed = pixel_sac(seed=123, **cfg)
+    resumed.load_state_dict(saved)
+    assert resumed.update(second) == expected_metrics
+    for key, value in sac.encode.state_dict().items():
+        torch.testing.assert_close(resumed.encode.state_dict()[key], value, rtol=0, atol=0)
 
 
 @pytest.fixture

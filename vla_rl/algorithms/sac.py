@@ -18,11 +18,16 @@ parameters join the critic optimiser (its state joins the checkpoint), and the a
 features. A state encoder is usually parameter-free, e.g.
 ``functools.partial(VectorObsEncoder.encode, keys=[...])`` bound to an encoder whose running normaliser
 its owner updates and saves; the target uses the online encoder (no target copy).
+
+From pixels, ``image_shift_px`` > 0 applies DrQ's random shift (``vla_rl.data.image_shift``) to the
+camera images of ``obs`` and ``next_obs`` of every minibatch before its critic step (the actor step
+reads the last one's shifted ``obs``), drawn with a generator of its own that the checkpoint keeps.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,6 +38,7 @@ import torch
 from torch import nn
 
 from vla_rl.algorithms.policy_gradient import clip_gradients
+from vla_rl.data.image_shift import shift_observation_images
 from vla_rl.envs.base import Observation
 from vla_rl.policies.sac_networks import CriticEnsemble, SquashedGaussianActor
 
@@ -54,6 +60,8 @@ class TransitionBatchLike(Protocol):
 
 Encoder = Callable[[Observation], torch.Tensor]
 """``encode(obs) -> features`` [B, F]."""
+SHIFT_SEED = 1
+"""Seed of the image shifts' generator when none is given (the other generator's default is 0)."""
 
 
 @dataclass
@@ -91,6 +99,10 @@ class SACConfig:
     """Subtract ``alpha log pi(a'|s')`` in the TD target; False backs up the plain Q value."""
     max_grad_norm: float | None = None
     """Clip of the global gradient norm of the critics' and of the actor's steps; None disables."""
+    image_shift_px: int = 0
+    """DrQ's augmentation of the ``rgb_*`` images of each minibatch (``obs`` and ``next_obs``): pad by
+    this many pixels, repeating the edges, and crop back at a random corner per sample, which moves
+    the image by up to this many pixels each way (DrQ, RLPD from pixels: 4); 0 disables it."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gamma <= 1.0:
@@ -109,6 +121,8 @@ class SACConfig:
             )
         if self.max_grad_norm is not None and self.max_grad_norm <= 0:
             raise ValueError(f"max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
+        if self.image_shift_px < 0:
+            raise ValueError(f"image_shift_px must be >= 0 (0: off), got {self.image_shift_px}")
 
     @classmethod
     def rlpd(cls, **overrides: Any) -> SACConfig:
@@ -172,7 +186,8 @@ class SAC:
     on minibatches of transitions whose observations ``encode`` turns into features.
 
     ``generator`` (on the networks' device; seed 0 when None) draws the critic subsets and the actions'
-    noise, and is saved with the checkpoint so a resumed run makes the same updates.
+    noise, and ``shift_generator`` (on the CPU; seed ``SHIFT_SEED`` when None) the image shifts; both
+    are saved with the checkpoint so a resumed run makes the same updates.
     """
 
     def __init__(
@@ -182,6 +197,7 @@ class SAC:
         encode: Encoder,
         cfg: SACConfig,
         generator: torch.Generator | None = None,
+        shift_generator: torch.Generator | None = None,
     ) -> None:
         if critic.num_critics != cfg.num_critics:
             raise ValueError(f"num_critics is {cfg.num_critics} but the critic has {critic.num_critics}")
@@ -192,6 +208,9 @@ class SAC:
         self.target_critic = copy.deepcopy(critic).requires_grad_(False)
         self.device = next(critic.parameters()).device
         self.generator = generator if generator is not None else torch.Generator(self.device).manual_seed(0)
+        self.shift_generator = (
+            shift_generator if shift_generator is not None else torch.Generator().manual_seed(SHIFT_SEED)
+        )
         self.target_entropy = float(-actor.action_dim if cfg.target_entropy is None else cfg.target_entropy)
         self.log_alpha = torch.tensor(math.log(cfg.init_alpha), device=self.device, requires_grad=True)
         # The modules the critic loss trains: the critics and the encoder when it has parameters.
@@ -274,12 +293,24 @@ class SAC:
             "actor_grad_norm": grad_norm,
         }
 
+    def shifted(self, batch: TransitionBatchLike) -> TransitionBatchLike:
+        """``batch`` (a dataclass) with the camera images of ``obs`` and ``next_obs`` randomly shifted by
+        up to ``image_shift_px`` pixels, independently; ``batch`` itself when the shift is off."""
+        if self.cfg.image_shift_px == 0:
+            return batch
+        pixels, generator = self.cfg.image_shift_px, self.shift_generator
+        obs = shift_observation_images(batch.obs, pixels, generator)
+        next_obs = shift_observation_images(batch.next_obs, pixels, generator)
+        return dataclasses.replace(batch, obs=obs, next_obs=next_obs)
+
     def update(self, batches: list[TransitionBatchLike]) -> dict[str, float]:
-        """``utd_ratio`` critic steps, one per minibatch of ``batches``, then (every
-        ``actor_update_every`` calls) one actor and temperature step on the last minibatch. Returns the
-        critic terms averaged over the steps, the actor terms and ``alpha`` after the update."""
+        """``utd_ratio`` critic steps, one per minibatch of ``batches`` (each :meth:`shifted` first),
+        then (every ``actor_update_every`` calls) one actor and temperature step on the last minibatch.
+        Returns the critic terms averaged over the steps, the actor terms and ``alpha`` after the
+        update."""
         if len(batches) != self.cfg.utd_ratio:
             raise ValueError(f"update takes utd_ratio={self.cfg.utd_ratio} minibatches, got {len(batches)}")
+        batches = [self.shifted(batch) for batch in batches]
         sums: dict[str, torch.Tensor] = {}
         for batch in batches:
             for name, value in self.critic_step(batch).items():
@@ -296,7 +327,7 @@ class SAC:
     def state_dict(self) -> dict[str, Any]:
         """Everything a resumed run needs to make the same next update: networks, target critics,
         ``log_alpha``, the three optimisers, the generator and the call counter (and the encoder's state
-        when it is a module)."""
+        when it is a module, the shift generator's when the shift is on)."""
         state = {
             "actor": self.actor.state_dict(),
             "critic": self.critic.state_dict(),
@@ -310,6 +341,8 @@ class SAC:
         }
         if isinstance(self.encode, nn.Module):
             state["encoder"] = self.encode.state_dict()
+        if self.cfg.image_shift_px > 0:
+            state["shift_generator"] = self.shift_generator.get_state()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -324,4 +357,6 @@ class SAC:
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
         self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
         self.generator.set_state(state["generator"])
+        if self.cfg.image_shift_px > 0:
+            self.shift_generator.set_state(state["shift_generator"])
         self.updates_done = int(state["updates_done"])

@@ -1,13 +1,14 @@
 """The networks of SAC on flat feature vectors: a tanh-squashed Gaussian actor and an ensemble of Q
 critics (with LayerNorm for RLPD, Ball et al. 2023).
 
-Both read features that an observation encoder has already produced (e.g.
-``VectorObsEncoder.encode(obs, keys)``); the algorithm decides which gradients reach that encoder.
+Both read features that an observation encoder has already produced (``SACObsEncoder``); the
+algorithm decides which gradients reach that encoder.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -18,12 +19,16 @@ from torch import nn
 from vla_rl.envs.base import Observation
 from vla_rl.policies.layers import (
     HIDDEN_INIT_GAIN,
-    VectorObsEncoder,
     activation_class,
     build_mlp,
     check_obs_keys,
-    is_image_key,
     orthogonal_linear,
+)
+from vla_rl.policies.sac_encoder import (
+    DEFAULT_CNN_CHANNELS,
+    DEFAULT_CNN_FEATURE_DIM,
+    DEFAULT_CNN_KERNEL_STRIDE,
+    SACObsEncoder,
 )
 
 LOG_STD_MIN = -5.0
@@ -148,10 +153,12 @@ class ActionStep:
 
 
 class SACPolicy(nn.Module):
-    """An off-policy learner's networks as one module: the observation encoder (vector keys, no
-    trainable parameters), the squashed Gaussian actor and an ensemble of ``num_critics`` critics.
-    Its ``state_dict`` is the checkpoint's ``policy.safetensors``; :meth:`sample` lets the evaluation
-    run it as a chunk policy of one action (``vla_rl.training.executors``)."""
+    """An off-policy learner's networks as one module: the observation encoder (``SACObsEncoder``:
+    vector keys as they are, camera keys through a convolutional encoder), the squashed Gaussian
+    actor and an ensemble of ``num_critics`` critics. Its ``state_dict`` is the checkpoint's
+    ``policy.safetensors``; :meth:`sample` lets the evaluation run it as a chunk policy of one action
+    (``vla_rl.training.executors``). The ``cnn_*`` settings apply only when ``obs_keys`` name
+    ``rgb_*`` cameras."""
 
     chunk_len = 1
 
@@ -164,22 +171,31 @@ class SACPolicy(nn.Module):
         num_critics: int = 2,
         layer_norm: bool = False,
         activation: str = "relu",
+        cnn_channels: list[int] | tuple[int, ...] = DEFAULT_CNN_CHANNELS,
+        cnn_kernel_stride: list[list[int]] | tuple[tuple[int, int], ...] = DEFAULT_CNN_KERNEL_STRIDE,
+        cnn_feature_dim: int = DEFAULT_CNN_FEATURE_DIM,
     ) -> None:
         super().__init__()
         self.obs_keys = list(obs_keys)
         check_obs_keys(self.obs_keys, observation_space, "off-policy learner")
-        images = [key for key in self.obs_keys if is_image_key(key)]
-        if images:
-            raise ValueError(f"the off-policy learner reads vector observations only for now, got {images}")
-        self.encoder = VectorObsEncoder(self.obs_keys, observation_space, normalize=False)
-        features = self.encoder.output_dim(self.obs_keys)
+        self.encoder = SACObsEncoder(
+            self.obs_keys, observation_space, cnn_channels, cnn_kernel_stride, cnn_feature_dim, activation
+        )
+        features = self.encoder.output_dim
         self.actor = SquashedGaussianActor(features, action_dim, hidden_sizes, activation)
         self.critic = CriticEnsemble(features, action_dim, hidden_sizes, num_critics, activation, layer_norm)
         self.action_dim = action_dim
 
     def encode(self, obs: Observation) -> torch.Tensor:
-        """Features [N, F]: the ``obs_keys`` flattened and concatenated, in that order."""
-        return self.encoder.encode(obs, self.obs_keys)
+        """Features [N, F]: the image features of the cameras (if any), then the vector keys flattened
+        and concatenated in the order of ``obs_keys``."""
+        return self.encoder(obs)
+
+    def encode_for_algorithm(self) -> Callable[[Observation], torch.Tensor]:
+        """What SAC is given as ``encode``: the encoder module when it has weights (cameras), so that
+        the critic loss trains it and SAC's checkpoint holds its optimiser state; otherwise the
+        parameter-free :meth:`encode`."""
+        return self.encoder if self.encoder.image_keys else self.encode
 
     @torch.no_grad()
     def sample(self, obs: Observation, temperature: float = 1.0, deterministic: bool = True) -> ActionStep:
