@@ -12,6 +12,7 @@ from toy_env import TOY_BACKEND
 
 from vla_rl.config.load import ConfigError
 from vla_rl.data.episode import Episode
+from vla_rl.data.replay_buffer import ReplayBuffer
 from vla_rl.training.checkpoint import list_checkpoints
 from vla_rl.training.jobs import job_config, train_job
 from vla_rl.training.off_policy.replay_source import concatenate
@@ -138,3 +139,106 @@ def test_concatenate_keeps_row_order_and_refuses_other_keys() -> None:
     assert joined.obs["proprio"][:, 0].tolist() == [1.0, 1.0, 2.0, 2.0] and len(joined) == 4
     with pytest.raises(ValueError, match="observation keys differ"):
         concatenate(batch(1.0), batch(2.0, key="privileged"))
+
+
+# --- from pixels ------------------------------------------------------------------------------------------
+
+SMALL_PIXEL_LEARNER = [
+    "policy.cnn_channels=[4,4]",
+    "policy.cnn_kernel_stride=[[3,2],[3,1]]",  # 16x16 images leave 5x5
+    "policy.cnn_feature_dim=8",
+    "replay.capacity=200",
+    "algorithm.num_critics=3",
+    "algorithm.utd_ratio=2",
+]
+PIXELS_TOY = ["observations=pixels", "env.cameras=[front,wrist]", "env.image_size=16", *SMALL_PIXEL_LEARNER]
+TOY_WITHOUT_KEYS = [override for override in OFF_POLICY_TOY if not override.startswith("policy.obs_keys=")]
+
+
+def test_pixel_rlpd_keeps_uint8_frames_and_resumes_exactly(tmp_path: Path) -> None:
+    def pixel_trainer(run_dir: Path, *extra: str) -> OffPolicyTrainer:
+        # A resumed run reads its settings from its saved config.yaml, the group choices included.
+        resume = [override for override in extra if override.startswith("resume=")]
+        settings = [] if resume else ["algorithm=rlpd", *TOY_WITHOUT_KEYS, *PIXELS_TOY]
+        cfg = job_config("off_policy", [*settings, f"run_dir={run_dir}", *extra])
+        assert cfg.policy.obs_keys == ["rgb_front", "rgb_wrist", "proprio"]
+        assert cfg.algorithm.image_shift_px == 4
+        return OffPolicyTrainer(cfg)
+
+    straight = pixel_trainer(tmp_path / "straight", "total_env_steps=20")
+    assert straight.algorithm.encode is straight.policy.encoder  # the critic loss trains it
+    straight_result = straight.train()
+    assert straight_result.iterations == 6
+    assert {key: frames.dtype for key, frames in straight.replay.frames.items()} == {
+        "rgb_front": torch.uint8,
+        "rgb_wrist": torch.uint8,
+        "proprio": torch.float32,
+    }
+    saved = ReplayBuffer.load(tmp_path / "straight" / "checkpoints" / "iter_000006" / REPLAY_FILENAME)
+    front = saved.frames["rgb_front"]
+    assert front.dtype == torch.uint8 and front.shape[1:] == (16, 16, 3)
+
+    first = pixel_trainer(tmp_path / "split", "total_env_steps=12").train()
+    resumed = pixel_trainer(tmp_path / "split", "total_env_steps=20", f"resume={tmp_path / 'split'}")
+    second = resumed.train()
+
+    def losses(history: list[dict[str, float]]) -> list[dict[str, float]]:
+        return [{k: v for k, v in m.items() if k.startswith("train/")} for m in history]
+
+    assert losses(first.history + second.history) == losses(straight_result.history)
+    for key, value in straight.policy.state_dict().items():
+        assert torch.equal(resumed.policy.state_dict()[key], value), key
+    assert any(key.startswith("encoder.convs") for key in resumed.policy.state_dict())
+
+
+def test_collected_push_camera_demos_load_as_uint8_transitions_of_the_policy_keys(tmp_path: Path) -> None:
+    from vla_rl.data.collect import collect_demonstrations
+    from vla_rl.data.config import compose_collect_config
+    from vla_rl.data.lerobot_format import open_dataset
+
+    camera_settings = ["env.cameras=[front,wrist]", "env.image_size=16", "env.max_episode_steps=10"]
+    demos = tmp_path / "demos"
+    collect_demonstrations(
+        compose_collect_config(
+            ["env=push", "env.num_envs=2", *camera_settings, "num_episodes=2", "keep_failures=true"]
+            + ["video.lossless=true", f"output_dir={demos}"]
+        )
+    )
+    cfg = job_config(
+        "off_policy",
+        ["algorithm=rlpd", "env=push", "env.num_envs=2", *camera_settings, *SMALL_PIXEL_LEARNER]
+        + ["observations=pixels", f"demos.path={demos}", "replay.batch_size=8", "replay.learning_starts=8"]
+        + ["total_env_steps=10", "eval.num_episodes=0", "logger.progress_bar=false"]
+        + ["logger.tensorboard=false", "logger.wandb_mode=disabled", f"run_dir={tmp_path / 'run'}"],
+    )
+    trainer = OffPolicyTrainer(cfg)
+    replay = trainer.source.demos
+    assert replay is not None and len(replay) == 2 * 9  # each drops its last action (a time-limit end)
+    assert {key: frames.dtype for key, frames in replay.frames.items()} == {
+        "rgb_front": torch.uint8,
+        "rgb_wrist": torch.uint8,
+        "proprio": torch.float32,
+    }
+    first = replay.gather(replay.valid_slots()[:1])
+    episode = next(iter(open_dataset(demos).episodes()))
+    for camera in ("front", "wrist"):
+        assert np.array_equal(first.obs[f"rgb_{camera}"][0].numpy(), episode.images[camera][0])
+        assert np.array_equal(first.next_obs[f"rgb_{camera}"][0].numpy(), episode.images[camera][1])
+    result = trainer.train()
+    assert result.iterations == 1 and trainer.replay.frames["rgb_wrist"].dtype == torch.uint8
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("env.cameras=[front]", "policy.obs_keys"),  # rgb_wrist without its camera
+        ("policy.cnn_kernel_stride=[[3,2]]", "policy.cnn_kernel_stride"),  # 1 pair for 4 convolutions
+        ("env.image_size=8", "policy.cnn_kernel_stride"),  # 8 -> 3 -> 1, no room for the third 3x3
+        ("policy.cnn_feature_dim=0", "policy.cnn_feature_dim"),
+        ("source=remote", "source"),  # remote actors get no camera encoder
+        ("algorithm.image_shift_px=-1", "algorithm.image_shift_px"),
+    ],
+)
+def test_bad_pixel_settings_are_config_errors_naming_the_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=f"config key '{key}"):
+        job_config("off_policy", ["algorithm=rlpd", "observations=pixels", override])

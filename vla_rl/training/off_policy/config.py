@@ -1,4 +1,4 @@
-"""The config of an off-policy run (``configs/off_policy.yaml``): SAC or RLPD on a state task."""
+"""The config of an off-policy run (``configs/off_policy.yaml``): SAC or RLPD from state or pixels."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 
 from vla_rl.algorithms.sac import SACConfig
 from vla_rl.config.schema import RunConfig
+from vla_rl.policies.sac_encoder import (
+    DEFAULT_CNN_CHANNELS,
+    DEFAULT_CNN_FEATURE_DIM,
+    DEFAULT_CNN_KERNEL_STRIDE,
+)
 from vla_rl.training.off_policy.frozen_policy_config import FrozenPolicyConfig
 
 
@@ -14,11 +19,24 @@ class OffPolicyNetworkConfig:
     """The actor's and the critics' inputs and widths (``vla_rl.policies.sac_networks.SACPolicy``)."""
 
     obs_keys: list[str] = field(default_factory=lambda: ["proprio", "privileged"])
-    """Vector observation keys, concatenated in this order, that actor and critics read."""
+    """Observation keys that actor and critics read: the ``rgb_<camera>`` keys (each camera in
+    ``env.cameras``) through one convolutional encoder, whose features come first, then the vector keys
+    concatenated in this order."""
     hidden_sizes: list[int] = field(default_factory=lambda: [256, 256])
     """Hidden widths of the actor and of each critic."""
     activation: str = "relu"
-    """Activation of the hidden layers."""
+    """Activation of the hidden layers (and of the convolutions)."""
+    cnn_channels: list[int] = field(default_factory=lambda: list(DEFAULT_CNN_CHANNELS))
+    """Output channels of each convolution of the camera encoder (cameras stacked along channels);
+    read only when ``obs_keys`` name cameras. Default: DrQ's four of 32."""
+    cnn_kernel_stride: list[list[int]] = field(
+        default_factory=lambda: [list(pair) for pair in DEFAULT_CNN_KERNEL_STRIDE]
+    )
+    """``[kernel, stride]`` of each convolution (no padding), one pair per entry of ``cnn_channels``;
+    default: DrQ's ``[[3, 2], [3, 1], [3, 1], [3, 1]]`` (64x64 images leave 25x25)."""
+    cnn_feature_dim: int = DEFAULT_CNN_FEATURE_DIM
+    """Width of the camera features: the flattened convolutions through one linear layer, LayerNorm
+    and tanh (DrQ: 50). The critic loss trains the encoder; the actor reads its features detached."""
 
 
 @dataclass

@@ -5,6 +5,8 @@ from __future__ import annotations
 from vla_rl.algorithms.registry import OFF_POLICY_ALGORITHMS
 from vla_rl.config.load import JobSchema
 from vla_rl.config.structured import Check, in_unit_interval, not_negative, positive
+from vla_rl.policies.layers import is_image_key
+from vla_rl.policies.sac_encoder import conv_output_px
 from vla_rl.registry import is_import_path
 from vla_rl.training.off_policy.config import OffPolicyConfig
 from vla_rl.training.off_policy.frozen_policy_config import frozen_policy_checks
@@ -17,7 +19,8 @@ def _off_policy_checks() -> list[Check[OffPolicyConfig]]:
             lambda c: c.algorithm.name in OFF_POLICY_ALGORITHMS or is_import_path(c.algorithm.name),
             f"must be one of {OFF_POLICY_ALGORITHMS} or your own as 'package.module:Class'",
         ),
-        Check("policy.obs_keys", lambda c: bool(c.policy.obs_keys), "must name at least one vector key"),
+        Check("policy.obs_keys", lambda c: bool(c.policy.obs_keys), "must name at least one key"),
+        *_camera_encoder_checks(),
         *positive("replay.capacity", "replay.batch_size", "replay.env_steps_per_update", "total_env_steps"),
         *not_negative("replay.learning_starts", "max_minutes"),
         Check(
@@ -34,6 +37,54 @@ def _off_policy_checks() -> list[Check[OffPolicyConfig]]:
             "demos.share",
             lambda c: c.demos.path is not None or c.demos.share == 0.5,
             "applies only with demos.path (a dataset of demonstrations)",
+        ),
+    ]
+
+
+def _camera_keys(config: OffPolicyConfig) -> list[str]:
+    return [key for key in config.policy.obs_keys if is_image_key(key)]
+
+
+def _pairs_fit(config: OffPolicyConfig) -> bool:
+    pairs = config.policy.cnn_kernel_stride
+    return len(pairs) == len(config.policy.cnn_channels) and all(
+        len(pair) == 2 and min(pair) >= 1 for pair in pairs
+    )
+
+
+def _camera_encoder_checks() -> list[Check[OffPolicyConfig]]:
+    """The camera keys and the convolutions of the pixel encoder (``SACObsEncoder``)."""
+    return [
+        Check(
+            "policy.obs_keys",
+            lambda c: all(key.removeprefix("rgb_") in c.env.cameras for key in _camera_keys(c)),
+            "names a camera key rgb_<camera> whose camera is not in env.cameras",
+        ),
+        Check(
+            "policy.cnn_channels",
+            lambda c: bool(c.policy.cnn_channels) and min(c.policy.cnn_channels) >= 1,
+            "must list at least one convolution, each of at least 1 channel",
+        ),
+        Check(
+            "policy.cnn_kernel_stride",
+            _pairs_fit,
+            "must hold one [kernel, stride] pair of positive integers per entry of policy.cnn_channels",
+        ),
+        Check(
+            "policy.cnn_kernel_stride",
+            lambda c: (
+                not _camera_keys(c)
+                or not _pairs_fit(c)
+                or conv_output_px(c.env.image_size, c.policy.cnn_kernel_stride) >= 1
+            ),
+            "leaves no pixel of env.image_size images: use fewer or smaller convolutions",
+        ),
+        *positive("policy.cnn_feature_dim"),
+        Check(
+            "source",
+            lambda c: c.source == "local" or not _camera_keys(c),
+            "remote actors receive the actor's weights only, not a camera encoder's: "
+            "source=remote learns from vector keys only",
         ),
     ]
 

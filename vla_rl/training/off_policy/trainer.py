@@ -69,9 +69,12 @@ class OffPolicyTrainer(TrainingLoop):
             acfg.num_critics,
             acfg.layer_norm,
             cfg.policy.activation,
+            cfg.policy.cnn_channels,
+            cfg.policy.cnn_kernel_stride,
+            cfg.policy.cnn_feature_dim,
         ).to(cfg.device)
         self.algorithm = algorithm_class(acfg.name)(
-            self.policy.actor, self.policy.critic, self.policy.encode, acfg
+            self.policy.actor, self.policy.critic, self.policy.encode_for_algorithm(), acfg
         )
         keys = cfg.policy.obs_keys
         self.replay = ReplayBuffer(cfg.replay.capacity, self.env.num_envs, device=cfg.device, obs_keys=keys)
