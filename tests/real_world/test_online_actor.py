@@ -1,0 +1,247 @@
+"""The online actor on the simulated reach robot in this process (no ROS), streaming to a real learner
+server on 127.0.0.1: it holds without weights, its transitions carry the sparse reward, the ends and
+the intervention flags the episodes had (checked step by step), every command passes the safety layer,
+a saved success classifier ends episodes, and a pose reset drives the arm home through the safety
+layer."""
+
+from __future__ import annotations
+
+import os
+
+if not os.environ.get("DISPLAY"):  # the classifier's camera is rendered headless
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from vla_rl.real_world.expert_intervention import ExpertIntervention
+from vla_rl.real_world.kinematics import ArmKinematics
+from vla_rl.real_world.learner_client import LearnerClient
+from vla_rl.real_world.learner_server import LearnerServer
+from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
+from vla_rl.real_world.online_actor import OnlineActor, actor_networks
+from vla_rl.real_world.online_config import (
+    InterventionSection,
+    LearnerSection,
+    LearnOnlineConfig,
+    ResetSection,
+    SuccessSection,
+    actor_env,
+    learner_config,
+)
+from vla_rl.real_world.online_reset import PoseReset, SimReset
+from vla_rl.real_world.online_success import ClassifierSuccess, SimSuccess
+from vla_rl.real_world.recording import DeploymentRecorder, command_to_action
+from vla_rl.real_world.robot import JointCommand
+from vla_rl.real_world.safety_config import SafetyConfig
+from vla_rl.robots.controllers import ControllerSettings
+from vla_rl.robots.panda import PANDA
+
+from vla_rl.data.lerobot_format import open_dataset
+from vla_rl.data.replay_buffer import ReplayBuffer
+from vla_rl.rewards.learned import LearnedRewardConfig, LearnedRewardModel
+from vla_rl.training.off_policy.config import ReplayConfig
+from vla_rl.training.off_policy.remote_link import TransitionSpec
+from vla_rl.training.off_policy.remote_source import RemoteSource
+
+TASK = "reach the red target"
+LEARNER = ["algorithm=sac", "env=reach", "env.num_envs=1", "policy.hidden_sizes=[16,16]"]
+
+
+def config(**changes) -> LearnOnlineConfig:  # noqa: ANN003
+    base = {
+        "learner": LearnerSection(overrides=list(LEARNER)),
+        "episodes": 2,
+        "max_steps": 8,
+        "seed": 7,
+        "first_weights_timeout_s": 5.0,
+    }
+    return LearnOnlineConfig(**(base | changes))
+
+
+class Learner:
+    """A real learner server and its remote source (the trainer's side without the trainer)."""
+
+    def __init__(self, cfg: LearnOnlineConfig) -> None:
+        self.off = learner_config(cfg)
+        self.networks = actor_networks(self.off)
+        space = self._space()
+        spec = TransitionSpec.of_space(space, self.off.policy.obs_keys, 4, 1)
+        replay = ReplayBuffer(256, 1, obs_keys=self.off.policy.obs_keys)
+        self.source = RemoteSource(spec, replay, ReplayConfig(256, 2, 2), 1, 0, self.networks.actor)
+        self.server = LearnerServer(self.source.link)
+
+    def _space(self):  # noqa: ANN202
+        from vla_rl.envs import make_env
+
+        env = make_env(self.off.env)
+        try:
+            return env.observation_space
+        finally:
+            env.close()
+
+    def rows(self) -> list:
+        return [entry.rows for entry in self.source.link.inbox.drain()]
+
+
+@pytest.fixture
+def learner():
+    cfg = config()
+    running = Learner(cfg)
+    with running.server:
+        yield running
+
+
+def build_actor(cfg: LearnOnlineConfig, learner: Learner, robot: LocalSimRobot, **parts) -> OnlineActor:  # noqa: ANN003
+    env = actor_env(cfg, learner.off.env)
+    networks = actor_networks(learner.off)
+    host, port = learner.server.address
+    client = LearnerClient(host, port, networks.actor, backoff_s=0.05, max_backoff_s=0.2)
+    sim = LocalSimControl(robot)
+    parts = {"success": SimSuccess(sim), "reset": SimReset(sim)} | parts
+    return OnlineActor(cfg, env, learner.off.policy.obs_keys, networks, client, robot, **parts)
+
+
+def test_the_actor_holds_without_weights_then_streams_flagged_steps_with_their_ends(
+    learner: Learner, tmp_path: Path
+) -> None:
+    cfg = config(
+        intervention=InterventionSection(
+            kind="expert", drift_threshold=-1.0, drift_window=2, takeover_steps=3
+        ),
+        safety=SafetyConfig(max_ee_speed_m_s=0.6, max_joint_speed_rad_s=3.0, max_gripper_speed_m_s=1.0),
+    )
+    env = actor_env(cfg, learner.off.env)
+    robot = LocalSimRobot(env)
+    expert = ExpertIntervention("reach", cfg.intervention)
+    recorder = DeploymentRecorder(tmp_path / "dataset", env.control_hz, env.control_mode, env.cameras)
+    with robot:
+        actor = build_actor(cfg, learner, robot, intervention=expert, recorder=recorder)
+        result: dict = {}
+        thread = threading.Thread(target=lambda: result.update(summary=actor.run()))
+        thread.start()
+        time.sleep(0.5)  # no weights published: the actor holds
+        assert actor.client.holding and robot.sent == [] and thread.is_alive()
+        learner.source.publish(0)
+        thread.join(timeout=60.0)
+        recorder.close()
+    summary = result["summary"]
+    assert summary.weights_versions == [0]
+    rows = learner.rows()
+    # Per episode: 2 policy steps fill the expert's window, it takes over, and its 2nd step reaches
+    # the target: that step gets reward 1 and terminates; every other step 0, none truncated.
+    assert [(e.steps, e.intervention_steps, e.ended_by) for e in summary.episodes] == [(4, 2, "success")] * 2
+    assert len(robot.sent) == 8 and len(rows) == 8 and summary.sent_rows == 8
+    assert [bool(r.intervention[0]) for r in rows] == [False, False, True, True] * 2
+    assert [float(r.reward[0]) for r in rows] == [0.0, 0.0, 0.0, 1.0] * 2
+    assert [bool(r.terminated[0]) for r in rows] == [False, False, False, True] * 2
+    assert not any(r.truncated[0] for r in rows)
+    for previous, following in zip(rows[:3], rows[1:4], strict=True):  # next_obs chains in an episode
+        np.testing.assert_array_equal(previous.next_obs["proprio"], following.obs["proprio"])
+    # A takeover step's action is the label of the command as sent, in the policy's units.
+    settings = ControllerSettings(**env.options.get("controller", {}))
+    label = command_to_action(
+        robot.sent[2], robot.measured_at_send[2], env.control_mode, ArmKinematics(), settings
+    )
+    np.testing.assert_allclose(rows[2].action[0], label, atol=1e-6)
+    dataset = open_dataset(tmp_path / "dataset")
+    assert dataset.num_episodes == 2 and dataset.episode(0).success
+    assert dataset.episode(0).extras["intervention"].tolist() == [False, False, True, True]
+    np.testing.assert_allclose(dataset.episode(0).actions[2], label, atol=1e-6)
+
+
+def test_commands_that_ask_too_much_are_clipped_by_the_safety_layer(learner: Learner) -> None:
+    cfg = config(episodes=1, max_steps=5, deterministic=True)
+    with torch.no_grad():  # an actor whose mean action is always a full step: faster than the limit
+        for parameter in learner.networks.actor.parameters():
+            parameter.zero_()
+        head = [m for m in learner.networks.actor.modules() if isinstance(m, torch.nn.Linear)][-1]
+        head.bias[: head.bias.shape[0] // 2] = 5.0  # the mean half of [mean, log_std]
+    learner.source.publish(0)
+    env = actor_env(cfg, learner.off.env)
+    robot = LocalSimRobot(env)
+    with robot:
+        actor = build_actor(cfg, learner, robot)
+        summary = actor.run()
+    counts = summary.safety_counts
+    assert counts["ee_speed"] >= 4, counts
+    period_s = 1.0 / env.control_hz
+    for sent, measured in zip(robot.sent, robot.measured_at_send, strict=True):
+        assert (
+            np.max(np.abs(sent.arm_qpos_rad - measured)) <= cfg.safety.max_joint_speed_rad_s * period_s + 1e-9
+        )
+    rows = learner.rows()
+    assert len(rows) == 5 and all(not r.intervention[0] for r in rows) and rows[-1].truncated[0]
+    np.testing.assert_allclose(rows[0].action[0], np.tanh([5.0, 5.0, 5.0, 5.0]), atol=1e-6)
+
+
+def tiny_classifier(path: Path, success_logit: float) -> Path:
+    """A success model saved by the real code; its head always gives ``success_logit``."""
+    model = LearnedRewardModel(
+        LearnedRewardConfig(cameras=["front"], channels=[4], feature_dim=8, hidden_dims=[8])
+    )
+    with torch.no_grad():
+        last = [m for m in model.heads.modules() if isinstance(m, torch.nn.Linear)][-1]
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([success_logit, 0.0]))
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize(("logit", "steps"), [(8.0, 1), (-8.0, 6)])
+def test_a_saved_success_classifier_ends_the_episode_with_the_sparse_reward(
+    learner: Learner, tmp_path: Path, logit: float, steps: int
+) -> None:
+    path = tiny_classifier(tmp_path / "classifier", logit)
+    success = SuccessSection(kind="classifier", classifier_path=str(path), threshold=0.9, instruction=TASK)
+    cfg = config(episodes=1, max_steps=6, success=success)
+    learner.source.publish(0)
+    env = actor_env(cfg, learner.off.env)
+    assert env.cameras == ["front"]  # the classifier's camera is rendered for it
+    robot = LocalSimRobot(env)
+    with robot:
+        actor = build_actor(cfg, learner, robot, success=ClassifierSuccess(str(path), 0.9, 1, TASK))
+        summary = actor.run()
+    episode = summary.episodes[0]
+    rows = learner.rows()
+    assert episode.steps == steps and len(rows) == steps
+    if logit > 0:
+        assert episode.success and episode.ended_by == "success"
+        assert rows[-1].reward[0] == 1.0 and rows[-1].terminated[0] and not rows[-1].truncated[0]
+    else:
+        assert not episode.success and episode.ended_by == "max_steps"
+        assert all(r.reward[0] == 0.0 and not r.terminated[0] for r in rows) and rows[-1].truncated[0]
+
+
+def test_a_pose_reset_drives_the_arm_home_through_the_safety_layer(learner: Learner) -> None:
+    reset = ResetSection(kind="pose", max_joint_step_rad=0.04, tolerance_rad=0.02)
+    cfg = config(episodes=1, max_steps=10, reset=reset)
+    learner.source.publish(0)
+    env = actor_env(cfg, learner.off.env)
+    robot = LocalSimRobot(env)
+    with robot:
+        sim = LocalSimControl(robot)
+        sim.reset(3)
+        moved = np.array(PANDA.home_arm_qpos) + np.array([0.3, -0.2, 0.2, 0.2, 0.0, -0.2, 0.1])
+        actor = build_actor(cfg, learner, robot)
+        pose = PoseReset(actor.robot, reset, actor.period_s)
+        actor.reset_routine = pose
+        for _ in range(20):  # push the arm away from home, through the safety layer too
+            obs = robot.get_observation()
+            step = np.clip(moved - obs.arm_qpos_rad, -0.04, 0.04)
+            actor.robot.apply(JointCommand(obs.arm_qpos_rad + step, 0.04, obs.joint_state_stamp_s), obs)
+        away = robot.get_observation().arm_qpos_rad
+        assert np.max(np.abs(away - np.array(PANDA.home_arm_qpos))) > 0.1
+        sent_before = len(robot.sent)
+        pose.reset(0)
+        home = robot.get_observation().arm_qpos_rad
+        assert np.max(np.abs(home - np.array(PANDA.home_arm_qpos))) <= reset.tolerance_rad
+        assert 5 < pose.periods_used < reset.max_periods
+        for sent, measured in zip(
+            robot.sent[sent_before:], robot.measured_at_send[sent_before:], strict=True
+        ):
+            assert np.max(np.abs(sent.arm_qpos_rad - measured)) <= 0.04 + 1e-9
