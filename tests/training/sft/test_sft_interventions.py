@@ -156,3 +156,42 @@ def test_the_column_is_the_one_deployments_record() -> None:
     from vla_rl.real_world.recording import INTERVENTION_KEY
 
     assert INTERVENTION_COLUMN == INTERVENTION_KEY
+
+
+def test_the_aggregate_adds_every_frame_of_the_demonstrations(tmp_path: Path) -> None:
+    """HG-DAgger's aggregate: the recording's 4 takeover frames plus the 6 frames of a demonstration
+    (no intervention column: the expert drove all of it), each once; a demonstration's chunk runs
+    uncut to the episode's end."""
+    recording = _recording(tmp_path / "rec")
+    demos = _recording(tmp_path / "demos", with_flags=False)
+    trainer = SFTTrainer(_cfg(recording, tmp_path / "run", intervention_only=True, demonstrations=str(demos)))
+    sampler = trainer.sampler
+    assert sampler.num_samples == 4 + 6 and len(trainer.episodes) == 2
+    batch = sampler.collate(range(sampler.num_samples))
+    assert batch.step_index.tolist() == [1, 2, 4, 5, 0, 1, 2, 3, 4, 5]
+    assert batch.chunk_mask[4:].tolist() == [[True] * 3] * 4 + [[True, True, False], [True, False, False]]
+    repeats = SFTTrainer(
+        _cfg(recording, tmp_path / "run2", intervention_repeats=3, demonstrations=str(demos))
+    ).sampler
+    assert repeats.num_samples == (2 + 4 * 3) + 6
+    # Both options: the takeovers are the recording's only labels, each drawn 3 times.
+    weighted = SFTTrainer(
+        _cfg(
+            recording,
+            tmp_path / "run4",
+            intervention_only=True,
+            intervention_repeats=3,
+            demonstrations=str(demos),
+        )
+    ).sampler
+    assert weighted.num_samples == 4 * 3 + 6
+    assert np.bincount(weighted.sample_step[weighted.sample_episode == 0], minlength=6).tolist() == [
+        0,
+        3,
+        3,
+        0,
+        3,
+        3,
+    ]
+    with pytest.raises(ConfigError, match="'data.demonstrations': no dataset folder"):
+        SFTTrainer(_cfg(recording, tmp_path / "run3", demonstrations=str(tmp_path / "absent")))

@@ -38,8 +38,17 @@ class SFTDataConfig:
     ``vla-rl deploy recording.enabled=true`` writes (``vla_rl.training.sft.interventions``)."""
     intervention_repeats: int = 1
     """Train on every frame and draw each intervention frame this many times per epoch (the
-    corrections weighted against the policy's own frames; multiplies ``boundary_repeats``). 1: no
-    extra weight; > 1 needs the ``intervention`` column."""
+    corrections weighted against the policy's own frames; multiplies ``boundary_repeats``). With
+    ``intervention_only`` the policy's frames stay out and the intervention frames are drawn this many
+    times against those of ``demonstrations``. 1: no extra weight; > 1 needs the ``intervention``
+    column."""
+    demonstrations: str | None = None
+    """A second dataset root, of demonstrations, trained on together with ``data.path`` (all its
+    episodes, read after those of ``data.path``; ``max_episodes`` limits ``data.path`` only):
+    HG-DAgger's aggregate is the original demonstrations plus every takeover recorded so far. Every
+    frame of a demonstration is a label (the expert drove all of it): it needs no ``intervention``
+    column, is a target under ``intervention_only`` and is drawn once under
+    ``intervention_repeats``. None: ``data.path`` alone."""
 
 
 @dataclass

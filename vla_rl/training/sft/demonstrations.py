@@ -20,17 +20,20 @@ def take_episodes(episodes: Iterable[Episode], max_episodes: int = 0) -> list[Ep
     return list(chosen)
 
 
-def load_demonstrations(path: str | Path | None, max_episodes: int = 0) -> list[Episode]:
-    """Episodes of the LeRobot dataset (v2.x or v3.0) at ``path`` (read by ``open_dataset``)."""
+def load_demonstrations(
+    path: str | Path | None, max_episodes: int = 0, key: str = "data.path"
+) -> list[Episode]:
+    """Episodes of the LeRobot dataset (v2.x or v3.0) at ``path`` (read by ``open_dataset``); errors
+    name the config ``key`` that gave the path."""
     if path is None or str(path) == "":
-        raise ConfigError("config key 'data.path': give the demonstration dataset folder (data.path=DIR)")
+        raise ConfigError(f"config key '{key}': give the demonstration dataset folder ({key}=DIR)")
     if not Path(path).is_dir():
-        raise ConfigError(f"config key 'data.path': no dataset folder at {path}")
+        raise ConfigError(f"config key '{key}': no dataset folder at {path}")
     from vla_rl.data.lerobot_format import open_dataset
 
     episodes = take_episodes(open_dataset(path).episodes(), max_episodes)
     if not episodes:
-        raise ConfigError(f"config key 'data.path': the dataset at {path} has no episodes")
+        raise ConfigError(f"config key '{key}': the dataset at {path} has no episodes")
     return episodes
 
 

@@ -10,6 +10,11 @@ of such a frame is that command in the policy's units. Two ways to learn from it
   drove) is cut there: those steps are masked from the loss like the padding past an episode's end.
 * ``data.intervention_repeats``: every frame is a label, and each intervention frame is drawn that
   many times per epoch (the corrections weighted against the policy's own frames).
+
+HG-DAgger trains on the aggregate: the original demonstrations (``data.demonstrations``) plus every
+takeover so far. A demonstration was driven by the expert from start to end, so all its frames are
+labels under either option, each drawn once; with both options the takeover frames are the recording's
+only labels and each is drawn ``intervention_repeats`` times against the demonstrations' frames.
 """
 
 from __future__ import annotations
@@ -60,11 +65,20 @@ def intervention_flags(episodes: Sequence[Episode], key: str) -> list[np.ndarray
     return flags
 
 
-def select_frames(episodes: Sequence[Episode], data: SFTDataConfig) -> FrameSelection:
-    """The ``FrameSelection`` that ``data.intervention_only`` and ``data.intervention_repeats`` ask for."""
+def select_frames(
+    episodes: Sequence[Episode], data: SFTDataConfig, demonstrations: Sequence[Episode] = ()
+) -> FrameSelection:
+    """The ``FrameSelection`` that ``data.intervention_only`` and ``data.intervention_repeats`` ask for,
+    over ``episodes`` (recorded deployments) followed by ``demonstrations`` (every frame a label)."""
     if data.intervention_only:
-        return FrameSelection(labelled=intervention_flags(episodes, "data.intervention_only"))
+        flags = intervention_flags(episodes, "data.intervention_only")
+        labelled = flags + [np.ones(len(d), bool) for d in demonstrations]
+        if data.intervention_repeats == 1:
+            return FrameSelection(labelled=labelled)
+        repeats = [np.where(f, data.intervention_repeats, 1) for f in flags]
+        return FrameSelection(labelled, repeats + [np.ones(len(d), np.int64) for d in demonstrations])
     if data.intervention_repeats > 1:
         flags = intervention_flags(episodes, "data.intervention_repeats")
-        return FrameSelection(frame_repeats=[np.where(f, data.intervention_repeats, 1) for f in flags])
+        repeats = [np.where(f, data.intervention_repeats, 1) for f in flags]
+        return FrameSelection(frame_repeats=repeats + [np.ones(len(d), np.int64) for d in demonstrations])
     return FrameSelection()

@@ -86,8 +86,11 @@ class SFTTrainer(TrainingLoop):
             self.episodes = load_demonstrations(cfg.data.path, cfg.data.max_episodes)
         else:
             self.episodes = take_episodes(episodes, cfg.data.max_episodes)
-        self.episodes = with_action_labels(self.episodes, cfg.data.action_key)
-        self.frames = select_frames(self.episodes, cfg.data)
+        demonstrations = []
+        if cfg.data.demonstrations:
+            demonstrations = load_demonstrations(cfg.data.demonstrations, key="data.demonstrations")
+        self.frames = select_frames(self.episodes, cfg.data, demonstrations)
+        self.episodes = with_action_labels([*self.episodes, *demonstrations], cfg.data.action_key)
         checkpoint = self._find_resume_checkpoint()
         self.policy = self._make_policy(checkpoint).to(self.device)
         data_action_dim = self.episodes[0].actions.shape[-1]
