@@ -25,10 +25,19 @@ def test_the_quick_run_aggregates_takeovers_and_trains_on_them_round_by_round(tm
     assert [row["aggregate_intervention_frames"] for row in rounds[1:]] == [deployed[0], sum(deployed)]
     episodes = list(open_dataset(work / "interventions").episodes())
     assert len(episodes) == 2 and sum(int(e.extras["intervention"].sum()) for e in episodes) == sum(deployed)
-    # Rounds train on the takeovers only, from the previous round's weights.
+    # Rounds train on the aggregate (the demonstrations and the takeovers, not the policy's own
+    # frames), from the previous round's weights; the control on the demonstrations alone.
+    demo_frames = sum(len(e) for e in open_dataset(work / "demonstrations").episodes())
     for index in (1, 2):
         cfg = load_sft_config_file(work / f"round_{index}" / "config.yaml")
         assert cfg.data.intervention_only and cfg.data.path == str(work / "interventions")
+        assert cfg.data.demonstrations == str(work / "demonstrations")
         assert cfg.policy.init_from == str(work / f"round_{index - 1}")
+        takeovers = rounds[index]["aggregate_intervention_frames"]
+        assert rounds[index]["frames_trained_on"] == demo_frames + takeovers
+        control = load_sft_config_file(work / f"control_{index}" / "config.yaml")
+        assert control.data.path == str(work / "demonstrations") and not control.data.intervention_only
+        assert control.policy.init_from == str(work / ("round_0" if index == 1 else "control_1"))
+        assert 0.0 <= rounds[index]["control_success_rate"] <= 1.0
     table = (results / "hg_dagger.md").read_text()
     assert "| 2 |" in table and f"{deployed[1]} / " in table
