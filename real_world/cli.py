@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from vla_rl.real_world.deploy_config import deployment_env
+from vla_rl.real_world.learn_online import add_learn_online_parser, learn_online_command
 
 from vla_rl.config import ConfigError
 
@@ -23,6 +24,7 @@ def add_deploy_parsers(sub: Any) -> None:
     ):
         parser = sub.add_parser(name, help=help_text)
         parser.add_argument("overrides", nargs="*", help="e.g. checkpoint=runs/reach episodes=20")
+    add_learn_online_parser(sub)
 
 
 def _config(args: argparse.Namespace):  # noqa: ANN202 - DeployConfig; imported lazily
@@ -142,4 +144,5 @@ DEPLOY_COMMANDS = {
     "deploy": deploy_command,
     "sim-robot": sim_robot_command,
     "policy-server": policy_server_command,
+    "learn-online": learn_online_command,
 }

@@ -11,6 +11,7 @@
     vla-rl deploy checkpoint=RUN [overrides...]       (a trained policy on a robot over ROS)
     vla-rl sim-robot checkpoint=RUN [overrides...]    (the simulated robot as a ROS node)
     vla-rl policy-server checkpoint=RUN [overrides...]
+    vla-rl learn-online [--rehearsal] [--role learner|actor] [overrides...]   (learning on robots)
 
 Which job ``train`` runs (``ppo``; ``rl`` given a recipe; ``off_policy`` given
 ``algorithm=sac|rlpd``) and how ``--resume PATH`` and ``resume=auto`` find a run's config:

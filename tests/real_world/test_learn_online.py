@@ -1,0 +1,99 @@
+"""``vla-rl learn-online``: the config is checked before anything starts (exit 2 naming the key), and
+a short ``--rehearsal`` with two actors over real roscores, simulated robot nodes and a real learner
+process, inside a private network namespace (``unshare -n``): the learner updates on what both
+actors sent, the actors load newer weights as it does, the scripted expert's takeovers are counted,
+and every process is stopped at the end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from namespaces import private_namespace_unavailable, run_in_namespace
+
+LEARNER = [
+    "algorithm=sac",
+    "env=reach",
+    "env.num_envs=1",
+    "policy.hidden_sizes=[16,16]",
+    "replay.batch_size=8",
+    "replay.learning_starts=16",
+    "eval.num_episodes=0",
+    "logger.progress_bar=false",
+    "logger.tensorboard=false",
+    "logger.wandb_mode=disabled",
+    "checkpoint_interval=1000",
+]
+
+
+def learner_list(overrides: list[str]) -> str:
+    return "learner.overrides=[" + ",".join(f'"{o}"' for o in overrides) + "]"
+
+
+def learn_online(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "vla_rl.cli", "learn-online", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("learner.port=0", "learner.port"),
+        ("success.kind=sim robot.simulated=false max_steps=10", "success.kind"),
+        ("learner.bind_host=0.0.0.0", "learner.token"),
+        ("success.kind=classifier", "success.classifier_path"),
+        (learner_list(["env.num_envs=4"]), "learner.overrides"),
+        (learner_list(["algorithm=sac", "remote.port=1"]), "learner.overrides"),
+    ],
+)
+def test_a_bad_config_is_refused_before_anything_starts(override: str, key: str, tmp_path: Path) -> None:
+    proc = learn_online(*override.split(" "), f"output_dir={tmp_path}")
+    assert proc.returncode == 2 and f"config key '{key}'" in proc.stderr, proc.stderr[-2000:]
+    assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
+
+
+def _unavailable() -> str | None:
+    if shutil.which("roscore") is None:
+        return "roscore is not installed (make ros installs ROS 1 from the system's packages)"
+    return private_namespace_unavailable()
+
+
+@pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable()))
+def test_a_rehearsal_with_two_actors_learns_takes_over_and_shuts_down(tmp_path: Path) -> None:
+    out = tmp_path / "session"
+    args = [
+        "--rehearsal",
+        "--master-port=11411",
+        f"'{learner_list(LEARNER)}'",
+        "actors=2",
+        "episodes=2",
+        "learner.port=5613",
+        "intervention.drift_threshold=-1",  # the expert takes over whenever its window is full
+        "intervention.takeover_steps=5",
+        f"output_dir={out}",
+    ]
+    command = f"{sys.executable} -m vla_rl.cli learn-online " + " ".join(args)
+    proc = run_in_namespace(command, timeout_s=400)
+    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(out.glob("*.log")))
+    assert proc.returncode == 0, proc.stderr[-3000:] + logs
+    result = json.loads((out / "learn_online.json").read_text())
+    assert result["ok"] and result["stopped"] and result["actor_exit_codes"] == [0, 0]
+    actors = result["actors"]
+    sent = sum(actor["sent_rows"] for actor in actors)
+    assert [actor["episodes"] for actor in actors] == [2, 2]
+    assert sent == sum(actor["steps"] for actor in actors) and all(a["pending"] == 0 for a in actors)
+    learner = result["learner"]
+    assert learner["env_steps"] == sent  # both actors fed the one learner, each transition once
+    assert learner["updates"] >= (sent - 16) // 2  # one update per new transition after the warm-up
+    for actor in actors:
+        versions = actor["weights_versions"]
+        assert versions[0] == 0 and versions[-1] > 0 and versions == sorted(versions)
+        taken = [episode["intervention_steps"] for episode in actor["per_episode"]]
+        assert actor["intervention_steps"] == sum(taken) > 0
+        assert sum(actor["safety_counts"].values()) > 0  # its commands went through the safety layer
+    assert Path(learner["last_checkpoint"]).is_dir()  # stopped by SIGINT, it saved first
+    assert (out / "actor_1" / "dataset" / "meta" / "info.json").is_file()
