@@ -18,7 +18,7 @@ LR_LOCK := constraints/lerobot.txt
 LB_VENV := .venv-libero
 LB_STAMP := $(LB_VENV)/.installed
 LB_LOCK := constraints/libero.txt
-EXTRAS := dev,bench,vla,rewards,warp,ray,deploy,docs
+EXTRAS := dev,bench,vla,rewards,warp,ray,deploy,takeover,docs
 MW_EXTRAS := dev,vla,metaworld
 LB_EXTRAS := dev,vla,libero
 # The torch build, by default the lock's. Another build of the same version, e.g. CUDA on a GPU machine:
