@@ -50,12 +50,28 @@ Curve = list[tuple[int, float]]
 """(env steps, success rate) of each evaluation, in order."""
 
 
+def finished_minutes(log: Path) -> float | None:
+    """Minutes of a finished ``vla-rl train`` run from its log's ``trained ... in X min`` line; None
+    when the log is missing or the run has not finished."""
+    found = re.search(r"in ([0-9.]+) min \(", log.read_text()) if log.exists() else None
+    return None if found is None else float(found.group(1))
+
+
+def train(command: list[str], log: Path) -> float:
+    """Seconds of wall-clock of the ``vla-rl train`` ``command``; a run that ``log`` says finished is
+    reused (a rerun of the benchmark completes what an earlier one left)."""
+    minutes = finished_minutes(log)
+    return 60.0 * minutes if minutes is not None else run_logged(command, log)
+
+
 def collect_demos(task: str, count: int, root: Path) -> Path:
-    """``count`` expert episodes of ``task`` (state only) under ``root``; their folder."""
+    """``count`` expert episodes of ``task`` (state only) under ``root``; their folder (kept when an
+    earlier run wrote it)."""
     out = root / f"{task}_demos"
-    command = [*CLI, "collect", f"env={task}", "env.cameras=[]", f"env.num_envs={count}"]
-    command += [f"num_episodes={count}", f"output_dir={out}"]
-    run_logged(command, root / f"{task}_collect.log")
+    if not (out / "meta" / "info.json").exists():
+        command = [*CLI, "collect", f"env={task}", "env.cameras=[]", f"env.num_envs={count}"]
+        command += [f"num_episodes={count}", f"output_dir={out}"]
+        run_logged(command, root / f"{task}_collect.log")
     return out
 
 
@@ -65,7 +81,7 @@ def run_rlpd(task: str, demos: Path, env_steps: int, eval_every: int, root: Path
     command = [*CLI, "train", f"env={task}", *RLPD_OVERRIDES, f"demos.path={demos}", *QUIET]
     command += [f"total_env_steps={env_steps}", f"eval.interval_env_steps={eval_every}"]
     command += [f"eval.num_episodes={EVAL_EPISODES}", "max_minutes=600", f"run_dir={run_dir}"]
-    seconds = run_logged(command, root / f"{task}_rlpd.log")
+    seconds = train(command, root / f"{task}_rlpd.log")
     curve = []
     for path in sorted((run_dir / "eval").glob("eval_env_step_*.json")):
         steps = int(path.stem.rsplit("_", 1)[1])
@@ -74,20 +90,12 @@ def run_rlpd(task: str, demos: Path, env_steps: int, eval_every: int, root: Path
 
 
 def run_ppo(task: str, env_steps: int, checkpoint_every: int, root: Path) -> tuple[Path, float]:
-    """The PPO run's folder and its wall-clock seconds (training and its final evaluation). A folder
-    that already holds the run's checkpoints is reused: its wall-clock comes from its log's
-    ``trained ... in X min`` line."""
+    """The PPO run's folder and its wall-clock seconds (training and its final evaluation)."""
     run_dir = root / f"{task}_ppo"
-    log = root / f"{task}_ppo.log"
-    if (run_dir / "checkpoints").is_dir():
-        minutes = re.search(r"env steps in ([0-9.]+) min", log.read_text())
-        if minutes is None:
-            raise SystemExit(f"{run_dir} exists but {log} does not say how long it trained")
-        return run_dir, 60.0 * float(minutes.group(1))
     command = [*CLI, "train", f"env={task}", f"total_env_steps={env_steps}", "max_minutes=600", *QUIET]
     command += [f"checkpoint_interval={checkpoint_every}", "keep_checkpoints=100000", "eval.video=false"]
     command.append(f"run_dir={run_dir}")
-    return run_dir, run_logged(command, log)
+    return run_dir, train(command, root / f"{task}_ppo.log")
 
 
 def evaluate_checkpoints(run_dir: Path, max_env_steps: int) -> Curve:

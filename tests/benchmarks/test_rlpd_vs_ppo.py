@@ -37,3 +37,14 @@ def test_summary_gives_the_ratio_of_env_steps_to_the_target():
     assert "| push | RLPD | 8,000 | 90.0 % | 90.0 % (12,000) | 10.0 min | 0.065 |" in table
     assert "| push | PPO | 122,880 | n/a |" in table
     assert "| lift | RLPD | not reached | 50.0 % | 50.0 % (12,000) | 1.0 min | > 0.098 |" in table
+
+
+def test_a_finished_run_is_found_in_its_log(tmp_path):
+    from benchmarks.rlpd_vs_ppo import finished_minutes
+
+    log = tmp_path / "run.log"
+    assert finished_minutes(log) is None
+    log.write_text("INFO plan: 1000 updates\n")
+    assert finished_minutes(log) is None
+    log.write_text("trained 12000 updates, 48000 env steps in 31.25 min (total_env_steps); checkpoint: c\n")
+    assert finished_minutes(log) == 31.25
