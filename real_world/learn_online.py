@@ -41,7 +41,7 @@ from vla_rl.real_world.online_config import (
     compose_learn_online_config,
     learner_config,
 )
-from vla_rl.real_world.rehearsal import _stop, ros_environment, wait_for_port
+from vla_rl.real_world.rehearsal import ros_environment, stop_process, wait_for_port
 
 from vla_rl.config import ConfigError
 
@@ -277,7 +277,7 @@ def run_session(cfg: LearnOnlineConfig, args: argparse.Namespace) -> dict[str, A
         codes = [actor.wait() for actor in actors]
     finally:
         for process in actors:
-            _stop(process)
+            stop_process(process)
         learner.send_signal(signal.SIGINT)
         try:
             learner.wait(LEARNER_STOP_TIMEOUT_S)
@@ -285,7 +285,7 @@ def run_session(cfg: LearnOnlineConfig, args: argparse.Namespace) -> dict[str, A
             learner.kill()
             learner.wait()
         for process in reversed(services):
-            _stop(process)
+            stop_process(process)
         for handle in logs:
             handle.close()
     summaries = []

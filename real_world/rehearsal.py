@@ -66,7 +66,9 @@ def wait_for_port(port: int, timeout_s: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
 
 
-def _stop(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
+def stop_process(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """Interrupt ``process`` (SIGINT, as Ctrl-C would) and wait ``timeout_s`` for it to end, then kill
+    it; nothing if it has already ended."""
     if process.poll() is None:
         process.send_signal(signal.SIGINT)
         try:
@@ -128,7 +130,7 @@ def run_rehearsal(
             )
     finally:
         for process in reversed(processes):
-            _stop(process)
+            stop_process(process)
         for log in logs.values():
             log.close()
     result = {

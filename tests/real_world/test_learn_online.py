@@ -56,6 +56,27 @@ def test_a_bad_config_is_refused_before_anything_starts(override: str, key: str,
     assert list(tmp_path.iterdir()) == []  # nothing started, nothing written
 
 
+def test_stop_process_interrupts_a_child_and_kills_one_that_ignores_it() -> None:
+    from vla_rl.real_world.rehearsal import stop_process
+
+    def child(ignore_sigint: bool) -> subprocess.Popen:
+        ignore = "signal.signal(signal.SIGINT, signal.SIG_IGN); " if ignore_sigint else ""
+        code = f"import signal, time; {ignore}print('ready', flush=True); time.sleep(60)"
+        process = subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert process.stdout is not None and process.stdout.readline() == b"ready\n"  # its handlers are set
+        return process
+
+    polite, deaf = child(ignore_sigint=False), child(ignore_sigint=True)
+    stop_process(polite)  # Ctrl-C: KeyboardInterrupt, then Python exits by SIGINT (or with 1)
+    assert polite.returncode in (1, -2) and polite.stderr is not None
+    assert b"KeyboardInterrupt" in polite.stderr.read()
+    stop_process(deaf, timeout_s=0.5)
+    assert deaf.returncode == -9  # SIGKILL after the timeout
+    stop_process(deaf)  # already ended: nothing to do
+
+
 def _unavailable() -> str | None:
     if shutil.which("roscore") is None:
         return "roscore is not installed (make ros installs ROS 1 from the system's packages)"

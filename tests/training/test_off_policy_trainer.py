@@ -15,8 +15,7 @@ from vla_rl.data.episode import Episode
 from vla_rl.data.replay_buffer import ReplayBuffer
 from vla_rl.training.checkpoint import list_checkpoints
 from vla_rl.training.jobs import job_config, train_job
-from vla_rl.training.off_policy.replay_source import concatenate
-from vla_rl.training.off_policy.trainer import REPLAY_FILENAME, OffPolicyTrainer
+from vla_rl.training.off_policy.trainer import INTERVENTIONS_FILENAME, REPLAY_FILENAME, OffPolicyTrainer
 
 OFF_POLICY_TOY = [
     f"env.backend={TOY_BACKEND}",
@@ -55,12 +54,13 @@ def test_algorithm_sac_or_rlpd_picks_the_off_policy_job_and_rlpd_its_settings() 
         ("replay.learning_starts=10", "replay.learning_starts"),  # below batch_size 256
         ("algorithm.critic_subset=3", "algorithm.critic_subset"),  # more than the 2 critics
         ("algorithm.tau=0", "algorithm.tau"),
-        ("demos.share=0.25", "demos.share"),  # without demos.path
+        ("demos.share=0.25 demos.interventions_as_demos=false", "demos.share"),  # nothing to share
+        ("demos.intervention_capacity=0", "demos.intervention_capacity"),
     ],
 )
 def test_bad_settings_are_config_errors_naming_the_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError, match=f"config key '{key}'"):
-        job_config("off_policy", ["algorithm=sac", override])
+        job_config("off_policy", ["algorithm=sac", *override.split(" ")])
 
 
 def test_budget_counts_env_steps_with_the_random_warm_up_in_the_first_update(tmp_path: Path) -> None:
@@ -98,6 +98,44 @@ def test_resumed_run_makes_the_same_updates_as_an_uninterrupted_one(tmp_path: Pa
         assert torch.equal(a, b)
 
 
+def test_without_demonstrations_or_takeovers_pooling_them_changes_no_update(tmp_path: Path) -> None:
+    # Nothing is flagged, so the intervention replay stays empty and every row is online, drawn as
+    # when takeovers went into the online replay only.
+    pooled = _trainer(tmp_path / "pooled", "total_env_steps=20")
+    apart = _trainer(tmp_path / "apart", "total_env_steps=20", "demos.interventions_as_demos=false")
+    assert pooled.interventions is not None and apart.interventions is None
+    first, second = pooled.train(), apart.train()
+
+    def losses(history: list[dict[str, float]]) -> list[dict[str, float]]:
+        return [{k: v for k, v in m.items() if k.startswith("train/")} for m in history]
+
+    assert len(first.history) == 6 and losses(first.history) == losses(second.history)
+    assert [m["replay/intervention_transitions"] for m in first.history] == [0.0] * 6
+    for a, b in zip(pooled.policy.state_dict().values(), apart.policy.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert (tmp_path / "pooled" / "checkpoints" / "iter_000006" / INTERVENTIONS_FILENAME).is_file()
+    assert not (tmp_path / "apart" / "checkpoints" / "iter_000006" / INTERVENTIONS_FILENAME).exists()
+
+
+def test_takeovers_a_local_env_reports_join_the_demonstration_share(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path, "demos.share=0.25", "algorithm.utd_ratio=2")
+    env_step = trainer.env.step
+
+    def step_taking_over_world_1(action: torch.Tensor):  # noqa: ANN202
+        result = env_step(action)
+        result.info["intervention"] = torch.tensor([False, True])
+        return result
+
+    trainer.env.step = step_taking_over_world_1  # type: ignore[method-assign]
+    batches, _ = trainer.source.next_batch()  # 5 batched steps: 10 online, 5 of world 1 taken over
+    assert len(trainer.replay) == 10 and trainer.interventions is not None and len(trainer.interventions) == 5
+    held = trainer.interventions.gather(trainer.interventions.valid_slots())
+    online = trainer.replay.gather(trainer.replay.valid_slots())
+    assert torch.equal(held.action, online.action[1::2]) and torch.equal(held.reward, online.reward[1::2])
+    for batch in batches:  # 0.25 of 8 rows from the pool (the takeovers alone), 6 online
+        assert batch.intervention[:2].all() and len(batch) == 8
+
+
 def _demo(length: int, success: bool) -> Episode:
     steps = np.arange(length, dtype=np.float32)[:, None]
     return Episode(
@@ -125,20 +163,6 @@ def test_rlpd_minibatches_draw_the_demo_share_from_the_demonstrations(tmp_path: 
         assert len(batch) == 8
         assert torch.all(batch.action[:2] == 0.5) and torch.all(batch.reward[:2] == -1.0)
     assert trainer.algorithm.update(batches)["critic_loss"] > 0
-
-
-def test_concatenate_keeps_row_order_and_refuses_other_keys() -> None:
-    from vla_rl.data.replay_buffer import TransitionBatch
-
-    def batch(value: float, key: str = "proprio") -> TransitionBatch:
-        rows = torch.full((2, 1), value)
-        flags = torch.zeros(2, dtype=torch.bool)
-        return TransitionBatch({key: rows}, rows, rows[:, 0], {key: rows}, flags, flags, flags)
-
-    joined = concatenate(batch(1.0), batch(2.0))
-    assert joined.obs["proprio"][:, 0].tolist() == [1.0, 1.0, 2.0, 2.0] and len(joined) == 4
-    with pytest.raises(ValueError, match="observation keys differ"):
-        concatenate(batch(1.0), batch(2.0, key="privileged"))
 
 
 # --- from pixels ------------------------------------------------------------------------------------------
@@ -212,7 +236,7 @@ def test_collected_push_camera_demos_load_as_uint8_transitions_of_the_policy_key
         + ["logger.tensorboard=false", "logger.wandb_mode=disabled", f"run_dir={tmp_path / 'run'}"],
     )
     trainer = OffPolicyTrainer(cfg)
-    replay = trainer.source.demos
+    replay = trainer.source.sampler.demos
     assert replay is not None and len(replay) == 2 * 9  # each drops its last action (a time-limit end)
     assert {key: frames.dtype for key, frames in replay.frames.items()} == {
         "rgb_front": torch.uint8,

@@ -13,9 +13,10 @@ from toy_env import TOY_BACKEND
 from vla_rl.data.replay_buffer import ReplayBuffer
 from vla_rl.training.jobs import job_config
 from vla_rl.training.off_policy.config import ReplayConfig
+from vla_rl.training.off_policy.demo_sampler import intervention_replay
 from vla_rl.training.off_policy.remote_link import TransitionInbox, TransitionRows, TransitionSpec
 from vla_rl.training.off_policy.remote_source import RemoteSource
-from vla_rl.training.off_policy.trainer import OffPolicyTrainer
+from vla_rl.training.off_policy.trainer import INTERVENTIONS_FILENAME, OffPolicyTrainer
 
 SPEC = TransitionSpec({"proprio": (3,), "privileged": (2,)}, action_dim=2, worlds=2)
 
@@ -39,11 +40,15 @@ def message(steps: int, start: float = 0.0, spec: TransitionSpec = SPEC) -> dict
     }
 
 
-def source(learning_starts: int = 4, env_steps_per_update: int = 1, utd_ratio: int = 2) -> RemoteSource:
+def source(
+    learning_starts: int = 4, env_steps_per_update: int = 1, utd_ratio: int = 2, pool_takeovers: bool = False
+) -> RemoteSource:
     cfg = ReplayConfig(capacity=100, batch_size=4, learning_starts=learning_starts)
     cfg.env_steps_per_update = env_steps_per_update
     replay = ReplayBuffer(cfg.capacity, SPEC.worlds, obs_keys=list(SPEC.obs_shapes))
-    return RemoteSource(SPEC, replay, cfg, utd_ratio, seed=0, weights=torch.nn.Linear(2, 2))
+    interventions = intervention_replay(50, "cpu", list(SPEC.obs_shapes)) if pool_takeovers else None
+    weights = torch.nn.Linear(2, 2)
+    return RemoteSource(SPEC, replay, cfg, utd_ratio, seed=0, weights=weights, interventions=interventions)
 
 
 def test_a_good_message_passes_and_each_fault_is_named() -> None:
@@ -98,6 +103,25 @@ def test_transitions_go_into_the_replay_exactly_in_arrival_order() -> None:
         np.testing.assert_array_equal(getattr(stored, field).numpy(), joined(field))
 
 
+def test_taken_over_transitions_also_go_into_the_intervention_replay_and_into_the_share() -> None:
+    src = source(pool_takeovers=True)
+    sent = message(3)  # of rows 0 to 5, row 2 alone is flagged (row % 5 == 2)
+    assert sent["intervention"].tolist() == [False, False, True, False, False, False]
+    src.link.inbox.put("actor", 0, SPEC.check(sent))
+    assert src.drain() == 6 and len(src.replay) == 6
+    interventions = src.sampler.interventions
+    assert interventions is not None and len(interventions) == 1
+    held = interventions.gather(interventions.valid_slots())
+    for key in SPEC.obs_shapes:
+        np.testing.assert_array_equal(held.obs[key].numpy(), sent["obs"][key][2:3])
+        np.testing.assert_array_equal(held.next_obs[key].numpy(), sent["next_obs"][key][2:3])
+    np.testing.assert_array_equal(held.action.numpy(), sent["action"][2:3])
+    assert held.reward.tolist() == [sent["reward"][2]] and held.terminated.tolist() == [sent["terminated"][2]]
+    batches, _ = src.next_batch()  # half of 4 rows from the pool: the one takeover twice
+    for batch in batches:
+        assert batch.reward[:2].tolist() == [sent["reward"][2]] * 2 and batch.intervention[:2].all()
+
+
 def test_an_update_waits_for_its_data_and_the_ratio_holds_however_it_arrives() -> None:
     src = source(learning_starts=4, env_steps_per_update=1)  # 2 rows per update after 4
     src.link.inbox.put("a", 0, SPEC.check(message(2)))  # 4 rows: the warm-up only
@@ -143,13 +167,14 @@ def _remote_trainer(run_dir: Path, *extra: str) -> OffPolicyTrainer:
     return OffPolicyTrainer(job_config("off_policy", [*TOY_REMOTE, f"run_dir={run_dir}", *extra]))
 
 
-def _toy_messages(trainer: OffPolicyTrainer, steps: int) -> list[TransitionRows]:
-    """``steps`` batched steps of the toy env with random actions, one message each."""
+def _toy_messages(trainer: OffPolicyTrainer, steps: int, takeovers: bool = False) -> list[TransitionRows]:
+    """``steps`` batched steps of the toy env with random actions, one message each; with
+    ``takeovers``, world 1 of every third step is flagged as taken over."""
     env, keys = trainer.env, trainer.cfg.policy.obs_keys
     generator = torch.Generator().manual_seed(1)
     obs, _ = env.reset(seed=1)
     out = []
-    for _ in range(steps):
+    for step in range(steps):
         action = torch.rand((env.num_envs, 2), generator=generator) * 2 - 1
         result = env.step(action)
         final = result.info.get("final_obs", result.obs)
@@ -162,7 +187,7 @@ def _toy_messages(trainer: OffPolicyTrainer, steps: int) -> list[TransitionRows]
                     "reward": result.reward.numpy().astype(np.float32),
                     "terminated": result.terminated.numpy(),
                     "truncated": result.truncated.numpy(),
-                    "intervention": np.zeros(env.num_envs, dtype=bool),
+                    "intervention": (np.arange(env.num_envs) == 1) & (takeovers and step % 3 == 0),
                 }
             )
         )
@@ -170,11 +195,13 @@ def _toy_messages(trainer: OffPolicyTrainer, steps: int) -> list[TransitionRows]
     return out
 
 
-def test_a_remote_learner_resumes_exactly_from_its_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("takeovers", [False, True])
+def test_a_remote_learner_resumes_exactly_from_its_checkpoint(tmp_path: Path, takeovers: bool) -> None:
     # The updates depend on what has arrived, so both runs get the same data in the same two parts:
     # 16 transitions, a stop, then 14 more; one stays in memory, the other resumes its checkpoint.
+    # With takeovers, the pool holds 3 of them at the stop and 5 at the end.
     straight = _remote_trainer(tmp_path / "straight", "total_env_steps=16")
-    data = _toy_messages(straight, 15)
+    data = _toy_messages(straight, 15, takeovers)
     for seq, rows in enumerate(data[:8]):
         straight.source.link.inbox.put("actor", seq, rows)
     whole = straight.train().history
@@ -190,6 +217,15 @@ def test_a_remote_learner_resumes_exactly_from_its_checkpoint(tmp_path: Path) ->
     part = first.train()
     resumed = _remote_trainer(tmp_path / "split", "total_env_steps=30", f"resume={tmp_path / 'split'}")
     assert resumed.env_steps == 16 and len(resumed.replay) == 16 and resumed.source.actor_seqs == {"actor": 7}
+    assert first.interventions is not None and resumed.interventions is not None
+    assert len(resumed.interventions) == len(first.interventions) == (3 if takeovers else 0)
+    assert (tmp_path / "split" / "checkpoints" / "iter_000004" / INTERVENTIONS_FILENAME).is_file()
+    for name, value in first.interventions.state_dict().items():
+        restored = resumed.interventions.state_dict()[name]
+        if isinstance(value, dict):
+            assert value.keys() == restored.keys() and all(torch.equal(value[k], restored[k]) for k in value)
+        else:
+            assert torch.equal(value, restored) if isinstance(value, torch.Tensor) else value == restored
     for seq, rows in enumerate(data):  # a resend of what the checkpoint holds is dropped
         resumed.source.link.inbox.put("actor", seq, rows)
     rest = resumed.train()
@@ -199,6 +235,8 @@ def test_a_remote_learner_resumes_exactly_from_its_checkpoint(tmp_path: Path) ->
 
     assert losses(part.history + rest.history) == losses(whole)
     assert len(resumed.replay) == len(straight.replay) == 30
+    assert straight.interventions is not None and resumed.interventions is not None
+    assert len(resumed.interventions) == len(straight.interventions) == (5 if takeovers else 0)
     for a, b in zip(straight.policy.state_dict().values(), resumed.policy.state_dict().values(), strict=True):
         assert torch.equal(a, b)
 

@@ -45,7 +45,9 @@ class StepResult:
     info: dict[str, Any] = field(default_factory=dict)
     """Always has ``"success"`` (bool [N], success at this step, before any reset) and
     ``"final_obs"``. At episode ends it also has ``"episode"``: a dict of [N] tensors
-    (``return``, ``length``, ``success``, ``success_once``) valid where ``done``."""
+    (``return``, ``length``, ``success``, ``success_once``) valid where ``done``. An env where a
+    person or an expert can take over may add ``"intervention"`` (bool [N]): the off-policy learner
+    then pools those transitions with its demonstrations."""
 
     @property
     def done(self) -> torch.Tensor:

@@ -58,19 +58,31 @@ class ReplayConfig:
 
 @dataclass
 class DemoConfig:
-    """Demonstrations (a LeRobot dataset that ``vla-rl collect`` wrote, with rewards) for RLPD."""
+    """Demonstrations for RLPD: a LeRobot dataset that ``vla-rl collect`` wrote (with rewards), and
+    the transitions of takeovers as they arrive."""
 
     path: str | None = None
     """Dataset folder; None: learn from online data only."""
     max_episodes: int = 0
     """Episodes read from it (<= 0: all)."""
     share: float = 0.5
-    """Share of each minibatch drawn from the demonstrations (RLPD's symmetric sampling: 0.5)."""
+    """Share of each minibatch drawn from the demonstration pool (RLPD's symmetric sampling: 0.5):
+    the demonstrations and, with ``interventions_as_demos``, the intervention transitions received,
+    uniformly over the two together (a demonstration and an intervention transition are equally
+    likely). While the pool is empty (no ``path``, no takeover yet) every row is online."""
     success_terminates: bool = False
     """Whether a successful demonstration ended because it succeeded, so that its last step is a
     terminal one (episodes that a reward classifier or a person ends on success). Off for the
     simulator tasks, whose episodes only end at their time limit: each demonstration's last action
     is then dropped and the step before it is a truncation, as online time-limit ends are."""
+    interventions_as_demos: bool = True
+    """Whether transitions that a person or an expert chose (``intervention`` set: a takeover on the
+    robot, sent by ``vla-rl learn-online``'s actors) also count as demonstrations: each is kept in an
+    intervention replay beside the online one and joins the demonstration pool. False: they go into
+    the online replay only."""
+    intervention_capacity: int = 100_000
+    """Intervention transitions kept (the oldest are overwritten); saved with each checkpoint beside
+    the online replay. Read only with ``interventions_as_demos``."""
 
 
 @dataclass

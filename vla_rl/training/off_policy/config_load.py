@@ -35,9 +35,10 @@ def _off_policy_checks() -> list[Check[OffPolicyConfig]]:
         Check("remote.port", lambda c: 0 <= c.remote.port <= 65535, "must be a TCP port (0 to 65535)"),
         Check(
             "demos.share",
-            lambda c: c.demos.path is not None or c.demos.share == 0.5,
-            "applies only with demos.path (a dataset of demonstrations)",
+            lambda c: c.demos.path is not None or c.demos.interventions_as_demos or c.demos.share == 0.5,
+            "applies only with demos.path (a dataset of demonstrations) or demos.interventions_as_demos",
         ),
+        *positive("demos.intervention_capacity"),
     ]
 
 

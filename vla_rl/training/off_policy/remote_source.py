@@ -1,5 +1,6 @@
 """The off-policy learner's batch source when actors run elsewhere: transitions arrive in an inbox
-(``remote_link``), go into the online replay, and minibatches are drawn as ``ReplaySource`` draws them.
+(``remote_link``), go into the online replay (the taken-over ones into the intervention replay as
+well), and minibatches are drawn as ``ReplaySource`` draws them (``demo_sampler``).
 
 An update is made only for data: the first once ``learning_starts`` transitions have arrived plus
 ``env_steps_per_update * worlds`` more, then one each time that many more have arrived (several in a
@@ -16,15 +17,16 @@ import torch
 
 from vla_rl.data.replay_buffer import ReplayBuffer, TransitionBatch
 from vla_rl.training.off_policy.config import ReplayConfig
+from vla_rl.training.off_policy.demo_sampler import DemoSampler
 from vla_rl.training.off_policy.remote_link import LearnerLink, TransitionRows, TransitionSpec
-from vla_rl.training.off_policy.replay_source import concatenate
 
 POLL_S = 0.05
 """How often a waiting learner checks whether it should stop waiting."""
 
 
 class RemoteSource:
-    """Fills ``replay`` from ``link``'s inbox and samples it (and ``demos``) for each update;
+    """Fills ``replay`` (and ``interventions``) from ``link``'s inbox and samples it (and the
+    demonstration pool: ``demos`` and ``interventions``) for each update;
     publishes ``weights`` (the actor network) into ``link`` for the actors."""
 
     def __init__(
@@ -38,6 +40,7 @@ class RemoteSource:
         publish_interval_updates: int = 1,
         demos: ReplayBuffer | None = None,
         demo_share: float = 0.5,
+        interventions: ReplayBuffer | None = None,
     ) -> None:
         if spec.worlds != replay.num_envs:
             raise ValueError(f"a step of {spec.worlds} worlds does not fit a replay of {replay.num_envs}")
@@ -45,8 +48,8 @@ class RemoteSource:
         """What the learner server fills and reads."""
         self.replay, self.cfg, self.utd_ratio = replay, cfg, utd_ratio
         self.weights, self.publish_interval_updates = weights, publish_interval_updates
-        self.demos = demos
-        self.demo_rows = round(demo_share * cfg.batch_size) if demos is not None else 0
+        self.sampler = DemoSampler(replay, cfg.batch_size, demos, interventions, demo_share)
+        """Stores the transitions and draws the minibatches."""
         self.generator = torch.Generator().manual_seed(seed)
         """Draws the minibatches."""
         self.rows_per_update = cfg.env_steps_per_update * spec.worlds
@@ -96,18 +99,12 @@ class RemoteSource:
         """``utd_ratio`` minibatches for the next update (waits for its data first)."""
         self.wait_for_data(lambda: False)
         self.used_steps += self.rows_per_update
-        batches = [self.minibatch() for _ in range(self.utd_ratio)]
+        batches = [self.sampler.minibatch(self.generator) for _ in range(self.utd_ratio)]
         arrived, self._batched_steps = self.env_steps - self._batched_steps, self.env_steps
         return batches, {"rollout/env_steps": float(arrived), "remote/actors": float(len(self.actor_seqs))}
 
-    def minibatch(self) -> TransitionBatch:
-        online = self.replay.sample(self.cfg.batch_size - self.demo_rows, self.generator)
-        if self.demos is None or self.demo_rows == 0:
-            return online
-        return concatenate(self.demos.sample(self.demo_rows, self.generator), online)
-
     def _add(self, rows: TransitionRows) -> None:
-        """Rows go into the replay one batched step (``worlds`` rows) at a time."""
+        """Rows go into the replays one batched step (``worlds`` rows) at a time."""
         worlds = self.replay.num_envs
         for start in range(0, len(rows), worlds):
             part = slice(start, start + worlds)
@@ -115,7 +112,7 @@ class RemoteSource:
             def take(obs: dict[str, Any], part: slice = part) -> dict[str, torch.Tensor]:
                 return {key: torch.from_numpy(value[part]) for key, value in obs.items()}
 
-            self.replay.add(
+            self.sampler.add(
                 take(rows.obs),
                 torch.from_numpy(rows.action[part]),
                 torch.from_numpy(rows.reward[part]),
@@ -127,7 +124,7 @@ class RemoteSource:
 
     # ----- checkpoints ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """The counters, the generator and the last message taken from each actor (the replay is
+        """The counters, the generator and the last message taken from each actor (the replays are
         saved beside it; what waits in the inbox is not saved)."""
         return {
             "source_env_steps": self.env_steps,

@@ -3,7 +3,9 @@
 Each ``next_batch`` takes ``env_steps_per_update`` batched env steps with the actor (uniformly random
 actions until ``learning_starts`` env steps have been taken: the first call takes them all) and adds
 them to the online replay, then draws ``utd_ratio`` minibatches. With demonstrations, each minibatch
-is RLPD's symmetric sample: ``share`` of its rows from the demonstrations, the rest online.
+is RLPD's symmetric sample: ``share`` of its rows from the demonstrations, the rest online. An env
+that reports takeovers (``info["intervention"]``, bool [N]) has those transitions pooled with the
+demonstrations (``demo_sampler``).
 """
 
 from __future__ import annotations
@@ -16,33 +18,16 @@ import torch
 from vla_rl.data.replay_buffer import ReplayBuffer, TransitionBatch
 from vla_rl.envs.base import BatchedEnv, Observation
 from vla_rl.training.off_policy.config import ReplayConfig
+from vla_rl.training.off_policy.demo_sampler import DemoSampler
 from vla_rl.training.sources import env_state
 
 Actor = Callable[[Observation], torch.Tensor]
 """``act(obs) -> actions`` [N, A] in [-1, 1] (the policy's sample)."""
 
 
-def concatenate(first: TransitionBatch, second: TransitionBatch) -> TransitionBatch:
-    """The rows of ``first`` then those of ``second`` (same observation keys)."""
-
-    def cat(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        if a.keys() != b.keys():
-            raise ValueError(f"observation keys differ: {sorted(a)} vs {sorted(b)}")
-        return {key: torch.cat([a[key], b[key]]) for key in a}
-
-    return TransitionBatch(
-        obs=cat(first.obs, second.obs),
-        action=torch.cat([first.action, second.action]),
-        reward=torch.cat([first.reward, second.reward]),
-        next_obs=cat(first.next_obs, second.next_obs),
-        terminated=torch.cat([first.terminated, second.terminated]),
-        truncated=torch.cat([first.truncated, second.truncated]),
-        intervention=torch.cat([first.intervention, second.intervention]),
-    )
-
-
 class ReplaySource:
-    """Collects into ``replay`` from ``env`` and samples it (and ``demos``) for each update."""
+    """Collects into ``replay`` (and ``interventions``) from ``env`` and samples it (and the
+    demonstration pool: ``demos`` and ``interventions``) for each update."""
 
     def __init__(
         self,
@@ -53,10 +38,11 @@ class ReplaySource:
         seed: int,
         demos: ReplayBuffer | None = None,
         demo_share: float = 0.5,
+        interventions: ReplayBuffer | None = None,
     ) -> None:
         self.env, self.replay, self.cfg, self.utd_ratio = env, replay, cfg, utd_ratio
-        self.demos = demos
-        self.demo_rows = round(demo_share * cfg.batch_size) if demos is not None else 0
+        self.sampler = DemoSampler(replay, cfg.batch_size, demos, interventions, demo_share)
+        """Stores the transitions and draws the minibatches."""
         self.generator = torch.Generator().manual_seed(seed)
         """Draws the random warm-up actions and the minibatches."""
         self.actor: Actor | None = None
@@ -74,7 +60,10 @@ class ReplaySource:
             action = self.actor(self.obs).detach().cpu()
         result = self.env.step(action)
         next_obs = result.info.get("final_obs", result.obs)
-        self.replay.add(self.obs, action, result.reward, result.terminated, result.truncated, next_obs)
+        intervention = result.info.get("intervention")
+        self.sampler.add(
+            self.obs, action, result.reward, result.terminated, result.truncated, next_obs, intervention
+        )
         self.obs = result.obs
         self.env_steps += self.env.num_envs
         episode = result.info.get("episode")
@@ -87,17 +76,11 @@ class ReplaySource:
             ended += self.step(random_actions=True)
         for _ in range(self.cfg.env_steps_per_update):
             ended += self.step(random_actions=self.env_steps < self.cfg.learning_starts)
-        batches = [self.minibatch() for _ in range(self.utd_ratio)]
+        batches = [self.sampler.minibatch(self.generator) for _ in range(self.utd_ratio)]
         return batches, {"rollout/env_steps": float(self.env_steps - started_steps), **episode_metrics(ended)}
 
-    def minibatch(self) -> TransitionBatch:
-        online = self.replay.sample(self.cfg.batch_size - self.demo_rows, self.generator)
-        if self.demos is None or self.demo_rows == 0:
-            return online
-        return concatenate(self.demos.sample(self.demo_rows, self.generator), online)
-
     def state_dict(self) -> dict[str, Any]:
-        """The counters, the generator and the env's snapshot (the replay is saved beside it)."""
+        """The counters, the generator and the env's snapshot (the replays are saved beside it)."""
         return {
             "env": env_state(self.env),
             "source_env_steps": self.env_steps,

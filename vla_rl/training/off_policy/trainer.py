@@ -5,7 +5,8 @@
 demonstrations, and hands them to ``vla_rl.training.loop``. Its budget counts env steps
 (``total_env_steps``). A checkpoint holds the networks (``policy.safetensors``), SAC's state (target
 critics, temperature, optimisers, generator), the source's counters and env snapshot, and the online
-replay (``replay.safetensors``, written inside the checkpoint folder before it is moved into place),
+replay (``replay.safetensors``, written inside the checkpoint folder before it is moved into place)
+and, with ``demos.interventions_as_demos``, the intervention replay (``interventions.safetensors``),
 so a resumed run makes the same updates as one that never stopped.
 """
 
@@ -23,6 +24,7 @@ from vla_rl.training.checkpoint import Checkpoint
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.off_policy.config import OffPolicyConfig
+from vla_rl.training.off_policy.demo_sampler import intervention_replay
 from vla_rl.training.off_policy.frozen_policy_env import load_frozen_policy, wrap_with_frozen_policy
 from vla_rl.training.off_policy.remote_link import TransitionSpec
 from vla_rl.training.off_policy.remote_source import RemoteSource
@@ -31,6 +33,7 @@ from vla_rl.training.progress import logs_to_run_dir
 from vla_rl.training.sft.demonstrations import load_demonstrations
 
 REPLAY_FILENAME = "replay.safetensors"
+INTERVENTIONS_FILENAME = "interventions.safetensors"
 
 
 @dataclass
@@ -84,6 +87,12 @@ class OffPolicyTrainer(TrainingLoop):
             demos = ReplayBuffer.from_episodes(
                 episodes, device=cfg.device, obs_keys=keys, success_terminates=cfg.demos.success_terminates
             )
+        self.interventions = (
+            intervention_replay(cfg.demos.intervention_capacity, cfg.device, keys)
+            if cfg.demos.interventions_as_demos
+            else None
+        )
+        """The transitions that a person or an expert chose, pooled with ``demos`` (or None)."""
         self.source: ReplaySource | RemoteSource
         if cfg.source == "remote":  # actors elsewhere; vla_rl.real_world.learner_server serves them
             spec = TransitionSpec.of_space(self.env.observation_space, keys, action_dim, self.env.num_envs)
@@ -97,10 +106,18 @@ class OffPolicyTrainer(TrainingLoop):
                 cfg.remote.publish_interval_updates,
                 demos,
                 cfg.demos.share,
+                self.interventions,
             )
         else:
             self.source = ReplaySource(
-                self.env, self.replay, cfg.replay, acfg.utd_ratio, cfg.seed, demos, cfg.demos.share
+                self.env,
+                self.replay,
+                cfg.replay,
+                acfg.utd_ratio,
+                cfg.seed,
+                demos,
+                cfg.demos.share,
+                self.interventions,
             )
             self.source.actor = lambda obs: self.algorithm.act(obs)
         self.evaluations: list[tuple[int, EvalResult]] = []
@@ -134,6 +151,8 @@ class OffPolicyTrainer(TrainingLoop):
         metrics["perf/rollout_time_s"] = batch_s
         metrics["perf/update_time_s"] = update_s
         metrics["replay/transitions"] = float(len(self.replay))
+        if self.interventions is not None:
+            metrics["replay/intervention_transitions"] = float(len(self.interventions))
         return metrics
 
     def after_update(self, last: bool, run: Run) -> None:
@@ -172,17 +191,22 @@ class OffPolicyTrainer(TrainingLoop):
     def write_checkpoint_files(self, directory: Path) -> None:
         super().write_checkpoint_files(directory)
         self.replay.save(directory / REPLAY_FILENAME)
+        if self.interventions is not None:
+            self.interventions.save(directory / INTERVENTIONS_FILENAME)
 
     def resume(self, checkpoint: Checkpoint | None) -> None:
         super().resume(checkpoint)
-        if checkpoint is not None:
-            self.replay.load_state_dict(ReplayBuffer.load(checkpoint.path / REPLAY_FILENAME).state_dict())
+        if checkpoint is None:
+            return
+        self.replay.load_state_dict(ReplayBuffer.load(checkpoint.path / REPLAY_FILENAME).state_dict())
+        saved = checkpoint.path / INTERVENTIONS_FILENAME
+        if self.interventions is not None and saved.is_file():  # absent: a checkpoint of an older run
+            self.interventions.load_state_dict(ReplayBuffer.load(saved).state_dict())
 
     def plan(self) -> str:
         cfg = self.cfg
-        demos = (
-            f", {len(self.source.demos)} demonstration transitions" if self.source.demos is not None else ""
-        )
+        held = self.source.sampler.demos
+        demos = f", {len(held)} demonstration transitions" if held is not None else ""
         per_update = cfg.replay.env_steps_per_update * self.env.num_envs
         return (
             f"plan: {cfg.total_env_steps} env steps ({cfg.replay.learning_starts} random first), "
