@@ -112,7 +112,9 @@ def test_a_rehearsal_with_two_actors_learns_takes_over_and_shuts_down(tmp_path: 
     assert learner["updates"] >= (sent - 16) // 2  # one update per new transition after the warm-up
     for actor in actors:
         versions = actor["weights_versions"]
-        assert versions[0] == 0 and versions[-1] > 0 and versions == sorted(versions)
+        # An actor starts from the weights published when it connects (a late one after some updates),
+        # then loads newer ones as the learner trains on its data.
+        assert versions == sorted(versions) and versions[-1] > versions[0]
         taken = [episode["intervention_steps"] for episode in actor["per_episode"]]
         assert actor["intervention_steps"] == sum(taken) > 0
         assert sum(actor["safety_counts"].values()) > 0  # its commands went through the safety layer
