@@ -22,8 +22,9 @@ A control runs beside the rounds: the same number of SFT steps from the same sta
 demonstrations alone (round k's control continues round k-1's), evaluated on the same seeds, so that
 a gain is not just the extra training of an under-trained start.
 
-Writes ``benchmarks/results/hg_dagger.json`` and ``hg_dagger.md`` (a row per round: success, the
-control's, episodes, intervention steps, frames trained on, wall-clock). ``--quick`` is a toy run
+Writes ``benchmarks/results/<--results-name>.json`` and ``.md`` (a row per round: success, the
+control's, episodes, intervention steps, frames trained on, wall-clock); the default name,
+``hg_dagger_run``, leaves ``hg_dagger.md`` (the declaration and the write-up) alone. ``--quick`` is a toy run
 (tiny budgets, one evaluation episode per policy) that checks the pipeline in well under a minute;
 its numbers mean nothing.
 
@@ -322,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ros", action="store_true", help="deploy each round over ROS 1 (roscore)")
     parser.add_argument("--work-dir", type=Path, default=Path("runs/bench/hg_dagger"))
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--results-name", default="hg_dagger")
+    parser.add_argument("--results-name", default="hg_dagger_run")
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.ros:
