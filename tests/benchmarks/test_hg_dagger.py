@@ -14,7 +14,7 @@ from vla_rl.training.sft.config_load import load_sft_config_file
 def test_the_quick_run_aggregates_takeovers_and_trains_on_them_round_by_round(tmp_path: Path) -> None:
     work, results = tmp_path / "work", tmp_path / "results"
     hg_dagger.main(["--quick", "--rounds", "2", "--work-dir", str(work), "--results-dir", str(results)])
-    report = json.loads((results / "hg_dagger.json").read_text())
+    report = json.loads((results / "hg_dagger_run.json").read_text())
     rounds = report["rounds"]
     assert [row["round"] for row in rounds] == [0, 1, 2] and report["quick"]
     for row in rounds:
@@ -39,5 +39,5 @@ def test_the_quick_run_aggregates_takeovers_and_trains_on_them_round_by_round(tm
         assert control.data.path == str(work / "demonstrations") and not control.data.intervention_only
         assert control.policy.init_from == str(work / ("round_0" if index == 1 else "control_1"))
         assert 0.0 <= rounds[index]["control_success_rate"] <= 1.0
-    table = (results / "hg_dagger.md").read_text()
+    table = (results / "hg_dagger_run.md").read_text()
     assert "| 2 |" in table and f"{deployed[1]} / " in table
