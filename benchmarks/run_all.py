@@ -23,6 +23,7 @@ BENCHMARKS = {
     "vla_inference": ["-m", "benchmarks.vla_inference"],
     "flow_inference": ["-m", "benchmarks.flow_inference"],
     "pi0_update_speed": ["-m", "benchmarks.pi0_update_speed"],
+    "sac_update_speed": ["-m", "benchmarks.sac_update_speed"],
     "learning": ["-m", "benchmarks.learning"],
     "gym_tutorial": ["-m", "benchmarks.gym_tutorial"],
     "sft_pick_place": ["-m", "benchmarks.sft_pick_place"],
@@ -37,6 +38,9 @@ BENCHMARKS = {
     "reward_scoring": ["-m", "benchmarks.reward_scoring"],
     "reward_model_ppo": ["-m", "benchmarks.reward_model_ppo"],
     "metaworld_sft_rl": ["-m", "benchmarks.metaworld_sft_rl"],
+    "rlpd_vs_ppo": ["-m", "benchmarks.rlpd_vs_ppo"],
+    "hg_dagger": ["-m", "benchmarks.hg_dagger"],
+    "frozen_policy_rl": ["-m", "benchmarks.frozen_policy_rl"],
     "deploy_success": ["-m", "benchmarks.deploy_success"],
     "deploy_latency": ["-m", "benchmarks.deploy_latency"],
     "sft_failure_stages": [
@@ -57,6 +61,9 @@ LONG = {
     "rl_pick_place",
     "reward_model_ppo",
     "metaworld_sft_rl",
+    "rlpd_vs_ppo",
+    "hg_dagger",
+    "frozen_policy_rl",
 }
 INTERPRETERS = {"metaworld_sft_rl": ".venv-metaworld/bin/python"}
 """Benchmarks whose backend lives in its own venv (``make .venv-metaworld``)."""
