@@ -61,6 +61,11 @@ def start_learner(overrides: list[str], log: Path) -> subprocess.Popen:
     return subprocess.Popen(command, env=os.environ.copy(), stdout=log.open("a"), stderr=subprocess.STDOUT)
 
 
+def replay_of_latest(run_dir: Path) -> ReplayBuffer:
+    """The replay snapshot of the run's latest checkpoint."""
+    return ReplayBuffer.load(find_resume_checkpoint(str(run_dir), run_dir).path / "replay.safetensors")
+
+
 def run_until(condition, step, timeout_s: float, log: Path) -> None:  # noqa: ANN001
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -112,15 +117,18 @@ def test_a_killed_learner_leaves_the_actor_its_weights_and_a_resumed_one_takes_i
         learner = start_learner([f"resume={run_dir}"], log)  # the run's own config, port included
         run_until(lambda: client.flush() and client.version != held_version, act, 60.0, log)
         assert client.sent_rows >= sent + 20  # the queued steps arrived once the learner was back
+        # The resumed learner may first make updates that the checkpoint's data already paid for (the
+        # killed one had drained more than it had used), so its first new checkpoint can hold the same
+        # transitions; wait for one that holds the resent ones too.
         run_until(
-            lambda: find_resume_checkpoint(str(run_dir), run_dir).path != checkpoint.path, act, 90.0, ""
+            lambda: replay_of_latest(run_dir).transitions_written > saved.transitions_written, act, 90.0, ""
         )
     finally:
         learner.kill()
         learner.wait(timeout=10.0)
         client.close()
         env.close()
-    resumed = ReplayBuffer.load(find_resume_checkpoint(str(run_dir), run_dir).path / "replay.safetensors")
+    resumed = replay_of_latest(run_dir)
     kept = torch.arange(saved.transitions_written)  # the resumed replay begins with what was saved
     before, after = saved.gather(kept), resumed.gather(kept)
     for name in ("action", "reward", "terminated", "truncated"):
