@@ -1,8 +1,9 @@
 """The online actor on the simulated reach robot in this process (no ROS), streaming to a real learner
 server on 127.0.0.1: it holds without weights, its transitions carry the sparse reward, the ends and
 the intervention flags the episodes had (checked step by step), every command passes the safety layer,
-a saved success classifier ends episodes, and a pose reset drives the arm home through the safety
-layer."""
+a saved success classifier ends episodes, a pose reset drives the arm home through the safety
+layer, and a learner that goes silent mid-episode makes a ``hold`` actor hold (sending nothing to learn)
+and a ``keep`` actor act on with its last weights, both resuming when it answers again."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ if not os.environ.get("DISPLAY"):  # the classifier's camera is rendered headles
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,7 @@ from vla_rl.robots.panda import PANDA
 
 from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.data.replay_buffer import ReplayBuffer
+from vla_rl.envs.config import EnvConfig
 from vla_rl.rewards.learned import LearnedRewardConfig, LearnedRewardModel
 from vla_rl.training.off_policy.config import ReplayConfig
 from vla_rl.training.off_policy.remote_link import TransitionSpec
@@ -87,13 +90,25 @@ class Learner:
     def rows(self) -> list:
         return [entry.rows for entry in self.source.link.inbox.drain()]
 
+    def go_silent(self) -> None:
+        """Stop serving: the actor's calls are refused, as by a learner process that died."""
+        self._address = self.server.address
+        self.server.stop()
+
+    def come_back(self) -> None:
+        """Serve the same learner (inbox and weights) on the same address again."""
+        self.server = LearnerServer(self.source.link, *self._address).start()
+
 
 @pytest.fixture
 def learner():
     cfg = config()
     running = Learner(cfg)
     with running.server:
-        yield running
+        try:
+            yield running
+        finally:
+            running.server.stop()  # the one serving now, if ``come_back`` replaced the first
 
 
 def build_actor(cfg: LearnOnlineConfig, learner: Learner, robot: LocalSimRobot, **parts) -> OnlineActor:  # noqa: ANN003
@@ -245,3 +260,104 @@ def test_a_pose_reset_drives_the_arm_home_through_the_safety_layer(learner: Lear
             robot.sent[sent_before:], robot.measured_at_send[sent_before:], strict=True
         ):
             assert np.max(np.abs(sent.arm_qpos_rad - measured)) <= 0.04 + 1e-9
+
+
+class OutageRobot(LocalSimRobot):
+    """The simulated robot, calling ``events[n]`` right after its ``n``-th command (1-based)."""
+
+    def __init__(self, env: EnvConfig, events: dict[int, Callable[[], None]]) -> None:
+        super().__init__(env)
+        self.events = events
+
+    def send_action(self, command: JointCommand) -> JointCommand:
+        sent = super().send_action(command)
+        event = self.events.get(len(self.sent))
+        if event is not None:
+            event()
+        return sent
+
+
+SILENT_AFTER, BACK_AFTER, STEPS = 3, 7, 10
+"""The learner stops answering after the actor's 3rd command and answers again after its 7th."""
+LOST_AFTER_S = 0.1
+
+
+def run_through_an_outage(learner: Learner, on_learner_lost: str) -> tuple[OnlineActor, OutageRobot, dict]:
+    """One episode of ``STEPS`` periods on the lockstep robot; the learner is silent between commands
+    ``SILENT_AFTER`` and ``BACK_AFTER``, each silence and return lasting past ``LOST_AFTER_S`` and the
+    client's longest back-off. Weights ``1`` are published while it is silent."""
+    cfg = config(
+        episodes=1, max_steps=STEPS, on_learner_lost=on_learner_lost, learner_lost_after_s=LOST_AFTER_S
+    )
+    learner.source.publish(0)
+    v0 = {name: value.clone() for name, value in learner.networks.actor.state_dict().items()}
+    seen: dict = {"acted_before": [], "weights_in_outage": []}
+
+    def silence() -> None:
+        learner.go_silent()
+        with torch.no_grad():  # newer weights the actor can only get once the learner is back
+            for parameter in learner.networks.actor.parameters():
+                parameter.add_(0.01)
+        learner.source.publish(1)
+        time.sleep(3 * LOST_AFTER_S)
+
+    def back() -> None:
+        state = actor.networks.actor.state_dict()
+        seen["weights_in_outage"] = all(torch.equal(state[name], value) for name, value in v0.items())
+        seen["pending_in_outage"] = len(actor.client.pending)
+        learner.come_back()
+        time.sleep(0.3)  # past the client's back-off (at most 0.2 s)
+
+    env = actor_env(cfg, learner.off.env)
+    robot = OutageRobot(env, {SILENT_AFTER: silence, BACK_AFTER: back})
+    with robot:
+        actor = build_actor(cfg, learner, robot)
+        act = actor.act
+
+        def counted_act(obs: dict) -> np.ndarray:
+            seen["acted_before"].append(len(robot.sent) + 1)  # the command this action becomes
+            return act(obs)
+
+        actor.act = counted_act
+        actor.run()
+    return actor, robot, seen
+
+
+def test_a_holding_actor_holds_through_a_silent_learner_and_acts_again_when_it_answers(
+    learner: Learner,
+) -> None:
+    actor, robot, seen = run_through_an_outage(learner, "hold")
+    episode = actor.summary.episodes[0]
+    lost = list(range(SILENT_AFTER + 1, BACK_AFTER + 1))  # every period the learner was silent
+    assert episode.steps == STEPS and len(robot.sent) == STEPS  # one command a period, each through
+    # the safety layer (``SafeRobot.apply``), and no policy action while the learner is lost
+    assert episode.learner_hold_steps == len(lost)
+    assert [n for n in range(1, STEPS + 1) if n not in seen["acted_before"]] == lost
+    # The actor sends "no command"; the safety layer re-sends the last accepted target (re-checked)
+    # until its watchdog fires, then holds the measured pose.
+    watchdog = actor.cfg.safety.watchdog_periods
+    for n in lost[watchdog - 1 :]:
+        np.testing.assert_array_equal(robot.sent[n - 1].arm_qpos_rad, robot.measured_at_send[n - 1])
+    assert episode.held_steps >= len(lost) - (watchdog - 1)
+    # The held periods are not sent to learn from; the others reach the learner once it is back.
+    assert episode.transitions == STEPS - len(lost)
+    rows = learner.rows()
+    assert len(rows) == STEPS - len(lost) and actor.summary.sent_rows == len(rows)
+    assert actor.summary.pending == 0
+    # Once the learner answers, the actor loads its newer weights and acts with them.
+    assert actor.summary.weights_versions == [0, 1] and episode.weights_version == 1
+    assert seen["acted_before"][-(STEPS - BACK_AFTER) :] == list(range(BACK_AFTER + 1, STEPS + 1))
+
+
+def test_a_keeping_actor_acts_on_with_its_last_weights_while_the_learner_is_silent(
+    learner: Learner,
+) -> None:
+    actor, robot, seen = run_through_an_outage(learner, "keep")
+    episode = actor.summary.episodes[0]
+    assert episode.steps == STEPS and episode.learner_hold_steps == 0
+    assert seen["acted_before"] == list(range(1, STEPS + 1))  # a policy action every period
+    assert seen["weights_in_outage"]  # version 0's weights, though version 1 was published
+    assert seen["pending_in_outage"] == BACK_AFTER - SILENT_AFTER  # its transitions waited in the queue
+    assert episode.transitions == STEPS and len(learner.rows()) == STEPS
+    assert actor.summary.sent_rows == STEPS and actor.summary.pending == 0
+    assert actor.summary.weights_versions == [0, 1]
