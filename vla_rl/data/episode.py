@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 
 @dataclass
@@ -32,3 +34,16 @@ class Episode:
 
     def __len__(self) -> int:
         return len(self.actions)
+
+
+def env_observation(
+    images: Mapping[str, np.ndarray], proprio: np.ndarray, privileged: np.ndarray | None = None
+) -> dict[str, torch.Tensor]:
+    """Recorded rows [N, ...] (an episode's, or steps gathered from several) under the env's
+    observation keys: ``rgb_<camera>`` (as recorded), ``proprio`` and, where recorded, ``privileged``
+    (float32). Arrays are shared where their type allows, not copied."""
+    obs = {f"rgb_{camera}": torch.from_numpy(np.asarray(value)) for camera, value in images.items()}
+    obs["proprio"] = torch.from_numpy(np.asarray(proprio, dtype=np.float32))
+    if privileged is not None:
+        obs["privileged"] = torch.from_numpy(np.asarray(privileged, dtype=np.float32))
+    return obs

@@ -39,8 +39,6 @@ With a batched env (``next_obs`` is the observation before any autoreset)::
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,17 +46,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
 
-from vla_rl.data.episode import Episode
+from vla_rl.data.episode import Episode, env_observation
+from vla_rl.data.replay_snapshot import SETTINGS, check_state, load_state, save_state
 from vla_rl.envs.base import Observation
 
 IMAGE_PREFIX = "rgb_"
 """Observation keys that start with this are camera images, stored as uint8."""
 TRANSITION_FIELDS = ("obs_frame", "next_frame", "action", "reward", "terminated", "truncated", "intervention")
 """The per-transition fields of ``ReplayBuffer.transitions``."""
-_METADATA_KEY = "replay_buffer"
 
 
 @dataclass
@@ -418,16 +414,10 @@ class ReplayBuffer:
         tensors = [*self.frames.values(), *self.transitions.values(), self.last_frame]
         return sum(tensor.nbytes for tensor in tensors)
 
-    # ----- resume ----------------------------------------------------------------------------------
+    # ----- resume (the file and the checks: ``replay_snapshot``) ------------------------------------
 
     def _settings(self) -> dict[str, Any]:
-        return {
-            "capacity": self.capacity,
-            "num_envs": self.num_envs,
-            "frame_capacity": self.frame_capacity,
-            "share_frames": self.share_frames,
-            "obs_keys": self.obs_keys,
-        }
+        return {name: getattr(self, name) for name in SETTINGS}
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue exactly: settings, counters and the buffer's own tensors
@@ -446,69 +436,36 @@ class ReplayBuffer:
         self._restore(state, copy=True)
 
     def _restore(self, state: dict[str, Any], copy: bool) -> None:
-        for name, mine in self._settings().items():
-            if state[name] != mine:
-                raise ValueError(f"state has {name}={state[name]!r}, this buffer {mine!r}")
-        transitions = state["transitions"]
-        if transitions and sorted(transitions) != sorted(TRANSITION_FIELDS):
-            raise ValueError(
-                f"state has transition fields {sorted(transitions)}, expected {TRANSITION_FIELDS}"
-            )
-        if bool(transitions) != bool(state["frames"]):
-            raise ValueError("state has frames without transitions or transitions without frames")
+        check_state(state, self._settings(), TRANSITION_FIELDS)
 
         def own(tensor: torch.Tensor) -> torch.Tensor:
             return tensor.to(self.device, copy=copy)
 
         self.frames = {key: own(value) for key, value in state["frames"].items()}
-        self.transitions = {name: own(value) for name, value in transitions.items()}
+        self.transitions = {name: own(value) for name, value in state["transitions"].items()}
         self.last_frame = own(state["last_frame"])
         self.frames_written = int(state["frames_written"])
         self.transitions_written = int(state["transitions_written"])
         self._whole_count = None
 
     def save(self, path: str | Path) -> None:
-        """Write the state to one safetensors file, atomically (a crash leaves the old file whole)."""
-        state = self.state_dict()
-        tensors = {"last_frame": state.pop("last_frame")}
-        tensors.update({f"frames.{key}": value for key, value in state.pop("frames").items()})
-        tensors.update({f"transitions.{key}": value for key, value in state.pop("transitions").items()})
-        tensors = {key: value.detach().cpu().contiguous() for key, value in tensors.items()}
-        _save_file_atomic(tensors, {_METADATA_KEY: json.dumps(state)}, Path(path))
+        """Write the state to one safetensors file. Not atomic by itself: checkpoints write it into
+        a folder that is moved into place whole (``training.checkpoint``)."""
+        save_state(self.state_dict(), Path(path))
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> ReplayBuffer:
         """A buffer restored from ``save``."""
-        with safe_open(str(path), framework="pt", device="cpu") as file:
-            metadata = file.metadata() or {}
-            if _METADATA_KEY not in metadata:
-                raise ValueError(f"{path} is not a saved replay buffer")
-            state: dict[str, Any] = json.loads(metadata[_METADATA_KEY])
-            tensors = {key: file.get_tensor(key) for key in file.keys()}  # noqa: SIM118 - not a dict
-        state["last_frame"] = tensors.pop("last_frame")
-        state["frames"], state["transitions"] = {}, {}
-        for key, value in tensors.items():
-            group, name = key.split(".", 1)
-            state[group][name] = value
-        buffer = cls(
-            state["capacity"],
-            state["num_envs"],
-            device=device,
-            frame_capacity=state["frame_capacity"],
-            share_frames=state["share_frames"],
-            obs_keys=state.get("obs_keys"),
-        )
+        state = load_state(Path(path))
+        buffer = cls(**{name: state[name] for name in SETTINGS}, device=device)
         buffer._restore(state, copy=False)  # the tensors just read are nobody else's
         return buffer
 
 
 def episode_observations(episode: Episode) -> dict[str, torch.Tensor]:
-    """An episode's observations [T, ...] under the env's keys: ``rgb_<camera>`` (uint8), ``proprio``
-    and, where recorded, ``privileged`` (float32)."""
-    obs = {f"{IMAGE_PREFIX}{camera}": torch.from_numpy(np.asarray(v)) for camera, v in episode.images.items()}
-    obs["proprio"] = torch.from_numpy(np.asarray(episode.proprio, dtype=np.float32))
-    if episode.privileged is not None:
-        obs["privileged"] = torch.from_numpy(np.asarray(episode.privileged, dtype=np.float32))
+    """An episode's observations [T, ...] under the env's keys (``episode.env_observation``), its
+    images checked to be uint8."""
+    obs = env_observation(episode.images, episode.proprio, episode.privileged)
     for key, value in obs.items():
         if key.startswith(IMAGE_PREFIX) and value.dtype != torch.uint8:
             raise ValueError(f"episode images {key!r} are {value.dtype}, expected uint8")
@@ -538,24 +495,3 @@ def _rows_equal(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.is_floating_point():
         same |= a.isnan() & b.isnan()
     return same.reshape(len(same), -1).all(dim=1)
-
-
-def _save_file_atomic(tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: Path) -> None:
-    """``save_file`` into a temporary file beside ``path``, fsynced, then renamed over it.
-
-    The library's atomic writers write text (``lerobot_layout.atomic_write_text``) or sit in
-    ``training`` (above this layer); this one streams the tensors to disk without a bytes copy."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        save_file(tensors, str(tmp), metadata=metadata)
-        with open(tmp, "rb") as file:
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)

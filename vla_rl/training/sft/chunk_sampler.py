@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vla_rl.data.episode import Episode
+from vla_rl.data.episode import Episode, env_observation
 from vla_rl.envs.base import Observation
 
 
@@ -223,16 +223,14 @@ class ChunkSampler:
 def observation_at(pairs: Sequence[tuple[Episode, int]]) -> Observation:
     """Batched environment-format observation of ``(episode, step)`` pairs."""
     first = pairs[0][0]
-    obs: Observation = {
-        f"rgb_{camera}": torch.from_numpy(np.stack([episode.images[camera][t] for episode, t in pairs]))
-        for camera in first.images
-    }
-    obs["proprio"] = torch.from_numpy(
-        np.stack([episode.proprio[t] for episode, t in pairs]).astype(np.float32)
-    )
+    privileged = None
     if first.privileged is not None:
         privileged = np.stack([episode.privileged[t] for episode, t in pairs])  # type: ignore[index]
-        obs["privileged"] = torch.from_numpy(privileged.astype(np.float32))
+    obs: Observation = env_observation(
+        {camera: np.stack([episode.images[camera][t] for episode, t in pairs]) for camera in first.images},
+        np.stack([episode.proprio[t] for episode, t in pairs]),
+        privileged,
+    )
     obs["instruction"] = [episode.instruction for episode, _ in pairs]
     return obs
 
