@@ -8,6 +8,7 @@ same step with the finished episode's last observation in ``info["final_obs"]``.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -230,9 +231,15 @@ def _masked_flag(info: dict[str, Any], num_envs: int) -> np.ndarray:
 
 def unknown_task_reason(task: str) -> str | None:
     """Why ``task`` is not a registered Gymnasium id (Gymnasium's own suggestion), or ``None``; reads
-    the registry only, nothing is built."""
+    the registry only, nothing is built. A ``"module:EnvId"`` task imports its module first, as
+    ``gym.make`` does, so that the module can register the id."""
+    module, _, _ = task.rpartition(":")
     try:
-        gym.spec(task)
+        if module:
+            importlib.import_module(module)
+        gym.spec(task.rpartition(":")[2])
+    except ModuleNotFoundError as error:
+        return f"{task}: {error}"
     except gym.error.Error as error:
         return str(error)
     return None
