@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from remote_learner import REMOTE_REACH_LEARNER, free_port
 from vla_rl.real_world.learner_client import LearnerClient
 from vla_rl.real_world.sim_actor import transitions_message
 
@@ -21,12 +21,6 @@ from vla_rl.envs import make_env
 from vla_rl.policies.sac_networks import SACPolicy
 from vla_rl.training.checkpoint import find_resume_checkpoint
 from vla_rl.training.jobs import job_config
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_without_a_learner_the_client_holds_and_backs_off() -> None:
@@ -38,22 +32,7 @@ def test_without_a_learner_the_client_holds_and_backs_off() -> None:
     client.close()
 
 
-LEARNER = [
-    "algorithm=sac",
-    "env=reach",
-    "env.backend=mujoco",
-    "env.num_envs=2",
-    "policy.hidden_sizes=[16,16]",
-    "replay.batch_size=8",
-    "replay.learning_starts=8",
-    "eval.num_episodes=0",
-    "logger.progress_bar=false",
-    "logger.tensorboard=false",
-    "logger.wandb_mode=disabled",
-    "source=remote",
-    "checkpoint_interval=5",
-    "total_env_steps=100000",
-]
+LEARNER = [*REMOTE_REACH_LEARNER, "checkpoint_interval=5", "total_env_steps=100000"]
 
 
 def start_learner(overrides: list[str], log: Path) -> subprocess.Popen:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from remote_learner import REMOTE_REACH_LEARNER, free_port
 from vla_rl.real_world import wire
 from vla_rl.real_world.learner_client import LearnerClient
 from vla_rl.real_world.learner_server import LearnerServer, serve_learner
@@ -167,31 +168,9 @@ def test_weights_load_by_version_and_checksum_and_a_corrupted_payload_is_refused
             assert torch.equal(value, good[name])
 
 
-ACTOR_OVERRIDES = [
-    "algorithm=sac",
-    "env=reach",
-    "env.backend=mujoco",
-    "env.num_envs=2",
-    "policy.hidden_sizes=[16,16]",
-    "replay.batch_size=8",
-    "replay.learning_starts=8",
-    "eval.num_episodes=0",
-    "logger.progress_bar=false",
-    "logger.tensorboard=false",
-    "logger.wandb_mode=disabled",
-    "source=remote",
-]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_a_killed_actor_leaves_a_learner_that_updates_no_more_and_serves_on(tmp_path: Path) -> None:
     overrides = [
-        *ACTOR_OVERRIDES,
+        *REMOTE_REACH_LEARNER,
         f"remote.port={free_port()}",
         f"run_dir={tmp_path}",
         "total_env_steps=100000",
