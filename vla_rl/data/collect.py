@@ -148,7 +148,7 @@ class EpisodeRecorder:
         for camera in self.cameras:
             arrays[f"rgb_{camera}"] = obs[f"rgb_{camera}"].cpu().numpy()
         for world, buffer in enumerate(self.buffers):
-            if not buffer["actions"]:
+            if not buffer["actions"] and "instruction" in obs:  # an env without instructions records ""
                 self.instructions[world] = obs["instruction"][world]
             for key, value in arrays.items():
                 buffer[key].append(value[world].copy())
