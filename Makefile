@@ -158,7 +158,8 @@ test-libero: $(LB_STAMP)
 # LeRobot 0.4 (the reference implementation of the parity and dataset tests) pins torch<2.8 and
 # transformers<5, so it gets its own venv, installed exactly as constraints/lerobot.txt pins it (vla-rl
 # itself is not installed there: needs transformers 5). `make test-lerobot` runs the main venv's pytest
-# on tests/lerobot/, whose tests call scripts with LR_PYTHON and compare the files they write.
+# on tests/lerobot/, whose tests call scripts with LR_PYTHON and compare the files they write, and on gym-hil
+# (its worlds run in this venv: gym-hil needs MuJoCo < 3.9) with the LeRobot SAC comparison's --quick run.
 $(LR_VENV): $(LR_STAMP)
 
 $(LR_STAMP): Makefile $(LR_LOCK)
@@ -169,4 +170,5 @@ $(LR_STAMP): Makefile $(LR_LOCK)
 
 .PHONY: test-lerobot
 test-lerobot: venv $(LR_STAMP)
-	LR_PYTHON=$(abspath $(LR_VENV))/bin/python $(VENV)/bin/pytest -q tests/lerobot $(LR_ARGS)
+	LR_PYTHON=$(abspath $(LR_VENV))/bin/python $(VENV)/bin/pytest -q tests/lerobot tests/sims/test_gym_hil.py \
+		tests/benchmarks/test_gym_hil_sac.py $(LR_ARGS)
