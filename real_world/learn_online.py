@@ -157,6 +157,7 @@ def run_actor(cfg: LearnOnlineConfig, index: int) -> dict[str, Any]:
     from vla_rl.real_world.learner_client import LearnerClient
     from vla_rl.real_world.online_actor import OnlineActor, actor_networks
     from vla_rl.real_world.online_reset import reset_routine
+    from vla_rl.real_world.online_residual import frozen_planner
     from vla_rl.real_world.online_success import success_source
     from vla_rl.real_world.transports import build_robot, build_sim_control
 
@@ -195,6 +196,7 @@ def run_actor(cfg: LearnOnlineConfig, index: int) -> dict[str, Any]:
             recorder,
             seed=deploy.seed,
             instruction=cfg.success.instruction,
+            residual=frozen_planner(off),
         )
         try:
             summary = actor.run()

@@ -42,6 +42,7 @@ from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.learner_client import LearnerClient
 from vla_rl.real_world.online_config import LearnOnlineConfig
 from vla_rl.real_world.online_reset import ResetRoutine
+from vla_rl.real_world.online_residual import FrozenPlanner
 from vla_rl.real_world.online_success import Judgement, SuccessSource
 from vla_rl.real_world.policy_runner import CommandMapper, ObservationBuilder, missing_keys
 from vla_rl.real_world.recording import DeploymentRecorder, NoIntervention, command_to_action
@@ -53,6 +54,8 @@ from vla_rl.robots.controllers import ControllerSettings
 from vla_rl.data.lerobot_layout import atomic_write_text
 from vla_rl.envs.config import EnvConfig
 from vla_rl.policies.sac_networks import SACPolicy
+from vla_rl.training.off_policy.frozen_policy_config import BASE_ACTION_KEY
+from vla_rl.training.off_policy.frozen_policy_env import with_base_action_space
 
 log = logging.getLogger(__name__)
 
@@ -141,15 +144,19 @@ def transition_message(
 
 
 def actor_networks(off_cfg: Any) -> SACPolicy:  # noqa: ANN401 - OffPolicyConfig
-    """The learner's networks (``SACPolicy``) for its env's spaces; only ``actor`` is used here."""
+    """The learner's networks (``SACPolicy``) for its env's spaces (with ``base_action`` for residual
+    RL); only ``actor`` is used here."""
     from vla_rl.envs import make_env
 
     env = make_env(off_cfg.env)
     try:
         policy, algorithm = off_cfg.policy, off_cfg.algorithm
+        space = env.observation_space
+        if off_cfg.frozen_policy.mode == "residual":
+            space = with_base_action_space(space, env.action_space.shape[0])
         return SACPolicy(
             policy.obs_keys,
-            env.observation_space,
+            space,
             env.action_space.shape[0],
             policy.hidden_sizes,
             algorithm.num_critics,
@@ -177,6 +184,7 @@ class OnlineActor:
         recorder: DeploymentRecorder | None = None,
         seed: int | None = None,
         instruction: str = "",
+        residual: FrozenPlanner | None = None,
     ) -> None:
         self.cfg, self.env, self.obs_keys = cfg, env, list(obs_keys)
         self.networks, self.client = networks, client
@@ -185,6 +193,8 @@ class OnlineActor:
         self.recorder = recorder
         self.seed = cfg.seed if seed is None else seed
         self.instruction = instruction
+        self.residual = residual
+        """Residual RL: the frozen policy whose actions the SAC actor corrects (None: SAC acts alone)."""
         self.period_s = 1.0 / float(env.control_hz)
         kinematics = ArmKinematics()
         self.kinematics = kinematics
@@ -285,6 +295,8 @@ class OnlineActor:
         self.robot.safety.reset()
         self.intervention.reset()
         self.success.reset()
+        if self.residual is not None:
+            self.residual.reset()
         self._proposed = None
         stats = EpisodeStats(index, seed)
         if self.recorder is not None:
@@ -334,6 +346,10 @@ class OnlineActor:
         return "max_steps" if limit else ""
 
     def observation_vector(self, policy_obs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The learner's keys of ``policy_obs`` as flat float32 vectors (residual RL: with the coming
+        period's frozen action as ``base_action``)."""
+        if self.residual is not None:
+            policy_obs = {**policy_obs, BASE_ACTION_KEY: self.residual.base_action(policy_obs)}
         absent = missing_keys(self.obs_keys, policy_obs)
         if absent:
             raise RobotError(f"the learner reads {absent}, which the robot does not report")
@@ -351,19 +367,27 @@ class OnlineActor:
         self.sync()
         self.intervention.observe(obs, self._proposed)
         teleop = self.intervention.poll()
+        # What the learner stores: SAC's action (residual RL: the residual), or a takeover's label;
+        # and the policy's action in the env's units as sent (None while taken over or held).
         action: np.ndarray | None = None
+        executed: np.ndarray | None = None
         lost = False
         if teleop is not None:
             command: JointCommand | None = JointCommand(teleop.arm_qpos_rad, teleop.gripper_opening_m)
-        elif not fresh or self.learner_lost():
-            lost = fresh
-            command = None
+        elif not fresh:
+            command = None  # no new observation: the safety layer's watchdog decides
+        elif self.learner_lost():
+            lost = True  # hold the measured pose now, not after the watchdog's periods
+            command = JointCommand(obs.arm_qpos_rad.copy(), obs.gripper_opening_m)
         else:
             action = self.act(vector)
-            command = self.to_command(action, obs, obs.joint_state_stamp_s)
+            executed = action
+            if self.residual is not None:
+                executed = self.residual.executed(vector[BASE_ACTION_KEY], action)
+            command = self.to_command(executed, obs, obs.joint_state_stamp_s)
         if command is not None:
             command.stamp_s = obs.joint_state_stamp_s
-        self._proposed = command.copy() if command is not None and teleop is None else None
+        self._proposed = command.copy() if action is not None else None
         decision = self.robot.apply(command, obs)
         stats.steps += 1
         stats.held_steps += int(decision.held)
@@ -377,11 +401,15 @@ class OnlineActor:
                 self.kinematics,
                 self.controller_settings,
             )
+            if self.residual is not None:
+                action = self.residual.label(vector[BASE_ACTION_KEY], action)
+        if self.residual is not None and action is not None:  # a held period executes no frozen action
+            self.residual.advance()
         if self.recorder is not None:
             self.recorder.add_frame(
                 proprio=policy_obs["proprio"],
                 images={c: obs.images[c] for c in self.recorder.cameras},
-                policy_action=None if teleop is not None else action,
+                policy_action=executed,
                 sent=decision.command,
                 measured_arm_qpos_rad=obs.arm_qpos_rad,
                 safety_events=decision.events,

@@ -300,8 +300,6 @@ def learner_config(cfg: LearnOnlineConfig) -> Any:  # noqa: ANN401 - OffPolicyCo
             f"config key 'learner.overrides': policy.obs_keys {pixels} are cameras; the learner publishes "
             "the actor network only, not the critic-trained camera encoder, so actors act from state keys"
         )
-    if off.frozen_policy.mode != "none":
-        raise ConfigError("config key 'learner.overrides': frozen_policy is refused with remote actors")
     return off
 
 

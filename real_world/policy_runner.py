@@ -43,16 +43,22 @@ class LoadedPolicy:
     policy: ChunkPolicy
     """Every policy is a chunk policy: ``infer`` returns its whole chunk (one action for PPO's)."""
 
-    @torch.no_grad()
     def infer(self, observation: PolicyObservation) -> np.ndarray:
         """float32 [chunk_len, action_dim]: the deterministic actions for one observation (a chunk of
         one for PPO's actor-critics)."""
-        batch = {
-            key: torch.as_tensor(np.asarray(value))[None] if key != "instruction" else [value]
-            for key, value in observation.items()
-        }
-        actions = self.policy.sample(batch, deterministic=True).actions[0]
-        return actions.clamp(-1.0, 1.0).numpy().astype(np.float32)
+        return deterministic_chunk(self.policy, observation)
+
+
+def deterministic_chunk(policy: ChunkPolicy, observation: PolicyObservation) -> np.ndarray:
+    """float32 [chunk_len, action_dim] in [-1, 1]: ``policy``'s noise-free chunk for one observation
+    (a batch of one world built from ``observation``)."""
+    batch = {
+        key: torch.as_tensor(np.asarray(value))[None] if key != "instruction" else [value]
+        for key, value in observation.items()
+    }
+    with torch.no_grad():
+        actions = policy.sample(batch, deterministic=True).actions[0]
+    return actions.float().clamp(-1.0, 1.0).numpy().astype(np.float32)
 
 
 def load_trained_policy(checkpoint: str | Path) -> LoadedPolicy:

@@ -2,7 +2,8 @@
 send every step's transitions (``python -m vla_rl.real_world.sim_actor ENV_STEPS OVERRIDES...``).
 
 It takes the learner's overrides (``algorithm``, ``env``, ``policy``, ``remote``), so it builds the
-same env and actor network. A simulator needs no safety layer; an actor on a robot runs the same
+same env and actor network (residual RL: the env seen through the frozen policy, as the learner
+sees it). A simulator needs no safety layer; an actor on a robot runs the same
 loop with ``safe_robot.SafeRobot`` between the network and the arm. While the client is holding (no
 weights yet) it takes no step; when the learner is unreachable it goes on with the weights it has,
 and its transitions wait in the client's queue.
@@ -23,6 +24,7 @@ from vla_rl.envs.base import Observation, StepResult
 from vla_rl.policies.sac_networks import SACPolicy
 from vla_rl.training.jobs import job_config
 from vla_rl.training.off_policy.config import OffPolicyConfig
+from vla_rl.training.off_policy.frozen_policy_env import load_frozen_policy, wrap_with_frozen_policy
 
 HOLD_POLL_S = 0.05
 """How often a holding actor asks for weights again."""
@@ -63,7 +65,8 @@ def transitions_message(
 def run_sim_actor(cfg: OffPolicyConfig, env_steps: int, actor_id: str | None = None) -> ActorReport:
     """Collect ``env_steps`` transitions for the learner at ``cfg.remote``, asking for its weights
     before every step; then try for up to 5 s to deliver what is still queued."""
-    env = make_env(cfg.env)
+    frozen = load_frozen_policy(cfg.frozen_policy, "cpu")
+    env = wrap_with_frozen_policy(make_env(cfg.env), frozen, cfg.frozen_policy)
     action_dim = env.action_space.shape[0]
     policy, algorithm = cfg.policy, cfg.algorithm
     networks = SACPolicy(

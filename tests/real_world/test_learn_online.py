@@ -110,11 +110,13 @@ def test_a_rehearsal_with_two_actors_learns_takes_over_and_shuts_down(tmp_path: 
     learner = result["learner"]
     assert learner["env_steps"] == sent  # both actors fed the one learner, each transition once
     assert learner["updates"] >= (sent - 16) // 2  # one update per new transition after the warm-up
+    # An actor starts from the weights published when it connects (a late one after some updates) and
+    # loads newer ones as the learner trains. The actors run in real time, so on a loaded machine the
+    # learner may fall behind one actor's whole session; at least one of them must see newer weights
+    # (tests/real_world/test_online_actor.py checks the reload itself against a learner it controls).
+    versions = [actor["weights_versions"] for actor in actors]
+    assert all(v == sorted(v) for v in versions) and any(v[-1] > v[0] for v in versions)
     for actor in actors:
-        versions = actor["weights_versions"]
-        # An actor starts from the weights published when it connects (a late one after some updates),
-        # then loads newer ones as the learner trains on its data.
-        assert versions == sorted(versions) and versions[-1] > versions[0]
         taken = [episode["intervention_steps"] for episode in actor["per_episode"]]
         assert actor["intervention_steps"] == sum(taken) > 0
         assert sum(actor["safety_counts"].values()) > 0  # its commands went through the safety layer

@@ -67,8 +67,8 @@ def frozen_policy_checks() -> list[Check[Any]]:
         ),
         Check(
             "frozen_policy.mode",
-            lambda c: not c.frozen_policy.active or c.source == "local",
-            "needs source local: remote actors act in the env itself, not through the frozen policy",
+            lambda c: c.frozen_policy.mode != "dsrl" or c.source == "local",
+            "dsrl needs source local (remote actors run the frozen policy only for residual RL)",
         ),
         Check(
             "demos.path",

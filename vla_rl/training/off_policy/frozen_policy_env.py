@@ -116,8 +116,7 @@ class ResidualActionEnv(FrozenPolicyEnv):
         super().__init__(env, policy, execute_steps)
         self.residual_scale = residual_scale
         width = env.action_space.shape[0]
-        base = gym.spaces.Box(-1.0, 1.0, (width,), np.float32)
-        self.observation_space = gym.spaces.Dict({**env.observation_space.spaces, BASE_ACTION_KEY: base})
+        self.observation_space = with_base_action_space(env.observation_space, width)
         self.plan = torch.zeros(env.num_envs, policy.chunk_len, width)
         """Each world's current frozen chunk."""
         self.cursor = torch.full((env.num_envs,), self.execute_steps, dtype=torch.long)
@@ -147,9 +146,8 @@ class ResidualActionEnv(FrozenPolicyEnv):
         return self.with_base(obs, self.base_action()), info
 
     def env_action(self, action: torch.Tensor) -> torch.Tensor:
-        """What the env receives [N, A]: ``clip(base + residual_scale * clip(action), -1, 1)``."""
-        residual = self.residual_scale * action.detach().float().cpu().clamp(-1.0, 1.0)
-        return (self.base_action() + residual).clamp(-1.0, 1.0)
+        """What the env receives [N, A] (``corrected_action``)."""
+        return corrected_action(self.base_action(), action.detach().float().cpu(), self.residual_scale)
 
     def step(self, action: torch.Tensor) -> StepResult:
         result = self.env.step(self.env_action(action).to(self.env.device))
@@ -181,6 +179,25 @@ class ResidualActionEnv(FrozenPolicyEnv):
         obs = self.env.load_state_dict(state)
         self.plan, self.cursor = own["plan"].clone(), own["cursor"].clone()
         return self.with_base(obs, self.base_action())
+
+
+def with_base_action_space(space: gym.spaces.Dict, action_dim: int) -> gym.spaces.Dict:
+    """``space`` with the ``base_action`` key of residual RL: the frozen action, [action_dim] in [-1, 1]."""
+    base = gym.spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
+    return gym.spaces.Dict({**space.spaces, BASE_ACTION_KEY: base})
+
+
+def corrected_action(base: torch.Tensor, residual: torch.Tensor, residual_scale: float) -> torch.Tensor:
+    """What residual RL executes: ``clip(base + residual_scale * clip(residual, -1, 1), -1, 1)``."""
+    return (base + residual_scale * residual.clamp(-1.0, 1.0)).clamp(-1.0, 1.0)
+
+
+def residual_label(base: torch.Tensor, action: torch.Tensor, residual_scale: float) -> torch.Tensor:
+    """The residual that would have produced ``action`` from ``base`` (both in [-1, 1]), clipped to
+    the residual's range: ``clip((action - base) / residual_scale, -1, 1)``. How a takeover's action
+    becomes a residual learner's label; exact unless the takeover moved further than
+    ``residual_scale`` from the frozen action."""
+    return ((action - base) / residual_scale).clamp(-1.0, 1.0)
 
 
 def execute_chunk(env: BatchedEnv, chunk: torch.Tensor) -> StepResult:
