@@ -17,7 +17,8 @@
 The learner reads the env's vector keys; the frozen policy reads the whole observation (images
 included). Both wrappers pass the env's success flags and episode statistics through (returns
 undiscounted, lengths in control steps), snapshot with the env (the residual's plans too) and
-resume exactly: the frozen policy draws nothing.
+resume exactly: the frozen policy draws nothing of its own (a flow policy's noise-free chain still
+starts from noise drawn from torch's global generator, which checkpoints save).
 """
 
 from __future__ import annotations
