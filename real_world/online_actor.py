@@ -83,6 +83,9 @@ class EpisodeStats:
     """Transitions handed to the learner client."""
     weights_version: int | None = None
     """Version of the weights at the episode's end."""
+    sim_success: bool | None = None
+    """Simulated robots: whether the simulator flagged success on any period judged (the ground truth
+    beside a classifier's ``success``); None where no simulator reported."""
 
 
 @dataclass
@@ -104,6 +107,7 @@ class ActorSummary:
             "actor_id": self.actor_id,
             "episodes": len(episodes),
             "success_rate": float(np.mean([e.success for e in episodes])) if episodes else None,
+            "sim_success_rate": _rate([e.sim_success for e in episodes]),
             "intervention_steps": sum(e.intervention_steps for e in episodes),
             "steps": sum(e.steps for e in episodes),
             "weights_versions": self.weights_versions,
@@ -117,6 +121,12 @@ class ActorSummary:
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(self.summary(), indent=2))
+
+
+def _rate(flags: list[bool | None]) -> float | None:
+    """Share of True among the flags that are known; None when none is."""
+    known = [flag for flag in flags if flag is not None]
+    return float(np.mean(known)) if known else None
 
 
 @dataclass
@@ -316,6 +326,8 @@ class OnlineActor:
                 vector = self.observation_vector(policy_obs)
                 if fresh and stats.steps > 0:
                     judgement = self.success.judge(obs, self.period_s)
+                    if judgement.sim_success is not None:
+                        stats.sim_success = bool(stats.sim_success) or judgement.sim_success
                     limit = self.cfg.max_steps > 0 and stats.steps >= self.cfg.max_steps
                     ended = self._end_of(judgement, limit)
                     if pending is not None:

@@ -7,7 +7,8 @@ person's failure label) or neither. Sources:
 * ``SimSuccess``: the simulated robot's success flag of that period (rehearsals only).
 * ``ClassifierSuccess``: the learned success model of ``vla-rl reward-train`` (loaded by
   ``vla_rl.rewards.learned.load_learned_reward_model``) on the robot's camera images; success once
-  its success probability reaches ``threshold`` on ``consecutive_steps`` periods in a row.
+  its success probability reaches ``threshold`` on ``consecutive_steps`` periods in a row. On a
+  simulated robot it also reports the simulator's flag beside its own judgement (not used by it).
 * ``KeyboardSuccess``: a person types ``s`` (success) or ``f`` (failure) and Enter.
 """
 
@@ -33,6 +34,9 @@ class Judgement:
     ``time_limit`` (the simulator's) or ``failure`` (a person's label); empty: it goes on."""
     probability: float | None = None
     """The classifier's success probability, where one was computed."""
+    sim_success: bool | None = None
+    """The simulator's own success flag of the period, where a simulated robot reported it (the ground
+    truth beside a classifier in rehearsals); None otherwise."""
 
 
 class SuccessSource(ABC):
@@ -54,14 +58,22 @@ class SimSuccess(SuccessSource):
         status = self.sim.status_at(observation.joint_state_stamp_s, period_s)
         if status is None:
             return Judgement()
-        return Judgement(success=bool(status.success), ended="time_limit" if status.done else "")
+        success = bool(status.success)
+        return Judgement(success=success, ended="time_limit" if status.done else "", sim_success=success)
 
 
 class ClassifierSuccess(SuccessSource):
-    """A learned success model on the robot's images (see the module docstring)."""
+    """A learned success model on the robot's images (see the module docstring). With ``sim`` (a
+    simulated robot's handle) each judgement also carries the simulator's own flag, which plays no
+    part in the decision."""
 
     def __init__(
-        self, path: str, threshold: float, consecutive_steps: int = 1, instruction: str = ""
+        self,
+        path: str,
+        threshold: float,
+        consecutive_steps: int = 1,
+        instruction: str = "",
+        sim: SimControl | None = None,
     ) -> None:
         from vla_rl.rewards.learned import load_learned_reward_model
 
@@ -69,6 +81,7 @@ class ClassifierSuccess(SuccessSource):
         self.cameras = list(self.model.config.cameras)
         self.threshold, self.consecutive_steps = threshold, consecutive_steps
         self.instruction = instruction
+        self.sim = sim
         self.streak = 0
 
     def reset(self) -> None:
@@ -87,7 +100,12 @@ class ClassifierSuccess(SuccessSource):
     def judge(self, observation: RobotObservation, period_s: float) -> Judgement:
         probability = self.probability(observation)
         self.streak = self.streak + 1 if probability >= self.threshold else 0
-        return Judgement(success=self.streak >= self.consecutive_steps, probability=probability)
+        status = None if self.sim is None else self.sim.status_at(observation.joint_state_stamp_s, period_s)
+        return Judgement(
+            success=self.streak >= self.consecutive_steps,
+            probability=probability,
+            sim_success=None if status is None else bool(status.success),
+        )
 
 
 class KeyboardSuccess(SuccessSource):
@@ -114,6 +132,10 @@ def success_source(
         return SimSuccess(sim)
     if settings.kind == "classifier":
         return ClassifierSuccess(
-            settings.classifier_path, settings.threshold, settings.consecutive_steps, settings.instruction
+            settings.classifier_path,
+            settings.threshold,
+            settings.consecutive_steps,
+            settings.instruction,
+            sim,
         )
     return KeyboardSuccess(console or ConsoleLines())

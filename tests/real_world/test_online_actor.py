@@ -150,6 +150,7 @@ def test_the_actor_holds_without_weights_then_streams_flagged_steps_with_their_e
     # Per episode: 2 policy steps fill the expert's window, it takes over, and its 2nd step reaches
     # the target: that step gets reward 1 and terminates; every other step 0, none truncated.
     assert [(e.steps, e.intervention_steps, e.ended_by) for e in summary.episodes] == [(4, 2, "success")] * 2
+    assert all(e.sim_success for e in summary.episodes)  # the simulator's flag judged them
     assert len(robot.sent) == 8 and len(rows) == 8 and summary.sent_rows == 8
     assert [bool(r.intervention[0]) for r in rows] == [False, False, True, True] * 2
     assert [float(r.reward[0]) for r in rows] == [0.0, 0.0, 0.0, 1.0] * 2
@@ -219,11 +220,15 @@ def test_a_saved_success_classifier_ends_the_episode_with_the_sparse_reward(
     assert env.cameras == ["front"]  # the classifier's camera is rendered for it
     robot = LocalSimRobot(env)
     with robot:
-        actor = build_actor(cfg, learner, robot, success=ClassifierSuccess(str(path), 0.9, 1, TASK))
+        classifier = ClassifierSuccess(str(path), 0.9, 1, TASK, sim=LocalSimControl(robot))
+        actor = build_actor(cfg, learner, robot, success=classifier)
         summary = actor.run()
     episode = summary.episodes[0]
     rows = learner.rows()
     assert episode.steps == steps and len(rows) == steps
+    # The simulator's own flag is kept beside the classifier's judgement: an untrained arm does not
+    # reach the target in a few steps, whatever the classifier says.
+    assert episode.sim_success is False and summary.summary()["sim_success_rate"] == 0.0
     if logit > 0:
         assert episode.success and episode.ended_by == "success"
         assert rows[-1].reward[0] == 1.0 and rows[-1].terminated[0] and not rows[-1].truncated[0]
