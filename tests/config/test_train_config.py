@@ -28,6 +28,7 @@ def _group_options(group: str) -> list[str]:
 
 def test_groups_have_the_expected_options() -> None:
     assert _group_options("env") == [
+        "gym_hil_pick_cube",
         "libero",
         "lift",
         "metaworld",
@@ -54,9 +55,13 @@ def test_pixel_ppo_inherits_ppo_with_a_linearly_decaying_learning_rate() -> None
 def test_every_group_option_composes_and_validates(env: str, policy: str) -> None:
     cfg = compose_train_config([f"env={env}", f"policy={policy}"])
     assert isinstance(cfg, TrainConfig)
-    assert cfg.env.task == {"reach_pixels": "reach", "metaworld": "MT10", "libero": "libero_spatial/0"}.get(
-        env, env
-    )
+    tasks = {
+        "reach_pixels": "reach",
+        "metaworld": "MT10",
+        "libero": "libero_spatial/0",
+        "gym_hil_pick_cube": "vla_rl.sims.gym_hil.env:GymHilPickCube-v0",
+    }
+    assert cfg.env.task == tasks.get(env, env)
     assert cfg.policy.name == policy
 
 

@@ -51,3 +51,29 @@ def test_git_state_names_the_commit_and_uncommitted_changes(tmp_path: Path) -> N
 
 def test_outside_a_checkout_the_git_fields_are_empty(tmp_path: Path) -> None:
     assert git_state(tmp_path) == (None, None)
+
+
+def test_a_learner_token_is_kept_out_of_the_saved_config_and_the_recorded_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vla_rl.config.load import ConfigError
+    from vla_rl.registry import resolve
+    from vla_rl.training.jobs import JOBS, job_config
+
+    token = "s3cret-42"
+    overrides = ["algorithm=sac", "env=reach", "source=remote", f"remote.token={token}"]
+    monkeypatch.setattr("sys.argv", ["vla-rl", "train", *overrides])
+    record_run_start(tmp_path, job_config("off_policy", overrides))
+    saved = (tmp_path / "config.yaml").read_text()
+    assert token not in saved and "token: <not saved>" in saved
+    argv = json.loads((tmp_path / "provenance.jsonl").read_text())["argv"]
+    assert (
+        token not in json.dumps(argv)
+        and argv[-1] == "remote.token=<not saved>"
+        and argv[2] == "algorithm=sac"
+    )
+    # The path a resume takes: the saved config, the command line's overrides on top.
+    schema = resolve(JOBS, "off_policy", "job")
+    with pytest.raises(ConfigError, match="remote.token"):
+        schema.load_file(tmp_path / "config.yaml", [])
+    assert schema.load_file(tmp_path / "config.yaml", [f"remote.token={token}"]).remote.token == token

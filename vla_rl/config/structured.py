@@ -127,6 +127,18 @@ def check_values(config: ConfigT, checks: Iterable[Check[ConfigT]], prefix: str 
             raise ConfigError(f"config key '{_full_key(prefix, check.key)}': {check.message} (got {value!r})")
 
 
+NOT_SAVED = "<not saved>"
+"""What a run's saved files hold in place of a secret (``secret_keys`` of its config class, a
+``*token=`` command-line override): a resumed run must be given it again."""
+
+
+def secret_not_saved(key: str) -> Check[Any]:
+    """``key`` must not be :data:`NOT_SAVED`: a run resumed from its saved config needs the secret again."""
+    return value_check(
+        key, lambda value: value != NOT_SAVED, f"was not saved with the run; give it again ({key}=...)"
+    )
+
+
 def value_check(key: str, holds: Callable[[Any], bool], message: str) -> Check[Any]:
     """A check of the value at the dotted ``key`` (read by attribute path) alone: ``holds(value)``
     must be true; ``None`` (an optional setting left unset) passes."""

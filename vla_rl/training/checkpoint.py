@@ -31,6 +31,7 @@ from safetensors.torch import load_file, save_file
 
 from vla_rl.config.load import ConfigError
 from vla_rl.config.schema import TrainConfig
+from vla_rl.config.structured import NOT_SAVED
 from vla_rl.training.progress import phase_bar
 from vla_rl.training.state_codec import decode_state, encode_state
 
@@ -182,8 +183,13 @@ def prune_checkpoints(checkpoints_dir: str | Path, keep: int) -> list[Path]:
 
 
 def write_config(directory: Path, config: Any) -> None:
-    """``config`` (a config dataclass) resolved into ``directory/config.yaml``."""
-    (directory / CONFIG_FILENAME).write_text(OmegaConf.to_yaml(OmegaConf.structured(config)))
+    """``config`` (a config dataclass) resolved into ``directory/config.yaml``, its ``secret_keys``
+    (e.g. a learner server's token) replaced by ``NOT_SAVED`` where set."""
+    tree = OmegaConf.structured(config)
+    for key in getattr(config, "secret_keys", ()):
+        if OmegaConf.select(tree, key) is not None:
+            OmegaConf.update(tree, key, NOT_SAVED)
+    (directory / CONFIG_FILENAME).write_text(OmegaConf.to_yaml(tree))
 
 
 def _is_checkpoint(path: Path) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import vla_rl
+from vla_rl.config.structured import NOT_SAVED
 from vla_rl.training.checkpoint import write_config
 
 PROVENANCE_FILENAME = "provenance.jsonl"
@@ -67,8 +68,14 @@ def provenance() -> dict[str, Any]:
         "python": platform.python_version(),
         "packages": package_versions(),
         "host": platform.node(),
-        "argv": sys.argv,
+        "argv": [without_secret(arg) for arg in sys.argv],
     }
+
+
+def without_secret(arg: str) -> str:
+    """A command-line argument as recorded: a ``*token=VALUE`` override's value is not saved."""
+    key, sep, _ = arg.partition("=")
+    return f"{key}={NOT_SAVED}" if sep and key.lstrip("+~").endswith("token") else arg
 
 
 def record_run_start(run_dir: Path, cfg: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from vla_rl.algorithms.sac import SACConfig
 from vla_rl.config.schema import RunConfig
@@ -123,6 +124,8 @@ class RemoteSourceConfig:
 class OffPolicyConfig(RunConfig):
     """``vla-rl train algorithm=sac`` (or ``rlpd``): an off-policy learner on a state task."""
 
+    secret_keys: ClassVar[tuple[str, ...]] = ("remote.token",)
+    """Keys whose values the run's ``config.yaml`` does not keep (``checkpoint.write_config``)."""
     job: str = "off_policy"
     run_dir: str = "runs/off_policy"
     checkpoint_interval: int = 5_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vla_rl.algorithms.registry import OFF_POLICY_ALGORITHMS
 from vla_rl.config.load import JobSchema
-from vla_rl.config.structured import Check, in_unit_interval, not_negative, positive
+from vla_rl.config.structured import Check, in_unit_interval, not_negative, positive, secret_not_saved
 from vla_rl.policies.layers import is_image_key
 from vla_rl.policies.sac_encoder import conv_output_px
 from vla_rl.registry import is_import_path
@@ -33,6 +33,7 @@ def _off_policy_checks() -> list[Check[OffPolicyConfig]]:
         Check("source", lambda c: c.source in ("local", "remote"), "must be 'local' or 'remote'"),
         *positive("remote.publish_interval_updates", "remote.max_message_bytes"),
         Check("remote.port", lambda c: 0 <= c.remote.port <= 65535, "must be a TCP port (0 to 65535)"),
+        secret_not_saved("remote.token"),
         Check(
             "demos.share",
             lambda c: c.demos.path is not None or c.demos.interventions_as_demos or c.demos.share == 0.5,
