@@ -266,3 +266,17 @@ def test_collected_push_camera_demos_load_as_uint8_transitions_of_the_policy_key
 def test_bad_pixel_settings_are_config_errors_naming_the_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError, match=f"config key '{key}"):
         job_config("off_policy", ["algorithm=rlpd", "observations=pixels", override])
+
+
+def test_the_run_seed_seeds_sac_noise_and_the_image_shifts(tmp_path: Path) -> None:
+    from vla_rl.algorithms.sac import SHIFT_SEED
+
+    def states(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        algorithm = _trainer(tmp_path / f"seed{seed}", f"seed={seed}").algorithm
+        return algorithm.generator.get_state(), algorithm.shift_generator.get_state()
+
+    zero, one = states(0), states(1)
+    assert torch.equal(zero[0], torch.Generator().manual_seed(0).get_state())
+    assert torch.equal(zero[1], torch.Generator().manual_seed(SHIFT_SEED).get_state())
+    assert torch.equal(one[0], torch.Generator().manual_seed(1).get_state())
+    assert torch.equal(one[1], torch.Generator().manual_seed(1 + SHIFT_SEED).get_state())

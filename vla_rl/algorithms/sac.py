@@ -187,7 +187,8 @@ class SAC:
 
     ``generator`` (on the networks' device; seed 0 when None) draws the critic subsets and the actions'
     noise, and ``shift_generator`` (on the CPU; seed ``SHIFT_SEED`` when None) the image shifts; both
-    are saved with the checkpoint so a resumed run makes the same updates.
+    are saved with the checkpoint so a resumed run makes the same updates. The off-policy trainer
+    seeds them from the run's seed (``seed`` and ``seed + SHIFT_SEED``).
     """
 
     def __init__(

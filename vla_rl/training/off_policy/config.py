@@ -124,8 +124,8 @@ class RemoteSourceConfig:
 class OffPolicyConfig(RunConfig):
     """``vla-rl train algorithm=sac`` (or ``rlpd``): an off-policy learner on a state task."""
 
+    # Not a setting: keys whose values the run's config.yaml does not keep (checkpoint.write_config).
     secret_keys: ClassVar[tuple[str, ...]] = ("remote.token",)
-    """Keys whose values the run's ``config.yaml`` does not keep (``checkpoint.write_config``)."""
     job: str = "off_policy"
     run_dir: str = "runs/off_policy"
     checkpoint_interval: int = 5_000

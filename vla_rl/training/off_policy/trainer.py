@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from vla_rl.algorithms.registry import algorithm_class
+from vla_rl.algorithms.sac import SHIFT_SEED
 from vla_rl.data.replay_buffer import ReplayBuffer
 from vla_rl.envs import make_env
 from vla_rl.envs.base import BatchedEnv
@@ -77,7 +80,12 @@ class OffPolicyTrainer(TrainingLoop):
             cfg.policy.cnn_feature_dim,
         ).to(cfg.device)
         self.algorithm = algorithm_class(acfg.name)(
-            self.policy.actor, self.policy.critic, self.policy.encode_for_algorithm(), acfg
+            self.policy.actor,
+            self.policy.critic,
+            self.policy.encode_for_algorithm(),
+            acfg,
+            generator=torch.Generator(cfg.device).manual_seed(cfg.seed),
+            shift_generator=torch.Generator().manual_seed(cfg.seed + SHIFT_SEED),
         )
         keys = cfg.policy.obs_keys
         self.replay = ReplayBuffer(cfg.replay.capacity, self.env.num_envs, device=cfg.device, obs_keys=keys)
