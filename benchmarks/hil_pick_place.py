@@ -1,0 +1,552 @@
+"""Human in the loop on ``pick_place``, rehearsed over ROS 1: a weak SFT start, residual SAC learning
+on robot actors, the scripted expert taking over, a learned success classifier ending the episodes;
+beside it the same session without takeovers (issue 86, item 3).
+
+1. **The weak start** is HG-DAgger's round 0 (``benchmarks.hg_dagger.weak_start``: scripted
+   demonstrations, state only, and a short ``vla-rl sft`` of a ``flow_mlp``). It is scored in the
+   simulator (``evaluate``: noise-free, re-planning every step, as the actors run it) and must be at
+   most 30 % successful.
+2. **The success classifier** is ``vla-rl reward-train`` on the front camera, trained on labelled
+   episodes: the scripted expert's (successes) and the start's own rollouts (mostly failures), both
+   recorded by ``vla-rl collect``'s writer with the simulator's per-step success flag. Its accuracy
+   is measured on held-out episodes of both kinds (other seeds), frame by frame and per episode, with
+   the fixed instruction the session asks it about.
+3. **Two sessions** of ``vla-rl learn-online --rehearsal`` (roscore, the simulated robot node, the
+   actor and the learner as separate processes): SAC learns a residual on the frozen start
+   (``frozen_policy=residual``), ``success.kind=classifier`` ends the episodes, one session with
+   ``intervention.kind=expert`` and one with ``intervention.kind=none``; same episodes, same seeds.
+4. **Ground truth**: every episode's simulator flag (``sim_success`` in the actor summaries) beside
+   the classifier's judgement, and a final noise-free evaluation of each learner's last policy (its
+   frozen start plus its residual) in the simulator on fixed episodes.
+
+Writes ``benchmarks/results/<--results-name>.json`` and ``.md``: success per block of episodes, the
+first episode at which the trailing 20 episodes reach 80 % by the simulator's flag, the final
+evaluations, intervention steps, the classifier's agreement with the simulator. ``--quick`` runs it
+all at toy size (its numbers mean nothing). ``hil_pick_place.md`` holds the declaration.
+
+    python -m benchmarks.hil_pick_place [--quick] [--work-dir runs/bench/hil_pick_place]
+"""
+
+from __future__ import annotations
+
+import os
+
+if not os.environ.get("DISPLAY"):  # the classifier's camera is rendered headless
+    os.environ.setdefault("MUJOCO_GL", "egl")
+
+import argparse
+import dataclasses
+import json
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from benchmarks import hg_dagger
+from benchmarks.common import NAMESPACE_FLAG, RESULTS_DIR, machine_line, rerun_in_private_namespace
+
+CAMERA = "front"
+INSTRUCTION = "put the cube on the pad"
+"""What the session asks the classifier (``success.instruction``): one fixed sentence, as on a real
+arm. The recorded episodes carry pick_place's own instructions, which name colours."""
+EVAL_SEED = 50_000
+"""Start and final evaluations: episodes from this seed (none of them a session's)."""
+SESSION_SEED = 1_000
+"""Episode ``k`` of actor ``i`` starts from seed ``SESSION_SEED + 1000 i + k`` in both sessions."""
+CLASSIFIER_SEEDS = {"train": 20_000, "held_out": 30_000}
+TRAILING = 20
+TARGET = 0.8
+
+
+@dataclass(frozen=True)
+class Settings:
+    start: hg_dagger.Budget = dataclasses.field(default_factory=hg_dagger.Budget)
+    """The weak start's demonstrations and SFT steps (HG-DAgger's round 0)."""
+    start_max_success: float = 0.3
+    eval_episodes: int = 50
+    """Episodes of the start's and each learner's final evaluation."""
+    eval_worlds: int = 10
+    expert_episodes: int = 30
+    start_rollouts: int = 60
+    """Classifier training episodes: the expert's and the start's; held out: a third as many of each."""
+    classifier_steps: int = 1000
+    classifier_batch: int = 128
+    threshold: float = 0.5
+    consecutive_steps: int = 2
+    """The classifier ends an episode at ``threshold`` on this many periods in a row."""
+    actors: int = 1
+    episodes: int = 200
+    """Episodes per actor in each session (the episode budget)."""
+    max_steps: int = 120
+    """Control periods per episode (pick_place's time limit)."""
+    residual_scale: float = 0.2
+    execute_steps: int = 1
+    """Frozen actions run before the start plans again (1: every period, as HG-DAgger deploys it)."""
+    utd_ratio: int = 1
+    batch_size: int = 256
+    learning_starts: int = 480
+    """Transitions before the first update (at least ``batch_size``): four whole episodes."""
+    hidden: int = 256
+    init_alpha: float = 0.01
+    takeover_probability: float = 1.0
+    session_cap_minutes: float = 45.0
+    """Wall-clock cap of each session (the learner's ``max_minutes``; a session past it fails)."""
+
+
+QUICK = Settings(
+    start=hg_dagger.QUICK,
+    eval_episodes=2,
+    eval_worlds=2,
+    expert_episodes=2,
+    start_rollouts=3,
+    classifier_steps=20,
+    classifier_batch=32,
+    episodes=3,
+    max_steps=30,
+    learning_starts=16,
+    batch_size=16,
+    hidden=32,
+    session_cap_minutes=5.0,
+)
+
+
+PROBE = dataclasses.replace(
+    Settings(),
+    start=dataclasses.replace(hg_dagger.Budget(), demonstrations=20, start_steps=800),
+    eval_episodes=10,
+    expert_episodes=6,
+    start_rollouts=12,
+    classifier_steps=200,
+    episodes=10,
+)
+"""The cost probe: the full run's sizes per unit (networks, batch, episode length, cameras), a tenth or
+less of each count; ``stage_s`` of its report is scaled up stage by stage."""
+
+
+# ----- the start ---------------------------------------------------------------------------------------
+def load_start(run: Path) -> Any:  # noqa: ANN401 - a ChunkPolicy
+    from vla_rl.policies.registry import load_chunk_policy
+    from vla_rl.training.checkpoint import resolve_policy_dir
+
+    return load_chunk_policy("flow_mlp", resolve_policy_dir(run)).eval()
+
+
+def eval_env(worlds: int) -> Any:  # noqa: ANN401 - EnvConfig
+    from vla_rl.training.jobs import job_config
+
+    return dataclasses.replace(job_config("off_policy", list(hg_dagger.TASK_ENV)).env, num_envs=worlds)
+
+
+def scored(result: Any) -> dict[str, float]:  # noqa: ANN401 - EvalResult
+    """``success_once``: success on any step (what ends a session's episode); ``success``: at the last."""
+    return {
+        "success_once_rate": result.success_once_rate,
+        "success_rate": result.success_rate,
+        "episodes": result.num_episodes,
+    }
+
+
+def evaluate_start(run: Path, s: Settings) -> dict[str, float]:
+    from vla_rl.training.evaluate import evaluate
+
+    result = evaluate(
+        load_start(run),
+        eval_env(s.eval_worlds),
+        s.eval_episodes,
+        deterministic=True,
+        split="train",
+        seed=EVAL_SEED,
+        execute_steps=s.execute_steps,
+    )
+    return scored(result)
+
+
+def evaluate_learner(run_dir: Path, s: Settings) -> dict[str, float]:
+    """The learner's last checkpoint (SAC's mean residual on the frozen start), noise-free."""
+    from benchmarks.frozen_policy_rl import load_off_policy
+    from vla_rl.training.evaluate import evaluate
+
+    policy, wrap = load_off_policy(run_dir)
+    result = evaluate(
+        policy, eval_env(s.eval_worlds), s.eval_episodes, deterministic=True, split="train",
+        seed=EVAL_SEED, wrap_env=wrap,
+    )  # fmt: skip
+    return scored(result)
+
+
+# ----- the classifier ----------------------------------------------------------------------------------
+class StartActor:
+    """The start acting for ``vla-rl collect``'s writer: the first action of a sampled chunk per world,
+    re-planned every step (``act`` mirrors ``ScriptedExpert.act``)."""
+
+    def __init__(self, env: Any, run: Path, seed: int) -> None:  # noqa: ANN401 - BatchedEnv
+        import torch
+
+        self.policy = load_start(run)
+        torch.manual_seed(seed)
+
+    def act(self, obs: dict) -> tuple[Any, Any]:
+        actions = self.policy.sample(obs).actions[:, 0].float().clamp(-1.0, 1.0)
+        return actions, actions
+
+
+def record(folder: Path, episodes: int, seed: int, start: Path | None) -> str:
+    """``episodes`` episodes of the expert (``start`` None) or of the start, front camera (lossless),
+    failures kept, each frame with the simulator's success flag."""
+    from vla_rl.data.collect import collect_demonstrations
+    from vla_rl.data.config import compose_collect_config
+
+    cfg = compose_collect_config(
+        [
+            "env=pick_place",
+            f"env.cameras=[{CAMERA}]",
+            f"env.num_envs={min(episodes, 4)}",
+            f"num_episodes={episodes}",
+            "keep_failures=true",
+            "video.lossless=true",
+            f"seed={seed}",
+            f"output_dir={folder}",
+        ]
+    )
+    actor = None if start is None else partial(StartActor, run=start, seed=seed)
+    result = collect_demonstrations(cfg, actor)
+    who = "expert" if start is None else "start"
+    print(f"recorded {result.episodes_written} {who} episodes, success {100 * result.success_rate:.0f} %")
+    return str(folder)
+
+
+def classifier_data(work: Path, start: Path, s: Settings) -> dict[str, list[str]]:
+    data = work / "classifier_data"
+    sets: dict[str, list[str]] = {}
+    for split, seed in CLASSIFIER_SEEDS.items():
+        share = 1 if split == "train" else 3
+        sets[split] = [
+            record(data / f"{split}_expert", max(1, s.expert_episodes // share), seed, None),
+            record(data / f"{split}_start", max(1, s.start_rollouts // share), seed + 5_000, start),
+        ]
+    return sets
+
+
+def train_classifier(work: Path, sets: dict[str, list[str]], s: Settings) -> Path:
+    out = work / "classifier"
+    hg_dagger.vla_rl(
+        "reward-train",
+        "task=pick_place",
+        f"datasets=[{','.join(sets['train'])}]",
+        f"eval_datasets=[{','.join(sets['held_out'])}]",
+        f"model.cameras=[{CAMERA}]",
+        f"steps={s.classifier_steps}",
+        f"batch_size={s.classifier_batch}",
+        f"output_dir={out}",
+    )
+    return out
+
+
+def fires(probabilities: Any, threshold: float, consecutive: int) -> bool:  # noqa: ANN401 - array
+    """Whether a run of ``consecutive`` probabilities at ``threshold`` occurs (the session's rule)."""
+    streak = 0
+    for p in probabilities:
+        streak = streak + 1 if p >= threshold else 0
+        if streak >= consecutive:
+            return True
+    return False
+
+
+def classifier_accuracy(model_dir: Path, held_out: list[str], s: Settings) -> dict[str, Any]:
+    """Held-out accuracy at the session's threshold and instruction: per frame (the label: the
+    simulator's flag of the state shown) and per episode (fires under the session's rule vs the
+    simulator flagged success on some step)."""
+    import numpy as np
+
+    from vla_rl.rewards.fit import METRICS_FILE, load_frames, score_frames
+    from vla_rl.rewards.learned import load_learned_reward_model
+
+    model = load_learned_reward_model(model_dir, score="success")
+    frames = load_frames(held_out, [CAMERA])
+    frames = dataclasses.replace(frames, instructions=[INSTRUCTION] * len(frames))
+    probability, _ = score_frames(model, frames)
+    label = frames.success.numpy() > 0.5
+    said = probability >= s.threshold
+    episodes = frames.episode.numpy()
+    truth, judged = [], []
+    for index in np.unique(episodes):
+        rows = episodes == index
+        truth.append(bool(label[rows].any()))
+        judged.append(fires(probability[rows], s.threshold, s.consecutive_steps))
+    truth_a, judged_a = np.array(truth), np.array(judged)
+    metrics = json.loads((model_dir / METRICS_FILE).read_text())
+    return {
+        "frames": int(len(label)),
+        "positive_frames": int(label.sum()),
+        "frame_accuracy": float((said == label).mean()),
+        "frame_true_positive_rate": float(said[label].mean()) if label.any() else None,
+        "frame_true_negative_rate": float((~said[~label]).mean()) if (~label).any() else None,
+        "episodes": len(truth),
+        "successful_episodes": int(truth_a.sum()),
+        "episode_accuracy": float((truth_a == judged_a).mean()),
+        "episode_false_positives": int((judged_a & ~truth_a).sum()),
+        "episode_false_negatives": int((~judged_a & truth_a).sum()),
+        "reward_train_quality": metrics.get("quality"),
+    }
+
+
+# ----- the sessions ------------------------------------------------------------------------------------
+def learner_overrides(start: Path, s: Settings) -> list[str]:
+    return [
+        "algorithm=sac",
+        *hg_dagger.TASK_ENV,
+        "env.num_envs=1",
+        "frozen_policy=residual",
+        f"frozen_policy.checkpoint={start.resolve()}",
+        f"frozen_policy.residual_scale={s.residual_scale}",
+        f"frozen_policy.execute_steps={s.execute_steps}",
+        f"algorithm.utd_ratio={s.utd_ratio}",
+        f"algorithm.init_alpha={s.init_alpha}",
+        f"policy.hidden_sizes=[{s.hidden},{s.hidden}]",
+        f"replay.batch_size={s.batch_size}",
+        f"replay.learning_starts={s.learning_starts}",
+        "total_env_steps=100000000",
+        f"max_minutes={s.session_cap_minutes}",
+        "checkpoint_interval=100000000",
+        "eval.num_episodes=0",
+        "seed=0",
+        "torch_num_threads=1",
+        "logger.tensorboard=false",
+        "logger.progress_bar=false",
+        "logger.wandb_mode=disabled",
+    ]
+
+
+def session_overrides(
+    start: Path, classifier: Path, out: Path, expert: bool, index: int, s: Settings
+) -> list[str]:
+    learner = "learner.overrides=[" + ",".join(f'"{o}"' for o in learner_overrides(start, s)) + "]"
+    b = s.start
+    return [
+        f"--master-port={11511 + 10 * index}",
+        learner,
+        f"learner.port={5711 + index}",
+        f"actors={s.actors}",
+        f"episodes={s.episodes}",
+        f"max_steps={s.max_steps}",
+        f"seed={SESSION_SEED}",
+        f"success.classifier_path={classifier.resolve()}",
+        f"success.instruction='{INSTRUCTION}'",
+        f"success.threshold={s.threshold}",
+        f"success.consecutive_steps={s.consecutive_steps}",
+        f"intervention.kind={'expert' if expert else 'none'}",
+        f"intervention.drift_threshold={b.drift_threshold}",
+        f"intervention.drift_window={b.drift_window}",
+        f"intervention.takeover_steps={b.takeover_steps}",
+        f"intervention.takeover_probability={s.takeover_probability}",
+        *hg_dagger.SAFETY,
+        "recording.enabled=false",
+        f"output_dir={out.resolve()}",
+    ]
+
+
+def check_sessions(work: Path, start: Path, s: Settings) -> None:
+    """Both sessions' configs, validated as ``learn-online --rehearsal`` will (a ``ConfigError`` names
+    the key) before the classifier is made: the classifier's own folder is checked when it runs."""
+    from vla_rl.real_world.learn_online import rehearsal_overrides
+    from vla_rl.real_world.online_config import compose_learn_online_config, learner_config
+
+    for expert in (True, False):
+        given = session_overrides(start, work / "classifier", work / "check", expert, int(expert), s)[1:]
+        learner_config(compose_learn_online_config(rehearsal_overrides(given)))
+
+
+def run_session(work: Path, start: Path, classifier: Path, expert: bool, s: Settings) -> dict[str, Any]:
+    name = "with_expert" if expert else "no_interventions"
+    out = work / name
+    started = time.perf_counter()
+    hg_dagger.vla_rl(
+        "learn-online", "--rehearsal", *session_overrides(start, classifier, out, expert, int(expert), s)
+    )
+    wall_s = time.perf_counter() - started
+    result = json.loads((out / "learn_online.json").read_text())
+    episodes = ordered_episodes(result["actors"])
+    evaluated = time.perf_counter()
+    final_eval = evaluate_learner(out / "learner", s)
+    return {
+        "name": name,
+        "wall_s": wall_s,
+        "past_cap": wall_s > 60 * s.session_cap_minutes,
+        "learner": result["learner"],
+        "final_eval": final_eval,
+        "final_eval_s": time.perf_counter() - evaluated,
+        **episode_summary(episodes),
+    }
+
+
+def ordered_episodes(actors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every actor's episodes, round-robin by episode index (the order they ran in, roughly)."""
+    return sorted(
+        (episode | {"actor": i} for i, actor in enumerate(actors) for episode in actor["per_episode"]),
+        key=lambda e: (e["index"], e["actor"]),
+    )
+
+
+def first_reaching(flags: list[bool]) -> int | None:
+    """The 1-based episode at which the trailing ``TRAILING`` episodes first reach ``TARGET``."""
+    for end in range(TRAILING, len(flags) + 1):
+        if sum(flags[end - TRAILING : end]) >= TARGET * TRAILING:
+            return end
+    return None
+
+
+def episode_summary(episodes: list[dict[str, Any]], block: int = 10) -> dict[str, Any]:
+    if any(e["sim_success"] is None for e in episodes):
+        raise SystemExit("an episode lacks the simulator's success flag (sim_success)")
+    sim = [bool(e["sim_success"]) for e in episodes]
+    unassisted = [bool(e["sim_success"]) and e["intervention_steps"] == 0 for e in episodes]
+    judged = [bool(e["success"]) for e in episodes]
+    blocks = []
+    for first in range(0, len(episodes), block):
+        part = episodes[first : first + block]
+        n = len(part)
+        blocks.append(
+            {
+                "episodes": f"{first + 1}-{first + n}",
+                "sim_success": sum(sim[first : first + n]) / n,
+                "unassisted_sim_success": sum(unassisted[first : first + n]) / n,
+                "classifier_success": sum(judged[first : first + n]) / n,
+                "intervention_steps": sum(e["intervention_steps"] for e in part),
+                "steps": sum(e["steps"] for e in part),
+                "held_steps": sum(e["held_steps"] for e in part),
+            }
+        )
+    agree = [a == b for a, b in zip(sim, judged, strict=True)]
+    return {
+        "episodes": len(episodes),
+        "sim_success_rate": sum(sim) / max(1, len(sim)),
+        "first_episode_trailing_80": first_reaching(sim),
+        "first_episode_trailing_80_unassisted": first_reaching(unassisted),
+        "intervention_steps": sum(e["intervention_steps"] for e in episodes),
+        "steps": sum(e["steps"] for e in episodes),
+        "held_steps": sum(e["held_steps"] for e in episodes),
+        "classifier_agreement": sum(agree) / max(1, len(agree)),
+        "classifier_false_positives": sum(j and not t for t, j in zip(sim, judged, strict=True)),
+        "classifier_false_negatives": sum(t and not j for t, j in zip(sim, judged, strict=True)),
+        "blocks": blocks,
+        "per_episode": episodes,
+    }
+
+
+# ----- the report --------------------------------------------------------------------------------------
+def pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.0f} %"
+
+
+def table(report: dict[str, Any]) -> str:
+    start, acc = report["start"], report["classifier"]
+    lines = [
+        f"Start: {pct(start['eval']['success_once_rate'])} success on any step "
+        f"({pct(start['eval']['success_rate'])} at the last) over {start['eval']['episodes']} episodes "
+        f"(at most {pct(report['settings']['start_max_success'])}: {'yes' if start['weak'] else 'NO'}).",
+        f"Classifier, held out: frame accuracy {pct(acc['frame_accuracy'])} over {acc['frames']} frames "
+        f"({acc['positive_frames']} successful), episode accuracy {pct(acc['episode_accuracy'])} over "
+        f"{acc['episodes']} episodes ({acc['episode_false_positives']} false positives, "
+        f"{acc['episode_false_negatives']} false negatives).",
+        "",
+        "| session | episodes | simulator success | first episode with trailing-20 >= 80 % (unassisted) "
+        "| intervention steps / steps | held by the safety layer "
+        "| classifier agrees with simulator (FP / FN) "
+        "| final evaluation (success on any step, at the last) | learner updates | wall-clock |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in report["sessions"]:
+        final = row["final_eval"]
+        lines.append(
+            f"| {row['name']} | {row['episodes']} | {pct(row['sim_success_rate'])} | "
+            f"{row['first_episode_trailing_80'] or 'not reached'} "
+            f"({row['first_episode_trailing_80_unassisted'] or 'not reached'}) | "
+            f"{row['intervention_steps']} / {row['steps']} | {row['held_steps']} | "
+            f"{pct(row['classifier_agreement'])} "
+            f"({row['classifier_false_positives']} / {row['classifier_false_negatives']}) | "
+            f"{pct(final['success_once_rate'])}, {pct(final['success_rate'])} | "
+            f"{row['learner']['updates']} | {row['wall_s'] / 60:.1f} min |"
+        )
+    for row in report["sessions"]:
+        lines += [
+            "",
+            f"Blocks of {row['name']} (simulator's flag; unassisted: no takeover in the episode):",
+            "",
+        ]
+        lines += ["| episodes | simulator success | unassisted | classifier | intervention steps / steps |"]
+        lines += ["|---|---|---|---|---|"]
+        for b in row["blocks"]:
+            lines.append(
+                f"| {b['episodes']} | {pct(b['sim_success'])} | {pct(b['unassisted_sim_success'])} | "
+                f"{pct(b['classifier_success'])} | {b['intervention_steps']} / {b['steps']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def run(work: Path, s: Settings) -> dict[str, Any]:
+    """The whole benchmark; ``stage_s`` holds each stage's wall-clock (what a probe extrapolates)."""
+    started = time.perf_counter()
+    stage_s: dict[str, float] = {}
+
+    def lap(stage: str) -> None:
+        stage_s[stage] = time.perf_counter() - started - sum(stage_s.values())
+
+    start = hg_dagger.weak_start(work, s.start)
+    lap("start_collect_and_sft")
+    check_sessions(work, start, s)
+    start_eval = evaluate_start(start, s)
+    lap("start_evaluation")
+    weak = start_eval["success_once_rate"] <= s.start_max_success
+    verdict = "weak enough" if weak else "TOO STRONG"
+    print(f"weak start: {pct(start_eval['success_once_rate'])} success ({verdict})")
+    sets = classifier_data(work, start, s)
+    lap("classifier_data")
+    classifier = train_classifier(work, sets, s)
+    lap("classifier_training")
+    accuracy = classifier_accuracy(classifier, sets["held_out"], s)
+    frame, episode = pct(accuracy["frame_accuracy"]), pct(accuracy["episode_accuracy"])
+    print(f"classifier: frame accuracy {frame}, episode accuracy {episode}")
+    sessions = []
+    for expert in (True, False):
+        sessions.append(run_session(work, start, classifier, expert, s))
+        lap(sessions[-1]["name"])
+    return {
+        "settings": asdict(s),
+        "start": {"run": str(start), "eval": start_eval, "weak": weak},
+        "classifier": {"path": str(classifier), "instruction": INSTRUCTION, **accuracy},
+        "stage_s": stage_s,
+        "sessions": sessions,
+        "total_s": time.perf_counter() - started,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="toy sizes: checks the pipeline, not the method")
+    parser.add_argument("--probe", action="store_true", help="the cost probe (PROBE): timings to scale up")
+    parser.add_argument("--work-dir", type=Path, default=Path("runs/bench/hil_pick_place"))
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--results-name", default="hil_pick_place")
+    parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    rerun_in_private_namespace("benchmarks.hil_pick_place")  # ROS traffic stays in a private namespace
+    if shutil.which("roscore") is None:
+        raise SystemExit("needs roscore (make ros installs ROS 1)")
+    settings = QUICK if args.quick else PROBE if args.probe else Settings()
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    args.work_dir.mkdir(parents=True)
+    size = "quick" if args.quick else "probe" if args.probe else "full"
+    report = {"machine": machine_line(), "quick": args.quick, "size": size, **run(args.work_dir, settings)}
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    title = f"# HIL on pick_place over ROS 1 ({size} run)\n\n"
+    markdown = title + f"Machine: {report['machine']}.\n\n" + table(report)
+    (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

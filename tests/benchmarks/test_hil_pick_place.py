@@ -1,0 +1,67 @@
+"""The HIL benchmark's toy run end to end, over real roscores inside a private network namespace: the
+weak start, the success classifier trained and scored on held-out episodes, and two ``vla-rl
+learn-online --rehearsal`` sessions of residual SAC on the frozen start (the scripted expert taking
+over in one, nobody in the other) whose episodes carry the simulator's flag beside the classifier's,
+and a final evaluation of each learner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "tests" / "real_world"))
+from namespaces import private_namespace_unavailable  # noqa: E402
+
+
+def _unavailable() -> str | None:
+    if shutil.which("roscore") is None:
+        return "roscore is not installed (make ros installs ROS 1 from the system's packages)"
+    return private_namespace_unavailable()
+
+
+@pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable()))
+def test_the_quick_run_learns_online_from_the_start_with_and_without_takeovers(tmp_path: Path) -> None:
+    work, results = tmp_path / "work", tmp_path / "results"
+    command = [
+        sys.executable, "-m", "benchmarks.hil_pick_place", "--quick",
+        "--work-dir", str(work), "--results-dir", str(results),
+    ]  # fmt: skip
+    # The module re-runs itself inside `unshare -n`, so its roscores see only their own loopback.
+    proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    logs = "".join(f"\n--- {p}\n{p.read_text()[-1500:]}" for p in sorted(work.glob("*/*.log")))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:] + logs
+    report = json.loads((results / "hil_pick_place.json").read_text())
+    assert report["quick"] and 0.0 <= report["start"]["eval"]["success_once_rate"] <= 1.0
+    assert report["start"]["weak"] == (report["start"]["eval"]["success_once_rate"] <= 0.3)
+    classifier = report["classifier"]
+    assert classifier["episodes"] == 2 and classifier["frames"] > 0  # one held-out episode of each kind
+    for key in ("frame_accuracy", "episode_accuracy"):
+        assert 0.0 <= classifier[key] <= 1.0
+    sessions = {row["name"]: row for row in report["sessions"]}
+    assert set(sessions) == {"with_expert", "no_interventions"}
+    seeds = {name: [e["seed"] for e in row["per_episode"]] for name, row in sessions.items()}
+    assert seeds["with_expert"] == seeds["no_interventions"] == [1000, 1001, 1002]  # the same episodes
+    assert (
+        sessions["with_expert"]["intervention_steps"]
+        > 0
+        == sessions["no_interventions"]["intervention_steps"]
+    )
+    for name, row in sessions.items():
+        episodes = row["per_episode"]
+        assert all(isinstance(e["sim_success"], bool) for e in episodes)  # the ground truth of each
+        agree = sum(e["sim_success"] == e["success"] for e in episodes) / len(episodes)
+        assert row["classifier_agreement"] == pytest.approx(agree)
+        assert row["learner"]["updates"] > 0 and row["final_eval"]["episodes"] == 2
+        learner = OmegaConf.load(work / name / "learner" / "config.yaml")
+        assert learner.frozen_policy.mode == "residual" and learner.algorithm.name == "sac"
+        assert Path(learner.frozen_policy.checkpoint) == (work / "round_0").resolve()
+        actor = json.loads((work / name / "actor_0" / "online_summary.json").read_text())
+        assert actor["sim_success_rate"] is not None
+    assert "with_expert" in (results / "hil_pick_place_table.md").read_text()
