@@ -226,45 +226,6 @@ def load_on_policy(run_dir: Path) -> Any:
     return load_rl_policy(cfg, resolve_policy_dir(run_dir))
 
 
-def load_off_policy(run_dir: Path) -> tuple[Any, Callable[[Any], Any]]:
-    """The SAC networks of an off-policy run's last checkpoint, and the wrapper that puts its frozen
-    policy between them and the env (what the run's own evaluations use)."""
-    import dataclasses
-
-    from vla_rl.envs import make_env
-    from vla_rl.policies.sac_networks import SACPolicy
-    from vla_rl.training.checkpoint import load_checkpoint, resolve_checkpoint_dir
-    from vla_rl.training.off_policy.config_load import OFF_POLICY_JOB
-    from vla_rl.training.off_policy.frozen_policy_env import load_frozen_policy, wrap_with_frozen_policy
-
-    checkpoint = resolve_checkpoint_dir(run_dir)
-    cfg = OFF_POLICY_JOB.load_file(checkpoint / "config.yaml")
-    frozen = load_frozen_policy(cfg.frozen_policy, cfg.device)
-
-    def wrap(env: Any) -> Any:
-        return wrap_with_frozen_policy(env, frozen, cfg.frozen_policy)
-
-    probe = wrap(make_env(dataclasses.replace(cfg.env, num_envs=1, pipeline_stages=1)))
-    try:
-        acfg, pcfg = cfg.algorithm, cfg.policy
-        policy = SACPolicy(
-            pcfg.obs_keys,
-            probe.observation_space,
-            probe.action_space.shape[0],
-            pcfg.hidden_sizes,
-            acfg.num_critics,
-            acfg.layer_norm,
-            pcfg.activation,
-            pcfg.cnn_channels,
-            pcfg.cnn_kernel_stride,
-            pcfg.cnn_feature_dim,
-        )
-    finally:
-        probe.close()
-    policy.load_state_dict(load_checkpoint(checkpoint).policy_state)
-    return policy.eval(), wrap
-
-
 def evaluate_learner(name: str, run_dir: Path | None, args: argparse.Namespace) -> dict[str, float]:
     """``evaluate_policy`` of the start (``name`` ``start``) or of a learner's final policy."""
     import torch
@@ -275,7 +236,9 @@ def evaluate_learner(name: str, run_dir: Path | None, args: argparse.Namespace) 
     assert run_dir is not None
     if name == "on_policy":
         return evaluate_policy(load_on_policy(run_dir), args)
-    policy, wrap = load_off_policy(run_dir)
+    from vla_rl.training.off_policy.networks import load_off_policy_run
+
+    policy, wrap = load_off_policy_run(run_dir)
     return evaluate_policy(policy, args, wrap)
 
 

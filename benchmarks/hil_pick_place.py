@@ -166,10 +166,10 @@ def evaluate_start(run: Path, s: Settings) -> dict[str, float]:
 
 def evaluate_learner(run_dir: Path, s: Settings) -> dict[str, float]:
     """The learner's last checkpoint (SAC's mean residual on the frozen start), noise-free."""
-    from benchmarks.frozen_policy_rl import load_off_policy
     from vla_rl.training.evaluate import evaluate
+    from vla_rl.training.off_policy.networks import load_off_policy_run
 
-    policy, wrap = load_off_policy(run_dir)
+    policy, wrap = load_off_policy_run(run_dir)
     result = evaluate(
         policy, eval_env(s.eval_worlds), s.eval_episodes, deterministic=True, split="train",
         seed=EVAL_SEED, wrap_env=wrap,

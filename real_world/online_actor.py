@@ -29,11 +29,9 @@ not sent as transitions. Between episodes the reset routine runs (``online_reset
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,6 +42,7 @@ from vla_rl.real_world.online_config import LearnOnlineConfig
 from vla_rl.real_world.online_reset import ResetRoutine
 from vla_rl.real_world.online_residual import FrozenPlanner
 from vla_rl.real_world.online_success import Judgement, SuccessSource
+from vla_rl.real_world.online_summary import ActorSummary, EpisodeStats
 from vla_rl.real_world.policy_runner import CommandMapper, ObservationBuilder, missing_keys
 from vla_rl.real_world.recording import DeploymentRecorder, NoIntervention, command_to_action
 from vla_rl.real_world.robot import InterventionInput, JointCommand, Robot, RobotError, RobotObservation
@@ -51,11 +50,11 @@ from vla_rl.real_world.safe_robot import SafeRobot
 from vla_rl.real_world.safety import SafetyLayer
 from vla_rl.robots.controllers import ControllerSettings
 
-from vla_rl.data.lerobot_layout import atomic_write_text
 from vla_rl.envs.config import EnvConfig
 from vla_rl.policies.sac_networks import SACPolicy
 from vla_rl.training.off_policy.frozen_policy_config import BASE_ACTION_KEY
 from vla_rl.training.off_policy.frozen_policy_env import with_base_action_space
+from vla_rl.training.off_policy.networks import build_networks
 
 log = logging.getLogger(__name__)
 
@@ -63,70 +62,6 @@ WEIGHTS_POLL_S = 0.05
 """How often a holding actor asks the learner for weights again."""
 FLUSH_AT_END_S = 5.0
 """How long the actor tries to deliver its queued transitions when it is done."""
-
-
-@dataclass
-class EpisodeStats:
-    index: int
-    seed: int | None
-    steps: int = 0
-    """Control periods the actor commanded (held ones included)."""
-    success: bool = False
-    ended_by: str = ""
-    """``success``, ``failure`` (a person's label), ``time_limit`` (the simulator's) or ``max_steps``."""
-    intervention_steps: int = 0
-    held_steps: int = 0
-    """Periods the safety layer held the measured pose."""
-    learner_hold_steps: int = 0
-    """Periods held because the learner was lost (``on_learner_lost: hold``)."""
-    transitions: int = 0
-    """Transitions handed to the learner client."""
-    weights_version: int | None = None
-    """Version of the weights at the episode's end."""
-    sim_success: bool | None = None
-    """Simulated robots: whether the simulator flagged success on any period judged (the ground truth
-    beside a classifier's ``success``); None where no simulator reported."""
-
-
-@dataclass
-class ActorSummary:
-    actor_id: str
-    episodes: list[EpisodeStats] = field(default_factory=list)
-    weights_versions: list[int] = field(default_factory=list)
-    """Every weights version loaded, in order."""
-    safety_counts: dict[str, int] = field(default_factory=dict)
-    sent_rows: int = 0
-    """Transitions the learner acknowledged."""
-    dropped: int = 0
-    pending: int = 0
-    """Messages still queued at the end (the learner was gone)."""
-
-    def summary(self) -> dict[str, Any]:
-        episodes = self.episodes
-        return {
-            "actor_id": self.actor_id,
-            "episodes": len(episodes),
-            "success_rate": float(np.mean([e.success for e in episodes])) if episodes else None,
-            "sim_success_rate": _rate([e.sim_success for e in episodes]),
-            "intervention_steps": sum(e.intervention_steps for e in episodes),
-            "steps": sum(e.steps for e in episodes),
-            "weights_versions": self.weights_versions,
-            "safety_counts": self.safety_counts,
-            "sent_rows": self.sent_rows,
-            "dropped": self.dropped,
-            "pending": self.pending,
-            "per_episode": [asdict(e) for e in episodes],
-        }
-
-    def write(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(self.summary(), indent=2))
-
-
-def _rate(flags: list[bool | None]) -> float | None:
-    """Share of True among the flags that are known; None when none is."""
-    known = [flag for flag in flags if flag is not None]
-    return float(np.mean(known)) if known else None
 
 
 @dataclass
@@ -160,19 +95,10 @@ def actor_networks(off_cfg: Any) -> SACPolicy:  # noqa: ANN401 - OffPolicyConfig
 
     env = make_env(off_cfg.env)
     try:
-        policy, algorithm = off_cfg.policy, off_cfg.algorithm
         space = env.observation_space
         if off_cfg.frozen_policy.mode == "residual":
             space = with_base_action_space(space, env.action_space.shape[0])
-        return SACPolicy(
-            policy.obs_keys,
-            space,
-            env.action_space.shape[0],
-            policy.hidden_sizes,
-            algorithm.num_critics,
-            algorithm.layer_norm,
-            policy.activation,
-        ).eval()
+        return build_networks(off_cfg, space, env.action_space.shape[0]).eval()
     finally:
         env.close()
 

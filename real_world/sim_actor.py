@@ -21,10 +21,10 @@ from vla_rl.real_world.learner_client import LearnerClient
 
 from vla_rl.envs import make_env
 from vla_rl.envs.base import Observation, StepResult
-from vla_rl.policies.sac_networks import SACPolicy
 from vla_rl.training.jobs import job_config
 from vla_rl.training.off_policy.config import OffPolicyConfig
 from vla_rl.training.off_policy.frozen_policy_env import load_frozen_policy, wrap_with_frozen_policy
+from vla_rl.training.off_policy.networks import build_networks
 
 HOLD_POLL_S = 0.05
 """How often a holding actor asks for weights again."""
@@ -68,16 +68,7 @@ def run_sim_actor(cfg: OffPolicyConfig, env_steps: int, actor_id: str | None = N
     frozen = load_frozen_policy(cfg.frozen_policy, "cpu")
     env = wrap_with_frozen_policy(make_env(cfg.env), frozen, cfg.frozen_policy)
     action_dim = env.action_space.shape[0]
-    policy, algorithm = cfg.policy, cfg.algorithm
-    networks = SACPolicy(
-        policy.obs_keys,
-        env.observation_space,
-        action_dim,
-        policy.hidden_sizes,
-        algorithm.num_critics,
-        algorithm.layer_norm,
-        policy.activation,
-    )
+    networks = build_networks(cfg, env.observation_space, action_dim)
     remote = cfg.remote
     client = LearnerClient(remote.host, remote.port, networks.actor, remote.token, actor_id)
     generator = torch.Generator().manual_seed(cfg.seed)

@@ -280,3 +280,16 @@ def test_the_run_seed_seeds_sac_noise_and_the_image_shifts(tmp_path: Path) -> No
     assert torch.equal(zero[1], torch.Generator().manual_seed(SHIFT_SEED).get_state())
     assert torch.equal(one[0], torch.Generator().manual_seed(1).get_state())
     assert torch.equal(one[1], torch.Generator().manual_seed(1 + SHIFT_SEED).get_state())
+
+
+def test_a_finished_run_loads_back_as_its_last_networks(tmp_path: Path) -> None:
+    from vla_rl.training.off_policy.networks import load_off_policy_run
+
+    trainer = _trainer(tmp_path, "total_env_steps=20")
+    trainer.train()
+    loaded, wrap = load_off_policy_run(tmp_path)
+    trained = trainer.policy.state_dict()
+    assert loaded.state_dict().keys() == trained.keys()
+    assert all(torch.equal(value, trained[key]) for key, value in loaded.state_dict().items())
+    assert not loaded.training
+    assert wrap(trainer.env) is trainer.env  # no frozen policy: the env itself

@@ -22,13 +22,13 @@ from vla_rl.algorithms.sac import SHIFT_SEED
 from vla_rl.data.replay_buffer import ReplayBuffer
 from vla_rl.envs import make_env
 from vla_rl.envs.base import BatchedEnv
-from vla_rl.policies.sac_networks import SACPolicy
 from vla_rl.training.checkpoint import Checkpoint
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.off_policy.config import OffPolicyConfig
 from vla_rl.training.off_policy.demo_sampler import intervention_replay
 from vla_rl.training.off_policy.frozen_policy_env import load_frozen_policy, wrap_with_frozen_policy
+from vla_rl.training.off_policy.networks import build_networks
 from vla_rl.training.off_policy.remote_link import TransitionSpec
 from vla_rl.training.off_policy.remote_source import RemoteSource
 from vla_rl.training.off_policy.replay_source import ReplaySource
@@ -67,18 +67,7 @@ class OffPolicyTrainer(TrainingLoop):
         self.env = self.wrap_env(self.env)
         action_dim = self.env.action_space.shape[0]
         acfg = cfg.algorithm
-        self.policy = SACPolicy(
-            cfg.policy.obs_keys,
-            self.env.observation_space,
-            action_dim,
-            cfg.policy.hidden_sizes,
-            acfg.num_critics,
-            acfg.layer_norm,
-            cfg.policy.activation,
-            cfg.policy.cnn_channels,
-            cfg.policy.cnn_kernel_stride,
-            cfg.policy.cnn_feature_dim,
-        ).to(cfg.device)
+        self.policy = build_networks(cfg, self.env.observation_space, action_dim).to(cfg.device)
         self.algorithm = algorithm_class(acfg.name)(
             self.policy.actor,
             self.policy.critic,
