@@ -77,17 +77,29 @@ def test_stop_process_interrupts_a_child_and_kills_one_that_ignores_it() -> None
     stop_process(deaf)  # already ended: nothing to do
 
 
-def _unavailable() -> str | None:
+def rehearsal_unavailable() -> str | None:
+    """Why a ``learn-online --rehearsal`` cannot run here, or None."""
     if shutil.which("roscore") is None:
         return "roscore is not installed (make ros installs ROS 1 from the system's packages)"
     return private_namespace_unavailable()
 
 
-@pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable()))
+def rehearse_session(out: Path, args: list[str]) -> dict:
+    """``vla-rl learn-online --rehearsal ARGS output_dir=OUT`` in a private network namespace; its
+    ``learn_online.json`` (the command's failure shows each process's log)."""
+    command = f"{sys.executable} -m vla_rl.cli learn-online --rehearsal " + " ".join(
+        [*args, f"output_dir={out}"]
+    )
+    proc = run_in_namespace(command, timeout_s=400)
+    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(out.glob("*.log")))
+    assert proc.returncode == 0, proc.stderr[-3000:] + logs
+    return json.loads((out / "learn_online.json").read_text())
+
+
+@pytest.mark.skipif(rehearsal_unavailable() is not None, reason=str(rehearsal_unavailable()))
 def test_a_rehearsal_with_two_actors_learns_takes_over_and_shuts_down(tmp_path: Path) -> None:
     out = tmp_path / "session"
     args = [
-        "--rehearsal",
         "--master-port=11411",
         f"'{learner_list(LEARNER)}'",
         "actors=2",
@@ -95,13 +107,8 @@ def test_a_rehearsal_with_two_actors_learns_takes_over_and_shuts_down(tmp_path: 
         "learner.port=5613",
         "intervention.drift_threshold=-1",  # the expert takes over whenever its window is full
         "intervention.takeover_steps=5",
-        f"output_dir={out}",
     ]
-    command = f"{sys.executable} -m vla_rl.cli learn-online " + " ".join(args)
-    proc = run_in_namespace(command, timeout_s=400)
-    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(out.glob("*.log")))
-    assert proc.returncode == 0, proc.stderr[-3000:] + logs
-    result = json.loads((out / "learn_online.json").read_text())
+    result = rehearse_session(out, args)
     assert result["ok"] and result["stopped"] and result["actor_exit_codes"] == [0, 0]
     actors = result["actors"]
     sent = sum(actor["sent_rows"] for actor in actors)

@@ -6,16 +6,12 @@ the right observation."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from namespaces import private_namespace_unavailable, run_in_namespace
-from test_learn_online import LEARNER, learner_list
+from test_learn_online import LEARNER, learner_list, rehearsal_unavailable, rehearse_session
 from vla_rl.real_world.online_residual import FrozenPlanner
 from vla_rl.real_world.policy_runner import deterministic_chunk, save_chunk_policy_checkpoint
 
@@ -82,13 +78,7 @@ def test_the_residual_moves_the_frozen_action_by_at_most_its_scale_and_a_takeove
     np.testing.assert_allclose(planner.label(base, taken_over), [0.5, 1.0, -0.5, 1.0], atol=1e-5)
 
 
-def _unavailable() -> str | None:
-    if shutil.which("roscore") is None:
-        return "roscore is not installed (make ros installs ROS 1 from the system's packages)"
-    return private_namespace_unavailable()
-
-
-@pytest.mark.skipif(_unavailable() is not None, reason=str(_unavailable()))
+@pytest.mark.skipif(rehearsal_unavailable() is not None, reason=str(rehearsal_unavailable()))
 def test_a_residual_rehearsal_stores_each_step_with_the_frozen_action_it_corrected(
     tmp_path: Path,
     frozen_run: Path,
@@ -103,7 +93,6 @@ def test_a_residual_rehearsal_stores_each_step_with_the_frozen_action_it_correct
         f"frozen_policy.execute_steps={execute_steps}",
     ]
     args = [
-        "--rehearsal",
         "--master-port=11412",
         f"'{learner_list(overrides)}'",
         "episodes=2",
@@ -111,14 +100,8 @@ def test_a_residual_rehearsal_stores_each_step_with_the_frozen_action_it_correct
         "learner.port=5614",
         "intervention.drift_threshold=-1",  # the expert takes over whenever its window is full
         "intervention.takeover_steps=3",
-        f"output_dir={out}",
     ]
-    command = f"{sys.executable} -m vla_rl.cli learn-online " + " ".join(args)
-    proc = run_in_namespace(command, timeout_s=400)
-    logs = "".join(f"\n--- {p.name}\n{p.read_text()[-1500:]}" for p in sorted(out.glob("*.log")))
-    assert proc.returncode == 0, proc.stderr[-3000:] + logs
-
-    result = json.loads((out / "learn_online.json").read_text())
+    result = rehearse_session(out, args)
     (actor,) = result["actors"]
     replay = ReplayBuffer.load(Path(result["learner"]["last_checkpoint"]) / "replay.safetensors")
     rows = replay.gather(replay.valid_slots())
