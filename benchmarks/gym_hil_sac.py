@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -86,7 +87,19 @@ def run_rlpd(args: argparse.Namespace, demos: Path, root: Path, python: Path) ->
         "success_rate": evaluation["success_rate"],
         "eval_episodes": evaluation["num_episodes"],
         "run_wall_s": wall_s,
+        "median_s_per_env_step": median_s_per_learning_step(run_dir),
     }
+
+
+def median_s_per_learning_step(run_dir: Path) -> float | None:
+    """Median over the run's updates of (env step + update) seconds, from its logged timings: each
+    update follows one env step of its one world, as each of LeRobot's learning steps does."""
+    from benchmarks.rl_pick_place import logged_scalars
+
+    scalars = logged_scalars(run_dir)
+    rollout, update = scalars.get("perf/rollout_time_s", {}), scalars.get("perf/update_time_s", {})
+    steps = sorted(set(rollout) & set(update))[1:]  # the first update pays for start-up
+    return statistics.median(rollout[s] + update[s] for s in steps) if steps else None
 
 
 def summarise(results: dict) -> str:
