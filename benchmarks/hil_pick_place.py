@@ -41,22 +41,23 @@ import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from benchmarks import hg_dagger
 from benchmarks.common import NAMESPACE_FLAG, RESULTS_DIR, machine_line, rerun_in_private_namespace
+from benchmarks.hil_classifier import (
+    INSTRUCTION,
+    classifier_accuracy,
+    classifier_data,
+    load_start,
+    train_classifier,
+)
 
-CAMERA = "front"
-INSTRUCTION = "put the cube on the pad"
-"""What the session asks the classifier (``success.instruction``): one fixed sentence, as on a real
-arm. The recorded episodes carry pick_place's own instructions, which name colours."""
 EVAL_SEED = 50_000
 """Start and final evaluations: episodes from this seed (none of them a session's)."""
 SESSION_SEED = 1_000
 """Episode ``k`` of actor ``i`` starts from seed ``SESSION_SEED + 1000 i + k`` in both sessions."""
-CLASSIFIER_SEEDS = {"train": 20_000, "held_out": 30_000}
 TRAILING = 20
 TARGET = 0.8
 
@@ -127,13 +128,6 @@ less of each count; ``stage_s`` of its report is scaled up stage by stage."""
 
 
 # ----- the start ---------------------------------------------------------------------------------------
-def load_start(run: Path) -> Any:  # noqa: ANN401 - a ChunkPolicy
-    from vla_rl.policies.registry import load_chunk_policy
-    from vla_rl.training.checkpoint import resolve_policy_dir
-
-    return load_chunk_policy("flow_mlp", resolve_policy_dir(run)).eval()
-
-
 def eval_env(worlds: int) -> Any:  # noqa: ANN401 - EnvConfig
     from vla_rl.training.jobs import job_config
 
@@ -175,122 +169,6 @@ def evaluate_learner(run_dir: Path, s: Settings) -> dict[str, float]:
         seed=EVAL_SEED, wrap_env=wrap,
     )  # fmt: skip
     return scored(result)
-
-
-# ----- the classifier ----------------------------------------------------------------------------------
-class StartActor:
-    """The start acting for ``vla-rl collect``'s writer: the first action of a sampled chunk per world,
-    re-planned every step (``act`` mirrors ``ScriptedExpert.act``)."""
-
-    def __init__(self, env: Any, run: Path, seed: int) -> None:  # noqa: ANN401 - BatchedEnv
-        import torch
-
-        self.policy = load_start(run)
-        torch.manual_seed(seed)
-
-    def act(self, obs: dict) -> tuple[Any, Any]:
-        actions = self.policy.sample(obs).actions[:, 0].float().clamp(-1.0, 1.0)
-        return actions, actions
-
-
-def record(folder: Path, episodes: int, seed: int, start: Path | None) -> str:
-    """``episodes`` episodes of the expert (``start`` None) or of the start, front camera (lossless),
-    failures kept, each frame with the simulator's success flag."""
-    from vla_rl.data.collect import collect_demonstrations
-    from vla_rl.data.config import compose_collect_config
-
-    cfg = compose_collect_config(
-        [
-            "env=pick_place",
-            f"env.cameras=[{CAMERA}]",
-            f"env.num_envs={min(episodes, 4)}",
-            f"num_episodes={episodes}",
-            "keep_failures=true",
-            "video.lossless=true",
-            f"seed={seed}",
-            f"output_dir={folder}",
-        ]
-    )
-    actor = None if start is None else partial(StartActor, run=start, seed=seed)
-    result = collect_demonstrations(cfg, actor)
-    who = "expert" if start is None else "start"
-    print(f"recorded {result.episodes_written} {who} episodes, success {100 * result.success_rate:.0f} %")
-    return str(folder)
-
-
-def classifier_data(work: Path, start: Path, s: Settings) -> dict[str, list[str]]:
-    data = work / "classifier_data"
-    sets: dict[str, list[str]] = {}
-    for split, seed in CLASSIFIER_SEEDS.items():
-        share = 1 if split == "train" else 3
-        sets[split] = [
-            record(data / f"{split}_expert", max(1, s.expert_episodes // share), seed, None),
-            record(data / f"{split}_start", max(1, s.start_rollouts // share), seed + 5_000, start),
-        ]
-    return sets
-
-
-def train_classifier(work: Path, sets: dict[str, list[str]], s: Settings) -> Path:
-    out = work / "classifier"
-    hg_dagger.vla_rl(
-        "reward-train",
-        "task=pick_place",
-        f"datasets=[{','.join(sets['train'])}]",
-        f"eval_datasets=[{','.join(sets['held_out'])}]",
-        f"model.cameras=[{CAMERA}]",
-        f"steps={s.classifier_steps}",
-        f"batch_size={s.classifier_batch}",
-        f"output_dir={out}",
-    )
-    return out
-
-
-def fires(probabilities: Any, threshold: float, consecutive: int) -> bool:  # noqa: ANN401 - array
-    """Whether a run of ``consecutive`` probabilities at ``threshold`` occurs (the session's rule)."""
-    streak = 0
-    for p in probabilities:
-        streak = streak + 1 if p >= threshold else 0
-        if streak >= consecutive:
-            return True
-    return False
-
-
-def classifier_accuracy(model_dir: Path, held_out: list[str], s: Settings) -> dict[str, Any]:
-    """Held-out accuracy at the session's threshold and instruction: per frame (the label: the
-    simulator's flag of the state shown) and per episode (fires under the session's rule vs the
-    simulator flagged success on some step)."""
-    import numpy as np
-
-    from vla_rl.rewards.fit import METRICS_FILE, load_frames, score_frames
-    from vla_rl.rewards.learned import load_learned_reward_model
-
-    model = load_learned_reward_model(model_dir, score="success")
-    frames = load_frames(held_out, [CAMERA])
-    frames = dataclasses.replace(frames, instructions=[INSTRUCTION] * len(frames))
-    probability, _ = score_frames(model, frames)
-    label = frames.success.numpy() > 0.5
-    said = probability >= s.threshold
-    episodes = frames.episode.numpy()
-    truth, judged = [], []
-    for index in np.unique(episodes):
-        rows = episodes == index
-        truth.append(bool(label[rows].any()))
-        judged.append(fires(probability[rows], s.threshold, s.consecutive_steps))
-    truth_a, judged_a = np.array(truth), np.array(judged)
-    metrics = json.loads((model_dir / METRICS_FILE).read_text())
-    return {
-        "frames": int(len(label)),
-        "positive_frames": int(label.sum()),
-        "frame_accuracy": float((said == label).mean()),
-        "frame_true_positive_rate": float(said[label].mean()) if label.any() else None,
-        "frame_true_negative_rate": float((~said[~label]).mean()) if (~label).any() else None,
-        "episodes": len(truth),
-        "successful_episodes": int(truth_a.sum()),
-        "episode_accuracy": float((truth_a == judged_a).mean()),
-        "episode_false_positives": int((judged_a & ~truth_a).sum()),
-        "episode_false_negatives": int((~judged_a & truth_a).sum()),
-        "reward_train_quality": metrics.get("quality"),
-    }
 
 
 # ----- the sessions ------------------------------------------------------------------------------------
@@ -502,11 +380,11 @@ def run(work: Path, s: Settings) -> dict[str, Any]:
     weak = start_eval["success_once_rate"] <= s.start_max_success
     verdict = "weak enough" if weak else "TOO STRONG"
     print(f"weak start: {pct(start_eval['success_once_rate'])} success ({verdict})")
-    sets = classifier_data(work, start, s)
+    sets = classifier_data(work, start, s.expert_episodes, s.start_rollouts)
     lap("classifier_data")
-    classifier = train_classifier(work, sets, s)
+    classifier = train_classifier(work, sets, s.classifier_steps, s.classifier_batch)
     lap("classifier_training")
-    accuracy = classifier_accuracy(classifier, sets["held_out"], s)
+    accuracy = classifier_accuracy(classifier, sets["held_out"], s.threshold, s.consecutive_steps)
     frame, episode = pct(accuracy["frame_accuracy"]), pct(accuracy["episode_accuracy"])
     print(f"classifier: frame accuracy {frame}, episode accuracy {episode}")
     sessions = []
