@@ -233,11 +233,11 @@ def unknown_task_reason(task: str) -> str | None:
     """Why ``task`` is not a registered Gymnasium id (Gymnasium's own suggestion), or ``None``; reads
     the registry only, nothing is built. A ``"module:EnvId"`` task imports its module first, as
     ``gym.make`` does, so that the module can register the id."""
-    module, _, _ = task.rpartition(":")
+    module, _, env_id = task.rpartition(":")
     try:
         if module:
             importlib.import_module(module)
-        gym.spec(task.rpartition(":")[2])
+        gym.spec(env_id)
     except ModuleNotFoundError as error:
         return f"{task}: {error}"
     except gym.error.Error as error:
