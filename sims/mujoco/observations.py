@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import torch
 
 PROPRIO_FIELDS: tuple[tuple[str, int], ...] = (
     ("arm_qpos", 7),
@@ -41,3 +42,19 @@ def proprio_vector(
     return np.concatenate([arm_qpos, arm_qvel, gripper_opening_m[:, None], tcp_pos, rot6], axis=1).astype(
         np.float32
     )
+
+
+def proprio_tensor(
+    arm_qpos: torch.Tensor,
+    arm_qvel: torch.Tensor,
+    gripper_opening_m: torch.Tensor,
+    tcp_pos: torch.Tensor,
+    tcp_xmat: torch.Tensor,
+) -> torch.Tensor:
+    """float32 tensor [N, 24] in ``PROPRIO_FIELDS`` order, on the inputs' device: the twin of
+    ``proprio_vector`` (arm joint positions and velocities [N, 7], finger opening [N] (m), TCP position
+    [N, 3], first two columns of the TCP rotation matrix [N, 3, 3]). Concatenated in the inputs'
+    dtype, then cast, as ``proprio_vector`` does."""
+    rot6 = tcp_xmat[..., :2].transpose(-1, -2).reshape(len(tcp_xmat), 6)
+    parts = [arm_qpos, arm_qvel, gripper_opening_m[:, None], tcp_pos, rot6]
+    return torch.cat(parts, dim=1).to(torch.float32)

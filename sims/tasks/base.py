@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 import torch
+from vla_rl.robots.torch_rotations import euclidean_norm
 from vla_rl.sims.mujoco.observations import split_fields
 from vla_rl.sims.mujoco.randomization import RandomizationSplit
 from vla_rl.sims.mujoco.scene import place_free_body
@@ -23,21 +24,32 @@ MAX_CUBE_YAW_RAD = 0.4
 
 @dataclass
 class TaskState:
-    """Batched simulator state the task reads to compute rewards (numpy, float64)."""
+    """Batched simulator state the task reads to compute rewards.
 
-    tcp_pos: np.ndarray
+    Either all numpy float64 arrays (read by ``privileged`` / ``reward_and_success``) or all torch
+    tensors of one float dtype on the env's device (read by the ``*_torch`` twins, which keep them
+    there)."""
+
+    tcp_pos: np.ndarray | torch.Tensor
     """[N, 3] TCP position (m)."""
-    gripper_opening_m: np.ndarray
+    gripper_opening_m: np.ndarray | torch.Tensor
     """[N] distance between the fingers (m)."""
-    sensordata: np.ndarray
+    sensordata: np.ndarray | torch.Tensor
     """[N, nsensordata] sensor values of each world."""
-    goals: np.ndarray
+    goals: np.ndarray | torch.Tensor
     """[N, goal_dim] per-episode goal values written by ``reset_world``."""
 
 
 def is_grasped(tcp_pos: np.ndarray, cube_pos: np.ndarray, opening_m: np.ndarray) -> np.ndarray:
     """Bool [N]: cube between the closed fingers."""
     near = np.linalg.norm(tcp_pos - cube_pos, axis=-1) < GRASP_MAX_TCP_DISTANCE_M
+    low, high = GRASP_OPENING_RANGE_M
+    return near & (opening_m > low) & (opening_m < high)
+
+
+def is_grasped_torch(tcp_pos: torch.Tensor, cube_pos: torch.Tensor, opening_m: torch.Tensor) -> torch.Tensor:
+    """Bool tensor [N]: cube between the closed fingers (the twin of ``is_grasped``)."""
+    near = euclidean_norm(tcp_pos - cube_pos) < GRASP_MAX_TCP_DISTANCE_M
     low, high = GRASP_OPENING_RANGE_M
     return near & (opening_m > low) & (opening_m < high)
 
@@ -53,6 +65,17 @@ def place_cube(
 def closeness(distance_m: np.ndarray, scale_per_m: float = 10.0) -> np.ndarray:
     """Dense shaping term in (0, 1]: 1 at distance 0, ~0.24 at 3/scale."""
     return 1.0 - np.tanh(scale_per_m * distance_m)
+
+
+def closeness_torch(distance_m: torch.Tensor, scale_per_m: float = 10.0) -> torch.Tensor:
+    """Dense shaping term in (0, 1] as a tensor of ``distance_m``'s dtype (the twin of ``closeness``)."""
+    return 1.0 - torch.tanh(scale_per_m * distance_m)
+
+
+def as_float(flags: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Bool tensor ``flags`` as 0/1 in ``like``'s dtype (bool times a Python float would give the
+    default dtype, float32, and round a float64 reward)."""
+    return flags.to(like.dtype)
 
 
 class Task(ABC):
@@ -104,7 +127,8 @@ class Task(ABC):
             sensor = model.sensor(i)
             self._sensor_slices[sensor.name] = slice(sensor.adr[0], sensor.adr[0] + sensor.dim[0])
 
-    def sensor(self, state: TaskState, name: str) -> np.ndarray:
+    def sensor(self, state: TaskState, name: str) -> np.ndarray | torch.Tensor:
+        """[N, dim] values of sensor ``name`` (an array or a tensor, as ``state.sensordata`` is)."""
         return state.sensordata[:, self._sensor_slices[name]]
 
     @abstractmethod
@@ -129,3 +153,13 @@ class Task(ABC):
     @abstractmethod
     def reward_and_success(self, state: TaskState) -> tuple[np.ndarray, np.ndarray]:
         """Dense reward [N] in about [0, 1] and success flags [N] for all worlds at once."""
+
+    def privileged_torch(self, state: TaskState) -> torch.Tensor:
+        """[N, privileged_dim] task state from a ``TaskState`` of tensors, on their device and in their
+        dtype: the twin of ``privileged``."""
+        raise NotImplementedError(f"task {self.name!r} has no torch privileged state (privileged_torch)")
+
+    def reward_and_success_torch(self, state: TaskState) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dense reward [N] (the state's dtype) and bool success flags [N] from a ``TaskState`` of
+        tensors, on their device: the twin of ``reward_and_success``."""
+        raise NotImplementedError(f"task {self.name!r} has no torch reward (reward_and_success_torch)")

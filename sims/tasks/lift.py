@@ -4,9 +4,21 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import torch
+from vla_rl.robots.torch_rotations import euclidean_norm
 from vla_rl.sims.mujoco.randomization import RandomizationSplit, sample_object_rgba, sample_table_xy
 from vla_rl.sims.mujoco.scene import add_cube
-from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, is_grasped, place_cube
+from vla_rl.sims.tasks.base import (
+    CUBE_HALF_SIZE_M,
+    Task,
+    TaskState,
+    as_float,
+    closeness,
+    closeness_torch,
+    is_grasped,
+    is_grasped_torch,
+    place_cube,
+)
 
 SUCCESS_HEIGHT_M = 0.05
 
@@ -41,3 +53,17 @@ class LiftTask(Task):
         reach = closeness(np.linalg.norm(cube - state.tcp_pos, axis=-1))
         lifted = np.clip(height / SUCCESS_HEIGHT_M, 0.0, 1.0)
         return 0.25 * reach + 0.15 * grasped + 0.5 * grasped * lifted + 0.1 * success, success
+
+    def privileged_torch(self, state: TaskState) -> torch.Tensor:
+        cube = self.sensor(state, "cube_pos")
+        return torch.cat([cube, cube - state.tcp_pos, cube[:, 2:] - state.goals[:, :1]], dim=-1)
+
+    def reward_and_success_torch(self, state: TaskState) -> tuple[torch.Tensor, torch.Tensor]:
+        cube = self.sensor(state, "cube_pos")
+        grasped = is_grasped_torch(state.tcp_pos, cube, state.gripper_opening_m)
+        height = cube[:, 2] - state.goals[:, 0]
+        success = grasped & (height > SUCCESS_HEIGHT_M)
+        reach = closeness_torch(euclidean_norm(cube - state.tcp_pos))
+        lifted = torch.clamp(height / SUCCESS_HEIGHT_M, 0.0, 1.0)
+        held = as_float(grasped, reach)
+        return 0.25 * reach + 0.15 * held + 0.5 * held * lifted + 0.1 * as_float(success, reach), success

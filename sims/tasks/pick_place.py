@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import torch
+from vla_rl.robots.torch_rotations import euclidean_norm
 from vla_rl.sims.mujoco.randomization import (
     RandomizationSplit,
     hsv_rgba,
@@ -11,7 +13,17 @@ from vla_rl.sims.mujoco.randomization import (
     sample_separated_xy,
 )
 from vla_rl.sims.mujoco.scene import add_cube, add_marker
-from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, is_grasped, place_cube
+from vla_rl.sims.tasks.base import (
+    CUBE_HALF_SIZE_M,
+    Task,
+    TaskState,
+    as_float,
+    closeness,
+    closeness_torch,
+    is_grasped,
+    is_grasped_torch,
+    place_cube,
+)
 
 COLOUR_HUES: dict[str, float] = {"red": 0.0, "green": 0.33, "blue": 0.62}
 COLOURS = tuple(COLOUR_HUES)
@@ -118,3 +130,45 @@ class PickPlaceTask(Task):
         # over the pad (grasp term on) more than letting go of it near the pad's rim, and a critic
         # trained on it would steer a policy away from releasing.
         return np.where(success, 1.0, progress), success
+
+    def _named_torch(
+        self, state: TaskState
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The twin of ``_named`` on the state's device: all cube positions [N,3,3], pad xy [N,3,2],
+        named cube pos [N,3], named pad xy [N,2], and the cube and pad indices [N] (int64)."""
+        cubes = torch.stack([self.sensor(state, f"cube_{c}_pos") for c in COLOURS], dim=1)
+        pads = state.goals[:, 3:].reshape(-1, len(COLOURS), 2)
+        cube_index, pad_index = state.goals[:, 0].long(), state.goals[:, 1].long()
+        cube = torch.take_along_dim(cubes, cube_index[:, None, None], dim=1)[:, 0]
+        pad = torch.take_along_dim(pads, pad_index[:, None, None], dim=1)[:, 0]
+        return cubes, pads, cube, pad, cube_index, pad_index
+
+    @staticmethod
+    def _onehot_torch(index: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        """[N, len(COLOURS)] one-hot rows of ``index`` [N] in ``like``'s dtype, built on the device."""
+        colours = torch.arange(len(COLOURS), device=index.device)
+        return (index[:, None] == colours).to(like.dtype)
+
+    def privileged_torch(self, state: TaskState) -> torch.Tensor:
+        cubes, pads, cube, pad, cube_index, pad_index = self._named_torch(state)
+        return torch.cat(
+            [
+                cubes.reshape(len(cubes), -1),
+                pads.reshape(len(pads), -1),
+                self._onehot_torch(cube_index, cube),
+                self._onehot_torch(pad_index, cube),
+                cube - state.tcp_pos,
+                pad - cube[:, :2],
+            ],
+            dim=-1,
+        )
+
+    def reward_and_success_torch(self, state: TaskState) -> tuple[torch.Tensor, torch.Tensor]:
+        _, _, cube, pad, _, _ = self._named_torch(state)
+        to_pad = euclidean_norm(pad - cube[:, :2])
+        success = (to_pad < SUCCESS_DISTANCE_M) & (cube[:, 2] < RESTING_MAX_HEIGHT_M)
+        grasped = is_grasped_torch(state.tcp_pos, cube, state.gripper_opening_m)
+        reach = closeness_torch(euclidean_norm(cube - state.tcp_pos))
+        progress = 0.2 * reach + 0.15 * as_float(grasped, reach) + 0.55 * closeness_torch(to_pad)
+        # As in reward_and_success: success pays exactly 1, progress at most 0.9.
+        return torch.where(success, torch.ones_like(progress), progress), success

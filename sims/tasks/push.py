@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import torch
+from vla_rl.robots.torch_rotations import euclidean_norm
 from vla_rl.sims.mujoco.randomization import RandomizationSplit, sample_object_rgba, sample_table_xy
 from vla_rl.sims.mujoco.scene import add_cube, add_marker
-from vla_rl.sims.tasks.base import CUBE_HALF_SIZE_M, Task, TaskState, closeness, place_cube
+from vla_rl.sims.tasks.base import (
+    CUBE_HALF_SIZE_M,
+    Task,
+    TaskState,
+    as_float,
+    closeness,
+    closeness_torch,
+    place_cube,
+)
 
 SUCCESS_DISTANCE_M = 0.05
 PUSH_DISTANCE_RANGE_M = (0.08, 0.16)
@@ -53,3 +63,14 @@ class PushTask(Task):
         success = to_target < SUCCESS_DISTANCE_M
         reach = closeness(np.linalg.norm(cube - state.tcp_pos, axis=-1))
         return 0.25 * reach + 0.65 * closeness(to_target) + 0.1 * success, success
+
+    def privileged_torch(self, state: TaskState) -> torch.Tensor:
+        cube = self.sensor(state, "cube_pos")
+        return torch.cat([cube, state.goals, cube - state.tcp_pos, state.goals - cube[:, :2]], dim=-1)
+
+    def reward_and_success_torch(self, state: TaskState) -> tuple[torch.Tensor, torch.Tensor]:
+        cube = self.sensor(state, "cube_pos")
+        to_target = euclidean_norm(state.goals - cube[:, :2])
+        success = to_target < SUCCESS_DISTANCE_M
+        reach = closeness_torch(euclidean_norm(cube - state.tcp_pos))
+        return 0.25 * reach + 0.65 * closeness_torch(to_target) + 0.1 * as_float(success, reach), success

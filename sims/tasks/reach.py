@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import mujoco
 import numpy as np
+import torch
+from vla_rl.robots.torch_rotations import euclidean_norm
 from vla_rl.sims.mujoco.randomization import RandomizationSplit, sample_object_rgba, sample_table_xy
 from vla_rl.sims.mujoco.scene import add_marker, add_stem
-from vla_rl.sims.tasks.base import Task, TaskState, closeness
+from vla_rl.sims.tasks.base import Task, TaskState, as_float, closeness, closeness_torch
 
 SUCCESS_DISTANCE_M = 0.05
 TARGET_HEIGHT_RANGE_M = (0.05, 0.25)
@@ -46,3 +48,11 @@ class ReachTask(Task):
         distance = np.linalg.norm(state.goals - state.tcp_pos, axis=-1)
         success = distance < SUCCESS_DISTANCE_M
         return 0.9 * closeness(distance) + 0.1 * success, success
+
+    def privileged_torch(self, state: TaskState) -> torch.Tensor:
+        return torch.cat([state.goals, state.goals - state.tcp_pos], dim=-1)
+
+    def reward_and_success_torch(self, state: TaskState) -> tuple[torch.Tensor, torch.Tensor]:
+        distance = euclidean_norm(state.goals - state.tcp_pos)
+        success = distance < SUCCESS_DISTANCE_M
+        return 0.9 * closeness_torch(distance) + 0.1 * as_float(success, distance), success
