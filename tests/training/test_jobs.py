@@ -79,3 +79,12 @@ def test_resume_auto_composes_a_new_config_that_continues_its_run_dir(job: str) 
 def test_a_config_of_another_job_is_refused_naming_the_key(job: str) -> None:
     with pytest.raises(ConfigError, match="config key 'job'"):
         job_config("ppo", [f"job={job}"])
+
+
+def test_a_group_choice_on_a_resumed_path_is_a_config_error_naming_the_group(tmp_path: Path) -> None:
+    """``env=push`` has nothing to choose from in a saved config: refused by name, not as an unknown
+    ``env.*`` key on the next override."""
+    checkpoint = _run(tmp_path / "run", TrainConfig())
+    with pytest.raises(ConfigError, match="config key 'env': the group choice 'env=push'"):
+        job_config("ppo", ["env=push", "env.num_envs=8", f"resume={checkpoint}"])
+    assert job_config("ppo", ["env.num_envs=8", f"resume={checkpoint}"]).env.num_envs == 8

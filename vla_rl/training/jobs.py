@@ -101,7 +101,31 @@ def job_config(job: str, overrides: Sequence[str], resume: str | None = None) ->
         return resolve(JOBS, job, "job").compose([*kept, *(["resume=auto"] if resume == "auto" else [])])
     checkpoint = resolve_run_checkpoint(resume)
     kept = [o for o in kept if not _picks_job(o)]  # the saved config holds the recipe or learner
+    _refuse_group_choices(kept, resume)
     return resolve(JOBS, job, "job").load_file(checkpoint / CONFIG_FILENAME, [*kept, f"resume={checkpoint}"])
+
+
+def config_groups() -> set[str]:
+    """The config groups of ``configs/`` (``env``, ``policy``, ...): its folders."""
+    from importlib.resources import files
+
+    entries = files("vla_rl.configs").iterdir()
+    return {entry.name for entry in entries if entry.is_dir() and not entry.name.startswith("_")}
+
+
+def _refuse_group_choices(overrides: Sequence[str], resume: str) -> None:
+    """A run resumed from a path continues its saved, resolved config, in which a group choice such
+    as ``env=pick_place`` has nothing to choose from: a ``ConfigError`` naming it, rather than the
+    unknown-key error on the next ``env.*`` override that it would cause."""
+    groups = config_groups()
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if key.lstrip("+~") in groups:
+            raise ConfigError(
+                f"config key '{key.lstrip('+~')}': the group choice {override!r} cannot change the run "
+                f"resumed from {resume} (its saved config already holds its {key.lstrip('+~')}); drop it, "
+                "or use resume=auto with the run's original overrides"
+            )
 
 
 def _picks_job(override: str) -> bool:
