@@ -210,3 +210,13 @@ def test_chunk_algorithms_are_registered_by_name():
     assert isinstance(build_chunk_algorithm(config(name="vla_grpo"), flow_policy()), ChunkGRPO)
     with pytest.raises(ValueError, match="unknown algorithm"):
         config(name="vla_dpo").validate()
+
+
+def test_a_group_with_an_episode_cut_short_by_a_dead_env_worker_does_not_train():
+    policy = flow_policy(exploration="flow_sde")
+    batch = rollout(policy, with_value=False)
+    success = torch.tensor([False, True, True, False])  # both groups mixed
+    batch.lost[3] = True  # world 3's episode was cut short: its group has no score
+    grouped = grpo(policy).grouped_rows(batch, success, torch.zeros(4))
+    assert (grouped.groups, grouped.kept_groups) == (2, 1)
+    assert len(grouped.rows) == 2 * batch.num_decisions  # worlds 0 and 1

@@ -1,7 +1,11 @@
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
+
+# The tiny chunk-RL run of tests/training/tiny_chunk_rl.py, which the chunk-rank tests reuse.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
 
 DECLARED_GPUS = 4
 """GPUs declared to the test's Ray instance (a CPU machine): placement is Ray's own accounting."""

@@ -64,3 +64,10 @@ def test_ray_refuses_workers_that_ask_for_more_cpus_than_it_has(ray_runtime) -> 
     assert ray_runtime.ray.is_initialized()
     runtime = make_training_runtime(DistributedConfig(runtime="ray", env_workers=2, env_worker_cpus=0.0))
     assert runtime is not None and runtime.available_cpus() == ray_runtime.available_cpus()
+
+
+def test_the_config_knows_every_placement_mode_the_layout_plans() -> None:
+    from vla_rl.config.distributed import PLACEMENT_MODES
+    from vla_rl.distributed.layout import PLACEMENTS
+
+    assert sorted(PLACEMENT_MODES) == sorted(["none", *PLACEMENTS])

@@ -130,3 +130,49 @@ def test_images_are_skipped_on_every_step_of_a_chunk_but_the_last():
     collector.collect(obs, num_decisions=2)
     assert len(env.actions) == 6
     assert env.image_skips == [0, 1, 3, 4]  # steps 2 and 5 end a chunk: decided on
+
+
+class LosesWorldZeroAtThirdStep(TwoWorldEnv):
+    """World 0's third step never runs (its env worker died): a fresh episode, marked lost, no
+    episode statistics for it (as a replaced worker's stage returns)."""
+
+    def step(self, action: torch.Tensor):
+        result = super().step(action)
+        lost = len(self.actions) == 3
+        result.info["lost"] = torch.tensor([lost, False])
+        if lost:
+            self.count[0] = 0
+            result.obs["proprio"][0] = 0.0
+            result.reward[0], result.truncated[0], result.terminated[0] = 0.0, True, False
+            result.info["episode"]["success"][0] = False
+        return result
+
+
+def test_a_lost_step_cuts_the_decision_with_zero_advantage_and_leaves_it_out():
+    # Decision 0 of world 0 runs steps 1-2 (chunk reward 1 + 0.5 = 1.5, discount 0.25); decision 1
+    # (obs 2, V = 20) loses step 3: it ends there with reward V = 20, not the time limit's bootstrap.
+    env, policy = LosesWorldZeroAtThirdStep(), ConstantChunkPolicy()
+    collector = RolloutCollector(env, policy, execute_steps=2, gamma=0.5)
+    _, stats = collector.collect(env.reset()[0], num_decisions=2)
+    batch = collector.buffer
+    torch.testing.assert_close(batch.stacked("rewards")[:, 0], torch.tensor([1.5, 20.0]))
+    assert batch.stacked("dones")[:, 0].tolist() == [False, True]
+    assert batch.stacked("valid").tolist() == [[True, True], [False, True]]
+    assert batch.stacked("executed")[1, 0].tolist() == [True, False]
+    # A1 = 20 - V1 = 0; A0 = 1.5 + 0.25 * V1 - V0 = 6.5, bootstrapped at the cut.
+    advantages, _ = batch.gae(lam=1.0)
+    torch.testing.assert_close(advantages[:, 0], torch.tensor([6.5, 0.0]))
+    step_advantages, _ = batch.step_gae(gamma=0.5, lam=1.0)
+    assert step_advantages[1, 0, 0] == 0.0
+    assert env.actions[3].tolist() == [[0.0], [0.5]]  # the restarted world holds still
+    # World 1's two episodes count; world 0's cut one does not.
+    assert stats.lost_steps == 1 and stats.episodes == 2 and stats.success_rate == 1.0
+
+
+def test_an_episode_rollout_marks_a_world_whose_episode_was_cut_short():
+    env, policy = LosesWorldZeroAtThirdStep(), ConstantChunkPolicy()
+    collector = RolloutCollector(env, policy, execute_steps=2, gamma=1.0, with_value=False)
+    batch, success, _, stats = collector.collect_episodes([7, 7], max_decisions=10)
+    assert batch.lost.tolist() == [True, False] and success.tolist() == [False, True]
+    assert batch.stacked("valid").tolist() == [[True, True], [False, False]]
+    assert stats.episodes == 1 and stats.lost_steps == 1

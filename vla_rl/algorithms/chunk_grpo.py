@@ -55,6 +55,7 @@ class ChunkGRPO(ChunkPolicyUpdate):
             raise ValueError(f"{num_worlds} worlds do not split into groups of {cfg.group_size}")
         scores = (success.float() if cfg.score == "success" else returns.float()).view(-1, cfg.group_size)
         keep_group = informative_groups(success.view(-1, cfg.group_size), *cfg.keep_success_range)
+        keep_group &= ~batch.lost.view(-1, cfg.group_size).any(dim=1)  # an episode cut short: no score
         keep_world = keep_group.repeat_interleave(cfg.group_size)
         step_mask = batch.stacked("valid") & keep_world[None, :]
         scale = advantage_scales(scores, keep_group, cfg.advantage_scale)

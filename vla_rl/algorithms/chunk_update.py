@@ -161,8 +161,19 @@ class ChunkPolicyUpdate(PolicyGradient):
 
     # ----- the update -------------------------------------------------------------------------------------
 
+    def local_rows(self, batch: FlatBatch) -> FlatBatch:
+        """The rows of a minibatch this process computes the losses of (a data-parallel rank: its
+        share; here: all of them)."""
+        return batch
+
+    def mean(self, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """A loss term's mean over the minibatch's entries ``mask`` marks (a data-parallel rank's part
+        of the mean over every rank's rows; here: ``masked_mean``)."""
+        return masked_mean(values, mask)
+
     def losses(self, batch: FlatBatch, actor_active: bool = True) -> ChunkLosses:
         cfg = self.cfg
+        batch = self.local_rows(batch)
         device = module_device(self.policy)
         evaluation = self._evaluate(self.policy, batch, self.uses_critic)
         tensors = {k: v.to(device) for k, v in batch.tensors.items()}
@@ -175,14 +186,14 @@ class ChunkPolicyUpdate(PolicyGradient):
         surrogate, clipped = clipped_surrogate(
             log_ratio, advantages, cfg.clip_low, cfg.clip_high, cfg.dual_clip
         )
-        policy_loss = masked_mean(surrogate, mask)
+        policy_loss = self.mean(surrogate, mask)
         total = policy_loss if actor_active else torch.zeros((), device=device)
-        entropy = masked_mean(evaluation.entropy, mask) if evaluation.entropy is not None else torch.zeros(())
+        entropy = self.mean(evaluation.entropy, mask) if evaluation.entropy is not None else torch.zeros(())
         if cfg.entropy_coef > 0 and actor_active:
             total = total - cfg.entropy_coef * entropy
         kl = None
         if cfg.kl_coef > 0:
-            kl = masked_mean(kl_to_reference(log_prob, tensors["ref_log_prob"]), mask)
+            kl = self.mean(kl_to_reference(log_prob, tensors["ref_log_prob"]), mask)
             if actor_active:
                 total = total + cfg.kl_coef * kl
         value_loss = None
@@ -191,20 +202,20 @@ class ChunkPolicyUpdate(PolicyGradient):
             per_row = clipped_value_loss(
                 evaluation.value, tensors["old_value"], tensors["returns"], cfg.value_clip, cfg.huber_delta
             )
-            value_loss = masked_mean(per_row, tensors["valid"])
+            value_loss = self.mean(per_row, tensors["valid"])
             total = total + cfg.value_coef * value_loss
         with torch.no_grad():
             ratio = log_ratio.exp()
-            approx_kl = masked_mean((ratio - 1.0) - log_ratio, mask)
+            approx_kl = self.mean((ratio - 1.0) - log_ratio, mask)
         return ChunkLosses(
             total=total,
             policy_loss=float(policy_loss.detach()),
             value_loss=None if value_loss is None else float(value_loss.detach()),
             entropy=float(entropy.detach()),
             kl_to_reference=None if kl is None else float(kl.detach()),
-            clip_fraction=float(masked_mean(clipped.float(), mask)),
+            clip_fraction=float(self.mean(clipped.float(), mask)),
             approx_kl=float(approx_kl),
-            ratio_mean=float(masked_mean(ratio, mask)),
+            ratio_mean=float(self.mean(ratio, mask)),
         )
 
     def optimise(self, flat: FlatBatch, actor_active: bool = True) -> dict[str, float]:

@@ -53,6 +53,10 @@ class PolicyGradient:
         """A per-step scalar as every rank should see it (here: the value itself)."""
         return float(value)
 
+    def reduce_gradients(self) -> None:
+        """After each backward pass, before ``before_step``: where a data-parallel rank that does not
+        leave it to a wrapper (DDP) combines its gradients with the other ranks' (here: nothing)."""
+
     def gradient_steps(
         self,
         minibatches: Callable[[], Iterable[Batch]],
@@ -73,6 +77,7 @@ class PolicyGradient:
                 step_losses = losses(batch)
                 self.optimizer.zero_grad(set_to_none=True)
                 step_losses.total.backward()
+                self.reduce_gradients()
                 before_step(step_losses)
                 grad_norm = clip_gradients(self.policy, self.cfg.max_grad_norm)
                 self.optimizer.step()

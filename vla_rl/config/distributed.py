@@ -1,17 +1,23 @@
 """Config of where a training run's workers run (the ``distributed`` group of a training config).
 
-The schema of ``vla_rl.distributed`` lives here, below it, because ``TrainConfig`` composes it."""
+The schema of ``vla_rl.distributed`` lives here, below it, because ``TrainConfig`` (``vla-rl train``'s
+state PPO) and ``VLARLConfig`` (``vla-rl train recipe=...``'s chunk RL) compose it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+RUNTIMES = ("inprocess", "ray")
+"""The values of ``distributed.runtime``."""
+PLACEMENT_MODES = ("none", "collocated", "disaggregated", "hybrid")
+"""The values of ``distributed.placement.mode`` (``vla_rl.distributed.layout.PLACEMENTS`` and ``none``)."""
+
 
 @dataclass
 class PlacementConfig:
     mode: str = "none"
-    """``none`` (workers ask for CPUs only), ``collocated``, ``disaggregated`` or ``hybrid`` (see the
-    module docstring)."""
+    """``none`` (workers ask for CPUs only), ``collocated``, ``disaggregated`` or ``hybrid`` (see
+    ``vla_rl.distributed.layout``)."""
     num_gpus: int = 1
     """GPUs used in all."""
     env_gpus: int = 1
@@ -26,12 +32,15 @@ class DistributedConfig:
     """``inprocess`` (the default; needs no Ray) or ``ray`` (workers are Ray actors)."""
     env_workers: int = 0
     """Env workers the worlds are spread over; 0 builds the env in the training process. Each worker
-    holds ``env.pipeline_stages`` stages of ``env.num_envs / (env_workers * pipeline_stages)`` worlds."""
+    holds ``env.pipeline_stages`` stages of ``env.num_envs / (env_workers * pipeline_stages)`` worlds.
+    A worker that dies is replaced; the step its worlds never ran is left out of the update."""
     env_worker_cpus: float = 1.0
     """CPUs each env worker asks of Ray."""
     trainer_ranks: int = 0
-    """Data-parallel trainer ranks (DDP) that run PPO's update; 0 updates in the training process.
-    More than one needs the Ray runtime (the ranks run at once)."""
+    """Data-parallel trainer ranks that run the update (state PPO's with DDP; a chunk algorithm's,
+    chunk PPO or GRPO, with each rank's gradients averaged over the group); 0 updates in the training
+    process. More than one needs the Ray runtime (the ranks run at once). A rank that dies restarts
+    the ranks from the run's last checkpoint."""
     trainer_cpus: float = 1.0
     """CPUs each trainer rank asks of Ray."""
     rendezvous_host: str = "127.0.0.1"

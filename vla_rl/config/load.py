@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 from omegaconf import DictConfig
 
 from vla_rl.algorithms.config import ACTOR_CRITIC_CHECKS, LR_SCHEDULES
+from vla_rl.config.distributed import PLACEMENT_MODES, RUNTIMES
 from vla_rl.config.schema import RunConfig, TrainConfig
 from vla_rl.config.structured import (  # noqa: F401 - re-exported: callers import them from here too
     Check,
@@ -109,18 +110,24 @@ def check_reward_config(config: Any) -> None:
             )
 
 
-def _train_checks() -> list[Check[TrainConfig]]:
-    from vla_rl.policies.cnn import IMAGE_ENCODERS
-
+def distributed_checks() -> list[Check[Any]]:
+    """The checks of the ``distributed`` group (``DistributedConfig``) of a run's config, the same for
+    every job that has one (state PPO, chunk RL): values, and what the env and runtime must allow."""
     return [
-        one_of("distributed.runtime", ("inprocess", "ray")),
-        *not_negative("distributed.env_workers"),
+        one_of("distributed.runtime", RUNTIMES),
+        *not_negative(
+            "distributed.env_workers",
+            "distributed.trainer_ranks",
+            "distributed.env_worker_cpus",
+            "distributed.trainer_cpus",
+        ),
         Check(
             "distributed.env_workers",
             lambda c: c.env.num_envs % (max(c.distributed.env_workers, 1) * c.env.pipeline_stages) == 0,
             "times env.pipeline_stages must divide env.num_envs",
         ),
-        *not_negative("distributed.trainer_ranks"),
+        one_of("distributed.placement.mode", PLACEMENT_MODES),
+        *positive("distributed.placement.num_gpus"),
         Check(
             "distributed.placement.mode",
             lambda c: c.distributed.placement.mode == "none" or c.distributed.runtime == "ray",
@@ -131,6 +138,14 @@ def _train_checks() -> list[Check[TrainConfig]]:
             lambda c: c.distributed.trainer_ranks <= 1 or c.distributed.runtime == "ray",
             "more than one rank needs distributed.runtime=ray",
         ),
+    ]
+
+
+def _train_checks() -> list[Check[TrainConfig]]:
+    from vla_rl.policies.cnn import IMAGE_ENCODERS
+
+    return [
+        *distributed_checks(),
         Check(
             "distributed.trainer_ranks",
             lambda c: c.distributed.trainer_ranks == 0 or c.algorithm.name == "ppo",

@@ -72,6 +72,9 @@ class RolloutBuffer:
         """Which of the chunk's first ``execute_steps`` actions ran in the decision's episode [T, N, H]."""
         self.last_value: torch.Tensor | None = None
         """[N] critic value of the observation after the last step (set by the collector)."""
+        self.lost = torch.zeros(num_envs, dtype=torch.bool)
+        """bool [N]: worlds whose episode a dead env worker cut short (episode rollouts; GRPO leaves
+        their groups out)."""
         if observation_space is None:
             return
         if action_dim is None:

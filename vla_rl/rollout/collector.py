@@ -72,6 +72,9 @@ class ChunkOutcome:
     """[N] its undiscounted return (valid where ``ended``)."""
     truncated_obs: dict[int, tuple[int, Observation]]
     """world -> (step index, final observation) for time-limit ends (for bootstrapping)."""
+    lost: torch.Tensor
+    """bool [N]: a step of the decision never ran (its env worker died; the world restarted): the
+    decision ended there, without an episode to count (included in ``ended``)."""
 
 
 class RolloutCollector:
@@ -295,6 +298,7 @@ class RolloutCollector:
         success = torch.zeros(num_envs, dtype=torch.bool)
         episode_return = torch.zeros(num_envs)
         truncated_obs: dict[int, tuple[int, Observation]] = {}
+        lost = torch.zeros(num_envs, dtype=torch.bool)
         running = active.clone()
         obs: Observation = {}
         for j in range(horizon):
@@ -313,7 +317,9 @@ class RolloutCollector:
             reward = self.reward_scale * reward
             step_rewards[:, j] = torch.where(running, reward, 0.0)
             executed[:, j] = running
-            finished = running & done
+            if "lost" in result.info:
+                lost |= running & result.info["lost"].cpu()
+            finished = running & done & ~lost
             if finished.any():
                 episode = result.info["episode"]
                 success |= finished & episode["success"].cpu().bool()
@@ -323,7 +329,9 @@ class RolloutCollector:
             running &= ~done
             obs = result.obs
         ended = active & ~running  # a world stops running where its episode ends
-        return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs)
+        if lost.any():
+            self.tally.lost_steps = (self.tally.lost_steps or 0) + int(lost.sum())
+        return ChunkOutcome(obs, step_rewards, executed, ended, success, episode_return, truncated_obs, lost)
 
     def _shaping(self, result: StepResult, done: torch.Tensor) -> torch.Tensor:
         """``progress_shaping * (gamma * phi(s') - phi(s))`` per world (0 where phi(s) is unknown:
@@ -353,7 +361,16 @@ class RolloutCollector:
         outcome: ChunkOutcome,
         valid: torch.Tensor,
     ) -> None:
-        """Store one decision with its chunk reward and discount (``chunk_rewards``)."""
+        """Store one decision with its chunk reward and discount (``chunk_rewards``); a lost decision
+        (``ChunkOutcome.lost``) is cut after its first step with reward V(s), so its TD error, and
+        its share of the earlier decisions' advantages, are exactly zero, and does not train."""
+        lost = outcome.lost
+        if lost.any():
+            outcome.executed[lost] = False
+            outcome.executed[lost, 0] = True
+            outcome.step_rewards[lost] = 0.0
+            if step.value is not None:
+                outcome.step_rewards[lost, 0] = step.value.detach().cpu().float()[lost]
         reward, discount = chunk_rewards(outcome.step_rewards, outcome.executed, self.gamma)
         batch.add_decision(
             obs,
@@ -363,7 +380,7 @@ class RolloutCollector:
             reward,
             discount,
             outcome.ended,
-            valid,
+            valid & ~lost,
             outcome.step_rewards,
             outcome.executed,
         )
@@ -377,7 +394,7 @@ class RolloutCollector:
             outcome = self.execute(step.actions.cpu(), all_worlds)
             self.bootstrap_truncations(outcome)
             self.record(batch, obs, step, outcome, all_worlds)
-            self.tally.add_outcomes(outcome.success, outcome.episode_return, outcome.ended)
+            self.tally.add_outcomes(outcome.success, outcome.episode_return, outcome.ended & ~outcome.lost)
             obs = outcome.obs
         if self.with_value:
             batch.last_value = self.sample(obs, with_value=True).value.cpu().float()  # type: ignore[union-attr]
@@ -405,10 +422,11 @@ class RolloutCollector:
             self.record(batch, obs, step, outcome, active)
             success |= outcome.success
             returns += outcome.step_rewards.sum(dim=1)
+            batch.lost |= outcome.lost
             active &= ~outcome.ended
             obs = outcome.obs
             decisions += 1
-        self.tally.add_outcomes(success, returns, torch.ones(num_envs, dtype=torch.bool))
+        self.tally.add_outcomes(success, returns, ~batch.lost)
         return batch, success, returns, self._stats(decisions, start)
 
     def _sample_active(self, obs: Observation, active: torch.Tensor) -> ChunkStep:

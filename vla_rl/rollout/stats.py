@@ -34,7 +34,8 @@ class RolloutStats:
     policy_time_s: float
     """Part of it spent in policy inference (acting, truncation bootstrap, last value)."""
     lost_steps: int | None = None
-    """Transitions dropped because their env worker died before stepping them (state rollouts)."""
+    """Transitions dropped because their env worker died before stepping them (state rollouts count
+    them from 0; chunk rollouts count the decisions cut short, present once there is one)."""
     decisions: int | None = None
     """Policy calls per world (chunk rollouts: each executes part of an action chunk)."""
 
@@ -54,7 +55,8 @@ class EpisodeTally:
     sim_time_s: float = 0.0
     policy_time_s: float = 0.0
     lost_steps: int | None = None
-    """Transitions lost with a dead env worker (state rollouts count them from 0)."""
+    """Transitions (chunk rollouts: decisions) lost with a dead env worker (state rollouts count them
+    from 0)."""
 
     def add(self, episode: dict[str, torch.Tensor], done: torch.Tensor) -> None:
         ended = done.to(episode["return"].device)
@@ -105,6 +107,9 @@ def merge_stats(parts: list[RolloutStats]) -> RolloutStats:
         rollout_time_s=sum(p.rollout_time_s for p in parts),
         policy_time_s=sum(p.policy_time_s for p in parts),
         sim_time_s=sum(p.sim_time_s for p in parts),
+        lost_steps=None
+        if all(p.lost_steps is None for p in parts)
+        else sum(p.lost_steps or 0 for p in parts),
     )
 
 

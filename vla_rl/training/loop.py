@@ -115,6 +115,8 @@ class TrainingLoop:
         """The training env, where the way of learning has one (closed by ``close``)."""
         self.runtime: Any = None
         """Where env workers and trainer ranks run (``None``: all in this process)."""
+        self._env_events_seen = 0
+        """How many of the env workers' events (``env_events``) the run has recorded."""
 
     # ----- the loop ---------------------------------------------------------------------------------------
 
@@ -180,6 +182,7 @@ class TrainingLoop:
         """One update: the source's batch, the algorithm's update; returns the iteration's metrics."""
         started = time.perf_counter()
         batch, metrics = self.next_batch()
+        self._record_env_events()
         batched = time.perf_counter()
         losses = self.algorithm.update(batch)
         self.iteration += 1
@@ -188,6 +191,15 @@ class TrainingLoop:
 
     def next_batch(self) -> tuple[Any, dict[str, float]]:
         return self.source.next_batch()
+
+    def _record_env_events(self) -> None:
+        """Add what happened to the env workers during the batch (a worker replaced) to the run's
+        events, and log it."""
+        events = env_events(self.env)
+        for event in events[self._env_events_seen :]:
+            self.run.events.append(f"iteration {self.iteration + 1}: {event}")
+            self.log.warning(self.run.events[-1])
+        self._env_events_seen = len(events)
 
     # ----- what a way of learning says (defaults: none) ----------------------------------------------------
 
@@ -377,3 +389,12 @@ class TrainingLoop:
         )
         self.wandb_run_id = logger.wandb_run_id or self.wandb_run_id
         return logger
+
+
+def env_events(env: Any) -> list[str]:
+    """The env workers' event log of ``env`` (looking through wrappers); empty for a local env."""
+    while env is not None:
+        if hasattr(env, "events"):
+            return env.events
+        env = getattr(env, "env", None)
+    return []

@@ -72,7 +72,6 @@ class Trainer(TrainingLoop):
         """When and at which env step the env steps/s count starts (each ``train`` call resets it)."""
         self.steps_per_update = cfg.algorithm.num_steps * self.env.num_envs
         self.source = Rollouts(self.env, self.collector, cfg.seed)
-        self._worker_events_seen = len(_worker_events(self.env))
         self.resume(self._find_resume_checkpoint())
 
     # ----- the loop's hooks -------------------------------------------------------------------------------
@@ -81,14 +80,6 @@ class Trainer(TrainingLoop):
 
     def before_training(self) -> None:
         self._pace_from = (time.perf_counter(), self.env_steps)
-
-    def next_batch(self) -> tuple[Any, dict[str, float]]:
-        batch = self.source.next_batch()
-        for event in _worker_events(self.env)[self._worker_events_seen :]:
-            self._worker_events_seen += 1
-            self.run.events.append(f"iteration {self.iteration + 1}: {event}")
-            self.log.warning(self.run.events[-1])
-        return batch
 
     def advance(self, metrics: dict[str, float], batch_s: float, update_s: float) -> dict[str, float]:
         self.env_steps += self.steps_per_update
@@ -146,12 +137,3 @@ class Trainer(TrainingLoop):
     def evaluate(self, video: bool | None = None) -> EvalResult:
         """Evaluate the current policy as ``cfg.eval`` says; outputs go to ``<run_dir>/eval``."""
         return evaluate_run(self.policy, self.cfg, self.run_dir / "eval", video)
-
-
-def _worker_events(env: Any) -> list[str]:
-    """The env workers' event log of ``env`` (looking through wrappers); empty for a local env."""
-    while env is not None:
-        if hasattr(env, "events"):
-            return env.events
-        env = getattr(env, "env", None)
-    return []

@@ -146,3 +146,24 @@ def test_exploration_settings_are_checked_before_anything_loads(tmp_path, capsys
         compose_rl_config(args)
     assert main(["train", *args]) == 2
     assert "error: " in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("distributed.runtime=dask", "distributed.runtime"),
+        ("distributed.env_workers=3", "distributed.env_workers"),  # 4 worlds do not split into 3
+        ("distributed.trainer_ranks=-1", "distributed.trainer_ranks"),
+        ("distributed.trainer_ranks=2", "distributed.trainer_ranks"),  # several ranks need Ray
+        ("distributed.env_worker_cpus=-1", "distributed.env_worker_cpus"),
+        ("distributed.placement.mode=spread", "distributed.placement.mode"),
+        ("distributed.placement.mode=collocated", "distributed.placement.mode"),  # needs Ray
+        ("distributed.placement.num_gpus=0", "distributed.placement.num_gpus"),
+    ],
+)
+def test_a_bad_distributed_setting_fails_naming_its_key_before_any_work(tmp_path, override, key):
+    args = [*overrides(tmp_path / "run", tmp_path / "not_loaded"), override]
+    with pytest.raises(ConfigError, match=f"config key '{key}'"):
+        compose_rl_config(args)
+    assert main(["train", *args]) == 2
+    assert not (tmp_path / "run").exists()  # nothing was built or written

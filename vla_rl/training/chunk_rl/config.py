@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from vla_rl.algorithms.chunk_config import ChunkRLConfig
+from vla_rl.config.distributed import DistributedConfig
 from vla_rl.config.schema import RunConfig
 from vla_rl.policies.import_settings import ImportSettings
 from vla_rl.policies.lora import LoraSettings
@@ -142,4 +143,9 @@ class VLARLConfig(RunConfig):
     before its checkpoint): training stops early enough to leave time for the final evaluation,
     measured on the first one; <= 0: none. It only stops a run, it never changes its maths."""
     device: str = "cpu"
-    """Torch device of the policy."""
+    """Torch device of the policy (its rollouts and evaluations run in the training process)."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Where the env workers and the update run (default: all in this process): ``env_workers`` Ray
+    actors step the worlds, ``trainer_ranks`` data-parallel ranks run the update, each on its share
+    of every minibatch, with the training process's policy receiving each new version of the weights
+    (its version and checksum checked)."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from vla_rl.config.load import JobSchema, check_reward_config
+from vla_rl.config.load import JobSchema, check_reward_config, distributed_checks
 from vla_rl.config.structured import (
     Check,
     ConfigError,
@@ -145,6 +145,7 @@ def _rl_checks() -> list[Check[VLARLConfig]]:
             lambda c: c.algorithm.name != "vla_grpo" or c.env.num_envs % c.algorithm.group_size == 0,
             "must be a multiple of algorithm.group_size for GRPO",
         ),
+        *distributed_checks(),
     ]
 
 

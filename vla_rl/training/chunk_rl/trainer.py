@@ -21,24 +21,22 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
-
-import torch
 
 from vla_rl.algorithms.registry import build_chunk_algorithm
 from vla_rl.config.load import ConfigError
-from vla_rl.envs import make_env
+from vla_rl.distributed.layout import make_training_runtime
+from vla_rl.distributed.remote_env import build_training_env
+from vla_rl.envs.base import BatchedEnv
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.lora import LoraSettings
-from vla_rl.policies.registry import load_chunk_policy
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.rollout.collector import RolloutCollector
 from vla_rl.training.budget import describe_cap
 from vla_rl.training.checkpoint import POLICY_DIRNAME, resolve_policy_dir
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at, exploration_metrics
-from vla_rl.training.env_fit import apply_env_maps, check_policy_env
+from vla_rl.training.chunk_rl.learner import load_rl_learner, load_rl_policy
+from vla_rl.training.env_fit import check_policy_env
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import Run, RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
@@ -62,62 +60,6 @@ class RLResult(RunResult):
             if entry["iteration"] == iteration and entry["split"] == split:
                 return float(entry["success_rate"])
         return math.nan
-
-
-def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkPolicy:
-    """The ``policy.name`` policy saved in ``directory``, with the maps of an imported checkpoint
-    (``policy.action_map``, ...; ``vla_rl.training.env_fit``), ``policy.exploration`` applied (and
-    ``policy.exploration_final`` as annealed at ``update``), in eval mode
-    (RL samples, recomputes and trains without dropout); an autoregressive token policy decodes only
-    the ``algorithm.execute_steps`` actions that run (``TokenVLA.limit_decoding``)."""
-    policy = load_chunk_policy(
-        cfg.policy.name,
-        directory,
-        cfg.policy.tokenizer_dir,
-        openpi_asset_id=cfg.policy.openpi_asset_id,
-        openpi_delta_action_mask=cfg.policy.openpi_delta_action_mask,
-        unnorm_key=cfg.policy.unnorm_key,
-        trust_remote_code=cfg.policy.trust_remote_code,
-    )
-    apply_env_maps(policy, cfg.policy, cfg.policy.name)
-    if cfg.policy.lora is not None:
-        add_lora(policy, cfg.policy.lora, cfg.policy.name)
-    if cfg.policy.dtype != "float32":
-        cast_model = getattr(policy, "cast_model", None)
-        if cast_model is None:
-            raise ConfigError(f"config key 'policy.dtype': {cfg.policy.name} policies train in float32 only")
-        cast_model(getattr(torch, cfg.policy.dtype))
-    policy = policy.to(torch.device(cfg.device)).eval()
-    limit_decoding = getattr(policy, "limit_decoding", None)
-    if limit_decoding is not None:
-        limit_decoding(cfg.algorithm.execute_steps)
-    settings = {**cfg.policy.exploration.given(), **exploration_at(cfg.policy, update)}
-    if settings:
-        set_exploration = getattr(policy, "set_exploration", None)
-        if set_exploration is None:
-            raise ConfigError(
-                f"config key 'policy.exploration': {cfg.policy.name} has no exploration settings "
-                "(token policies explore through algorithm.temperature)"
-            )
-        set_exploration(**settings)
-    return policy
-
-
-def add_lora(policy: ChunkPolicy, settings: LoraSettings, family: str) -> None:
-    """``policy.lora``'s adapters on a policy saved without them; a policy that has adapters keeps
-    its own (a resumed run, or a checkpoint trained with LoRA), and must have been given the same."""
-    policy_config = getattr(policy, "cfg", None) or getattr(policy, "config", None)  # pi0's, token VLAs'
-    saved = getattr(policy_config, "lora", None)
-    if saved is not None:
-        if saved != settings:
-            raise ConfigError(
-                f"config key 'policy.lora': the policy was saved with LoRA {saved}, not {settings}"
-            )
-        return
-    add = getattr(policy, "add_lora", None)
-    if add is None:
-        raise ConfigError(f"config key 'policy.lora': {family} policies take no LoRA adapters in RL")
-    add(settings)
 
 
 def evaluate_rl_policy(
@@ -147,21 +89,19 @@ class ChunkRLTrainer(TrainingLoop):
     result_type = RLResult
 
     @logs_to_run_dir
-    def __init__(self, cfg: VLARLConfig) -> None:
+    def __init__(self, cfg: VLARLConfig, env: BatchedEnv | None = None) -> None:
+        """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
         self.begin(cfg)
+        self.runtime = make_training_runtime(cfg.distributed)  # None: everything in this process
         checkpoint = self._find_resume_checkpoint()
         start_dir = (
             checkpoint.path / POLICY_DIRNAME if checkpoint else resolve_policy_dir(cfg.policy.init_from)
         )
-        self.policy = load_rl_policy(cfg, start_dir)
-        self._freeze(self.policy)
+        self.policy, self.reference = load_rl_learner(cfg, start_dir)
         acfg = cfg.algorithm
-        self.reference = None
-        if acfg.kl_coef > 0:
-            reference_dir = resolve_policy_dir(cfg.policy.init_from) if cfg.policy.init_from else start_dir
-            self.reference = load_rl_policy(cfg, reference_dir).eval().requires_grad_(False)
         self.algorithm = build_chunk_algorithm(acfg, self.policy, self.reference)
-        env = make_env(cfg.env)
+        if env is None:  # here, or on env workers
+            env = build_training_env(cfg.env, cfg.distributed, self.runtime)
         try:
             check_policy_env(self.policy, env)  # an imported checkpoint meets the env, or a ConfigError
         except ConfigError:
@@ -186,22 +126,15 @@ class ChunkRLTrainer(TrainingLoop):
             )
         else:
             self.source = Rollouts(self.env, self.collector, cfg.seed, acfg.num_decisions)
+        if cfg.distributed.trainer_ranks > 0:
+            # The update on data-parallel ranks (the source keeps the local algorithm's grouped_rows).
+            from vla_rl.distributed.chunk_ranks import build_data_parallel_chunk
+
+            self.algorithm = build_data_parallel_chunk(cfg, self.policy, start_dir, self.runtime)
         self.evaluations: list[dict[str, Any]] = []
         self._final_splits = [cfg.env.split, *cfg.eval.ood_splits] if cfg.eval.num_episodes > 0 else []
         """The splits the final evaluation runs on."""
         self.resume(checkpoint)
-
-    def _freeze(self, policy: ChunkPolicy) -> None:
-        prefixes = tuple(self.cfg.policy.freeze)
-        if not prefixes:
-            return
-        names = [name for name, _ in policy.named_parameters()]
-        unmatched = [prefix for prefix in prefixes if not any(name.startswith(prefix) for name in names)]
-        if unmatched:
-            raise ConfigError(f"config key 'policy.freeze': no parameter name starts with {unmatched}")
-        for name, parameter in policy.named_parameters():
-            if name.startswith(prefixes):
-                parameter.requires_grad_(False)
 
     # ----- the loop's hooks -------------------------------------------------------------------------------
 
@@ -249,6 +182,15 @@ class ChunkRLTrainer(TrainingLoop):
     def upgrade_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """Checkpoints before the algorithms counted their own updates: the run's iteration."""
         return {**state, "algorithm": {"updates": int(state["iteration"]), **state["algorithm"]}}
+
+    def restart_from_checkpoint(self, error: BaseException, run: Run) -> None:
+        """A trainer rank died: new ranks go on from the last checkpoint, whose policy folder gives
+        the policy its weights back (the updates since were lost with the rank); loaded before the
+        checkpoint's RNG states are restored, since building a model draws from them."""
+        if self.last_checkpoint is not None:  # (without one the loop gives up)
+            saved = load_rl_policy(self.cfg, self.last_checkpoint / POLICY_DIRNAME)
+            self.policy.load_state_dict(saved.state_dict())
+        super().restart_from_checkpoint(error, run)
 
     def wall_time_s(self, run: Run) -> float:
         """The run's wall time, building and earlier ``train`` calls included."""
