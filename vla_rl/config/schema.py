@@ -95,7 +95,7 @@ class TrainConfig(RunConfig):
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation after training."""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
-    """Where the env workers run (default: all in this process)."""
+    """Where the env workers and PPO's update run (default: all in this process)."""
     total_env_steps: int = 1_000_000
     """Training stops after this many environment steps (summed over worlds)."""
     max_minutes: float = 0.0
