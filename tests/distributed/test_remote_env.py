@@ -73,3 +73,16 @@ def test_killed_worker_is_replaced_and_its_step_is_marked_lost(ray_runtime):
     # ... and the replacement's worlds run new episodes, not a silent re-run of the old ones.
     assert not torch.equal(results[2].obs["privileged"][4:], clean[2].obs["privileged"][4:])
     assert not any(r.info["lost"].any() for r in results[3:])
+
+
+def test_the_hint_to_skip_images_reaches_the_workers_stages():
+    env = make_worker_env(
+        InProcessRuntime(), _cfg(pipeline_stages=2, cameras=["front"], image_size=32), num_workers=2
+    )
+    obs, _ = env.reset(seed=3)
+    actions = _actions(2, 8)
+    env.skip_images_next_step()
+    skipped = env.step(actions[0])  # no episode ends at the first step
+    assert torch.equal(skipped.obs["rgb_front"], obs["rgb_front"])  # the previous images, not rendered
+    assert not torch.equal(env.step(actions[1]).obs["rgb_front"], skipped.obs["rgb_front"])
+    env.close()

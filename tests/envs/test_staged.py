@@ -102,3 +102,15 @@ def test_async_step_equals_step_and_misuse_is_a_clear_error():
 def test_bad_stage_counts_are_config_errors(stages, message):
     with pytest.raises(ValueError, match=f"env.pipeline_stages.*{message}|{message}"):
         make_env(dataclasses.replace(CFG, pipeline_stages=stages))
+
+
+def test_the_hint_to_skip_images_reaches_every_stage():
+    staged = make_env(dataclasses.replace(CFG, pipeline_stages=2, cameras=["front"], image_size=32))
+    obs, _ = staged.reset(seed=7)
+    actions = _random_actions(2, 6, staged.action_dim)
+    staged.skip_images_next_step()
+    skipped = staged.step(actions[0])  # no episode ends at the first step
+    assert torch.equal(skipped.obs["rgb_front"], obs["rgb_front"])  # the previous images, not rendered
+    rendered = staged.step(actions[1])
+    assert not torch.equal(rendered.obs["rgb_front"], skipped.obs["rgb_front"])
+    staged.close()

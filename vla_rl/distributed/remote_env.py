@@ -136,6 +136,11 @@ class RemoteEnv(BatchedEnv):
         self.generation = self.pool.generations[self.worker]
         return self._last_obs, {}
 
+    def skip_images_next_step(self) -> None:
+        """Passed on without waiting: the worker runs its calls in order, so before the next step (a
+        dead worker is found by that step)."""
+        self._run("skip_images_next_step")
+
     def step(self, action: torch.Tensor) -> StepResult:
         self.step_async(action)
         return self.step_wait()

@@ -134,6 +134,11 @@ class StagedEnv(BatchedEnv):
             if hasattr(stage, "timeline"):
                 stage.timeline, stage.timeline_stage = timeline, index
 
+    def skip_images_next_step(self) -> None:
+        """The hint (``BatchedEnv.skip_images_next_step``) goes to every stage."""
+        for stage in self.stages:
+            stage.skip_images_next_step()
+
     def step_stage_async(self, stage: int, action: torch.Tensor) -> None:
         """Start stepping stage ``stage`` with its rows' actions ``action`` [N_stage, A]."""
         self.stages[stage].step_async(action)
