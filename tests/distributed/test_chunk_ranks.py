@@ -38,10 +38,12 @@ def _train(
     run_dir: Path,
     init_from: Path,
     *extra: str,
+    recipe: tuple[str, str] = ("pi0_flow_sde", "vla_ppo"),
     worker_cls: type = EnvWorker,
     rank_cls: type = ChunkRank,
 ) -> tuple[RLResult, ChunkRLTrainer]:
-    cfg = compose_rl_config([*overrides(run_dir, init_from), "iterations=3", *extra])
+    """A 3-update run of ``recipe`` (its name and algorithm) for the tiny flow policy."""
+    cfg = compose_rl_config([*overrides(run_dir, init_from, *recipe), "iterations=3", *extra])
     env = build_training_env(cfg.env, cfg.distributed, worker_cls=worker_cls)
     trainer = ChunkRLTrainer(cfg, env=env)
     try:
@@ -82,6 +84,32 @@ def test_two_env_workers_and_two_trainer_ranks_train_like_one_process(tmp_path: 
     for name, value in single_trainer.policy.state_dict().items():
         torch.testing.assert_close(spread_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
     assert [e["success_rate"] for e in spread.evaluations] == [e["success_rate"] for e in single.evaluations]
+
+
+@pytest.mark.slow
+def test_grpo_on_env_workers_and_two_trainer_ranks_follows_one_process(tmp_path: Path, ray_runtime) -> None:
+    """GRPO's grouped rollouts, half of each update's decisions drawn, 3 minibatches of uneven size
+    whose shares differ between the ranks: the global means keep the single trainer's step."""
+    init_from = flow_policy_dir(tmp_path)
+    grpo = [
+        "algorithm.group_size=2",
+        "algorithm.keep_success_range=[0.0,1.0]",  # every group trains, whatever its success
+        "algorithm.score=return_to_go",
+        "algorithm.progress_shaping=10.0",  # rewards that differ between the worlds
+        "algorithm.decision_fraction=0.5",
+        "algorithm.num_minibatches=3",
+    ]
+    recipe = ("token_vla_grpo", "vla_grpo")
+    single, single_trainer = _train(tmp_path / "single", init_from, *grpo, recipe=recipe)
+    ranks, ranks_trainer = _train(tmp_path / "ranks", init_from, *grpo, *SPREAD, recipe=recipe)
+    assert all(m["train/trained_decisions"] > 0 for m in single.history)
+    one, two = _comparable(single.history), _comparable(ranks.history)
+    assert [sorted(m) for m in one] == [sorted(m) for m in two]
+    for a, b in zip(one, two, strict=True):
+        for key, value in a.items():
+            assert math.isclose(b[key], value, rel_tol=RTOL, abs_tol=ATOL), (key, value, b[key])
+    for name, value in single_trainer.policy.state_dict().items():
+        torch.testing.assert_close(ranks_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.slow
