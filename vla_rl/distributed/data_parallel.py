@@ -2,11 +2,12 @@
 
 ``DataParallelAlgorithm`` has the algorithm interface the training loop calls (``update``,
 ``state_dict``, ``load_state_dict``; ``death_errors`` and ``restart`` for a dead rank). Each update
-ships the batch and the driver's policy state (one object-store copy each on Ray) to every
-``DataParallelRank``; every rank loads the state, runs its algorithm's update (each on its share of
-every minibatch, the gradients combined over the group), and reports the checksum of its weights.
-The checksums must agree; rank 0's weights become the driver's policy, the next version, whose
-checksum is checked again. The ranks keep the optimizer state; the driver reads it from rank 0 for
+ships the batch (one object-store copy on Ray) to every ``DataParallelRank``, with the driver's
+policy state when the ranks may not hold it (the first update of a group, and after a checkpoint's
+state was loaded); every rank runs its algorithm's update (each on its share of every minibatch, the
+gradients combined over the group) and reports the checksum of its weights. The checksums must
+agree; rank 0's weights become the driver's policy, the next version, whose checksum is checked
+again. The ranks keep the optimizer state; the driver reads it from rank 0 for
 checkpoints and sends a checkpoint's to all. A run whose rank died (``death_errors``) calls
 ``restart`` (a new group) and loads its last checkpoint (``TrainingLoop.restart_from_checkpoint``).
 
@@ -38,10 +39,12 @@ class DataParallelRank(GroupMember):
         return batch
 
     def update(
-        self, batch: Any, policy_state: dict[str, torch.Tensor]
+        self, batch: Any, policy_state: dict[str, torch.Tensor] | None
     ) -> tuple[dict[str, float], dict[str, torch.Tensor] | None, str]:
-        """(metrics, the new policy state on rank 0 else None, the checksum of this rank's weights)."""
-        self.policy.load_state_dict(policy_state)
+        """(metrics, the new policy state on rank 0 else None, the checksum of this rank's weights);
+        ``policy_state``: the driver's weights to start from (None: this rank's, the last version)."""
+        if policy_state is not None:
+            self.policy.load_state_dict(policy_state)
         metrics = self.algorithm.update(self.receive(batch))
         state = cpu_state(self.policy)
         return metrics, state if self.rank == 0 else None, state_checksum(state)
@@ -75,11 +78,14 @@ class DataParallelAlgorithm:
         self.death_errors = runtime.worker_death_errors()
         """What ``update`` raises when a rank died; the trainer then calls ``restart``."""
         self.ranks: list[WorkerHandle] = []
+        self.ranks_in_sync = False
+        """Whether the ranks hold the driver's weights (the version they sent it last)."""
         self._start()
         self.version = 0
         """Updates applied to the driver's policy."""
 
     def _start(self) -> None:
+        self.ranks_in_sync = False
         self.ranks = [
             self.runtime.spawn(self.rank_cls, *self.rank_args, r, self.world_size, resources=resources)
             for r, resources in enumerate(self.resources)
@@ -97,7 +103,8 @@ class DataParallelAlgorithm:
         return batch
 
     def update(self, batch: Any) -> dict[str, float]:
-        payload, state = self.runtime.share(self.export(batch)), self.runtime.share(cpu_state(self.policy))
+        payload = self.runtime.share(self.export(batch))
+        state = None if self.ranks_in_sync else self.runtime.share(cpu_state(self.policy))
         results = self.runtime.gather_group([rank.call("update", payload, state) for rank in self.ranks])
         checksums = [checksum for _, _, checksum in results]
         if len(set(checksums)) != 1:
@@ -109,13 +116,17 @@ class DataParallelAlgorithm:
         if state_checksum(cpu_state(self.policy)) != checksums[0]:
             raise RuntimeError("the driver's policy does not hold the trainer ranks' weights")
         self.version += 1
+        self.ranks_in_sync = True
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
         return self.ranks[0].call("state_dict").result()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A checkpoint's optimizer state to every rank; the driver's weights (loaded with it) go with
+        the next update."""
         self.runtime.gather([rank.call("load_state_dict", state) for rank in self.ranks])
+        self.ranks_in_sync = False
 
     def close(self) -> None:
         self.runtime.stop_all(self.ranks, "leave", timeout_s=10.0)
