@@ -2,9 +2,10 @@
 
 Every ``ChunkRank`` loads the policy as the training process did (``load_rl_learner``: the same
 folder and config, frozen parameters, reference policy), so the folder must be readable where the
-ranks run. Each update it receives the batch and the driver's weights (``data_parallel``) and runs
-the algorithm's own update: advantages, the minibatch order (its generator starts from the same
-seed) and the recomputed log-probabilities are the same on every rank, taken over the whole batch;
+ranks run. Each update it receives the batch (and the driver's weights if it may not hold them:
+``data_parallel``) and runs the algorithm's own update: advantages, the minibatch order (its
+generator starts from the same seed) and the recomputed log-probabilities are the same on every
+rank, taken over the whole batch;
 then, per gradient step, each rank computes the losses of its contiguous share of the minibatch's
 rows (``DataParallelChunkUpdate``). A loss term's mean divides by the count of entries over every
 rank's rows, and one all-reduce after each backward pass averages the gradients before they are
