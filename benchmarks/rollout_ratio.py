@@ -36,6 +36,7 @@ def task_config(
     backend: str = "mujoco",
     device: str = "cpu",
     hidden_sizes: list[int] | None = None,
+    compute: str | None = None,
 ) -> TrainConfig:
     """The default training config with the task's own env group (its world count and policy head
     widths unless given)."""
@@ -45,6 +46,8 @@ def task_config(
         overrides.append(f"env.num_envs={num_envs}")
     if hidden_sizes is not None:
         overrides.append(f"policy.hidden_sizes=[{','.join(map(str, hidden_sizes))}]")
+    if compute is not None:
+        overrides.append(f"+env.options.compute={compute}")
     return compose_train_config(overrides)
 
 
@@ -98,6 +101,13 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=2, help="simulation threads (cores)")
     parser.add_argument("--backend", default="mujoco", choices=["mujoco", "mujoco_warp"])
+    parser.add_argument(
+        "--compute",
+        nargs="+",
+        default=[None],
+        choices=["device", "host"],
+        help="mujoco_warp: where controllers, rewards and resets run (each given value is measured)",
+    )
     parser.add_argument("--device", default="cpu", help="env and policy device (cuda for warp on a GPU)")
     parser.add_argument("--collections", type=int, default=3, help="rollouts per timed run")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs, each paired with raw physics")
@@ -109,8 +119,10 @@ def main() -> None:
         f"{'task':<11} {'worlds':>6} {'MLP':>13} {'raw ms/step (moving)':>20} {'rollout ms/step':>15} "
         f"{'rollout / raw held':>18} {'rollout / raw moving':>20} {'(per control step)':>18}"
     )
-    for task in args.tasks:
-        cfg = task_config(task, args.threads, args.num_envs, args.backend, args.device, args.hidden_sizes)
+    for task, compute in [(task, compute) for task in args.tasks for compute in args.compute]:
+        cfg = task_config(
+            task, args.threads, args.num_envs, args.backend, args.device, args.hidden_sizes, compute
+        )
         torch.set_num_threads(cfg.torch_num_threads)
         rates = paired_rollout_rates(cfg, args.collections, args.repeats)
         held = [r / h for r, h in zip(rates["rollout"], rates["held"], strict=True)]
@@ -120,8 +132,9 @@ def main() -> None:
         raw_ms = 1000 * worlds / statistics.median(rates["moving"])
         rollout_ms = 1000 * worlds / statistics.median(rates["rollout"])
         network = "-".join(map(str, cfg.policy.hidden_sizes or []))
+        label = f"{task} ({compute})" if compute else task
         print(
-            f"{task:<11} {worlds:>6} {network:>13} {raw_ms:>20.2f} {rollout_ms:>15.2f} "
+            f"{label:<11} {worlds:>6} {network:>13} {raw_ms:>20.2f} {rollout_ms:>15.2f} "
             f"{statistics.median(held):>8.2f} ({min(held):.2f}-{max(held):.2f}) "
             f"{statistics.median(moving):>10.2f} ({min(moving):.2f}-{max(moving):.2f})"
             + (

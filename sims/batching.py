@@ -77,6 +77,31 @@ class EpisodeStats:
         self.length[ids] = 0
         self.success_once[ids] = False
 
+    def state(self) -> dict[str, np.ndarray]:
+        """Host copies of the statistics, under the keys the MuJoCo envs' snapshots use."""
+
+        def host(value: Any) -> np.ndarray:
+            return value.cpu().numpy().copy() if isinstance(value, torch.Tensor) else np.array(value)
+
+        return {
+            "step_count": host(self.length),
+            "episode_return": host(self.episode_return),
+            "episode_success_once": host(self.success_once),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``state`` returned (arrays or tensors; kept on this object's device)."""
+        for name, key in (
+            ("length", "step_count"),
+            ("episode_return", "episode_return"),
+            ("success_once", "episode_success_once"),
+        ):
+            target = getattr(self, name)
+            if isinstance(target, torch.Tensor):
+                target.copy_(torch.as_tensor(np.asarray(state[key])))
+            else:
+                target[:] = np.asarray(state[key])
+
     def report(self, success: Any, device: torch.device) -> dict[str, torch.Tensor]:
         """``info["episode"]``: copies of the statistics (return as float32) and of this step's
         ``success``, on ``device``."""

@@ -29,6 +29,8 @@ from vla_rl.envs.base import BatchedEnv, Observation, StepResult, world_seeds
 from vla_rl.envs.config import EnvConfig
 
 if TYPE_CHECKING:  # the env only calls what a rollout hands it; no import of the rollout layer
+    from vla_rl.sims.mujoco.device_resets import ResetSample
+
     from vla_rl.envs.timeline import Timeline
 
 
@@ -172,6 +174,29 @@ class MujocoBatchedEnv(BatchedEnv):
         self.episodes.start(ids)
         self._stepper.states_changed(self.datas, ids)
 
+    def start_from(self, ids: Sequence[int], sample: ResetSample) -> Observation:
+        """Start new episodes in worlds ``ids`` from initial states drawn elsewhere (``sample``, one
+        row per world: a device env's ``last_reset``), in place of this env's own draw; the
+        observation of all worlds after it."""
+        ids = np.asarray(ids, dtype=np.int64)
+        for row, i in enumerate(ids.tolist()):
+            m, d = self.models[i], self.datas[i]
+            mujoco.mj_resetData(m, d)
+            d.qpos[:] = sample.qpos[row].cpu().numpy()
+            d.ctrl[:] = sample.ctrl[row].cpu().numpy()
+            d.mocap_pos[:] = sample.mocap_pos[row].cpu().numpy()
+            d.mocap_quat[:] = sample.mocap_quat[row].cpu().numpy()
+            for name, values in sample.model_fields.items():
+                getattr(m, name)[:] = values[row].cpu().numpy()
+            mujoco.mj_forward(m, d)
+            self._ctrl[i] = d.ctrl
+            self.goals[i] = sample.goals[row].cpu().numpy()
+            self.instructions[i] = self.task.instruction(self.goals[i], self.split)
+        self.episodes.start(ids)
+        self._stepper.states_changed(self.datas, ids)
+        self._run_parallel(self._gather_and_render, ids)
+        return self._observe()
+
     def reset(
         self, seed: int | Sequence[int | list[int]] | None = None, env_ids: torch.Tensor | None = None
     ) -> tuple[Observation, dict[str, Any]]:
@@ -309,9 +334,7 @@ class MujocoBatchedEnv(BatchedEnv):
             mujoco.mj_getState(m, d, physics[i], STATE_SPEC)
         state: dict[str, Any] = {
             "physics_state": physics,
-            "step_count": self.episodes.length.copy(),
-            "episode_return": self.episodes.episode_return.copy(),
-            "episode_success_once": self.episodes.success_once.copy(),
+            **self.episodes.state(),
             "goals": self.goals.copy(),
             "rng_states": [rng.bit_generator.state for rng in self.rngs],
             "instructions": list(self.instructions),
@@ -329,9 +352,7 @@ class MujocoBatchedEnv(BatchedEnv):
             self._ctrl[i] = d.ctrl
             self.rngs[i].bit_generator.state = state["rng_states"][i]
         self._stepper.states_changed(self.datas, np.arange(self.num_envs))
-        self.episodes.length[:] = np.asarray(state["step_count"])
-        self.episodes.episode_return[:] = np.asarray(state["episode_return"])
-        self.episodes.success_once[:] = np.asarray(state["episode_success_once"])
+        self.episodes.load_state(state)
         self.goals[:] = np.asarray(state["goals"])
         self.instructions = list(state["instructions"])
         self._run_parallel(self._gather_and_render, np.arange(self.num_envs))

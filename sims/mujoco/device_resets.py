@@ -73,6 +73,16 @@ class ResetSample:
     Arrays MuJoCo stores as float32 (``geom_rgba``, ``light_diffuse``) come as float32, rounded as
     writing into an ``MjModel`` rounds them; the others in the sampler's dtype."""
 
+    @classmethod
+    def cat(cls, samples: list[ResetSample]) -> ResetSample:
+        """The samples' worlds, in order, as one sample."""
+        fields = ("qpos", "ctrl", "mocap_pos", "mocap_quat", "goals")
+        rows = {name: torch.cat([getattr(s, name) for s in samples]) for name in fields}
+        model_fields = {
+            name: torch.cat([s.model_fields[name] for s in samples]) for name in samples[0].model_fields
+        }
+        return cls(**rows, model_fields=model_fields)
+
 
 @dataclass
 class TaskDraw:

@@ -141,10 +141,12 @@ class WarpPhysics(PhysicsStepper):
     def simulate(self, datas, ctrl: np.ndarray, run_parallel, refresh) -> None:
         self.step_controls(torch.from_numpy(ctrl))
 
-    def step_controls(self, ctrl: torch.Tensor) -> None:
-        """Write the controls [N, nu] (any device) and launch one control step's substeps; nothing
-        is refreshed or read back (the raw-physics benchmark times this alone)."""
-        self.view["ctrl"].copy_(ctrl)
+    def step_controls(self, ctrl: torch.Tensor | None = None) -> None:
+        """Write the controls [N, nu] (any device; None: those already in ``view["ctrl"]``) and
+        launch one control step's substeps; nothing is refreshed or read back (the raw-physics
+        benchmark times this alone)."""
+        if ctrl is not None:
+            self.view["ctrl"].copy_(ctrl)
         self._sync_torch()
         self._launch("substeps", self._substeps)
 
@@ -155,23 +157,36 @@ class WarpPhysics(PhysicsStepper):
         self._launch(f"refresh_{cameras}", lambda: self._refresh(cameras))
 
     def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:
-        """Per-world reset by mask: clear worlds ``ids`` on the device, write the state sampled on
-        the CPU (and their randomised model fields), then run a forward pass so that poses,
-        sensors and cameras describe the new state before anything reads or renders them."""
+        """Per-world reset by mask from the CPU: worlds ``ids`` get the state sampled (or restored)
+        in ``datas`` and their randomised model fields (see ``write_rows``)."""
         ids = np.asarray(ids, dtype=np.int64)
-        rows = torch.from_numpy(ids).to(self.torch_device)
+        state = {
+            name: torch.from_numpy(np.stack([np.atleast_1d(getattr(datas[i], name)) for i in ids]))
+            for name in STATE_FIELDS
+        }
+        model_fields = {
+            name: torch.from_numpy(np.stack([getattr(self.models[i], name) for i in ids]))
+            for name in self.per_world_model_fields
+        }
+        self.write_rows(torch.from_numpy(ids).to(self.torch_device), state, model_fields)
+
+    def write_rows(
+        self, rows: torch.Tensor, state: dict[str, torch.Tensor], model_fields: dict[str, torch.Tensor]
+    ) -> None:
+        """Per-world reset by mask on the device: clear worlds ``rows``, write the given data fields
+        (a subset of ``STATE_FIELDS``, each [k, ...]; the others stay as cleared) and model fields,
+        then run a forward pass so that poses, sensors and cameras describe the new state before
+        anything reads or renders them."""
         self._reset_mask_view.zero_()
         self._reset_mask_view[rows] = True
         self._sync_torch()
         with wp.ScopedDevice(self.device):
             mjw.reset_data(self.model, self.data, reset=self._reset_mask)
-        for name in STATE_FIELDS:
-            values = np.stack([np.atleast_1d(getattr(datas[i], name)) for i in ids])
+        for name, values in state.items():
             view = self.view[name]
-            view[rows] = torch.from_numpy(values.reshape(len(ids), *view.shape[1:])).to(view)
-        for name in self.per_world_model_fields:
-            values = np.stack([getattr(self.models[i], name) for i in ids])
-            self.model_view[name][rows] = torch.from_numpy(values).to(self.model_view[name])
+            view[rows] = values.reshape(len(rows), *view.shape[1:]).to(view)
+        for name, values in model_fields.items():
+            self.model_view[name][rows] = values.to(self.model_view[name])
         self._sync_torch()
         with wp.ScopedDevice(self.device):
             mjw.forward(self.model, self.data)

@@ -44,11 +44,15 @@ class WarpBatchRenderer:
 
     def render(self, model: mjw.Model, data: mjw.Data, out: Sequence[np.ndarray]) -> None:
         """Render every camera of every world into ``out`` (one uint8 [N, H, W, 3] per camera)."""
+        for images, rendered in zip(out, self.render_tensors(model, data), strict=True):
+            images[:] = rendered.cpu().numpy()
+
+    def render_tensors(self, model: mjw.Model, data: mjw.Data) -> list[torch.Tensor]:
+        """Every camera of every world as uint8 [N, H, W, 3] tensors on the warp device."""
         with wp.ScopedDevice(self.device):
             mjw.refit_bvh(model, data, self.context)
             mjw.render(model, data, self.context)
             for index, buffer in enumerate(self._rgb):
                 mjw.get_rgb(self.context, index, buffer)
             wp.synchronize_device(self.device)
-        for images, view in zip(out, self._rgb_views, strict=True):
-            images[:] = (view.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8).cpu().numpy()
+        return [(view.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8) for view in self._rgb_views]

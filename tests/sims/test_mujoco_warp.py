@@ -56,7 +56,17 @@ def _pair(task: str, num_envs: int = 4, device: str = "cpu", **kwargs):
             **kwargs,
         )
     )
-    warp = make_env(EnvConfig(backend="mujoco_warp", task=task, num_envs=num_envs, device=device, **kwargs))
+    # The host path: its resets repeat the CPU backend's draws (the device path's are checked against
+    # the host path in test_mujoco_warp_device.py).
+    warp_cfg = EnvConfig(
+        backend="mujoco_warp",
+        task=task,
+        num_envs=num_envs,
+        device=device,
+        options={"compute": "host"},
+        **kwargs,
+    )
+    warp = make_env(warp_cfg)
     return cpu, warp
 
 
