@@ -86,14 +86,19 @@ bench: venv $(MW_STAMP)
 
 # On a machine with an NVIDIA GPU and a CUDA build of torch (set TORCH_SPEC to one): the tests that
 # skip without CUDA, then MuJoCo Warp on the GPU against CPU MuJoCo on every core, the rollout
-# over raw warp physics (README, "On a GPU"), and full-size pi0 in bfloat16: peak memory and seconds
-# per Flow-SDE PPO update at batch 32 and 64, LoRA and full fine-tuning (docs/benchmarks.md).
+# over raw warp physics with everything above the physics on the device and on the host (README, "On a
+# GPU"), PPO end to end on reach and push with 4,096 worlds, the pi0 Flow-SDE PPO recipe with 256
+# worlds on the GPU, and full-size pi0 in bfloat16: peak memory and seconds per Flow-SDE PPO update at
+# batch 32 and 64, LoRA and full fine-tuning (docs/benchmarks.md).
 bench-gpu: venv
-	$(VENV)/bin/pytest -q tests/sims/test_mujoco_warp.py -k cuda
+	$(VENV)/bin/pytest -q tests/sims/test_mujoco_warp.py tests/sims/test_mujoco_warp_device.py \
+		tests/sims/test_device_resets.py tests/sims/test_task_torch.py tests/robots/test_torch_controllers.py -k cuda
 	$(PY) -m benchmarks.backend_speed --task push --num-envs 256 1024 4096 --threads $$(nproc) \
 		--warp-device cuda --no-camera --results benchmarks/results/backend_speed_cuda.json
-	$(PY) -m benchmarks.rollout_ratio --backend mujoco_warp --device cuda --tasks reach --num-envs 4096 \
-		--repeats 3 --collections 2
+	$(PY) -m benchmarks.rollout_ratio --backend mujoco_warp --device cuda --tasks reach push --num-envs 4096 \
+		--compute device host --repeats 3 --collections 2
+	$(PY) -m benchmarks.warp_ppo --tasks reach push --num-envs 4096 --device cuda
+	$(PY) -m benchmarks.chunk_rl_speed --device cuda --num-envs 256 --updates 4
 	$(PY) -m benchmarks.pi0_gpu_update --device cuda --batches 32 64 --modes lora full
 
 # ROS 1 from the system's packages (rospy is not on PyPI): roscore and the messages the deployment

@@ -132,6 +132,11 @@ class WarpPhysics(PhysicsStepper):
         )
         mjw.jac(self.model, self.data, self._jacp, self._jacr, self._tcp_point, self._tcp_body)
 
+    def _sync_warp(self) -> None:
+        """Torch reads and writes the buffers next: let warp's launches on its own stream finish."""
+        if self.torch_device.type == "cuda":
+            wp.synchronize_device(self.device)
+
     def _sync_torch(self) -> None:
         """Warp launches on its own stream: let torch's writes to the shared buffers land first."""
         if self.torch_device.type == "cuda":
@@ -155,6 +160,7 @@ class WarpPhysics(PhysicsStepper):
 
     def refresh_after_physics(self, cameras: bool) -> None:
         self._launch(f"refresh_{cameras}", lambda: self._refresh(cameras))
+        self._sync_warp()
 
     def states_changed(self, datas: Sequence[mujoco.MjData], ids: np.ndarray) -> None:
         """Per-world reset by mask from the CPU: worlds ``ids`` get the state sampled (or restored)
@@ -182,6 +188,7 @@ class WarpPhysics(PhysicsStepper):
         self._sync_torch()
         with wp.ScopedDevice(self.device):
             mjw.reset_data(self.model, self.data, reset=self._reset_mask)
+        self._sync_warp()
         for name, values in state.items():
             view = self.view[name]
             view[rows] = values.reshape(len(rows), *view.shape[1:]).to(view)
@@ -191,6 +198,7 @@ class WarpPhysics(PhysicsStepper):
         with wp.ScopedDevice(self.device):
             mjw.forward(self.model, self.data)
             self._jacobian()
+        self._sync_warp()
 
     # ---------------------------------------------------------------------------- reading out
     def read_into(self, readout: WorldReadout) -> None:
