@@ -8,7 +8,9 @@ those layers without adapters and the run would train less than asked, silently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -59,6 +61,16 @@ def check_lora_targets(model: nn.Module, target_modules: list[str]) -> None:
         )
 
 
+@contextmanager
+def without_peft_deprecation_warning() -> Iterator[None]:
+    """peft 0.21.2 (the newest release) reads transformers' deprecated ``is_gradient_checkpointing``
+    alias whenever it wraps a model (``get_peft_model``, ``PeftModel.from_pretrained``): inside this
+    block that one warning, which is peft's to fix, is not shown; every other warning is."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        yield
+
+
 def apply_lora(
     model: nn.Module,
     settings: LoraSettings,
@@ -79,7 +91,8 @@ def apply_lora(
         # a tied output head and input embedding get one adapter, so the two stay one matrix
         ensure_weight_tying=bool(getattr(model, "_tied_weights_keys", None)),
     )
-    wrapped = get_peft_model(model, config)
+    with without_peft_deprecation_warning():
+        wrapped = get_peft_model(model, config)
     for name, parameter in model.named_parameters():
         if name.startswith(tuple(trained_in_full)):
             parameter.requires_grad_(True)

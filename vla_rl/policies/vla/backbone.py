@@ -11,7 +11,7 @@ from pathlib import Path
 from peft import PeftModel
 from transformers import PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
 
-from vla_rl.policies.lora import base_state_dict
+from vla_rl.policies.lora import base_state_dict, without_peft_deprecation_warning
 from vla_rl.policies.pretrained_io import local_dir
 from vla_rl.policies.vla.config import tiny_paligemma_config
 from vla_rl.policies.vla.text_tokenizer import (
@@ -81,5 +81,7 @@ def load_saved_backbone(directory: str | Path, with_lora: bool) -> tuple[Backbon
     model = PaliGemmaForConditionalGeneration.from_pretrained(directory / BACKBONE_DIR, local_files_only=True)
     tokenizer = load_local_tokenizer(directory)
     if with_lora:
-        return PeftModel.from_pretrained(model, directory / ADAPTER_DIR, is_trainable=True), tokenizer
+        with without_peft_deprecation_warning():
+            adapted = PeftModel.from_pretrained(model, directory / ADAPTER_DIR, is_trainable=True)
+        return adapted, tokenizer
     return model, tokenizer
