@@ -16,16 +16,23 @@ state. Which worlds end an episode is known on the host without reading the devi
 only at their time limit, so the host keeps a mirror of every world's step count. The one copy back
 per reset is the reset worlds' goals, which the host turns into instruction strings.
 
-Seeding: ``reset(seed=s)`` draws each reset world's initial state from the device generator seeded
-with that world's seed alone (an int ``s`` gives world ``i`` the seed ``world_seed(s, i)``, as on the
-host path), so a seeded reset repeats and worlds given one seed start alike; the time-limit
-autoresets after it draw for all their worlds at once from the generator seeded with all of those
-seeds. The draws differ from the host path's per-world numpy generators; their distributions are
+Seeding (a seeded reset repeats on both forms):
+
+* ``reset(seed=s)`` with an int seeds the device generator with ``s`` and draws every reset world at
+  once, as an autoreset does: what world ``i`` gets depends on which worlds were reset with it
+  (unlike the host path, where an int gives world ``i`` its own seed ``world_seed(s, i)``);
+* ``reset(seed=[...])`` with one seed per reset world draws each world from the generator seeded
+  with its seed alone, so worlds given one seed start alike whatever else is reset with them (a
+  python loop over the distinct seeds; the conformance suite's check).
+
+The time-limit autoresets draw all their worlds at once from the generator as the last seeded reset
+left it. The draws differ from the host path's per-world numpy generators; their distributions are
 the same (``tests/sims/test_device_resets.py``).
 """
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -136,6 +143,9 @@ class MujocoWarpDeviceEnv(MujocoWarpBatchedEnv):
     ) -> tuple[Observation, dict[str, Any]]:
         ids = np.asarray(reset_ids(env_ids, self.num_envs), dtype=np.int64)
         if seed is None:
+            self._reset_worlds(ids)
+        elif isinstance(seed, numbers.Integral):  # one batched draw (a seeded reset of 4,096 worlds)
+            self.generator.manual_seed(int_seed([int(seed)], bits=63))
             self._reset_worlds(ids)
         else:
             seeds = world_seeds(self, seed, ids)

@@ -127,6 +127,13 @@ def test_a_seeded_reset_repeats_on_the_device(device):
     assert first["instruction"] == again["instruction"]
     other, _ = env.reset(seed=4)
     assert not torch.equal(first["privileged"], other["privileged"])
+    # One seed per world: each world's draw depends on its seed alone.
+    seeds = [[7, world] for world in range(4)]
+    per_world, _ = env.reset(seed=seeds)
+    env.step(torch.zeros(4, env.action_dim, device=device))
+    alone, _ = env.reset(seed=[seeds[2]], env_ids=torch.tensor([2]))
+    torch.testing.assert_close(alone["privileged"][2], per_world["privileged"][2], atol=1e-6, rtol=0)
+    assert alone["instruction"][2] == per_world["instruction"][2]
     env.close()
 
 
