@@ -6,10 +6,11 @@ ranks run. Each update it receives the batch (and the driver's weights if it may
 ``data_parallel``) and runs the algorithm's own update: advantages, the minibatch order (its
 generator starts from the same seed) and the recomputed log-probabilities are the same on every
 rank, taken over the whole batch; then, per gradient step, each rank computes the losses of its
-contiguous share of the minibatch's rows (``DataParallelChunkUpdate``). A loss term's mean divides by the count of entries over every
-rank's rows, and one all-reduce after each backward pass averages the gradients before they are
-clipped, so the step is the single trainer's up to float summation order. The annealed exploration
-of a flow policy is set per update from the update counter, as the driver sets it.
+contiguous share of the minibatch's rows (``DataParallelChunkUpdate``). A loss term's mean divides
+by the count of entries over every rank's rows, and one all-reduce after each backward pass averages
+the gradients before they are clipped, so the step is the single trainer's up to float summation
+order. The annealed exploration of a flow policy is set per update from the update counter, as the
+driver sets it.
 """
 
 from __future__ import annotations
