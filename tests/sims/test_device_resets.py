@@ -328,17 +328,11 @@ def test_a_generator_state_continues_to_new_samples() -> None:
 
 # ---------------------------------------------------------------------- distributions
 def _quat_multiply_np(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
+    """Row-wise ``mju_mulQuat`` of [n, 4] ``a`` with one quaternion ``b``."""
+    out = np.empty_like(a)
+    for row, quat in zip(out, a, strict=True):
+        mujoco.mju_mulQuat(row, quat, b)
+    return out
 
 
 def _scene_quantities(worlds: Worlds, base: mujoco.MjModel) -> dict[str, np.ndarray]:
