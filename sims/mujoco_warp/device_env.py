@@ -77,10 +77,11 @@ class MujocoWarpDeviceEnv(MujocoWarpBatchedEnv):
         def index(values: Any) -> torch.Tensor:
             return torch.as_tensor(np.asarray(values), dtype=torch.int64, device=device)
 
-        self._arm_q, self._arm_v, self._finger_q = (
+        self._arm_q, self._arm_v, self._finger_q, self._arm_ctrl = (
             index(self._arm_qadr),
             index(self._arm_vadr),
             index(self._finger_qadr),
+            index(self._arm_act),
         )
         self._device_ready = True
 
@@ -162,7 +163,7 @@ class MujocoWarpDeviceEnv(MujocoWarpBatchedEnv):
             raise ValueError(f"action shape {tuple(action.shape)} != {(self.num_envs, self.action_dim)}")
         arm_targets, finger_target_m = self.torch_controller(action, self._robot_state_device())
         ctrl = self._stepper.view["ctrl"]
-        ctrl[:, self._arm_act] = arm_targets.to(ctrl.dtype)
+        ctrl[:, self._arm_ctrl] = arm_targets.to(ctrl.dtype)
         ctrl[:, self._gripper_act] = finger_target_m.to(ctrl.dtype)
 
     def step_joint_targets(self, arm_qpos_rad: np.ndarray, gripper_opening_m: np.ndarray) -> StepResult:
@@ -171,7 +172,7 @@ class MujocoWarpDeviceEnv(MujocoWarpBatchedEnv):
             np.asarray(gripper_opening_m, np.float64) / 2, 0.0, self.robot.gripper_max_opening_m / 2
         )
         ctrl = self._stepper.view["ctrl"]
-        ctrl[:, self._arm_act] = torch.from_numpy(arm.reshape(self.num_envs, -1)).to(ctrl)
+        ctrl[:, self._arm_ctrl] = torch.from_numpy(arm.reshape(self.num_envs, -1)).to(ctrl)
         ctrl[:, self._gripper_act] = torch.from_numpy(finger.reshape(self.num_envs)).to(ctrl)
         return self._advance()
 
