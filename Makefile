@@ -92,7 +92,7 @@ bench: venv $(MW_STAMP)
 # batch 32 and 64, LoRA and full fine-tuning (docs/benchmarks.md).
 bench-gpu: venv
 	$(VENV)/bin/pytest -q tests/sims/test_mujoco_warp.py tests/sims/test_mujoco_warp_device.py \
-		tests/sims/test_device_resets.py tests/sims/test_task_torch.py tests/robots/test_torch_controllers.py -k cuda
+		tests/sims/test_device_resets.py tests/sims/test_device_reset_distributions.py tests/sims/test_task_torch.py tests/robots/test_torch_controllers.py -k cuda
 	$(PY) -m benchmarks.backend_speed --task push --num-envs 256 1024 4096 --threads $$(nproc) \
 		--warp-device cuda --no-camera --results benchmarks/results/backend_speed_cuda.json
 	$(PY) -m benchmarks.rollout_ratio --backend mujoco_warp --device cuda --tasks reach push --num-envs 4096 \
