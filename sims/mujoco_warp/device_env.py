@@ -88,7 +88,7 @@ class MujocoWarpDeviceEnv(MujocoWarpBatchedEnv):
     # ----------------------------------------------------------------------------- state
     def _robot_state_device(self) -> TorchRobotState:
         view = self._stepper.view
-        jacp, jacr = self._stepper._jac_views
+        jacp, jacr = self._stepper.jacobian_views
         return TorchRobotState(
             arm_qpos=view["qpos"][:, self._arm_q].to(MATH_DTYPE),
             tcp_pos=view["sensordata"][:, 0:3].to(MATH_DTYPE),

@@ -94,7 +94,8 @@ class WarpPhysics(PhysicsStepper):
             name: wp.to_torch(getattr(self.model, name)) for name in self.per_world_model_fields
         }
         self._reset_mask_view = wp.to_torch(self._reset_mask)
-        self._jac_views = (wp.to_torch(self._jacp), wp.to_torch(self._jacr))
+        self.jacobian_views = (wp.to_torch(self._jacp), wp.to_torch(self._jacr))
+        """Zero-copy torch views of the TCP Jacobian, translational and rotational rows [N, 3, nv]."""
         self._graphs: dict[str, wp.Graph] = {}
 
     # ---------------------------------------------------------------------- launching kernels
@@ -210,7 +211,7 @@ class WarpPhysics(PhysicsStepper):
         readout.qvel[:] = view["qvel"].cpu().numpy()
         readout.sensordata[:] = view["sensordata"].cpu().numpy()
         readout.tcp_xmat[:] = view["site_xmat"][:, self.tcp_site].reshape(self.num_worlds, 9).cpu().numpy()
-        jacp, jacr = self._jac_views
+        jacp, jacr = self.jacobian_views
         readout.jacobian[:, :3] = jacp.cpu().numpy()
         readout.jacobian[:, 3:] = jacr.cpu().numpy()
 
