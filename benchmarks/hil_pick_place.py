@@ -24,7 +24,7 @@ first episode at which the trailing 20 episodes reach 80 % by the simulator's fl
 evaluations, intervention steps, the classifier's agreement with the simulator. ``--quick`` runs it
 all at toy size (its numbers mean nothing). ``hil_pick_place.md`` holds the declaration.
 
-    python -m benchmarks.hil_pick_place [--quick] [--work-dir runs/bench/hil_pick_place]
+    python -m benchmarks.hil_pick_place [--quick] [--success sim] [--work-dir runs/bench/hil_pick_place]
 """
 
 from __future__ import annotations
@@ -93,6 +93,10 @@ class Settings:
     hidden: int = 256
     init_alpha: float = 0.01
     takeover_probability: float = 1.0
+    success: str = "classifier"
+    """What ends the sessions' episodes and gives their reward: ``classifier`` (the item's setting) or
+    ``sim``, the simulator's own flag (a diagnostic: the same learner with a correct reward; no
+    classifier is trained)."""
     session_cap_minutes: float = 45.0
     """Wall-clock cap of each session (the learner's ``max_minutes``; a session past it fails)."""
 
@@ -211,10 +215,7 @@ def session_overrides(
         f"episodes={s.episodes}",
         f"max_steps={s.max_steps}",
         f"seed={SESSION_SEED}",
-        f"success.classifier_path={classifier.resolve()}",
-        f"success.instruction='{INSTRUCTION}'",
-        f"success.threshold={s.threshold}",
-        f"success.consecutive_steps={s.consecutive_steps}",
+        *classifier_overrides(classifier, s),
         f"intervention.kind={'expert' if expert else 'none'}",
         f"intervention.drift_threshold={b.drift_threshold}",
         f"intervention.drift_window={b.drift_window}",
@@ -223,6 +224,19 @@ def session_overrides(
         *hg_dagger.SAFETY,
         "recording.enabled=false",
         f"output_dir={out.resolve()}",
+    ]
+
+
+def classifier_overrides(classifier: Path, s: Settings) -> list[str]:
+    """The success settings of a session: the classifier's (``learn-online --rehearsal`` then sets
+    ``success.kind=classifier``), or none, so that the simulator's flag decides."""
+    if s.success == "sim":
+        return []
+    return [
+        f"success.classifier_path={classifier.resolve()}",
+        f"success.instruction='{INSTRUCTION}'",
+        f"success.threshold={s.threshold}",
+        f"success.consecutive_steps={s.consecutive_steps}",
     ]
 
 
@@ -321,6 +335,7 @@ def pct(value: float | None) -> str:
 
 def table(report: dict[str, Any]) -> str:
     start, acc = report["start"], report["classifier"]
+    judge = "classifier" if acc else "success flag (the simulator's)"
     lines = [
         f"Start: {pct(start['eval']['success_once_rate'])} success on any step "
         f"({pct(start['eval']['success_rate'])} at the last) over {start['eval']['episodes']} episodes "
@@ -328,11 +343,13 @@ def table(report: dict[str, Any]) -> str:
         f"Classifier, held out: frame accuracy {pct(acc['frame_accuracy'])} over {acc['frames']} frames "
         f"({acc['positive_frames']} successful), episode accuracy {pct(acc['episode_accuracy'])} over "
         f"{acc['episodes']} episodes ({acc['episode_false_positives']} false positives, "
-        f"{acc['episode_false_negatives']} false negatives).",
+        f"{acc['episode_false_negatives']} false negatives)."
+        if acc
+        else "No classifier: the simulator's success flag ends the episodes and gives the reward.",
         "",
         "| session | episodes | simulator success | first episode with trailing-20 >= 80 % (unassisted) "
         "| intervention steps / steps | held by the safety layer "
-        "| classifier agrees with simulator (FP / FN) "
+        f"| {judge} agrees with simulator (FP / FN) "
         "| final evaluation (success on any step, at the last) | learner updates | wall-clock |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -354,7 +371,7 @@ def table(report: dict[str, Any]) -> str:
             f"Blocks of {row['name']} (simulator's flag; unassisted: no takeover in the episode):",
             "",
         ]
-        lines += ["| episodes | simulator success | unassisted | classifier | intervention steps / steps |"]
+        lines += [f"| episodes | simulator success | unassisted | {judge} | intervention steps / steps |"]
         lines += ["|---|---|---|---|---|"]
         for b in row["blocks"]:
             lines.append(
@@ -380,13 +397,15 @@ def run(work: Path, s: Settings) -> dict[str, Any]:
     weak = start_eval["success_once_rate"] <= s.start_max_success
     verdict = "weak enough" if weak else "TOO STRONG"
     print(f"weak start: {pct(start_eval['success_once_rate'])} success ({verdict})")
-    sets = classifier_data(work, start, s.expert_episodes, s.start_rollouts)
-    lap("classifier_data")
-    classifier = train_classifier(work, sets, s.classifier_steps, s.classifier_batch)
-    lap("classifier_training")
-    accuracy = classifier_accuracy(classifier, sets["held_out"], s.threshold, s.consecutive_steps)
-    frame, episode = pct(accuracy["frame_accuracy"]), pct(accuracy["episode_accuracy"])
-    print(f"classifier: frame accuracy {frame}, episode accuracy {episode}")
+    classifier, accuracy = work / "classifier", None
+    if s.success == "classifier":
+        sets = classifier_data(work, start, s.expert_episodes, s.start_rollouts)
+        lap("classifier_data")
+        classifier = train_classifier(work, sets, s.classifier_steps, s.classifier_batch)
+        lap("classifier_training")
+        accuracy = classifier_accuracy(classifier, sets["held_out"], s.threshold, s.consecutive_steps)
+        frame, episode = pct(accuracy["frame_accuracy"]), pct(accuracy["episode_accuracy"])
+        print(f"classifier: frame accuracy {frame}, episode accuracy {episode}")
     sessions = []
     for expert in (True, False):
         sessions.append(run_session(work, start, classifier, expert, s))
@@ -394,7 +413,7 @@ def run(work: Path, s: Settings) -> dict[str, Any]:
     return {
         "settings": asdict(s),
         "start": {"run": str(start), "eval": start_eval, "weak": weak},
-        "classifier": {"path": str(classifier), "instruction": INSTRUCTION, **accuracy},
+        "classifier": accuracy and {"path": str(classifier), "instruction": INSTRUCTION, **accuracy},
         "stage_s": stage_s,
         "sessions": sessions,
         "total_s": time.perf_counter() - started,
@@ -408,19 +427,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work-dir", type=Path, default=Path("runs/bench/hil_pick_place"))
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--results-name", default="hil_pick_place")
+    parser.add_argument(
+        "--success",
+        choices=("classifier", "sim"),
+        default="classifier",
+        help="what ends the episodes: the learned classifier (the item), or the simulator's flag",
+    )
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rerun_in_private_namespace("benchmarks.hil_pick_place")  # ROS traffic stays in a private namespace
     if shutil.which("roscore") is None:
         raise SystemExit("needs roscore (make ros installs ROS 1)")
     settings = QUICK if args.quick else PROBE if args.probe else Settings()
+    settings = dataclasses.replace(settings, success=args.success)
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
     size = "quick" if args.quick else "probe" if args.probe else "full"
     report = {"machine": machine_line(), "quick": args.quick, "size": size, **run(args.work_dir, settings)}
     args.results_dir.mkdir(parents=True, exist_ok=True)
     (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    title = f"# HIL on pick_place over ROS 1 ({size} run)\n\n"
+    success = "" if args.success == "classifier" else ", success from the simulator's flag"
+    title = f"# HIL on pick_place over ROS 1 ({size} run{success})\n\n"
     markdown = title + f"Machine: {report['machine']}.\n\n" + table(report)
     (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)
     print(markdown)

@@ -65,3 +65,20 @@ def test_the_quick_run_learns_online_from_the_start_with_and_without_takeovers(t
         actor = json.loads((work / name / "actor_0" / "online_summary.json").read_text())
         assert actor["sim_success_rate"] is not None
     assert "with_expert" in (results / "hil_pick_place_table.md").read_text()
+
+
+def test_the_success_flag_diagnostic_leaves_the_classifier_out(tmp_path: Path) -> None:
+    """``--success sim`` gives the sessions no classifier settings, so ``learn-online --rehearsal``
+    ends their episodes on the simulator's flag; the item's sessions use the classifier."""
+    from vla_rl.real_world.learn_online import rehearsal_overrides
+    from vla_rl.real_world.online_config import compose_learn_online_config
+
+    from benchmarks.hil_pick_place import Settings, session_overrides
+
+    kinds = {}
+    for success in ("classifier", "sim"):
+        given = session_overrides(
+            tmp_path / "start", tmp_path / "classifier", tmp_path / "out", True, 1, Settings(success=success)
+        )[1:]  # without --master-port, an option of the command
+        kinds[success] = compose_learn_online_config(rehearsal_overrides(given)).success.kind
+    assert kinds == {"classifier": "classifier", "sim": "sim"}

@@ -106,6 +106,8 @@ RAY_TINY = (*TRAIN_TINY, "env.num_envs=8")
 RAY_RANKS_TINY = (*RAY_TINY, "distributed.trainer_cpus=0")
 """Two env workers take this 2-core machine's two CPUs; ranks that also asked one each would be a
 ConfigError before the run starts (the tutorial says so)."""
+ASYNC_TINY = (*(o for o in RAY_TINY if not o.startswith("total_env_steps=")), "total_env_steps=256")
+"""Four updates, each on one of the two rollout workers' rollouts."""
 TRAINED = "evaluation ("
 COVERED_BY_REHEARSAL = "the rehearsal above starts these three processes itself and runs in this test"
 
@@ -208,6 +210,11 @@ PLANS: dict[tuple[str, str], Run | Validate | NotRun] = {
         "vla-rl train env=push distributed.runtime=ray distributed.env_workers=2 distributed.trainer_ranks=2 "
         "run_dir=runs/push_ranks",
     ): Run(RAY_RANKS_TINY, TRAINED, own_process=True),
+    (
+        "ray.md",
+        "vla-rl train env=push distributed.runtime=ray distributed.rollout_workers=2 "
+        "distributed.max_staleness=1 run_dir=runs/push_async",
+    ): Run(ASYNC_TINY, TRAINED, own_process=True),
     ("ray.md", "ray start --head --port=6379"): NotRun(
         "Ray's own command: it leaves a cluster daemon running on the machine"
     ),

@@ -41,6 +41,15 @@ class DistributedConfig:
     chunk PPO or GRPO, with each rank's gradients averaged over the group); 0 updates in the training
     process. More than one needs the Ray runtime (the ranks run at once). A rank that dies restarts
     the ranks from the run's last checkpoint."""
+    rollout_workers: int = 0
+    """Asynchronous PPO (state PPO only): this many rollout workers, each with its own env of
+    ``env.num_envs`` worlds and a policy copy, collect while the learner updates; each update learns
+    from one worker's rollout, so ``total_env_steps`` counts ``num_steps * num_envs`` per update as
+    before. 0: synchronous PPO. Each asks for ``env_worker_cpus``; needs ``env_workers: 0`` and
+    ``trainer_ranks: 0`` (see ``vla_rl.distributed.async_ppo``)."""
+    max_staleness: int = 1
+    """Asynchronous PPO: updates a rollout's weights may lag the learner's when it is learned from;
+    staler rollouts are dropped (logged as ``async/dropped``). W rollout workers settle at W - 1."""
     trainer_cpus: float = 1.0
     """CPUs each trainer rank asks of Ray."""
     rendezvous_host: str = "127.0.0.1"

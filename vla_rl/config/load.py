@@ -120,6 +120,8 @@ def distributed_checks() -> list[Check[Any]]:
             "distributed.trainer_ranks",
             "distributed.env_worker_cpus",
             "distributed.trainer_cpus",
+            "distributed.rollout_workers",
+            "distributed.max_staleness",
         ),
         Check(
             "distributed.env_workers",
@@ -150,6 +152,15 @@ def _train_checks() -> list[Check[TrainConfig]]:
             "distributed.trainer_ranks",
             lambda c: c.distributed.trainer_ranks == 0 or c.algorithm.name == "ppo",
             "runs the 'ppo' algorithm only",
+        ),
+        Check(
+            "distributed.rollout_workers",
+            lambda c: (
+                c.distributed.rollout_workers == 0
+                or c.distributed.env_workers == c.distributed.trainer_ranks == 0
+            ),
+            "(asynchronous PPO) builds the envs in its rollout workers and updates in this process: "
+            "set distributed.env_workers=0 and distributed.trainer_ranks=0",
         ),
         Check(
             "distributed.trainer_ranks",

@@ -1,13 +1,17 @@
 """Asynchronous PPO: rollout workers collect with the weights they were last sent while the learner
 updates on rollouts that came back, with a bound on how stale those may be.
 
+``vla-rl train distributed.rollout_workers=W distributed.max_staleness=S`` selects it: the state PPO
+trainer (``vla_rl.training.runner``) takes its batches from ``AsyncRollouts`` instead of a local
+rollout, and everything else (the update, checkpoints, resume, logging) is the one loop's.
+
 Each ``RolloutWorker`` holds an env, a copy of the policy and a collector (env and inference
-collocated). The learner keeps one collection in flight per worker (the bounded queue: at most
-``rollout_workers`` rollouts exist that the learner has not consumed) and takes them back in the
-order it started them. Every rollout carries the policy version it was collected with; its
-staleness is the learner's version when it is consumed minus that. A rollout staler than
-``max_staleness`` is dropped (and counted), never learned from. After consuming (or dropping) a
-worker's rollout, the learner sends that worker its current weights (versioned, checksummed) and
+collocated), built as the single-process run builds them. The learner keeps one collection in flight
+per worker (the bounded queue: at most W rollouts exist that the learner has not consumed) and takes
+them back in the order it started them. Every rollout carries the policy version it was collected
+with; its staleness is the number of updates the learner has made when it is consumed minus that.
+A rollout staler than S is dropped (and counted), never learned from. After consuming (or dropping)
+a worker's rollout, the learner sends that worker its current weights (versioned, checksummed) and
 starts its next collection. PPO's importance ratio uses the log-probabilities stored at collection,
 so a rollout one or two versions old is still a valid (clipped) off-policy update.
 
@@ -19,149 +23,168 @@ the same run; only Ray overlaps collection with learning.
 from __future__ import annotations
 
 import collections
-import math
-from dataclasses import dataclass, field
+from concurrent.futures import Future
 from typing import Any
 
 import torch
 
 from vla_rl.config.schema import TrainConfig
-from vla_rl.distributed.runtime import Resources, Runtime
+from vla_rl.distributed.layout import worker_resources
+from vla_rl.distributed.runtime import Runtime, WorkerHandle
 from vla_rl.distributed.weights import VersionedWeights, broadcast_weights, cpu_state
 from vla_rl.envs.base import env_spec
 from vla_rl.envs.registry import make_env
-from vla_rl.rollout import RolloutCollector
-from vla_rl.rollout.stats import RolloutStats
-from vla_rl.training.components import build_learner
+from vla_rl.policies import ActorCriticPolicy
+from vla_rl.rewards.env_wrapper import wrap_with_reward_model
+from vla_rl.rollout import RolloutBuffer
+from vla_rl.training.components import build_training_components
+from vla_rl.training.sources import Rollouts
 
-
-@dataclass
-class AsyncConfig:
-    rollout_workers: int = 2
-    """Rollout workers, each with ``env.num_envs`` worlds: also how many rollouts can be in flight."""
-    max_staleness: int = 1
-    """Policy versions a rollout may lag the learner when consumed; staler ones are dropped."""
-
-
-@dataclass
-class Rollout:
-    data: dict[str, Any]
-    """``RolloutBuffer.export()`` of the collection."""
-    policy_version: int
-    stats: RolloutStats
-    worker: int
+WORKER_SEED_STRIDE = 1_000
+"""Rollout worker k resets its env from, and samples actions with, ``seed + WORKER_SEED_STRIDE * (k + 1)``."""
 
 
 class RolloutWorker(VersionedWeights):
-    """An env, a policy copy and a collector. Its action sampling uses its own torch RNG stream,
-    so it draws the same actions whether it runs in the learner's process or in its own."""
+    """An env, a policy copy and a collector, continuing one rollout across collections. Its action
+    sampling uses its own torch RNG stream, so it draws the same actions whether it runs in the
+    learner's process or in its own."""
 
     def __init__(self, cfg: TrainConfig, index: int) -> None:
-        self.index = index
-        self.env = make_env(cfg.env)
-        self.policy, self.buffer, _ = build_learner(
-            cfg,
-            self.env.observation_space,
-            self.env.action_space,
-            self.env.num_envs,
-            self.env.device,
-            self.env.action_scale,
-        )
+        self.env = wrap_with_reward_model(make_env(cfg.env), cfg.reward)
+        parts = build_training_components(cfg, self.env)
+        self.policy, self.buffer = parts.policy, parts.buffer
         self.policy.eval()
-        self.collector = RolloutCollector(self.env, self.policy, self.buffer, cfg.algorithm.gamma)
-        seed = cfg.seed + 1_000 * (index + 1)
-        self.obs, _ = self.env.reset(seed=seed)
+        seed = cfg.seed + WORKER_SEED_STRIDE * (index + 1)
+        self.rollouts = Rollouts(self.env, parts.collector, seed)
         self.rng_state = torch.Generator().manual_seed(seed).get_state()
+        self.collections = 0
 
     def spec(self) -> dict[str, Any]:
         return env_spec(self.env)
 
-    def collect(self) -> Rollout:
-        """One rollout with the weights last loaded (their version goes with it)."""
+    def collect(self) -> dict[str, Any]:
+        """One rollout with the weights last loaded: its data (``RolloutBuffer.export``), their
+        ``policy_version`` and the rollout's ``metrics``. The learner owns the observation
+        statistics (they travel with the weights)."""
         with torch.random.fork_rng(devices=[]):
             torch.set_rng_state(self.rng_state)
-            # The learner owns the observation statistics (they travel with the weights).
-            self.obs, stats = self.collector.collect(self.obs)
+            buffer, metrics = self.rollouts.next_batch()
             self.rng_state = torch.get_rng_state()
-        return Rollout(self.buffer.export(), self.weights_version_loaded, stats, self.index)
+        self.collections += 1
+        return {"data": buffer.export(), "policy_version": self.weights_version_loaded, "metrics": metrics}
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed worker needs to go on as this one would: the rollout's state (env, reward
+        scaler) and the RNG stream. Its weights are not kept: a worker collects again only after the
+        learner has sent it new ones."""
+        return {**self.rollouts.state_dict(), "rng": self.rng_state, "iteration": self.collections}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rollouts.load_state_dict(state)
+        self.rng_state, self.collections = state["rng"], state["iteration"]
 
     def close(self) -> None:
         self.env.close()
 
 
-@dataclass
-class AsyncResult:
-    history: list[dict[str, float]] = field(default_factory=list)
-    """Per update: the consumed rollout's statistics, staleness and the losses."""
-    dropped: int = 0
-    """Rollouts dropped as staler than ``max_staleness``."""
+def spawn_rollout_workers(cfg: TrainConfig, runtime: Runtime) -> tuple[list[WorkerHandle], dict[str, Any]]:
+    """``cfg.distributed.rollout_workers`` rollout workers on ``runtime`` (each asks for
+    ``distributed.env_worker_cpus``) and their env's spec (``envs.base.env_spec``)."""
+    dcfg = cfg.distributed
+    resources = worker_resources(runtime, dcfg, "env", dcfg.rollout_workers, dcfg.env_worker_cpus)
+    workers = [
+        runtime.spawn(RolloutWorker, cfg, k, resources=resources[k]) for k in range(dcfg.rollout_workers)
+    ]
+    return workers, workers[0].call("spec").result()
 
 
-class AsyncPPO:
-    """The learner of asynchronous PPO over ``cfg.rollout_workers`` rollout workers on ``runtime``."""
+def _done(value: Any) -> Future:
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+class AsyncRollouts:
+    """The batch source of asynchronous PPO (``next_batch() -> (buffer, metrics)``, with a state to
+    resume): the next rollout in start order that is at most ``max_staleness`` updates old, loaded
+    into the learner's ``buffer``. Each call first sends the worker consumed last the weights its
+    batch was just used to make, and starts its next collection."""
 
     def __init__(
-        self, cfg: TrainConfig, async_cfg: AsyncConfig, runtime: Runtime, resources: Resources | None = None
+        self,
+        runtime: Runtime,
+        workers: list[WorkerHandle],
+        policy: ActorCriticPolicy,
+        buffer: RolloutBuffer,
+        max_staleness: int,
     ) -> None:
-        if async_cfg.rollout_workers < 1 or async_cfg.max_staleness < 0:
-            raise ValueError("rollout_workers must be >= 1 and max_staleness >= 0")
-        self.cfg, self.async_cfg, self.runtime = cfg, async_cfg, runtime
-        self.workers = [
-            runtime.spawn(RolloutWorker, cfg, k, resources=resources)
-            for k in range(async_cfg.rollout_workers)
-        ]
-        spec = self.workers[0].call("spec").result()
-        torch.manual_seed(cfg.seed)  # the same initial weights whether the workers ran here or not
-        self.policy, self.buffer, self.algorithm = build_learner(
-            cfg,
-            spec["observation_space"],
-            spec["action_space"],
-            spec["num_envs"],
-            "cpu",
-            spec["action_scale"],
-        )
-        self.version = 0
+        self.runtime, self.workers, self.policy, self.buffer = runtime, workers, policy, buffer
+        self.max_staleness = max_staleness
+        self.in_flight: collections.deque[tuple[int, Future]] = collections.deque()
+        """``(worker, future of its rollout)`` in start order."""
+        self.batches = 0
+        """Batches handed out: the learner's updates (its weights' version) when the next call runs."""
+        self.consumed: int | None = None
+        """The worker whose rollout was handed out last; it starts again on the next call."""
+        self.dropped = 0
+        self.started = False
 
-    def _send_weights(self, worker: int) -> None:
-        broadcast_weights(self.runtime, [self.workers[worker]], cpu_state(self.policy), self.version)
+    def _restart(self, worker: int) -> None:
+        broadcast_weights(self.runtime, [self.workers[worker]], cpu_state(self.policy), self.batches)
+        self.in_flight.append((worker, self.workers[worker].call("collect")))
 
-    def train(self, updates: int) -> AsyncResult:
-        """Run until ``updates`` rollouts have been learned from."""
-        result = AsyncResult()
-        in_flight: collections.deque = collections.deque()
-        for worker in range(len(self.workers)):
-            self._send_weights(worker)
-            in_flight.append((worker, self.workers[worker].call("collect")))
-        while len(result.history) < updates:
-            worker, future = in_flight.popleft()
-            rollout: Rollout = future.result()
-            staleness = self.version - rollout.policy_version
-            if staleness > self.async_cfg.max_staleness:
-                result.dropped += 1
-            else:
-                result.history.append(self._learn(rollout, staleness))
-            self._send_weights(worker)
-            in_flight.append((worker, self.workers[worker].call("collect")))
-        self.runtime.gather([future for _, future in in_flight])  # let the last collections finish
-        return result
+    def next_batch(self) -> tuple[RolloutBuffer, dict[str, float]]:
+        if not self.started:
+            self.started = True
+            for worker in range(len(self.workers)):
+                self._restart(worker)
+        elif self.consumed is not None:
+            self._restart(self.consumed)
+        while True:
+            worker, future = self.in_flight.popleft()
+            rollout = future.result()
+            staleness = self.batches - rollout["policy_version"]
+            if staleness <= self.max_staleness:
+                break
+            self.dropped += 1
+            self._restart(worker)
+        self.buffer.load(rollout["data"])
+        self.consumed = worker
+        self.batches += 1
+        return self.buffer, {
+            **rollout["metrics"],
+            "async/staleness": float(staleness),
+            "async/policy_version": float(rollout["policy_version"]),
+            "async/worker": float(worker),
+            "async/dropped": float(self.dropped),
+        }
 
-    def _learn(self, rollout: Rollout, staleness: int) -> dict[str, float]:
-        self.buffer.load(rollout.data)
-        losses = self.algorithm.update(self.buffer)
-        self.version += 1
-        stats = rollout.stats
-        metrics = {f"train/{name}": value for name, value in losses.items()}
-        metrics.update(
-            {
-                "async/staleness": float(staleness),
-                "async/policy_version": float(rollout.policy_version),
-                "async/worker": float(rollout.worker),
-                "rollout/mean_return": stats.mean_return,
-                "rollout/success_rate": stats.success_rate,
-                "rollout/episodes": float(stats.episodes),
+    def state_dict(self) -> dict[str, Any]:
+        """Waits for the collections in flight (their rollouts go into the state, and this run goes
+        on with them as a resumed one will) and takes every worker's state."""
+        pending = [(worker, future.result()) for worker, future in self.in_flight]
+        self.in_flight = collections.deque((worker, _done(rollout)) for worker, rollout in pending)
+        return {
+            "async": {
+                "pending": [{"worker": worker, **rollout} for worker, rollout in pending],
+                "workers": self.runtime.gather([worker.call("state_dict") for worker in self.workers]),
+                "batches": self.batches,
+                "consumed": -1 if self.consumed is None else self.consumed,
+                "dropped": self.dropped,
+                "started": self.started,
             }
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        saved = state["async"]
+        states = zip(self.workers, saved["workers"], strict=True)
+        self.runtime.gather([worker.call("load_state_dict", state) for worker, state in states])
+        self.in_flight = collections.deque(
+            (entry["worker"], _done({k: v for k, v in entry.items() if k != "worker"}))
+            for entry in saved["pending"]
         )
-        return {k: v for k, v in metrics.items() if not (isinstance(v, float) and math.isnan(v))}
+        self.batches, self.dropped, self.started = saved["batches"], saved["dropped"], saved["started"]
+        self.consumed = None if saved["consumed"] < 0 else saved["consumed"]
 
     def close(self) -> None:
         self.runtime.stop_all(self.workers, "close")

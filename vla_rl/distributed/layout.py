@@ -89,7 +89,7 @@ def plan_placement(cfg: PlacementConfig) -> list[WorkerSlot]:
 
 def needs_runtime(cfg: DistributedConfig) -> bool:
     """Whether any worker runs outside the plain single-process loop."""
-    return cfg.runtime == "ray" or cfg.env_workers > 0 or cfg.trainer_ranks > 0
+    return cfg.runtime == "ray" or cfg.env_workers > 0 or cfg.trainer_ranks > 0 or cfg.rollout_workers > 0
 
 
 def make_training_runtime(cfg: DistributedConfig) -> Runtime | None:
@@ -110,8 +110,10 @@ def make_training_runtime(cfg: DistributedConfig) -> Runtime | None:
 
 
 def requested_cpus(cfg: DistributedConfig) -> float:
-    """CPUs the run's workers ask of the runtime together: every env worker's and trainer rank's."""
-    return cfg.env_workers * cfg.env_worker_cpus + cfg.trainer_ranks * cfg.trainer_cpus
+    """CPUs the run's workers ask of the runtime together: every env (or rollout) worker's and
+    trainer rank's."""
+    env_workers = cfg.env_workers + cfg.rollout_workers
+    return env_workers * cfg.env_worker_cpus + cfg.trainer_ranks * cfg.trainer_cpus
 
 
 def cpu_shortfall(cfg: DistributedConfig, available_cpus: float) -> str | None:
@@ -123,6 +125,7 @@ def cpu_shortfall(cfg: DistributedConfig, available_cpus: float) -> str | None:
         return None
     roles = [
         (cfg.env_workers, "env workers", "distributed.env_worker_cpus", cfg.env_worker_cpus),
+        (cfg.rollout_workers, "rollout workers", "distributed.env_worker_cpus", cfg.env_worker_cpus),
         (cfg.trainer_ranks, "trainer ranks", "distributed.trainer_cpus", cfg.trainer_cpus),
     ]
     asking = [(count, what, key, cpus) for count, what, key, cpus in roles if count > 0 and cpus > 0]

@@ -287,9 +287,10 @@ class TrainingLoop:
         return now_s() - run.started_s
 
     def close(self) -> None:
-        """Release the algorithm's workers, the env and the runtime."""
-        if hasattr(self.algorithm, "close"):
-            self.algorithm.close()
+        """Release the algorithm's and the source's workers, the env and the runtime."""
+        for part in (self.algorithm, getattr(self, "source", None)):
+            if hasattr(part, "close"):
+                part.close()
         if self.env is not None:
             self.env.close()
         if self.runtime is not None:

@@ -1,7 +1,8 @@
 """State PPO: an env, a state policy, a ``RolloutBuffer`` source and PPO, in the one loop.
 
 ``Trainer`` builds them from a ``TrainConfig`` (the env where ``cfg.distributed`` says: in this
-process or on env workers; PPO on data-parallel trainer ranks when asked) and hands them to
+process or on env workers; PPO on data-parallel trainer ranks when asked; or asynchronous PPO, its
+rollouts collected by rollout workers with the weights they were last sent) and hands them to
 ``vla_rl.training.loop``. Its budget counts env steps (``total_env_steps``) and its checkpoints hold
 the policy's ``state_dict`` (``policy.safetensors``), the env steps and the simulator state where
 the backend can snapshot one, so a resumed run produces the same numbers as one that never stopped.
@@ -20,10 +21,11 @@ from vla_rl.distributed.remote_env import build_training_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rewards.env_wrapper import wrap_with_reward_model
 from vla_rl.training.budget import describe_cap
-from vla_rl.training.components import build_training_components
+from vla_rl.training.components import build_learner, build_training_components
 from vla_rl.training.evaluate import EvalResult, evaluate_run
 from vla_rl.training.loop import RunResult, TrainingLoop
 from vla_rl.training.progress import logs_to_run_dir
+from vla_rl.training.seeding import seed_everything
 from vla_rl.training.sources import Rollouts
 
 EVALUATION_PACE_FACTOR = 2.0
@@ -57,22 +59,40 @@ class Trainer(TrainingLoop):
         """``env``: a prebuilt env instead of the one ``cfg.env`` and ``cfg.distributed`` describe."""
         self.begin(cfg)
         self.runtime = make_training_runtime(cfg.distributed)
-        env = env if env is not None else build_training_env(cfg.env, cfg.distributed, self.runtime)
-        self.env = wrap_with_reward_model(env, cfg.reward)
-        parts = build_training_components(cfg, self.env)
-        self.policy = parts.policy
-        self.collector = parts.collector
-        self.algorithm = parts.algorithm
-        if cfg.distributed.trainer_ranks > 0:
-            from vla_rl.distributed.ppo_ranks import build_data_parallel_ppo
+        if cfg.distributed.rollout_workers > 0:
+            if env is not None:
+                raise ValueError("asynchronous PPO builds an env in each rollout worker, not a prebuilt one")
+            self._build_async(cfg)
+        else:
+            env = env if env is not None else build_training_env(cfg.env, cfg.distributed, self.runtime)
+            self.env = wrap_with_reward_model(env, cfg.reward)
+            parts = build_training_components(cfg, self.env)
+            self.policy, self.collector, self.algorithm = parts.policy, parts.collector, parts.algorithm
+            if cfg.distributed.trainer_ranks > 0:
+                from vla_rl.distributed.ppo_ranks import build_data_parallel_ppo
 
-            self.algorithm = build_data_parallel_ppo(cfg, self.policy, self.env, self.runtime)
+                self.algorithm = build_data_parallel_ppo(cfg, self.policy, self.env, self.runtime)
+            self.source = Rollouts(self.env, self.collector, cfg.seed)
+            self.num_envs, self.max_episode_steps = self.env.num_envs, self.env.max_episode_steps
         self.env_steps = 0
         self._pace_from = (time.perf_counter(), 0)
         """When and at which env step the env steps/s count starts (each ``train`` call resets it)."""
-        self.steps_per_update = cfg.algorithm.num_steps * self.env.num_envs
-        self.source = Rollouts(self.env, self.collector, cfg.seed)
+        self.steps_per_update = cfg.algorithm.num_steps * self.num_envs
         self.resume(self._find_resume_checkpoint())
+
+    def _build_async(self, cfg: TrainConfig) -> None:
+        """Asynchronous PPO: the rollout workers hold the envs (``env`` stays None) and the source
+        hands out their rollouts (``vla_rl.distributed.async_ppo``)."""
+        from vla_rl.distributed.async_ppo import AsyncRollouts, spawn_rollout_workers
+
+        workers, spec = spawn_rollout_workers(cfg, self.runtime)
+        seed_everything(cfg.seed)  # the same initial weights whether the workers were built here or not
+        spaces = spec["observation_space"], spec["action_space"]
+        self.policy, buffer, self.algorithm = build_learner(
+            cfg, *spaces, spec["num_envs"], "cpu", spec["action_scale"]
+        )
+        self.source = AsyncRollouts(self.runtime, workers, self.policy, buffer, cfg.distributed.max_staleness)
+        self.num_envs, self.max_episode_steps = spec["num_envs"], spec["max_episode_steps"]
 
     # ----- the loop's hooks -------------------------------------------------------------------------------
     def log_step(self) -> int:
@@ -128,8 +148,8 @@ class Trainer(TrainingLoop):
             return 0.0
         if not history:
             return EVALUATION_FIXED_S
-        worlds = min(ecfg.num_envs if ecfg.num_envs > 0 else self.env.num_envs, ecfg.num_episodes)
-        batched_steps = math.ceil(ecfg.num_episodes / worlds) * self.env.max_episode_steps
+        worlds = min(ecfg.num_envs if ecfg.num_envs > 0 else self.num_envs, ecfg.num_episodes)
+        batched_steps = math.ceil(ecfg.num_episodes / worlds) * self.max_episode_steps
         step_s = history[-1]["perf/rollout_time_s"] / self.cfg.algorithm.num_steps
         return EVALUATION_PACE_FACTOR * batched_steps * step_s + EVALUATION_FIXED_S
 

@@ -20,6 +20,7 @@ from torch import nn
 from transformers import Cache, PaliGemmaForConditionalGeneration, PreTrainedTokenizerBase
 
 from vla_rl.envs.base import Observation
+from vla_rl.policies.activation_checkpointing import checkpoint_transformer_layers
 from vla_rl.policies.chunk_policy import (
     LOG_PROB_LEVELS,
     ChunkEvaluation,
@@ -160,6 +161,12 @@ class TokenVLABase(ChunkPolicy):
         )
         self.config.action_low = self.action_tokenizer.low.tolist()
         self.config.action_high = self.action_tokenizer.high.tolist()
+
+    def checkpoint_activations(self) -> int:
+        """Recompute the backbone's layer activations (language model and vision tower) in an
+        update's backward pass instead of keeping them (``policy.activation_checkpointing``, see
+        ``vla_rl.policies.activation_checkpointing``); returns the number of layers."""
+        return checkpoint_transformer_layers(self.backbone)
 
     # ----------------------------------------------------------------- backbone access
 

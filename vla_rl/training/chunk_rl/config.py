@@ -90,6 +90,11 @@ class RLPolicyConfig(ImportSettings):
     dtype: str = "float32"
     """The pretrained model's weights during RL: ``float32`` or ``bfloat16`` (``pi0``, ``pi05``;
     half the memory; the heads, log-probabilities and losses stay float32; saved in that dtype)."""
+    activation_checkpointing: bool = False
+    """Token VLAs (``token_vla``, ``chunk_vla``): recompute the backbone's layer activations in the
+    update's backward pass instead of keeping them (less memory, one more forward pass of the
+    layers, the same numbers). The flow families (``pi0``, ``pi05``, ``smolvla``) refuse it: their
+    action expert writes the prefix's KV cache inside each layer, which a recomputation would repeat."""
     lora: LoraSettings | None = None
     """Add LoRA adapters to a policy loaded without them (``pi0``): RL then trains the adapters,
     the heads and the family's small projections, the rest frozen. None trains the policy as it

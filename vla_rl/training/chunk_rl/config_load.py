@@ -146,6 +146,12 @@ def _rl_checks() -> list[Check[VLARLConfig]]:
             "must be a multiple of algorithm.group_size for GRPO",
         ),
         *distributed_checks(),
+        Check(
+            "distributed.rollout_workers",
+            lambda c: c.distributed.rollout_workers == 0,
+            "asynchronous rollouts run state PPO only (vla-rl train without recipe=); chunk RL "
+            "collects on env workers (distributed.env_workers) synchronously",
+        ),
     ]
 
 

@@ -43,6 +43,8 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
         if cast_model is None:
             raise ConfigError(f"config key 'policy.dtype': {cfg.policy.name} policies train in float32 only")
         cast_model(getattr(torch, cfg.policy.dtype))
+    if cfg.policy.activation_checkpointing:
+        checkpoint_activations(policy, cfg.policy.name)
     policy = policy.to(torch.device(cfg.device)).eval()
     limit_decoding = getattr(policy, "limit_decoding", None)
     if limit_decoding is not None:
@@ -57,6 +59,18 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
             )
         set_exploration(**settings)
     return policy
+
+
+def checkpoint_activations(policy: ChunkPolicy, family: str) -> None:
+    """``policy.activation_checkpointing``: the family's ``checkpoint_activations``, or a
+    ``ConfigError`` for a family without it."""
+    enable = getattr(policy, "checkpoint_activations", None)
+    if enable is None:
+        raise ConfigError(
+            f"config key 'policy.activation_checkpointing': {family} policies do not support it (only "
+            "the token VLAs, token_vla and chunk_vla, do)"
+        )
+    enable()
 
 
 def load_rl_learner(cfg: VLARLConfig, start_dir: Path) -> tuple[ChunkPolicy, ChunkPolicy | None]:
