@@ -19,12 +19,13 @@ beside it the same session without takeovers (issue 86, item 3).
    the classifier's judgement, and a final noise-free evaluation of each learner's last policy (its
    frozen start plus its residual) in the simulator on fixed episodes.
 
-Writes ``benchmarks/results/<--results-name>.json`` and ``.md``: success per block of episodes, the
+Writes ``benchmarks/results/<--results-name>.json`` and ``<--results-name>_table.md`` (the report of
+``benchmarks.hil_report``): success per block of episodes, the
 first episode at which the trailing 20 episodes reach 80 % by the simulator's flag, the final
 evaluations, intervention steps, the classifier's agreement with the simulator. ``--quick`` runs it
 all at toy size (its numbers mean nothing). ``hil_pick_place.md`` holds the declaration.
 
-    python -m benchmarks.hil_pick_place [--quick] [--success sim] [--work-dir runs/bench/hil_pick_place]
+    python -m benchmarks.hil_pick_place [--quick] [--success sim] [--bc-coef B] [--action-l2-coef C]
 """
 
 from __future__ import annotations
@@ -53,13 +54,12 @@ from benchmarks.hil_classifier import (
     load_start,
     train_classifier,
 )
+from benchmarks.hil_report import episode_summary, ordered_episodes, pct, table
 
 EVAL_SEED = 50_000
 """Start and final evaluations: episodes from this seed (none of them a session's)."""
 SESSION_SEED = 1_000
 """Episode ``k`` of actor ``i`` starts from seed ``SESSION_SEED + 1000 i + k`` in both sessions."""
-TRAILING = 20
-TARGET = 0.8
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,10 @@ class Settings:
     hidden: int = 256
     init_alpha: float = 0.01
     takeover_probability: float = 1.0
+    bc_coef: float = 0.0
+    """SAC's behaviour cloning of the takeover steps in the actor's loss (``algorithm.bc_coef``)."""
+    action_l2_coef: float = 0.0
+    """SAC's penalty on the residual's size in the actor's loss (``algorithm.action_l2_coef``)."""
     success: str = "classifier"
     """What ends the sessions' episodes and gives their reward: ``classifier`` (the item's setting) or
     ``sim``, the simulator's own flag (a diagnostic: the same learner with a correct reward; no
@@ -187,6 +191,8 @@ def learner_overrides(start: Path, s: Settings) -> list[str]:
         f"frozen_policy.execute_steps={s.execute_steps}",
         f"algorithm.utd_ratio={s.utd_ratio}",
         f"algorithm.init_alpha={s.init_alpha}",
+        f"algorithm.bc_coef={s.bc_coef}",
+        f"algorithm.action_l2_coef={s.action_l2_coef}",
         f"policy.hidden_sizes=[{s.hidden},{s.hidden}]",
         f"replay.batch_size={s.batch_size}",
         f"replay.learning_starts={s.learning_starts}",
@@ -274,113 +280,6 @@ def run_session(work: Path, start: Path, classifier: Path, expert: bool, s: Sett
     }
 
 
-def ordered_episodes(actors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every actor's episodes, round-robin by episode index (the order they ran in, roughly)."""
-    return sorted(
-        (episode | {"actor": i} for i, actor in enumerate(actors) for episode in actor["per_episode"]),
-        key=lambda e: (e["index"], e["actor"]),
-    )
-
-
-def first_reaching(flags: list[bool]) -> int | None:
-    """The 1-based episode at which the trailing ``TRAILING`` episodes first reach ``TARGET``."""
-    for end in range(TRAILING, len(flags) + 1):
-        if sum(flags[end - TRAILING : end]) >= TARGET * TRAILING:
-            return end
-    return None
-
-
-def episode_summary(episodes: list[dict[str, Any]], block: int = 10) -> dict[str, Any]:
-    if any(e["sim_success"] is None for e in episodes):
-        raise SystemExit("an episode lacks the simulator's success flag (sim_success)")
-    sim = [bool(e["sim_success"]) for e in episodes]
-    unassisted = [bool(e["sim_success"]) and e["intervention_steps"] == 0 for e in episodes]
-    judged = [bool(e["success"]) for e in episodes]
-    blocks = []
-    for first in range(0, len(episodes), block):
-        part = episodes[first : first + block]
-        n = len(part)
-        blocks.append(
-            {
-                "episodes": f"{first + 1}-{first + n}",
-                "sim_success": sum(sim[first : first + n]) / n,
-                "unassisted_sim_success": sum(unassisted[first : first + n]) / n,
-                "classifier_success": sum(judged[first : first + n]) / n,
-                "intervention_steps": sum(e["intervention_steps"] for e in part),
-                "steps": sum(e["steps"] for e in part),
-                "held_steps": sum(e["held_steps"] for e in part),
-            }
-        )
-    agree = [a == b for a, b in zip(sim, judged, strict=True)]
-    return {
-        "episodes": len(episodes),
-        "sim_success_rate": sum(sim) / max(1, len(sim)),
-        "first_episode_trailing_80": first_reaching(sim),
-        "first_episode_trailing_80_unassisted": first_reaching(unassisted),
-        "intervention_steps": sum(e["intervention_steps"] for e in episodes),
-        "steps": sum(e["steps"] for e in episodes),
-        "held_steps": sum(e["held_steps"] for e in episodes),
-        "classifier_agreement": sum(agree) / max(1, len(agree)),
-        "classifier_false_positives": sum(j and not t for t, j in zip(sim, judged, strict=True)),
-        "classifier_false_negatives": sum(t and not j for t, j in zip(sim, judged, strict=True)),
-        "blocks": blocks,
-        "per_episode": episodes,
-    }
-
-
-# ----- the report --------------------------------------------------------------------------------------
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.0f} %"
-
-
-def table(report: dict[str, Any]) -> str:
-    start, acc = report["start"], report["classifier"]
-    judge = "classifier" if acc else "success flag (the simulator's)"
-    lines = [
-        f"Start: {pct(start['eval']['success_once_rate'])} success on any step "
-        f"({pct(start['eval']['success_rate'])} at the last) over {start['eval']['episodes']} episodes "
-        f"(at most {pct(report['settings']['start_max_success'])}: {'yes' if start['weak'] else 'NO'}).",
-        f"Classifier, held out: frame accuracy {pct(acc['frame_accuracy'])} over {acc['frames']} frames "
-        f"({acc['positive_frames']} successful), episode accuracy {pct(acc['episode_accuracy'])} over "
-        f"{acc['episodes']} episodes ({acc['episode_false_positives']} false positives, "
-        f"{acc['episode_false_negatives']} false negatives)."
-        if acc
-        else "No classifier: the simulator's success flag ends the episodes and gives the reward.",
-        "",
-        "| session | episodes | simulator success | first episode with trailing-20 >= 80 % (unassisted) "
-        "| intervention steps / steps | held by the safety layer "
-        f"| {judge} agrees with simulator (FP / FN) "
-        "| final evaluation (success on any step, at the last) | learner updates | wall-clock |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in report["sessions"]:
-        final = row["final_eval"]
-        lines.append(
-            f"| {row['name']} | {row['episodes']} | {pct(row['sim_success_rate'])} | "
-            f"{row['first_episode_trailing_80'] or 'not reached'} "
-            f"({row['first_episode_trailing_80_unassisted'] or 'not reached'}) | "
-            f"{row['intervention_steps']} / {row['steps']} | {row['held_steps']} | "
-            f"{pct(row['classifier_agreement'])} "
-            f"({row['classifier_false_positives']} / {row['classifier_false_negatives']}) | "
-            f"{pct(final['success_once_rate'])}, {pct(final['success_rate'])} | "
-            f"{row['learner']['updates']} | {row['wall_s'] / 60:.1f} min |"
-        )
-    for row in report["sessions"]:
-        lines += [
-            "",
-            f"Blocks of {row['name']} (simulator's flag; unassisted: no takeover in the episode):",
-            "",
-        ]
-        lines += [f"| episodes | simulator success | unassisted | {judge} | intervention steps / steps |"]
-        lines += ["|---|---|---|---|---|"]
-        for b in row["blocks"]:
-            lines.append(
-                f"| {b['episodes']} | {pct(b['sim_success'])} | {pct(b['unassisted_sim_success'])} | "
-                f"{pct(b['classifier_success'])} | {b['intervention_steps']} / {b['steps']} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
 def run(work: Path, s: Settings) -> dict[str, Any]:
     """The whole benchmark; ``stage_s`` holds each stage's wall-clock (what a probe extrapolates)."""
     started = time.perf_counter()
@@ -433,13 +332,17 @@ def main(argv: list[str] | None = None) -> None:
         default="classifier",
         help="what ends the episodes: the learned classifier (the item), or the simulator's flag",
     )
+    parser.add_argument("--bc-coef", type=float, default=0.0, help="SAC's behaviour cloning of takeovers")
+    parser.add_argument("--action-l2-coef", type=float, default=0.0, help="SAC's penalty on the residual")
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rerun_in_private_namespace("benchmarks.hil_pick_place")  # ROS traffic stays in a private namespace
     if shutil.which("roscore") is None:
         raise SystemExit("needs roscore (make ros installs ROS 1)")
     settings = QUICK if args.quick else PROBE if args.probe else Settings()
-    settings = dataclasses.replace(settings, success=args.success)
+    settings = dataclasses.replace(
+        settings, success=args.success, bc_coef=args.bc_coef, action_l2_coef=args.action_l2_coef
+    )
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
     size = "quick" if args.quick else "probe" if args.probe else "full"
@@ -447,6 +350,8 @@ def main(argv: list[str] | None = None) -> None:
     args.results_dir.mkdir(parents=True, exist_ok=True)
     (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
     success = "" if args.success == "classifier" else ", success from the simulator's flag"
+    if args.bc_coef or args.action_l2_coef:
+        success += f", bc_coef {args.bc_coef:g}, action_l2_coef {args.action_l2_coef:g}"
     title = f"# HIL on pick_place over ROS 1 ({size} run{success})\n\n"
     markdown = title + f"Machine: {report['machine']}.\n\n" + table(report)
     (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)

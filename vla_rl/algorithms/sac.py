@@ -8,7 +8,8 @@ One call of :meth:`SAC.update` takes ``utd_ratio`` minibatches:
 * each minibatch makes one critic step towards
   ``y = r + gamma (1 - terminated) (min_{i in subset} Q'_i(s', a') - alpha log pi(a'|s'))``,
   ``a' ~ pi(s')``, with the target critics ``Q'`` then moved ``tau`` of the way to the critics;
-* the last one also makes one actor step on ``mean(alpha log pi(a|s) - mean_i Q_i(s, a))`` and one
+* the last one also makes one actor step on ``mean(alpha log pi(a|s) - mean_i Q_i(s, a))`` (plus the
+  optional ``bc_coef`` and ``action_l2_coef`` terms on the actor's deterministic action) and one
   temperature step on ``-mean(log alpha (log pi(a|s) + target_entropy))`` (every
   ``actor_update_every`` calls).
 
@@ -104,6 +105,15 @@ class SACConfig:
     this many pixels, repeating the edges, and crop back at a random corner per sample, which moves
     the image by up to this many pixels each way (DrQ, RLPD from pixels: 4); 0 disables it."""
 
+    bc_coef: float = 0.0
+    """Weight of a behaviour-cloning term in the actor's loss: the mean squared difference, per action
+    dimension, between the actor's deterministic action and the stored action on the minibatch's
+    transitions flagged ``intervention`` (a person's or the scripted expert's takeover steps); 0: off."""
+    action_l2_coef: float = 0.0
+    """Weight of a penalty on the actor's deterministic action, its mean square per dimension over the
+    minibatch; 0: off. With a frozen policy's residual (``frozen_policy=residual``) it holds the
+    residual near zero, the frozen policy's own action, where Q does not pay for moving it."""
+
     def __post_init__(self) -> None:
         if not 0.0 < self.gamma <= 1.0:
             raise ValueError(f"gamma must be in (0, 1], got {self.gamma}")
@@ -112,6 +122,9 @@ class SACConfig:
         for name in ("actor_lr", "critic_lr", "alpha_lr", "init_alpha"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        for name in ("bc_coef", "action_l2_coef"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0: off), got {getattr(self, name)}")
         for name in ("num_critics", "utd_ratio", "actor_update_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -277,7 +290,8 @@ class SAC:
         action, log_prob = self.actor.sample(features, self.generator)
         with frozen(self.critic):
             q_mean = self.critic(features, action).mean(dim=0)
-        actor_loss = (alpha * log_prob - q_mean).mean()
+        terms = self.action_terms(features, batch)
+        actor_loss = (alpha * log_prob - q_mean).mean() + sum(terms.values())
         self.actor_optimizer.zero_grad(set_to_none=True)
         actor_loss.backward()
         grad_norm = clip_gradients(self.actor, self.cfg.max_grad_norm or 0.0)
@@ -288,11 +302,29 @@ class SAC:
         alpha_loss.backward()
         self.alpha_optimizer.step()
         return {
+            **{name: term.detach() for name, term in terms.items()},
             "actor_loss": actor_loss.detach(),
             "alpha_loss": alpha_loss.detach(),
             "entropy": -log_prob.detach().mean(),
             "actor_grad_norm": grad_norm,
         }
+
+    def action_terms(self, features: torch.Tensor, batch: TransitionBatchLike) -> dict[str, torch.Tensor]:
+        """The actor loss's optional terms, weighted: ``bc_loss`` (on the rows flagged
+        ``intervention``; 0 in a minibatch without any) and ``action_l2``; empty when both are off."""
+        cfg, terms = self.cfg, {}
+        if cfg.bc_coef == 0 and cfg.action_l2_coef == 0:
+            return terms
+        action = self.actor.deterministic(features)
+        if cfg.action_l2_coef > 0:
+            terms["action_l2"] = cfg.action_l2_coef * action.square().mean()
+        if cfg.bc_coef > 0:
+            flags = getattr(batch, "intervention", None)
+            rows = torch.zeros(len(action), dtype=torch.bool) if flags is None else flags.bool()
+            rows = rows.to(action.device)
+            error = (action - batch.action.to(action.device)).square().mean(dim=-1)
+            terms["bc_loss"] = cfg.bc_coef * (error * rows).sum() / rows.sum().clamp(min=1)
+        return terms
 
     def shifted(self, batch: TransitionBatchLike) -> TransitionBatchLike:
         """``batch`` (a dataclass) with the camera images of ``obs`` and ``next_obs`` randomly shifted by

@@ -107,7 +107,9 @@ class Trainer(TrainingLoop):
         elapsed = time.perf_counter() - started_s
         metrics["perf/env_steps_per_s"] = (self.env_steps - started_steps) / max(elapsed, 1e-9)
         metrics["perf/iteration_env_steps_per_s"] = self.steps_per_update / max(batch_s + update_s, 1e-9)
-        metrics["perf/rollout_time_s"] = batch_s
+        # The batch's time, or the collection's where that was longer: an asynchronous rollout was
+        # collected while the learner waited less (the final evaluation is budgeted from this).
+        metrics["perf/rollout_time_s"] = max(batch_s, metrics.get("perf/rollout_time_s", 0.0))
         metrics["perf/update_time_s"] = update_s
         return metrics
 
