@@ -60,8 +60,13 @@ def test_stop_process_interrupts_a_child_and_kills_one_that_ignores_it() -> None
     from vla_rl.real_world.rehearsal import stop_process
 
     def child(ignore_sigint: bool) -> subprocess.Popen:
-        ignore = "signal.signal(signal.SIGINT, signal.SIG_IGN); " if ignore_sigint else ""
-        code = f"import signal, time; {ignore}print('ready', flush=True); time.sleep(60)"
+        # The polite child sets Python's own Ctrl-C handler: a child of a background job inherits
+        # SIGINT ignored, and Python then installs none.
+        handler = "signal.SIG_IGN" if ignore_sigint else "signal.default_int_handler"
+        code = (
+            f"import signal, time; signal.signal(signal.SIGINT, {handler}); "
+            "print('ready', flush=True); time.sleep(60)"
+        )
         process = subprocess.Popen(
             [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
