@@ -100,6 +100,8 @@ bench-gpu: venv
 	$(PY) -m benchmarks.warp_ppo --tasks reach push --num-envs 4096 --device cuda
 	$(PY) -m benchmarks.chunk_rl_speed --device cuda --num-envs 256 --updates 4
 	$(PY) -m benchmarks.pi0_gpu_update --device cuda --batches 32 64 --modes lora full
+	$(PY) -m benchmarks.pi0_gpu_update --device cuda --batches 32 --modes lora full --precisions autocast \
+		--results benchmarks/results/pi0_gpu_update_autocast.json
 
 # ROS 1 from the system's packages (rospy is not on PyPI): roscore and the messages the deployment
 # tests use. Needs root (or sudo); skipped when roscore is already there.

@@ -1,10 +1,13 @@
 """Full-size pi0 (random weights) in bfloat16 on one GPU: peak memory and seconds per Flow-SDE PPO
-update at batch 32 and 64, with LoRA and with full fine-tuning.
+update at batch 32 and 64, with LoRA and with full fine-tuning, with the model held in bfloat16 or
+with float32 weights under bfloat16 autocast.
 
 The model is transformers' ``PI0Config()`` (PaliGemma 3B with the Gemma 300M action expert, SigLIP
 at 224 px, chunks of 50, 10 denoising steps), built on the device with random weights, wrapped by
-``Pi0Policy`` and cast to bfloat16 as ``policy.dtype=bfloat16`` does (the heads, chain
-log-probabilities and losses in float32). Each update is ``pi0_flow_sde_ppo``'s algorithm with one
+``Pi0Policy`` and either cast to bfloat16 as ``policy.dtype=bfloat16`` does (precision
+``bf16_weights``: the heads, chain log-probabilities and losses in float32) or kept in float32 and run
+under autocast as ``policy.autocast=bfloat16`` does (precision ``autocast``: float32 weights, gradients
+and Adam state, twice and more the memory). Each update is ``pi0_flow_sde_ppo``'s algorithm with one
 epoch of one minibatch: recompute the stored chains' log-probabilities of B decisions, one actor and
 critic gradient step. LoRA is ``policy.lora={rank: 16, alpha: 16}`` on pi0's default targets; full
 fine-tuning trains every weight (AdamW states in bfloat16 beside the bfloat16 weights).
@@ -13,7 +16,8 @@ The batch comes from the real rollout collector driving a synthetic env (random 
 state and reward): an update's memory and time depend on the policy and the batch, not on the
 physics, and the GPU machine then needs no renderer.
 
-    python -m benchmarks.pi0_gpu_update                      # on a GPU: the four settings
+    python -m benchmarks.pi0_gpu_update                      # on a GPU: the four bf16-weight settings
+    python -m benchmarks.pi0_gpu_update --precisions autocast --modes lora --batches 32
     python -m benchmarks.pi0_gpu_update --tiny --device cpu --updates 1   # the same code, test size
 """
 
@@ -113,12 +117,18 @@ def build_policy(tiny: bool, device: torch.device) -> Pi0Policy:
     return Pi0Policy(model, tokenizer, Pi0PolicyConfig(action_dim=ACTION_DIM, **cfg)).to(device)
 
 
-def measure(mode: str, batch: int, args: argparse.Namespace, device: torch.device) -> dict:
+PRECISIONS = ("bf16_weights", "autocast")
+
+
+def measure(mode: str, batch: int, precision: str, args: argparse.Namespace, device: torch.device) -> dict:
     """Peak memory and seconds per update of one setting, in a fresh policy and optimiser."""
     policy = build_policy(args.tiny, device)
     if mode == "lora":
         policy.add_lora(LORA)
-    policy.cast_model(torch.bfloat16)
+    if precision == "autocast":
+        policy.autocast_dtype = torch.bfloat16
+    else:
+        policy.cast_model(torch.bfloat16)
     policy.eval()
     acfg = compose_rl_config(
         [
@@ -154,6 +164,7 @@ def measure(mode: str, batch: int, args: argparse.Namespace, device: torch.devic
         return {
             "mode": mode,
             "batch": batch,
+            "precision": precision,
             "trainable": trainable,
             "error": f"out of memory: {error}"[:200],
         }
@@ -161,6 +172,7 @@ def measure(mode: str, batch: int, args: argparse.Namespace, device: torch.devic
     return {
         "mode": mode,
         "batch": batch,
+        "precision": precision,
         "trainable": trainable,
         "seconds_per_update": statistics.median(seconds),
         "gradient_steps": metrics.get("gradient_steps"),
@@ -173,6 +185,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--batches", type=int, nargs="+", default=[32, 64])
     parser.add_argument("--modes", nargs="+", default=["lora", "full"], choices=["lora", "full"])
+    parser.add_argument("--precisions", nargs="+", default=["bf16_weights"], choices=PRECISIONS)
     parser.add_argument("--updates", type=int, default=3, help="timed updates after one warm-up")
     parser.add_argument("--image-size", type=int, default=224, help="rendered camera size (px)")
     parser.add_argument(
@@ -184,23 +197,22 @@ def main() -> None:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: run on a GPU machine (make bench-gpu), or --device cpu --tiny")
     rows = []
-    for mode in args.modes:
-        for batch in args.batches:
-            row = measure(mode, batch, args, device)
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+    for precision in args.precisions:
+        for mode in args.modes:
+            for batch in args.batches:
+                row = measure(mode, batch, precision, args, device)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
     print(machine_line())
-    print(f"{'mode':<6} {'batch':>5} {'trainable':>14} {'s/update':>9} {'peak GiB':>9}")
+    print(f"{'precision':<12} {'mode':<6} {'batch':>5} {'trainable':>14} {'s/update':>9} {'peak GiB':>9}")
     for row in rows:
+        setting = f"{row['precision']:<12} {row['mode']:<6} {row['batch']:>5} {row['trainable']:>14,}"
         if "error" in row:
-            print(f"{row['mode']:<6} {row['batch']:>5} {row['trainable']:>14,} {row['error']}")
+            print(f"{setting} {row['error']}")
         else:
-            print(
-                f"{row['mode']:<6} {row['batch']:>5} {row['trainable']:>14,} "
-                f"{row['seconds_per_update']:>9.2f} {row['peak_gib']:>9.1f}"
-            )
+            print(f"{setting} {row['seconds_per_update']:>9.2f} {row['peak_gib']:>9.1f}")
     Path(args.results).write_text(json.dumps({"machine": machine_line(), "rows": rows}, indent=2))
 
 

@@ -12,9 +12,11 @@ import pytest
 import torch
 from test_distributed_training import _crashing_worker
 from tiny_chunk_rl import flow_policy_dir, overrides
+from torch.distributed.tensor import DTensor
 
 from vla_rl.distributed.chunk_ranks import ChunkRank, build_data_parallel_chunk
 from vla_rl.distributed.remote_env import EnvWorker, build_training_env
+from vla_rl.training.checkpoint import load_checkpoint
 from vla_rl.training.chunk_rl.config_load import compose_rl_config
 from vla_rl.training.chunk_rl.trainer import ChunkRLTrainer, RLResult
 
@@ -57,6 +59,12 @@ def _train(
         trainer.close()
 
 
+def single_process_optimizer_state(run_dir: Path, init_from: Path) -> dict:
+    """The optimizer state a single-process run checkpoints after 2 updates (its layout)."""
+    _train(run_dir, init_from, "iterations=2", "checkpoint_interval=2")
+    return load_checkpoint(run_dir / "checkpoints" / "iter_000002").trainer_state["algorithm"]["optimizer"]
+
+
 def _comparable(history: list[dict[str, float]]) -> list[dict[str, float]]:
     """The metrics but timings."""
     return [
@@ -84,6 +92,43 @@ def test_two_env_workers_and_two_trainer_ranks_train_like_one_process(tmp_path: 
     for name, value in single_trainer.policy.state_dict().items():
         torch.testing.assert_close(spread_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
     assert [e["success_rate"] for e in spread.evaluations] == [e["success_rate"] for e in single.evaluations]
+
+
+class ShardCheckingRank(ChunkRank):
+    """A rank that checks, after each update, that it holds half of each parameter (FSDP2's
+    ``DTensor`` shards: 1/2 of dim 0, rounded up)."""
+
+    def update(self, batch, policy_state):
+        result = super().update(batch, policy_state)
+        for name, parameter in self.policy.named_parameters():
+            assert isinstance(parameter, DTensor), name
+            assert len(parameter.to_local()) == math.ceil(len(parameter) / 2) - self.rank * (
+                len(parameter) % 2
+            )
+        return result
+
+
+@pytest.mark.slow
+def test_fsdp2_ranks_hold_half_the_policy_and_train_like_one_process(tmp_path: Path, ray_runtime) -> None:
+    """``distributed.trainer_strategy=fsdp2``: the same updates as one process (the gradients
+    averaged by a reduce-scatter instead of an all-reduce), the weights synced whole."""
+    init_from = flow_policy_dir(tmp_path)
+    single, single_trainer = _train(tmp_path / "single", init_from)
+    sharded, sharded_trainer = _train(
+        tmp_path / "fsdp2",
+        init_from,
+        *SPREAD,
+        "distributed.trainer_strategy=fsdp2",
+        rank_cls=ShardCheckingRank,
+    )
+    assert sharded.events == [] and sharded_trainer.algorithm.version == 3
+    one, two = _comparable(single.history), _comparable(sharded.history)
+    assert [sorted(m) for m in one] == [sorted(m) for m in two]
+    for a, b in zip(one, two, strict=True):
+        for key, value in a.items():
+            assert math.isclose(b[key], value, rel_tol=RTOL, abs_tol=ATOL), (key, value, b[key])
+    for name, value in single_trainer.policy.state_dict().items():
+        torch.testing.assert_close(sharded_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.slow
@@ -160,6 +205,29 @@ def test_a_trainer_rank_killed_mid_run_restarts_the_ranks_from_the_last_checkpoi
     ]
     # Updates 3 and 4 were redone from the checkpoint of update 2 (policy folder, optimizer, each env
     # worker's simulator state, RNGs): the run is the uninterrupted one, bit for bit.
+    assert _comparable(result.history) == _comparable(straight.history)
+    for name, value in straight_trainer.policy.state_dict().items():
+        assert torch.equal(trainer.policy.state_dict()[name], value), name
+
+
+@pytest.mark.slow
+def test_fsdp2_ranks_restart_from_a_checkpoint_of_their_gathered_state(tmp_path: Path, ray_runtime) -> None:
+    """The checkpoint of sharded ranks holds the whole optimizer state in ``Optimizer.state_dict``'s
+    layout; new sharded ranks load it and redo the lost updates as the uninterrupted run did."""
+    init_from = flow_policy_dir(tmp_path)
+    budget = ["iterations=4", "checkpoint_interval=2", "distributed.trainer_strategy=fsdp2"]
+    straight, straight_trainer = _train(tmp_path / "straight", init_from, *SPREAD, *budget)
+    optimizer = load_checkpoint(tmp_path / "straight" / "checkpoints" / "iter_000002").trainer_state[
+        "algorithm"
+    ]["optimizer"]
+    single_process = single_process_optimizer_state(tmp_path / "single", init_from)
+    assert [g["params"] for g in optimizer["param_groups"]] == [
+        g["params"] for g in single_process["param_groups"]
+    ]
+    assert optimizer["state"].keys() == single_process["state"].keys()
+    rank_cls = _crashing_rank(tmp_path / "crashed", at_update=4)
+    result, trainer = _train(tmp_path / "crash", init_from, *SPREAD, *budget, rank_cls=rank_cls)
+    assert result.events[0].startswith("iteration 4: a trainer rank died")
     assert _comparable(result.history) == _comparable(straight.history)
     for name, value in straight_trainer.policy.state_dict().items():
         assert torch.equal(trainer.policy.state_dict()[name], value), name

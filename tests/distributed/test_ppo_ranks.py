@@ -46,6 +46,13 @@ def test_more_than_one_rank_needs_ray() -> None:
         compose_train_config([*OVERRIDES, "distributed.trainer_ranks=2"])
 
 
+def test_state_ppo_ranks_are_not_sharded() -> None:
+    from vla_rl.config import ConfigError, compose_train_config
+
+    with pytest.raises(ConfigError, match="distributed.trainer_strategy.*ddp"):
+        compose_train_config([*OVERRIDES, "distributed.trainer_strategy=fsdp2"])
+
+
 def _crashing_rank(marker: Path, at_update: int) -> type:
     class CrashingPPORank(PPORank):
         """Rank 1's process exits during its ``at_update``-th update, once (``marker`` records it)."""

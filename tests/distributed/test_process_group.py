@@ -7,7 +7,14 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from vla_rl.distributed.process_group import WRAPPERS, init_trainer_rank, publish_address, shard_batch
+from vla_rl.distributed.process_group import (
+    WRAPPERS,
+    init_trainer_rank,
+    optimizer_state_by_index,
+    optimizer_state_by_name,
+    publish_address,
+    shard_batch,
+)
 
 STEPS = 20
 
@@ -72,3 +79,24 @@ def test_shard_batch_splits_evenly_or_refuses():
     assert [shard_batch(batch, r, 3).tolist() for r in range(3)] == [[0, 1], [2, 3], [4, 5]]
     with pytest.raises(ValueError, match="does not split"):
         shard_batch(batch, 0, 4)
+
+
+def test_optimizer_state_by_name_and_back_is_the_optimizers_own_layout():
+    """Two groups (the chunk updates' actor / value), a frozen parameter left out, one parameter
+    without state yet: names in group order <-> indices 0, 1, 2 as ``Optimizer.state_dict`` numbers."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    model[0].bias.requires_grad_(False)
+    optimizer = torch.optim.Adam(
+        [{"params": [model[0].weight], "lr": 0.1}, {"params": [model[1].weight, model[1].bias], "lr": 0.2}]
+    )
+    model(torch.ones(4, 2)).sum().backward()
+    model[1].bias.grad = None  # Adam keeps no state for it
+    optimizer.step()
+    own = optimizer.state_dict()
+    named = optimizer_state_by_name(own, model, optimizer)
+    assert [group["params"] for group in named["param_groups"]] == [["0.weight"], ["1.weight", "1.bias"]]
+    assert sorted(named["state"]) == ["0.weight", "1.weight"]
+    assert named["state"]["1.weight"] is own["state"][1]
+    back = optimizer_state_by_index(named)
+    assert back["param_groups"] == own["param_groups"]
+    assert back["state"].keys() == own["state"].keys() == {0, 1}

@@ -94,6 +94,10 @@ class PolicyGradient:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
+        self.load_progress(state)
+
+    def load_progress(self, state: dict[str, Any]) -> None:
+        """The minibatch generator's state and the counters of ``state`` (all but the optimiser's)."""
         if "generator" in state:  # absent in older checkpoints, as are the counters
             self.generator.set_state(state["generator"])
         for name in self.COUNTERS:

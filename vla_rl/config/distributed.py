@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 RUNTIMES = ("inprocess", "ray")
 """The values of ``distributed.runtime``."""
+TRAINER_STRATEGIES = ("ddp", "fsdp2")
+"""The values of ``distributed.trainer_strategy``."""
 PLACEMENT_MODES = ("none", "collocated", "disaggregated", "hybrid")
 """The values of ``distributed.placement.mode`` (``vla_rl.distributed.layout.PLACEMENTS`` and ``none``)."""
 
@@ -41,6 +43,12 @@ class DistributedConfig:
     chunk PPO or GRPO, with each rank's gradients averaged over the group); 0 updates in the training
     process. More than one needs the Ray runtime (the ranks run at once). A rank that dies restarts
     the ranks from the run's last checkpoint."""
+    trainer_strategy: str = "ddp"
+    """How chunk RL's trainer ranks hold the policy: ``ddp``, a whole replica on each rank (the
+    gradients averaged), or ``fsdp2``, each rank keeps 1/``trainer_ranks`` of every parameter, its
+    gradient and its Adam state (``torch.distributed.fsdp.fully_shard`` on each transformer layer and
+    on the whole policy), for policies whose update does not fit one GPU. The same steps either way;
+    checkpoints are the same files. State PPO trains with ``ddp``."""
     rollout_workers: int = 0
     """Asynchronous PPO (state PPO only): this many rollout workers, each with its own env of
     ``env.num_envs`` worlds and a policy copy, collect while the learner updates; each update learns

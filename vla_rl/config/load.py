@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 from omegaconf import DictConfig
 
 from vla_rl.algorithms.config import ACTOR_CRITIC_CHECKS, LR_SCHEDULES
-from vla_rl.config.distributed import PLACEMENT_MODES, RUNTIMES
+from vla_rl.config.distributed import PLACEMENT_MODES, RUNTIMES, TRAINER_STRATEGIES
 from vla_rl.config.schema import RunConfig, TrainConfig
 from vla_rl.config.structured import (  # noqa: F401 - re-exported: callers import them from here too
     Check,
@@ -129,6 +129,7 @@ def distributed_checks() -> list[Check[Any]]:
             "times env.pipeline_stages must divide env.num_envs",
         ),
         one_of("distributed.placement.mode", PLACEMENT_MODES),
+        one_of("distributed.trainer_strategy", TRAINER_STRATEGIES),
         *positive("distributed.placement.num_gpus"),
         Check(
             "distributed.placement.mode",
@@ -152,6 +153,11 @@ def _train_checks() -> list[Check[TrainConfig]]:
             "distributed.trainer_ranks",
             lambda c: c.distributed.trainer_ranks == 0 or c.algorithm.name == "ppo",
             "runs the 'ppo' algorithm only",
+        ),
+        Check(
+            "distributed.trainer_strategy",
+            lambda c: c.distributed.trainer_strategy == "ddp",
+            "state PPO's ranks train with ddp; fsdp2 shards the chunk policies of vla-rl train recipe=...",
         ),
         Check(
             "distributed.rollout_workers",

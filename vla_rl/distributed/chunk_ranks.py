@@ -11,24 +11,48 @@ by the count of entries over every rank's rows, and one all-reduce after each ba
 the gradients before they are clipped, so the step is the single trainer's up to float summation
 order. The annealed exploration of a flow policy is set per update from the update counter, as the
 driver sets it.
+
+With ``distributed.trainer_strategy=fsdp2`` each rank holds a shard of every parameter, its gradient
+and its Adam state (``FullyShardedChunkUpdate``): ``fully_shard`` on each transformer layer and on the
+policy, whose ``evaluate`` and ``observation_cache`` gather its parameters as a forward pass would.
+The backward pass reduce-scatters the gradients (their average over the ranks, what the ``ddp``
+all-reduce gives), so the step is the same. The weights and the optimizer state leave the ranks whole
+(``get_model_state_dict`` / ``get_optimizer_state_dict``, the optimizer's in the layout of
+``Optimizer.state_dict``), so checkpoints are the same files whatever the strategy.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
 from vla_rl.algorithms.registry import algorithm_class
 from vla_rl.distributed.data_parallel import DataParallelAlgorithm, DataParallelRank
 from vla_rl.distributed.layout import worker_resources
-from vla_rl.distributed.process_group import RendezvousAddress, init_trainer_rank, mean_over_ranks
+from vla_rl.distributed.process_group import (
+    RendezvousAddress,
+    init_trainer_rank,
+    mean_over_ranks,
+    optimizer_state_by_index,
+    optimizer_state_by_name,
+    shard_layers_and_root,
+)
 from vla_rl.distributed.runtime import Runtime
 from vla_rl.envs.batching import module_device
-from vla_rl.policies.chunk_policy import ChunkPolicy
+from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkPolicy
 from vla_rl.rollout.flat_batch import FlatBatch
 from vla_rl.training.chunk_rl.config import VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import exploration_at
@@ -79,9 +103,30 @@ class DataParallelChunkUpdate:
         )
 
 
-def data_parallel_class(cls: type) -> type:
-    """``cls`` (a chunk algorithm) with ``DataParallelChunkUpdate`` in front of it."""
-    return type(f"DataParallel{cls.__name__}", (DataParallelChunkUpdate, cls), {})
+class FullyShardedChunkUpdate(DataParallelChunkUpdate):
+    """``DataParallelChunkUpdate`` of a policy sharded by ``fully_shard``, whose backward pass
+    averages the gradients itself (a reduce-scatter)."""
+
+    def reduce_gradients(self) -> None:
+        pass
+
+
+def data_parallel_class(cls: type, update: type = DataParallelChunkUpdate) -> type:
+    """``cls`` (a chunk algorithm) with ``update`` (a ``DataParallelChunkUpdate``) in front of it."""
+    return type(f"{update.__name__.removesuffix('ChunkUpdate')}{cls.__name__}", (update, cls), {})
+
+
+@functools.cache
+def register_evaluation_pytree() -> None:
+    """FSDP2 hooks the tensors ``evaluate`` returns for its backward pass: a dataclass is opaque to it
+    until registered as a pytree (once per process)."""
+    torch.export.register_dataclass(ChunkEvaluation, serialized_type_name="vla_rl.ChunkEvaluation")
+
+
+SHARDED_METHODS = ("evaluate", "observation_cache")
+"""The policy methods an update calls that gather a sharded policy's parameters as ``forward`` does."""
+_WHOLE = StateDictOptions(full_state_dict=True)
+_WHOLE_ON_RANK_0 = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 class ChunkRank(DataParallelRank):
@@ -99,9 +144,47 @@ class ChunkRank(DataParallelRank):
 
     def join(self, address: RendezvousAddress) -> None:
         init_trainer_rank(address, self.rank, self.world_size)
-        cls = data_parallel_class(algorithm_class(self.cfg.algorithm.name))
+        self.sharded = self.cfg.distributed.trainer_strategy == "fsdp2"
+        update = DataParallelChunkUpdate
+        if self.sharded:
+            register_evaluation_pytree()
+            # The losses never write into the policy's outputs, which FSDP2 warns about for views.
+            warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
+            shard_layers_and_root(self.policy, SHARDED_METHODS)
+            update = FullyShardedChunkUpdate
+        cls = data_parallel_class(algorithm_class(self.cfg.algorithm.name), update)
         self.algorithm = cls(self.policy, self.cfg.algorithm, self.reference)
         self.algorithm.rank, self.algorithm.world_size = self.rank, self.world_size
+
+    sharded = False
+    """Whether the policy is sharded over the ranks (``distributed.trainer_strategy=fsdp2``)."""
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        if not self.sharded:
+            return super().policy_state()
+        whole = get_model_state_dict(self.policy, options=_WHOLE)
+        return {name: value.cpu() for name, value in whole.items()}
+
+    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
+        if not self.sharded:
+            return super().load_policy_state(state)
+        set_model_state_dict(self.policy, state, options=_WHOLE)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        if not self.sharded:
+            return super().state_dict()
+        optimizer = get_optimizer_state_dict(self.policy, self.algorithm.optimizer, options=_WHOLE_ON_RANK_0)
+        if self.rank != 0:
+            return None
+        return {**self.algorithm.state_dict(), "optimizer": optimizer_state_by_index(optimizer)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not self.sharded:
+            return super().load_state_dict(state)
+        optimizer = self.algorithm.optimizer
+        named = optimizer_state_by_name(state["optimizer"], self.policy, optimizer)
+        set_optimizer_state_dict(self.policy, optimizer, named, options=_WHOLE)
+        self.algorithm.load_progress(state)
 
     def receive(self, batch: Any) -> Any:
         """The batch, with the exploration the driver sampled it with (annealed by update)."""

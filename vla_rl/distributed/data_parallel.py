@@ -7,9 +7,10 @@ policy state when the ranks may not hold it (the first update of a group, and af
 state was loaded); every rank runs its algorithm's update (each on its share of every minibatch, the
 gradients combined over the group) and reports the checksum of its weights. The checksums must
 agree; rank 0's weights become the driver's policy, the next version, whose checksum is checked
-again. The ranks keep the optimizer state; the driver reads it from rank 0 for
-checkpoints and sends a checkpoint's to all. A run whose rank died (``death_errors``) calls
-``restart`` (a new group) and loads its last checkpoint (``TrainingLoop.restart_from_checkpoint``).
+again. The ranks keep the optimizer state; the driver reads it from rank 0 for checkpoints (every
+rank takes part: a sharded rank gathers it) and sends a checkpoint's to all. A run whose rank died
+(``death_errors``) calls ``restart`` (a new group) and loads its last checkpoint
+(``TrainingLoop.restart_from_checkpoint``).
 
 State PPO (``ppo_ranks``) and the chunk algorithms (``chunk_ranks``) subclass both sides.
 """
@@ -44,13 +45,22 @@ class DataParallelRank(GroupMember):
         """(metrics, the new policy state on rank 0 else None, the checksum of this rank's weights);
         ``policy_state``: the driver's weights to start from (None: this rank's, the last version)."""
         if policy_state is not None:
-            self.policy.load_state_dict(policy_state)
+            self.load_policy_state(policy_state)
         metrics = self.algorithm.update(self.receive(batch))
-        state = cpu_state(self.policy)
+        state = self.policy_state()
         return metrics, state if self.rank == 0 else None, state_checksum(state)
 
-    def state_dict(self) -> dict[str, Any]:
-        return self.algorithm.state_dict()
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """The whole policy's weights on the CPU (a sharded rank gathers them: every rank calls it)."""
+        return cpu_state(self.policy)
+
+    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.policy.load_state_dict(state)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The algorithm's state on rank 0, None on the others (every rank is called: a sharded
+        rank's state is gathered collectively)."""
+        return self.algorithm.state_dict() if self.rank == 0 else None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.algorithm.load_state_dict(state)
@@ -120,7 +130,7 @@ class DataParallelAlgorithm:
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        return self.ranks[0].call("state_dict").result()
+        return self.runtime.gather_group([rank.call("state_dict") for rank in self.ranks])[0]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A checkpoint's optimizer state to every rank; the driver's weights (loaded with it) go with

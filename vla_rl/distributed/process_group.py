@@ -77,6 +77,47 @@ def fully_sharded(module: torch.nn.Module) -> torch.nn.Module:
     return fully_shard(module)
 
 
+def shard_layers_and_root(module: torch.nn.Module, methods: tuple[str, ...] = ()) -> int:
+    """``fully_shard`` each transformer layer of ``module`` (transformers' ``GradientCheckpointingLayer``),
+    then the whole, so a layer's parameters are gathered only while it computes; ``methods`` (besides
+    ``forward``) gather the root's parameters as ``forward`` does. Returns the number of layers."""
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    layers = [layer for layer in module.modules() if isinstance(layer, GradientCheckpointingLayer)]
+    for layer in layers:
+        fully_shard(layer)
+    fully_shard(module)
+    for method in methods:
+        register_fsdp_forward_method(module, method)
+    return len(layers)
+
+
+def optimizer_state_by_index(named: dict) -> dict:
+    """A full optimizer state keyed by parameter names (``get_optimizer_state_dict``) in the layout
+    of ``torch.optim.Optimizer.state_dict``: parameters numbered in the order of the groups."""
+    index: dict[str, int] = {}
+    groups = [
+        {**group, "params": [index.setdefault(name, len(index)) for name in group["params"]]}
+        for group in named["param_groups"]
+    ]
+    return {"state": {index[name]: value for name, value in named["state"].items()}, "param_groups": groups}
+
+
+def optimizer_state_by_name(indexed: dict, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """``optimizer_state_by_index``'s inverse for ``optimizer`` over ``model``'s parameters."""
+    name_of = {id(parameter): name for name, parameter in model.named_parameters()}
+    names = [[name_of[id(p)] for p in group["params"]] for group in optimizer.param_groups]
+    flat = [name for group in names for name in group]
+    return {
+        "state": {flat[int(i)]: value for i, value in indexed["state"].items()},
+        "param_groups": [
+            {**group, "params": group_names}
+            for group, group_names in zip(indexed["param_groups"], names, strict=True)
+        ],
+    }
+
+
 WRAPPERS: dict[str, Callable[[torch.nn.Module], torch.nn.Module]] = {
     "none": lambda module: module,
     "ddp": DistributedDataParallel,

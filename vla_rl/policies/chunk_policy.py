@@ -16,7 +16,9 @@ Tensors in it are batched along dim 0 so the rollout buffer can store and slice 
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,12 @@ class ChunkPolicy(nn.Module, ABC):
     critic_trains_features: bool = True
     """Whether the value loss reaches the features the value head reads (shared with the actor);
     RL sets it from ``algorithm.critic_trains_features``. False trains the value head alone."""
+    autocast_dtype: torch.dtype | None = None
+    """Mixed precision (``policy.autocast``): ``sample``, ``evaluate`` and ``observation_cache`` run
+    under ``torch.autocast`` with this dtype (bfloat16: the matrix products in bf16) while the weights,
+    their gradients and the optimizer's state stay float32; what ``sample`` and ``evaluate`` return
+    is float32, and the families compute log-probabilities from float32 casts. None: everything in
+    the weights' dtype."""
 
     def critic_input(self, features: torch.Tensor) -> torch.Tensor:
         """The features as the value head should see them (detached unless ``critic_trains_features``)."""
@@ -132,8 +140,22 @@ class ChunkPolicy(nn.Module, ABC):
         them again: features of the observation alone made by parts that do not train (``obs`` as
         stored, on any device: the policy moves what it reads). An RL update computes them once per
         batch and reuses them in every epoch; rows from different calls are zero-padded to one
-        shape, so a zero entry must mean "absent". Nothing by default."""
+        shape, so a zero entry must mean "absent". Runs the family's ``_observation_cache`` in the
+        policy's ``precision``."""
+        with self.precision():
+            return self._observation_cache(obs)
+
+    def _observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
+        """``observation_cache`` of a family; nothing by default."""
         return {}
+
+    def precision(self) -> AbstractContextManager:
+        """The numeric mode of the policy's computations: ``torch.autocast`` to ``autocast_dtype`` on
+        the weights' device, or nothing."""
+        if self.autocast_dtype is None:
+            return nullcontext()
+        device = next(self.parameters()).device
+        return torch.autocast(device.type, dtype=self.autocast_dtype)
 
     @classmethod
     @abstractmethod
@@ -156,8 +178,9 @@ class ChunkPolicy(nn.Module, ABC):
 
         Checks the level and runs the family's ``_sample`` without gradients."""
         check_log_prob_level(self, log_prob_level)
-        with torch.no_grad():
-            return self._sample(obs, temperature, deterministic, log_prob_level, with_value)
+        with torch.no_grad(), self.precision():
+            step = self._sample(obs, temperature, deterministic, log_prob_level, with_value)
+        return float32_outputs(step) if self.autocast_dtype is not None else step
 
     def evaluate(
         self,
@@ -172,7 +195,9 @@ class ChunkPolicy(nn.Module, ABC):
 
         Checks the level and runs the family's ``_evaluate``."""
         check_log_prob_level(self, log_prob_level)
-        return self._evaluate(obs, sample_info, temperature, log_prob_level, with_value)
+        with self.precision():
+            evaluation = self._evaluate(obs, sample_info, temperature, log_prob_level, with_value)
+        return float32_outputs(evaluation) if self.autocast_dtype is not None else evaluation
 
     def _sample(
         self, obs: Observation, temperature: float, deterministic: bool, level: str, with_value: bool
@@ -215,6 +240,22 @@ class ChunkPolicy(nn.Module, ABC):
     def from_config(cls, config: dict[str, Any]) -> ChunkPolicy:
         """A fresh policy from the config dict that the default ``save_pretrained`` writes."""
         raise NotImplementedError(f"{cls.__name__} is saved its own way: it overrides from_pretrained")
+
+
+def float32_outputs(outputs: Any) -> Any:
+    """A ``ChunkStep`` or ``ChunkEvaluation`` with its floating tensors (``sample_info``'s too) in
+    float32, computed under autocast; the rollout stores and the losses read float32."""
+
+    def cast(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.float()
+        if isinstance(value, dict):
+            return {key: cast(item) for key, item in value.items()}
+        return value
+
+    return dataclasses.replace(
+        outputs, **{f.name: cast(getattr(outputs, f.name)) for f in dataclasses.fields(outputs)}
+    )
 
 
 def check_log_prob_level(policy: ChunkPolicy, level: str) -> None:

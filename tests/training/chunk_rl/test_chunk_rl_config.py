@@ -159,6 +159,7 @@ def test_exploration_settings_are_checked_before_anything_loads(tmp_path, capsys
         ("distributed.placement.mode=spread", "distributed.placement.mode"),
         ("distributed.placement.mode=collocated", "distributed.placement.mode"),  # needs Ray
         ("distributed.placement.num_gpus=0", "distributed.placement.num_gpus"),
+        ("distributed.trainer_strategy=zero3", "distributed.trainer_strategy"),
     ],
 )
 def test_a_bad_distributed_setting_fails_naming_its_key_before_any_work(tmp_path, override, key):

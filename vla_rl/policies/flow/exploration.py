@@ -169,7 +169,10 @@ class ChainExploration(ABC):
         learned_std: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``transition``, with the chunk steps past ``noisy_chunk_steps`` (x [N, chunk, ...]) on
-        the ODE: Euler mean, std 0."""
+        the ODE: Euler mean, std 0. The network's outputs join the chain in float32 (a bf16 model or
+        autocast computes them in bf16)."""
+        velocity = velocity.float()
+        learned_std = None if learned_std is None else learned_std.float()
         mean, std = self.transition(x, velocity, k, stochastic, temperature, learned_std)
         noisy = self.cfg.noisy_chunk_steps
         if noisy <= 0 or noisy >= x.shape[1]:

@@ -309,7 +309,7 @@ class Pi0Policy(FlowChainPolicy):
         )
         return means, transition_stds, feature.unflatten(0, (batch, steps))[:, 0]
 
-    def observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
+    def _observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
         """The prefix's keys and values per row (``pi0_prefix.prefix_rows``) while no VLM parameter
         trains and ``cfg.reuse_frozen_prefix``; else nothing (the prefix then depends on the step)."""
         vlm_trains = any(p.requires_grad for p in self.model.model.vlm.parameters())

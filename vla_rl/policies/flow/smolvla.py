@@ -234,7 +234,7 @@ class SmolVLAPolicy(FlowChainPolicy):
     def value_from_feature(self, feature: torch.Tensor) -> torch.Tensor:
         return self.value_head(self.critic_input(feature.float())).squeeze(-1)
 
-    def observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
+    def _observation_cache(self, obs: Observation) -> dict[str, torch.Tensor]:
         """The prefix's keys and values per row while no VLM parameter trains and
         ``cfg.reuse_frozen_prefix``; else nothing (the prefix then depends on the update)."""
         vlm_trains = any(p.requires_grad for p in self.model.vlm.parameters()) or any(

@@ -61,6 +61,8 @@ class AnnealedExploration(_OptionalSettings):
 
 MODEL_DTYPES = ("float32", "bfloat16")
 """The values of ``policy.dtype``."""
+AUTOCAST_DTYPES = ("none", "bfloat16")
+"""The values of ``policy.autocast``."""
 
 
 @dataclass
@@ -90,6 +92,11 @@ class RLPolicyConfig(ImportSettings):
     dtype: str = "float32"
     """The pretrained model's weights during RL: ``float32`` or ``bfloat16`` (``pi0``, ``pi05``;
     half the memory; the heads, log-probabilities and losses stay float32; saved in that dtype)."""
+    autocast: str = "none"
+    """Mixed precision: ``bfloat16`` runs the policy's matrix products in bf16 under
+    ``torch.autocast`` (rollouts, evaluations and the update alike) while its weights, gradients and
+    Adam state stay float32, so small steps are not rounded away; log-probabilities, ratios and
+    losses are float32. ``none``: compute in the weights' dtype. Needs ``dtype: float32``. Any family."""
     activation_checkpointing: bool = False
     """Token VLAs (``token_vla``, ``chunk_vla``): recompute the backbone's layer activations in the
     update's backward pass instead of keeping them (less memory, one more forward pass of the

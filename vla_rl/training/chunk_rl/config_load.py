@@ -19,7 +19,7 @@ from vla_rl.config.structured import (
     one_of,
     positive,
 )
-from vla_rl.training.chunk_rl.config import MODEL_DTYPES, RLPolicyConfig, VLARLConfig
+from vla_rl.training.chunk_rl.config import AUTOCAST_DTYPES, MODEL_DTYPES, RLPolicyConfig, VLARLConfig
 from vla_rl.training.chunk_rl.exploration_anneal import ANNEAL_CHECKS, bounds_check
 
 FLOW_POLICIES = ("pi0", "pi05", "flow_mlp", "smolvla")
@@ -124,6 +124,13 @@ def _rl_checks() -> list[Check[VLARLConfig]]:
         ),
         *positive("iterations"),
         one_of("policy.dtype", MODEL_DTYPES),
+        one_of("policy.autocast", AUTOCAST_DTYPES),
+        Check(
+            "policy.autocast",
+            lambda c: c.policy.autocast == "none" or c.policy.dtype == "float32",
+            "needs policy.dtype float32 (autocast keeps float32 weights; policy.dtype=bfloat16 already "
+            "computes the model in bfloat16)",
+        ),
         Check(
             "reward.worker",
             lambda c: not (c.reward.model and c.reward.worker),

@@ -43,6 +43,7 @@ def load_rl_policy(cfg: VLARLConfig, directory: Path, update: int = 0) -> ChunkP
         if cast_model is None:
             raise ConfigError(f"config key 'policy.dtype': {cfg.policy.name} policies train in float32 only")
         cast_model(getattr(torch, cfg.policy.dtype))
+    policy.autocast_dtype = None if cfg.policy.autocast == "none" else getattr(torch, cfg.policy.autocast)
     if cfg.policy.activation_checkpointing:
         checkpoint_activations(policy, cfg.policy.name)
     policy = policy.to(torch.device(cfg.device)).eval()
