@@ -167,6 +167,28 @@ def test_sampled_chain_log_prob_is_recomputed_by_evaluate(reference, exploration
         assert policy.noise_head.net[0].weight.grad is not None
 
 
+def test_autocast_runs_the_model_in_bf16_and_returns_float32(reference) -> None:
+    """``policy.autocast=bfloat16`` on SmolVLA (the other families: tests/policies/
+    test_chunk_policy_autocast.py): its log-probabilities and values stay within bf16 rounding of
+    float32's, and a stored chain is recomputed under autocast as it was sampled."""
+    out, arrays = reference
+    plain = load_chunk_policy("smolvla", out / "policy").eval()
+    mixed = load_chunk_policy("smolvla", out / "policy").eval()
+    mixed.autocast_dtype = torch.bfloat16
+    obs = observation(arrays)
+    torch.manual_seed(0)
+    step = mixed.sample(obs, with_value=True)
+    assert step.actions.dtype == step.log_prob.dtype == step.value.dtype == torch.float32
+    evaluation = mixed.evaluate(obs, step.sample_info, with_value=True)
+    reference_evaluation = plain.evaluate(obs, step.sample_info, with_value=True)
+    torch.testing.assert_close(evaluation.log_prob, step.log_prob, atol=1e-4, rtol=1e-5)
+    relative = (evaluation.log_prob - reference_evaluation.log_prob).abs().max() / step.log_prob.abs().max()
+    assert 0 < relative < 2**-6, relative  # a few bf16 roundings (2^-8 each) on the way
+    evaluation.log_prob.sum().backward()
+    assert all(p.dtype == torch.float32 for p in mixed.parameters())
+    assert mixed.model.action_out_proj.weight.grad.dtype == torch.float32
+
+
 def test_stored_prefix_of_a_frozen_vlm_evaluates_as_a_fresh_one(reference) -> None:
     """Prefix rows stored by two calls (short and long instructions: different prefix lengths) and
     joined zero-padded, as an RL update joins them, evaluate as a freshly encoded prefix."""
