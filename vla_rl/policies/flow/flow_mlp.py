@@ -22,10 +22,10 @@ from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput
 from vla_rl.policies.cnn import ImageEncoder
 from vla_rl.policies.flow import chain
+from vla_rl.policies.flow.chain_policy import FlowChainPolicy
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps
 from vla_rl.policies.flow.exploration import (
     ExplorationConfig,
-    FlowChainPolicy,
     chain_transitions,
     sample_chain,
     stored_step_mask,

@@ -27,10 +27,10 @@ from vla_rl.policies.chunk_policy import (
 )
 from vla_rl.policies.env_maps import EnvInterface, EnvMaps, check_against_checkpoint, check_env_fit
 from vla_rl.policies.flow import chain, lerobot_preprocessing, pi0_prefix
+from vla_rl.policies.flow.chain_policy import FlowChainPolicy
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps, pad_last_dim
 from vla_rl.policies.flow.exploration import (
     ChainSample,
-    FlowChainPolicy,
     chain_transitions,
     sample_chain,
     stored_step_mask,

@@ -21,10 +21,10 @@ from torch import nn
 from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import Observation
 from vla_rl.policies.chunk_policy import ChunkEvaluation, ChunkStep, SampleInfo, SFTOutput
+from vla_rl.policies.flow.chain_policy import FlowChainPolicy
 from vla_rl.policies.flow.chunk_padding import fill_padded_steps, pad_last_dim
 from vla_rl.policies.flow.exploration import (
     ChainSample,
-    FlowChainPolicy,
     chain_transitions,
     sample_chain,
     stored_step_mask,

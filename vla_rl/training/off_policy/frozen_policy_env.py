@@ -36,7 +36,7 @@ from vla_rl.config.structured import ConfigError
 from vla_rl.envs.base import BatchedEnv, Observation, StepResult, adopt_spec, env_spec
 from vla_rl.envs.batching import module_device, obs_to_device, select_worlds
 from vla_rl.policies.chunk_policy import ChunkPolicy
-from vla_rl.policies.flow.exploration import FlowChainPolicy
+from vla_rl.policies.flow.chain_policy import FlowChainPolicy
 from vla_rl.policies.registry import chunk_policy_class, load_chunk_policy
 from vla_rl.training.checkpoint import CONFIG_FILENAME, POLICY_DIRNAME, resolve_checkpoint_dir
 from vla_rl.training.env_fit import check_policy_env
