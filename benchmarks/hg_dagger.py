@@ -34,6 +34,7 @@ its numbers mean nothing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
@@ -321,6 +322,9 @@ def main(argv: list[str] | None = None) -> None:
         "--quick", action="store_true", help="toy budgets: checks the pipeline, not the method"
     )
     parser.add_argument("--ros", action="store_true", help="deploy each round over ROS 1 (roscore)")
+    parser.add_argument(
+        "--eval-episodes", type=int, default=None, help="episodes per evaluation (default: Budget's 50)"
+    )
     parser.add_argument("--work-dir", type=Path, default=Path("runs/bench/hg_dagger"))
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--results-name", default="hg_dagger_run")
@@ -329,6 +333,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.ros:
         rerun_in_private_namespace("benchmarks.hg_dagger")
     budget = QUICK if args.quick else Budget()
+    if args.eval_episodes is not None:
+        budget = dataclasses.replace(budget, eval_episodes=args.eval_episodes)
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
     rows = run_rounds(args.work_dir, args.rounds, budget, args.ros)
