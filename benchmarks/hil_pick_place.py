@@ -26,6 +26,7 @@ evaluations, intervention steps, the classifier's agreement with the simulator. 
 all at toy size (its numbers mean nothing). ``hil_pick_place.md`` holds the declaration.
 
     python -m benchmarks.hil_pick_place [--quick] [--success sim] [--bc-coef B] [--action-l2-coef C]
+        [--classifier-episodes EXPERT START]
 """
 
 from __future__ import annotations
@@ -332,6 +333,14 @@ def main(argv: list[str] | None = None) -> None:
         default="classifier",
         help="what ends the episodes: the learned classifier (the item), or the simulator's flag",
     )
+    parser.add_argument(
+        "--classifier-episodes",
+        type=int,
+        nargs=2,
+        metavar=("EXPERT", "START"),
+        default=None,
+        help="the classifier's training episodes of the expert and of the start (default: Settings')",
+    )
     parser.add_argument("--bc-coef", type=float, default=0.0, help="SAC's behaviour cloning of takeovers")
     parser.add_argument("--action-l2-coef", type=float, default=0.0, help="SAC's penalty on the residual")
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
@@ -343,6 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = dataclasses.replace(
         settings, success=args.success, bc_coef=args.bc_coef, action_l2_coef=args.action_l2_coef
     )
+    if args.classifier_episodes is not None:
+        expert, rollouts = args.classifier_episodes
+        settings = dataclasses.replace(settings, expert_episodes=expert, start_rollouts=rollouts)
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
     size = "quick" if args.quick else "probe" if args.probe else "full"
@@ -352,6 +364,8 @@ def main(argv: list[str] | None = None) -> None:
     success = "" if args.success == "classifier" else ", success from the simulator's flag"
     if args.bc_coef or args.action_l2_coef:
         success += f", bc_coef {args.bc_coef:g}, action_l2_coef {args.action_l2_coef:g}"
+    if args.classifier_episodes is not None:
+        success += f", classifier on {settings.expert_episodes} + {settings.start_rollouts} episodes"
     title = f"# HIL on pick_place over ROS 1 ({size} run{success})\n\n"
     markdown = title + f"Machine: {report['machine']}.\n\n" + table(report)
     (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)

@@ -133,6 +133,10 @@ class ChunkRank(DataParallelRank):
     """One trainer rank of chunk RL: the policy (and reference) replica and the algorithm named in
     ``cfg.algorithm``, on the GPU Ray gave the rank if any."""
 
+    sharded = False
+    """Whether the policy is sharded over the ranks (``distributed.trainer_strategy=fsdp2``; the fixed
+    reference policy of a KL term stays whole on every rank)."""
+
     def __init__(self, cfg: VLARLConfig, policy_dir: str, rank: int, world_size: int) -> None:
         torch.set_num_threads(cfg.torch_num_threads)
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -155,9 +159,6 @@ class ChunkRank(DataParallelRank):
         cls = data_parallel_class(algorithm_class(self.cfg.algorithm.name), update)
         self.algorithm = cls(self.policy, self.cfg.algorithm, self.reference)
         self.algorithm.rank, self.algorithm.world_size = self.rank, self.world_size
-
-    sharded = False
-    """Whether the policy is sharded over the ranks (``distributed.trainer_strategy=fsdp2``)."""
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         if not self.sharded:
