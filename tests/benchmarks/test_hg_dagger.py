@@ -13,8 +13,21 @@ from vla_rl.training.sft.config_load import load_sft_config_file
 
 def test_the_quick_run_aggregates_takeovers_and_trains_on_them_round_by_round(tmp_path: Path) -> None:
     work, results = tmp_path / "work", tmp_path / "results"
-    hg_dagger.main(["--quick", "--rounds", "2", "--work-dir", str(work), "--results-dir", str(results)])
+    hg_dagger.main(
+        [
+            "--quick",
+            "--rounds",
+            "2",
+            "--eval-episodes",
+            "2",
+            "--work-dir",
+            str(work),
+            "--results-dir",
+            str(results),
+        ]
+    )
     report = json.loads((results / "hg_dagger_run.json").read_text())
+    assert report["budget"]["eval_episodes"] == 2
     rounds = report["rounds"]
     assert [row["round"] for row in rounds] == [0, 1, 2] and report["quick"]
     for row in rounds:
