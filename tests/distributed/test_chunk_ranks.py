@@ -65,6 +65,19 @@ def single_process_optimizer_state(run_dir: Path, init_from: Path) -> dict:
     return load_checkpoint(run_dir / "checkpoints" / "iter_000002").trainer_state["algorithm"]["optimizer"]
 
 
+def assert_follows(
+    single: RLResult, single_trainer: ChunkRLTrainer, other: RLResult, other_trainer: ChunkRLTrainer
+) -> None:
+    """``other``'s metrics (but timings) and final weights are ``single``'s within ``RTOL`` / ``ATOL``."""
+    one, two = _comparable(single.history), _comparable(other.history)
+    assert [sorted(m) for m in one] == [sorted(m) for m in two]
+    for a, b in zip(one, two, strict=True):
+        for key, value in a.items():
+            assert math.isclose(b[key], value, rel_tol=RTOL, abs_tol=ATOL), (key, value, b[key])
+    for name, value in single_trainer.policy.state_dict().items():
+        torch.testing.assert_close(other_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
+
+
 def _comparable(history: list[dict[str, float]]) -> list[dict[str, float]]:
     """The metrics but timings."""
     return [
@@ -83,14 +96,8 @@ def test_two_env_workers_and_two_trainer_ranks_train_like_one_process(tmp_path: 
     spread, spread_trainer = _train(tmp_path / "spread", init_from, *SPREAD)
     assert spread.events == [] and spread.iterations == 3
     assert spread_trainer.algorithm.version == 3  # three weight versions synced, checksums checked
-    one, two = _comparable(single.history), _comparable(spread.history)
-    assert [sorted(m) for m in one] == [sorted(m) for m in two]
-    assert "train/policy_loss" in one[0] and "train/value_loss" in one[0]
-    for a, b in zip(one, two, strict=True):
-        for key, value in a.items():
-            assert math.isclose(b[key], value, rel_tol=RTOL, abs_tol=ATOL), (key, value, b[key])
-    for name, value in single_trainer.policy.state_dict().items():
-        torch.testing.assert_close(spread_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
+    assert "train/policy_loss" in single.history[0] and "train/value_loss" in single.history[0]
+    assert_follows(single, single_trainer, spread, spread_trainer)
     assert [e["success_rate"] for e in spread.evaluations] == [e["success_rate"] for e in single.evaluations]
 
 
@@ -122,13 +129,7 @@ def test_fsdp2_ranks_hold_half_the_policy_and_train_like_one_process(tmp_path: P
         rank_cls=ShardCheckingRank,
     )
     assert sharded.events == [] and sharded_trainer.algorithm.version == 3
-    one, two = _comparable(single.history), _comparable(sharded.history)
-    assert [sorted(m) for m in one] == [sorted(m) for m in two]
-    for a, b in zip(one, two, strict=True):
-        for key, value in a.items():
-            assert math.isclose(b[key], value, rel_tol=RTOL, abs_tol=ATOL), (key, value, b[key])
-    for name, value in single_trainer.policy.state_dict().items():
-        torch.testing.assert_close(sharded_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
+    assert_follows(single, single_trainer, sharded, sharded_trainer)
 
 
 @pytest.mark.slow
@@ -148,13 +149,7 @@ def test_grpo_on_env_workers_and_two_trainer_ranks_follows_one_process(tmp_path:
     single, single_trainer = _train(tmp_path / "single", init_from, *grpo, recipe=recipe)
     ranks, ranks_trainer = _train(tmp_path / "ranks", init_from, *grpo, *SPREAD, recipe=recipe)
     assert all(m["train/trained_decisions"] > 0 for m in single.history)
-    one, two = _comparable(single.history), _comparable(ranks.history)
-    assert [sorted(m) for m in one] == [sorted(m) for m in two]
-    for a, b in zip(one, two, strict=True):
-        for key, value in a.items():
-            assert math.isclose(b[key], value, rel_tol=RTOL, abs_tol=ATOL), (key, value, b[key])
-    for name, value in single_trainer.policy.state_dict().items():
-        torch.testing.assert_close(ranks_trainer.policy.state_dict()[name], value, rtol=RTOL, atol=ATOL)
+    assert_follows(single, single_trainer, ranks, ranks_trainer)
 
 
 @pytest.mark.slow
