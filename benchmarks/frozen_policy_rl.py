@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import RESULTS_DIR, machine_line, run_logged
+from benchmarks.rl_pick_place import logged_scalars
 from benchmarks.rlpd_vs_ppo import train
 
 START = Path(__file__).parent / "starts" / "pi0_200_start5"
@@ -280,12 +281,6 @@ def summarise(results: dict[str, Any]) -> str:
 
 
 # ----- the cost ------------------------------------------------------------------------------------------
-
-
-def logged_scalars(run_dir: Path) -> dict[str, dict[int, float]]:
-    from benchmarks.rl_pick_place import logged_scalars as read
-
-    return read(run_dir)
 
 
 def seconds_per_control_step(name: str, scalars: dict[str, dict[int, float]], steps_per_update: int) -> float:
