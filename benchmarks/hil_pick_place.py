@@ -26,7 +26,7 @@ evaluations, intervention steps, the classifier's agreement with the simulator. 
 all at toy size (its numbers mean nothing). ``hil_pick_place.md`` holds the declaration.
 
     python -m benchmarks.hil_pick_place [--quick] [--success sim] [--bc-coef B] [--action-l2-coef C]
-        [--classifier-episodes EXPERT START]
+        [--classifier-episodes EXPERT START] [--choose-rule]
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from benchmarks.hil_classifier import (
     classifier_accuracy,
     classifier_data,
     load_start,
+    rule_on_validation,
     train_classifier,
 )
 from benchmarks.hil_report import episode_summary, ordered_episodes, pct, table
@@ -79,6 +80,9 @@ class Settings:
     threshold: float = 0.5
     consecutive_steps: int = 2
     """The classifier ends an episode at ``threshold`` on this many periods in a row."""
+    choose_rule: bool = False
+    """Choose ``threshold`` and ``consecutive_steps`` on validation episodes (as many as held out, other
+    seeds) for the best episode accuracy, instead of the two fields' values."""
     actors: int = 1
     episodes: int = 200
     """Episodes per actor in each session (the episode budget)."""
@@ -297,12 +301,18 @@ def run(work: Path, s: Settings) -> dict[str, Any]:
     weak = start_eval["success_once_rate"] <= s.start_max_success
     verdict = "weak enough" if weak else "TOO STRONG"
     print(f"weak start: {pct(start_eval['success_once_rate'])} success ({verdict})")
-    classifier, accuracy = work / "classifier", None
+    classifier, accuracy, rule = work / "classifier", None, None
     if s.success == "classifier":
-        sets = classifier_data(work, start, s.expert_episodes, s.start_rollouts)
+        sets = classifier_data(work, start, s.expert_episodes, s.start_rollouts, validation=s.choose_rule)
         lap("classifier_data")
         classifier = train_classifier(work, sets, s.classifier_steps, s.classifier_batch)
         lap("classifier_training")
+        if s.choose_rule:
+            rule = rule_on_validation(classifier, sets["validation"])
+            s = dataclasses.replace(
+                s, threshold=rule["threshold"], consecutive_steps=rule["consecutive_steps"]
+            )
+            print(f"episode rule: {s.threshold} on {s.consecutive_steps} periods in a row (validation)")
         accuracy = classifier_accuracy(classifier, sets["held_out"], s.threshold, s.consecutive_steps)
         frame, episode = pct(accuracy["frame_accuracy"]), pct(accuracy["episode_accuracy"])
         print(f"classifier: frame accuracy {frame}, episode accuracy {episode}")
@@ -314,6 +324,7 @@ def run(work: Path, s: Settings) -> dict[str, Any]:
         "settings": asdict(s),
         "start": {"run": str(start), "eval": start_eval, "weak": weak},
         "classifier": accuracy and {"path": str(classifier), "instruction": INSTRUCTION, **accuracy},
+        "episode_rule": rule,
         "stage_s": stage_s,
         "sessions": sessions,
         "total_s": time.perf_counter() - started,
@@ -341,6 +352,11 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="the classifier's training episodes of the expert and of the start (default: Settings')",
     )
+    parser.add_argument(
+        "--choose-rule",
+        action="store_true",
+        help="choose the classifier's threshold and periods in a row on validation episodes",
+    )
     parser.add_argument("--bc-coef", type=float, default=0.0, help="SAC's behaviour cloning of takeovers")
     parser.add_argument("--action-l2-coef", type=float, default=0.0, help="SAC's penalty on the residual")
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
@@ -350,7 +366,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("needs roscore (make ros installs ROS 1)")
     settings = QUICK if args.quick else PROBE if args.probe else Settings()
     settings = dataclasses.replace(
-        settings, success=args.success, bc_coef=args.bc_coef, action_l2_coef=args.action_l2_coef
+        settings,
+        success=args.success,
+        bc_coef=args.bc_coef,
+        action_l2_coef=args.action_l2_coef,
+        choose_rule=args.choose_rule,
     )
     if args.classifier_episodes is not None:
         expert, rollouts = args.classifier_episodes
@@ -364,6 +384,8 @@ def main(argv: list[str] | None = None) -> None:
     success = "" if args.success == "classifier" else ", success from the simulator's flag"
     if args.bc_coef or args.action_l2_coef:
         success += f", bc_coef {args.bc_coef:g}, action_l2_coef {args.action_l2_coef:g}"
+    if args.choose_rule:
+        success += ", episode rule chosen on validation episodes"
     if args.classifier_episodes is not None:
         success += f", classifier on {settings.expert_episodes} + {settings.start_rollouts} episodes"
     title = f"# HIL on pick_place over ROS 1 ({size} run{success})\n\n"

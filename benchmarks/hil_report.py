@@ -69,6 +69,20 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f} %"
 
 
+def rule_line(rule: dict[str, Any] | None, settings: dict[str, Any]) -> list[str]:
+    """The classifier's episode rule: chosen on validation episodes, or the settings' own."""
+    if settings["success"] != "classifier":
+        return []
+    rule_text = f"{settings['threshold']:g} on {settings['consecutive_steps']} periods in a row"
+    if rule is None:
+        return [f"Episode rule (fixed): {rule_text}."]
+    return [
+        f"Episode rule, chosen on {rule['episodes']} validation episodes: {rule_text} (validation "
+        f"episode accuracy {pct(rule['episode_accuracy'])}, "
+        f"{rule['episode_false_positives']} false positives)."
+    ]
+
+
 def table(report: dict[str, Any]) -> str:
     start, acc = report["start"], report["classifier"]
     judge = "classifier" if acc else "success flag (the simulator's)"
@@ -82,6 +96,7 @@ def table(report: dict[str, Any]) -> str:
         f"{acc['episode_false_negatives']} false negatives)."
         if acc
         else "No classifier: the simulator's success flag ends the episodes and gives the reward.",
+        *rule_line(report.get("episode_rule"), report["settings"]),
         "",
         "| session | episodes | simulator success | first episode with trailing-20 >= 80 % (unassisted) "
         "| intervention steps / steps | held by the safety layer "

@@ -1,5 +1,6 @@
 """The HIL benchmark's toy run end to end, over real roscores inside a private network namespace: the
-weak start, the success classifier trained and scored on held-out episodes, and two ``vla-rl
+weak start, the success classifier trained, its episode rule chosen on validation episodes, the
+classifier scored on held-out episodes at that rule, and two ``vla-rl
 learn-online --rehearsal`` sessions of residual SAC on the frozen start (the scripted expert taking
 over in one, nobody in the other) whose episodes carry the simulator's flag beside the classifier's,
 and a final evaluation of each learner."""
@@ -31,7 +32,7 @@ def test_the_quick_run_learns_online_from_the_start_with_and_without_takeovers(t
     work, results = tmp_path / "work", tmp_path / "results"
     command = [
         sys.executable, "-m", "benchmarks.hil_pick_place", "--quick", "--classifier-episodes", "3", "6",
-        "--work-dir", str(work), "--results-dir", str(results),
+        "--choose-rule", "--work-dir", str(work), "--results-dir", str(results),
     ]  # fmt: skip
     # The module re-runs itself inside `unshare -n`, so its roscores see only their own loopback.
     proc = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
@@ -45,6 +46,13 @@ def test_the_quick_run_learns_online_from_the_start_with_and_without_takeovers(t
     assert classifier["episodes"] == 3 and classifier["frames"] > 0
     for key in ("frame_accuracy", "episode_accuracy"):
         assert 0.0 <= classifier[key] <= 1.0
+    # the rule is chosen on as many validation episodes (other seeds), and the sessions' settings take it
+    rule, settings = report["episode_rule"], report["settings"]
+    assert rule["episodes"] == 3 and len(rule["grid"]) == 36
+    assert (settings["threshold"], settings["consecutive_steps"]) == (
+        rule["threshold"],
+        rule["consecutive_steps"],
+    )
     sessions = {row["name"]: row for row in report["sessions"]}
     assert set(sessions) == {"with_expert", "no_interventions"}
     seeds = {name: [e["seed"] for e in row["per_episode"]] for name, row in sessions.items()}
