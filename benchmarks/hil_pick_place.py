@@ -26,7 +26,7 @@ evaluations, intervention steps, the classifier's agreement with the simulator. 
 all at toy size (its numbers mean nothing). ``hil_pick_place.md`` holds the declaration.
 
     python -m benchmarks.hil_pick_place [--quick] [--success sim] [--bc-coef B] [--action-l2-coef C]
-        [--classifier-episodes EXPERT START] [--choose-rule]
+        [--classifier-episodes EXPERT START] [--choose-rule] [--residual-scale S] [--target-entropy H]
 """
 
 from __future__ import annotations
@@ -102,6 +102,9 @@ class Settings:
     """SAC's behaviour cloning of the takeover steps in the actor's loss (``algorithm.bc_coef``)."""
     action_l2_coef: float = 0.0
     """SAC's penalty on the residual's size in the actor's loss (``algorithm.action_l2_coef``)."""
+    target_entropy: float | None = None
+    """SAC's entropy target (``algorithm.target_entropy``; None: SAC's default, minus the action
+    dimension)."""
     success: str = "classifier"
     """What ends the sessions' episodes and gives their reward: ``classifier`` (the item's setting) or
     ``sim``, the simulator's own flag (a diagnostic: the same learner with a correct reward; no
@@ -198,6 +201,7 @@ def learner_overrides(start: Path, s: Settings) -> list[str]:
         f"algorithm.init_alpha={s.init_alpha}",
         f"algorithm.bc_coef={s.bc_coef}",
         f"algorithm.action_l2_coef={s.action_l2_coef}",
+        f"algorithm.target_entropy={'null' if s.target_entropy is None else s.target_entropy}",
         f"policy.hidden_sizes=[{s.hidden},{s.hidden}]",
         f"replay.batch_size={s.batch_size}",
         f"replay.learning_starts={s.learning_starts}",
@@ -359,6 +363,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--bc-coef", type=float, default=0.0, help="SAC's behaviour cloning of takeovers")
     parser.add_argument("--action-l2-coef", type=float, default=0.0, help="SAC's penalty on the residual")
+    parser.add_argument(
+        "--residual-scale", type=float, default=Settings.residual_scale, help="the residual's range"
+    )
+    parser.add_argument("--target-entropy", type=float, default=None, help="SAC's entropy target")
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rerun_in_private_namespace("benchmarks.hil_pick_place")  # ROS traffic stays in a private namespace
@@ -371,6 +379,8 @@ def main(argv: list[str] | None = None) -> None:
         bc_coef=args.bc_coef,
         action_l2_coef=args.action_l2_coef,
         choose_rule=args.choose_rule,
+        residual_scale=args.residual_scale,
+        target_entropy=args.target_entropy,
     )
     if args.classifier_episodes is not None:
         expert, rollouts = args.classifier_episodes
@@ -386,6 +396,8 @@ def main(argv: list[str] | None = None) -> None:
         success += f", bc_coef {args.bc_coef:g}, action_l2_coef {args.action_l2_coef:g}"
     if args.choose_rule:
         success += ", episode rule chosen on validation episodes"
+    if args.residual_scale != Settings.residual_scale or args.target_entropy is not None:
+        success += f", residual scale {args.residual_scale:g}, target entropy {args.target_entropy}"
     if args.classifier_episodes is not None:
         success += f", classifier on {settings.expert_episodes} + {settings.start_rollouts} episodes"
     title = f"# HIL on pick_place over ROS 1 ({size} run{success})\n\n"

@@ -91,3 +91,24 @@ def test_the_success_flag_diagnostic_leaves_the_classifier_out(tmp_path: Path) -
         )[1:]  # without --master-port, an option of the command
         kinds[success] = compose_learn_online_config(rehearsal_overrides(given)).success.kind
     assert kinds == {"classifier": "classifier", "sim": "sim"}
+
+
+def test_the_learner_takes_the_residual_range_and_the_entropy_target(tmp_path: Path) -> None:
+    """``--residual-scale`` and ``--target-entropy`` reach the learner's validated config; by default
+    SAC keeps its own target (minus the action dimension)."""
+    from vla_rl.real_world.learn_online import rehearsal_overrides
+    from vla_rl.real_world.online_config import compose_learn_online_config, learner_config
+
+    from benchmarks.hil_pick_place import Settings, session_overrides
+
+    found = {}
+    for settings in (Settings(), Settings(residual_scale=1.0, target_entropy=-10.44)):
+        given = session_overrides(
+            tmp_path / "start", tmp_path / "classifier", tmp_path / "out", True, 1, settings
+        )
+        learner = learner_config(compose_learn_online_config(rehearsal_overrides(given[1:])))
+        found[settings.residual_scale] = (
+            learner.frozen_policy.residual_scale,
+            learner.algorithm.target_entropy,
+        )
+    assert found == {0.2: (0.2, None), 1.0: (1.0, -10.44)}
