@@ -52,14 +52,12 @@ from benchmarks.hil_classifier import (
     INSTRUCTION,
     classifier_accuracy,
     classifier_data,
-    load_start,
     rule_on_validation,
     train_classifier,
 )
+from benchmarks.hil_evaluation import evaluate_learner, evaluate_start
 from benchmarks.hil_report import episode_summary, ordered_episodes, pct, table
 
-EVAL_SEED = 50_000
-"""Start and final evaluations: episodes from this seed (none of them a session's)."""
 SESSION_SEED = 1_000
 """Episode ``k`` of actor ``i`` starts from seed ``SESSION_SEED + 1000 i + k`` in both sessions."""
 
@@ -141,50 +139,6 @@ PROBE = dataclasses.replace(
 )
 """The cost probe: the full run's sizes per unit (networks, batch, episode length, cameras), a tenth or
 less of each count; ``stage_s`` of its report is scaled up stage by stage."""
-
-
-# ----- the start ---------------------------------------------------------------------------------------
-def eval_env(worlds: int) -> Any:  # noqa: ANN401 - EnvConfig
-    from vla_rl.training.jobs import job_config
-
-    return dataclasses.replace(job_config("off_policy", list(hg_dagger.TASK_ENV)).env, num_envs=worlds)
-
-
-def scored(result: Any) -> dict[str, float]:  # noqa: ANN401 - EvalResult
-    """``success_once``: success on any step (what ends a session's episode); ``success``: at the last."""
-    return {
-        "success_once_rate": result.success_once_rate,
-        "success_rate": result.success_rate,
-        "episodes": result.num_episodes,
-    }
-
-
-def evaluate_start(run: Path, s: Settings) -> dict[str, float]:
-    from vla_rl.training.evaluate import evaluate
-
-    result = evaluate(
-        load_start(run),
-        eval_env(s.eval_worlds),
-        s.eval_episodes,
-        deterministic=True,
-        split="train",
-        seed=EVAL_SEED,
-        execute_steps=s.execute_steps,
-    )
-    return scored(result)
-
-
-def evaluate_learner(run_dir: Path, s: Settings) -> dict[str, float]:
-    """The learner's last checkpoint (SAC's mean residual on the frozen start), noise-free."""
-    from vla_rl.training.evaluate import evaluate
-    from vla_rl.training.off_policy.networks import load_off_policy_run
-
-    policy, wrap = load_off_policy_run(run_dir)
-    result = evaluate(
-        policy, eval_env(s.eval_worlds), s.eval_episodes, deterministic=True, split="train",
-        seed=EVAL_SEED, wrap_env=wrap,
-    )  # fmt: skip
-    return scored(result)
 
 
 # ----- the sessions ------------------------------------------------------------------------------------
@@ -277,7 +231,7 @@ def run_session(work: Path, start: Path, classifier: Path, expert: bool, s: Sett
     result = json.loads((out / "learn_online.json").read_text())
     episodes = ordered_episodes(result["actors"])
     evaluated = time.perf_counter()
-    final_eval = evaluate_learner(out / "learner", s)
+    final_eval = evaluate_learner(out / "learner", s.eval_episodes, s.eval_worlds)
     return {
         "name": name,
         "wall_s": wall_s,
@@ -300,7 +254,7 @@ def run(work: Path, s: Settings) -> dict[str, Any]:
     start = hg_dagger.weak_start(work, s.start)
     lap("start_collect_and_sft")
     check_sessions(work, start, s)
-    start_eval = evaluate_start(start, s)
+    start_eval = evaluate_start(start, s.eval_episodes, s.eval_worlds, s.execute_steps)
     lap("start_evaluation")
     weak = start_eval["success_once_rate"] <= s.start_max_success
     verdict = "weak enough" if weak else "TOO STRONG"

@@ -1,0 +1,57 @@
+"""The evaluations of ``benchmarks.hil_pick_place`` in the simulator: the weak start and each session's
+learner (the frozen start plus SAC's mean residual), noise-free, on the same fixed episodes."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from benchmarks import hg_dagger
+from benchmarks.hil_classifier import load_start
+
+EVAL_SEED = 50_000
+"""Start and final evaluations: episodes from this seed (none of them a session's)."""
+
+
+def eval_env(worlds: int) -> Any:  # noqa: ANN401 - EnvConfig
+    from vla_rl.training.jobs import job_config
+
+    return dataclasses.replace(job_config("off_policy", list(hg_dagger.TASK_ENV)).env, num_envs=worlds)
+
+
+def scored(result: Any) -> dict[str, float]:  # noqa: ANN401 - EvalResult
+    """``success_once``: success on any step (what ends a session's episode); ``success``: at the last."""
+    return {
+        "success_once_rate": result.success_once_rate,
+        "success_rate": result.success_rate,
+        "episodes": result.num_episodes,
+    }
+
+
+def evaluate_start(run: Path, episodes: int, worlds: int, execute_steps: int) -> dict[str, float]:
+    """The start re-planning every ``execute_steps`` actions, as the actors run it."""
+    from vla_rl.training.evaluate import evaluate
+
+    result = evaluate(
+        load_start(run),
+        eval_env(worlds),
+        episodes,
+        deterministic=True,
+        split="train",
+        seed=EVAL_SEED,
+        execute_steps=execute_steps,
+    )
+    return scored(result)
+
+
+def evaluate_learner(run_dir: Path, episodes: int, worlds: int) -> dict[str, float]:
+    """The learner's last checkpoint (SAC's mean residual on the frozen start), noise-free."""
+    from vla_rl.training.evaluate import evaluate
+    from vla_rl.training.off_policy.networks import load_off_policy_run
+
+    policy, wrap = load_off_policy_run(run_dir)
+    result = evaluate(
+        policy, eval_env(worlds), episodes, deterministic=True, split="train", seed=EVAL_SEED, wrap_env=wrap
+    )
+    return scored(result)
