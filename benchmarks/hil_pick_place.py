@@ -96,6 +96,9 @@ class Settings:
     hidden: int = 256
     init_alpha: float = 0.01
     takeover_probability: float = 1.0
+    watch_probability: float = 1.0
+    """Chance that the expert watches an episode of the session with it at all (the others are the
+    policy's alone)."""
     bc_coef: float = 0.0
     """SAC's behaviour cloning of the takeover steps in the actor's loss (``algorithm.bc_coef``)."""
     action_l2_coef: float = 0.0
@@ -190,6 +193,7 @@ def session_overrides(
         f"intervention.drift_window={b.drift_window}",
         f"intervention.takeover_steps={b.takeover_steps}",
         f"intervention.takeover_probability={s.takeover_probability}",
+        f"intervention.watch_probability={s.watch_probability}",
         *hg_dagger.SAFETY,
         "recording.enabled=false",
         f"output_dir={out.resolve()}",
@@ -321,6 +325,12 @@ def main(argv: list[str] | None = None) -> None:
         "--residual-scale", type=float, default=Settings.residual_scale, help="the residual's range"
     )
     parser.add_argument("--target-entropy", type=float, default=None, help="SAC's entropy target")
+    parser.add_argument(
+        "--watch-probability", type=float, default=1.0, help="chance the expert watches an episode"
+    )
+    parser.add_argument("--episodes", type=int, default=None, help="episodes per session (the budget)")
+    parser.add_argument("--eval-episodes", type=int, default=None, help="final evaluation episodes")
+    parser.add_argument("--session-cap-minutes", type=float, default=None, help="each session's cap")
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rerun_in_private_namespace("benchmarks.hil_pick_place")  # ROS traffic stays in a private namespace
@@ -335,7 +345,11 @@ def main(argv: list[str] | None = None) -> None:
         choose_rule=args.choose_rule,
         residual_scale=args.residual_scale,
         target_entropy=args.target_entropy,
+        watch_probability=args.watch_probability,
     )
+    for field in ("episodes", "eval_episodes", "session_cap_minutes"):
+        if getattr(args, field) is not None:
+            settings = dataclasses.replace(settings, **{field: getattr(args, field)})
     if args.classifier_episodes is not None:
         expert, rollouts = args.classifier_episodes
         settings = dataclasses.replace(settings, expert_episodes=expert, start_rollouts=rollouts)
@@ -352,6 +366,10 @@ def main(argv: list[str] | None = None) -> None:
         success += ", episode rule chosen on validation episodes"
     if args.residual_scale != Settings.residual_scale or args.target_entropy is not None:
         success += f", residual scale {args.residual_scale:g}, target entropy {args.target_entropy}"
+    if args.watch_probability != 1.0:
+        success += f", the expert watches {args.watch_probability:g} of the episodes"
+    if args.episodes is not None:
+        success += f", {settings.episodes} episodes per session"
     if args.classifier_episodes is not None:
         success += f", classifier on {settings.expert_episodes} + {settings.start_rollouts} episodes"
     title = f"# HIL on pick_place over ROS 1 ({size} run{success})\n\n"

@@ -1,6 +1,7 @@
 """What ``benchmarks.hil_pick_place`` reports of its sessions: each session's episodes in order, success
 per block of episodes by the simulator's flag (all, and unassisted: no takeover in the episode), the
-first episode at which the trailing ``TRAILING`` episodes reach ``TARGET``, the success judge's
+first episode at which the trailing ``TRAILING`` episodes reach ``TARGET``, the same over the episodes
+the expert did not watch (``watch_probability`` < 1: those are the policy's alone), the success judge's
 agreement with the simulator, and the markdown table of the whole report."""
 
 from __future__ import annotations
@@ -25,6 +26,19 @@ def first_reaching(flags: list[bool]) -> int | None:
         if sum(flags[end - TRAILING : end]) >= TARGET * TRAILING:
             return end
     return None
+
+
+def unwatched_summary(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Success over the episodes the expert did not watch, and the session's 1-based episode at which
+    the trailing ``TRAILING`` of them first reach ``TARGET`` (None: not reached, or none unwatched)."""
+    alone = [(n, bool(e["sim_success"])) for n, e in enumerate(episodes, 1) if e.get("watched") is False]
+    flags = [success for _, success in alone]
+    reached = first_reaching(flags)
+    return {
+        "unwatched_episodes": len(alone),
+        "unwatched_sim_success_rate": sum(flags) / len(flags) if flags else None,
+        "first_episode_trailing_80_unwatched": alone[reached - 1][0] if reached else None,
+    }
 
 
 def episode_summary(episodes: list[dict[str, Any]], block: int = 10) -> dict[str, Any]:
@@ -60,6 +74,7 @@ def episode_summary(episodes: list[dict[str, Any]], block: int = 10) -> dict[str
         "classifier_agreement": sum(agree) / max(1, len(agree)),
         "classifier_false_positives": sum(j and not t for t, j in zip(sim, judged, strict=True)),
         "classifier_false_negatives": sum(t and not j for t, j in zip(sim, judged, strict=True)),
+        **unwatched_summary(episodes),
         "blocks": blocks,
         "per_episode": episodes,
     }
@@ -116,6 +131,15 @@ def table(report: dict[str, Any]) -> str:
             f"{pct(final['success_once_rate'])}, {pct(final['success_rate'])} | "
             f"{row['learner']['updates']} | {row['wall_s'] / 60:.1f} min |"
         )
+    for row in report["sessions"]:
+        if row.get("unwatched_episodes"):
+            reached = row["first_episode_trailing_80_unwatched"]
+            lines += [
+                "",
+                f"{row['name']}: {row['unwatched_episodes']} episodes the expert did not watch, simulator "
+                f"success {pct(row['unwatched_sim_success_rate'])}; trailing-20 of them >= 80 % "
+                f"{f'at episode {reached}' if reached else 'not reached'}.",
+            ]
     for row in report["sessions"]:
         lines += [
             "",

@@ -123,8 +123,11 @@ class InterventionSection:
     takeover_probability: float = 1.0
     """``expert``: chance per step that a detected drift starts a takeover (1: at once; smaller: a
     slower watcher; the check repeats on each later step while the drift lasts)."""
+    watch_probability: float = 1.0
+    """``expert``: chance that the expert watches an episode at all, drawn as the episode starts (1:
+    every episode; smaller: a person who attends to some episodes and leaves the rest to the policy)."""
     seed: int = 0
-    """``expert``: seed of the takeover draws (one stream for the whole deployment)."""
+    """``expert``: seed of the takeover and watching draws (two streams for the whole deployment)."""
 
 
 @dataclass
@@ -168,6 +171,7 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("intervention.kind", INTERVENTION_KINDS),
     *positive("intervention.drift_window", "intervention.takeover_steps"),
     in_unit_interval("intervention.takeover_probability", open_low=True),
+    in_unit_interval("intervention.watch_probability", open_low=True),
     Check(
         "intervention.kind",
         lambda c: c.intervention.kind != "expert" or c.robot.simulated,

@@ -16,7 +16,9 @@ privileged observation). It watches the policy drive the arm and takes over when
   ``takeover_probability`` per step (a watcher who is slow to react): for ``takeover_steps`` steps
   ``poll`` returns the expert's joint command, which the deployment loop sends through the safety
   layer and records with the intervention flag, exactly as a person's. The window then starts empty:
-  the policy gets ``drift_window`` fresh steps before it can be judged again.
+  the policy gets ``drift_window`` fresh steps before it can be judged again;
+* it watches an episode at all with probability ``watch_probability``, drawn as the episode starts
+  (``reset``) from its own stream; an episode it does not watch is the policy's alone.
 
 The expert's command is its action turned into a joint target by the ``ee_delta_pos`` controller
 from the measured pose (the simulator's controller and settings), as the simulated env would do.
@@ -69,9 +71,11 @@ class ExpertIntervention(InterventionInput):
         self.drift_log: list[float] = []
         """The drift of every step it was judged, over all episodes (for calibrating the threshold)."""
         self.rng = np.random.default_rng(self.settings.seed)
+        self.watch_rng = np.random.default_rng([self.settings.seed, 1])
         self.reset()
 
     def reset(self) -> None:
+        self.watching = bool(self.watch_rng.random() < self.settings.watch_probability)
         self.distances: deque[float] = deque(maxlen=self.settings.drift_window)
         self.remaining = 0
         self._current: RobotObservation | None = None
@@ -120,7 +124,7 @@ class ExpertIntervention(InterventionInput):
     def poll(self) -> JointCommand | None:
         if self._current is None or self._expert_action is None:
             raise RuntimeError("observe the step's observation before polling the expert")
-        drift = self.drift if self.remaining == 0 else None
+        drift = self.drift if self.remaining == 0 and self.watching else None
         settings = self.settings
         if drift is not None:
             self.drift_log.append(drift)

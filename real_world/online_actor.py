@@ -234,7 +234,7 @@ class OnlineActor:
         if self.residual is not None:
             self.residual.reset()
         self._proposed = None
-        stats = EpisodeStats(index, seed)
+        stats = EpisodeStats(index, seed, watched=self.intervention.watching)
         if self.recorder is not None:
             self.recorder.start_episode(self.instruction)
         pending: PendingStep | None = None

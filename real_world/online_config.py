@@ -198,6 +198,7 @@ LEARN_ONLINE_CHECKS: tuple[Check[LearnOnlineConfig], ...] = (
     one_of("on_learner_lost", ON_LEARNER_LOST),
     in_unit_interval("success.threshold", open_low=True),
     in_unit_interval("intervention.takeover_probability", open_low=True),
+    in_unit_interval("intervention.watch_probability", open_low=True),
     *positive("intervention.drift_window", "intervention.takeover_steps"),
     Check(
         "success.classifier_path",

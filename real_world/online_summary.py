@@ -31,6 +31,9 @@ class EpisodeStats:
     """Transitions handed to the learner client."""
     weights_version: int | None = None
     """Version of the weights at the episode's end."""
+    watched: bool | None = None
+    """Whether the intervention input could take over in this episode, where it decides that itself
+    (the scripted expert's ``watch_probability``); None: not known (a person, or no input)."""
     sim_success: bool | None = None
     """Simulated robots: whether the simulator flagged success on any period judged (the ground truth
     beside a classifier's ``success``); None where no simulator reported."""

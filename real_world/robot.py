@@ -50,6 +50,10 @@ class JointCommand:
 class InterventionInput(ABC):
     """A human override source polled once per control step (teleoperation, spacemouse, ...)."""
 
+    watching: bool | None = None
+    """Whether this input may take over in the current episode, where it decides that itself (the
+    scripted expert's ``watch_probability``); None: not known (a person)."""
+
     @abstractmethod
     def poll(self) -> JointCommand | None:
         """The command that replaces the policy's this step, or None when nobody intervenes."""

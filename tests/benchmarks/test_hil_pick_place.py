@@ -112,3 +112,20 @@ def test_the_learner_takes_the_residual_range_and_the_entropy_target(tmp_path: P
             learner.algorithm.target_entropy,
         )
     assert found == {0.2: (0.2, None), 1.0: (1.0, -10.44)}
+
+
+def test_the_sessions_take_the_watching_chance_and_the_budget(tmp_path: Path) -> None:
+    """``--watch-probability`` reaches the session's validated intervention section, the episode
+    budget its actors and the session cap its learner."""
+    from vla_rl.real_world.learn_online import rehearsal_overrides
+    from vla_rl.real_world.online_config import compose_learn_online_config, learner_config
+
+    from benchmarks.hil_pick_place import Settings, session_overrides
+
+    settings = Settings(watch_probability=0.5, episodes=400, session_cap_minutes=60.0)
+    given = session_overrides(
+        tmp_path / "start", tmp_path / "classifier", tmp_path / "out", True, 1, settings
+    )
+    cfg = compose_learn_online_config(rehearsal_overrides(given[1:]))
+    assert (cfg.intervention.kind, cfg.intervention.watch_probability, cfg.episodes) == ("expert", 0.5, 400)
+    assert learner_config(cfg).max_minutes == 60.0

@@ -128,6 +128,20 @@ def test_a_slow_watcher_takes_over_later_by_its_seeded_draws() -> None:
     assert slow.rng.random() == draws[0]  # one stream, seeded by intervention.seed
 
 
+def test_an_expert_that_watches_some_episodes_leaves_the_others_to_the_policy() -> None:
+    """Watch probability 0.5, seed 9: the watching draws come from ``default_rng([9, 1])``, one as the
+    expert is made and one as each episode starts; below 0.5 it watches. A still arm is taken over for
+    the usual 95 steps in a watched episode and never in the others."""
+    settings = InterventionSection(kind="expert", watch_probability=0.5, seed=9)
+    draws = np.random.default_rng([9, 1]).random(4)
+    watched = (draws[1:] < 0.5).tolist()
+    assert watched == [True, False, True]  # the seed gives both kinds
+    result, expert, _ = _deploy(still_policy, settings, episodes=3)
+    assert [e.interventions for e in result.episodes] == [95 if w else 0 for w in watched]
+    assert expert.takeovers == 10 and expert.watching is True
+    assert [e.success for e in result.episodes] == watched, "alone, the still arm fails"
+
+
 def test_the_deploy_config_selects_and_checks_the_expert() -> None:
     cfg = compose_deploy_config(["intervention.kind=expert", "intervention.takeover_steps=7"])
     robot = LocalSimRobot(ENV)
@@ -139,6 +153,7 @@ def test_the_deploy_config_selects_and_checks_the_expert() -> None:
     for overrides, key in (
         (["intervention.kind=person"], "intervention.kind"),
         (["intervention.takeover_probability=0"], "intervention.takeover_probability"),
+        (["intervention.watch_probability=1.5"], "intervention.watch_probability"),
         (["intervention.drift_window=0"], "intervention.drift_window"),
         (["intervention.kind=expert", "robot.simulated=false", "max_steps=5"], "intervention.kind"),
     ):

@@ -151,6 +151,7 @@ def test_the_actor_holds_without_weights_then_streams_flagged_steps_with_their_e
     # the target: that step gets reward 1 and terminates; every other step 0, none truncated.
     assert [(e.steps, e.intervention_steps, e.ended_by) for e in summary.episodes] == [(4, 2, "success")] * 2
     assert all(e.sim_success for e in summary.episodes)  # the simulator's flag judged them
+    assert all(e.watched for e in summary.episodes)  # watch probability 1: the expert watched each
     assert len(robot.sent) == 8 and len(rows) == 8 and summary.sent_rows == 8
     assert [bool(r.intervention[0]) for r in rows] == [False, False, True, True] * 2
     assert [float(r.reward[0]) for r in rows] == [0.0, 0.0, 0.0, 1.0] * 2
@@ -190,6 +191,7 @@ def test_commands_that_ask_too_much_are_clipped_by_the_safety_layer(learner: Lea
         assert (
             np.max(np.abs(sent.arm_qpos_rad - measured)) <= cfg.safety.max_joint_speed_rad_s * period_s + 1e-9
         )
+    assert summary.episodes[0].watched is None  # no intervention input that decides it
     rows = learner.rows()
     assert len(rows) == 5 and all(not r.intervention[0] for r in rows) and rows[-1].truncated[0]
     np.testing.assert_allclose(rows[0].action[0], np.tanh([5.0, 5.0, 5.0, 5.0]), atol=1e-6)
