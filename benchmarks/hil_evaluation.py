@@ -45,13 +45,17 @@ def evaluate_start(run: Path, episodes: int, worlds: int, execute_steps: int) ->
     return scored(result)
 
 
-def evaluate_learner(run_dir: Path, episodes: int, worlds: int) -> dict[str, float]:
-    """The learner's last checkpoint (SAC's mean residual on the frozen start), noise-free."""
+def evaluate_learner(
+    run_dir: Path, episodes: int, worlds: int, deterministic: bool = True
+) -> dict[str, float]:
+    """The learner's last checkpoint on the frozen start: SAC's mean residual, noise-free (or, with
+    ``deterministic`` off, its sampled residual, as a session's actor runs it)."""
     from vla_rl.training.evaluate import evaluate
     from vla_rl.training.off_policy.networks import load_off_policy_run
 
     policy, wrap = load_off_policy_run(run_dir)
+    env = eval_env(worlds)
     result = evaluate(
-        policy, eval_env(worlds), episodes, deterministic=True, split="train", seed=EVAL_SEED, wrap_env=wrap
+        policy, env, episodes, deterministic=deterministic, split="train", seed=EVAL_SEED, wrap_env=wrap
     )
     return scored(result)

@@ -3,17 +3,20 @@ weak start, the success classifier trained, its episode rule chosen on validatio
 classifier scored on held-out episodes at that rule, and two ``vla-rl
 learn-online --rehearsal`` sessions of residual SAC on the frozen start (the scripted expert taking
 over in one, nobody in the other) whose episodes carry the simulator's flag beside the classifier's,
-and a final evaluation of each learner."""
+and a final evaluation of each learner, whose exploration ``benchmarks.hil_exploration`` then
+measures."""
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +76,34 @@ def test_the_quick_run_learns_online_from_the_start_with_and_without_takeovers(t
         assert Path(learner.frozen_policy.checkpoint) == (work / "round_0").resolve()
         actor = json.loads((work / name / "actor_0" / "online_summary.json").read_text())
         assert actor["sim_success_rate"] is not None
+    # watch probability 1: the expert watched every episode; the teleop topics decide nothing ahead
+    assert [e["watched"] for e in sessions["with_expert"]["per_episode"]] == [True] * 3
+    assert [e["watched"] for e in sessions["no_interventions"]["per_episode"]] == [None] * 3
     assert "with_expert" in (results / "hil_pick_place_table.md").read_text()
+    exploration_of_a_session_learner(work / "with_expert" / "learner")
+
+
+def exploration_of_a_session_learner(run_dir: Path) -> None:
+    """``benchmarks.hil_exploration`` on a quick session's learner: both evaluations run, and with the
+    actor's head set to mean 0 and std 0.05 (before the tanh) a sample lies ``scale * 0.05 *
+    sqrt(2 / pi)`` from the mean action on average (E|Z| of a standard normal; tanh is nearly linear
+    there), over 8 samples x 2 worlds x 5 periods x 4 dimensions."""
+    from benchmarks.hil_exploration import measure, sample_spread
+    from vla_rl.training.off_policy.networks import load_off_policy_run
+
+    row = measure(run_dir, episodes=2, worlds=2, steps=3)
+    assert row["mean_residual"]["episodes"] == row["sampled_residual"]["episodes"] == 2
+    assert row["spread"]["states"] == 2 * 3 and row["spread"]["residual_scale"] == 0.2
+    policy, wrap = load_off_policy_run(run_dir)
+    head = [m for m in policy.actor.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias[:4] = 0.0
+        head.bias[4:] = math.log(0.05)
+    torch.manual_seed(0)
+    spread = sample_spread(policy, wrap, worlds=2, steps=5)
+    assert spread["median_pre_tanh_std"] == pytest.approx(0.05)
+    assert spread["mean_sample_distance"] == pytest.approx(0.2 * 0.05 * math.sqrt(2 / math.pi), rel=0.15)
 
 
 def test_the_success_flag_diagnostic_leaves_the_classifier_out(tmp_path: Path) -> None:

@@ -1,0 +1,106 @@
+"""The exploration of a ``benchmarks.hil_pick_place`` session's learner, measured after the session.
+
+The session's actor runs SAC's *sampled* residual; the benchmark's final evaluation runs its mean.
+This evaluates the learner's last checkpoint both ways on the same episodes, and measures how far a
+sample moves the executed action from the mean one, in action units (the residual's range times the
+squashed sample's distance from the squashed mean), over the mean policy's own evaluation states:
+
+    python -m benchmarks.hil_exploration runs/bench/hil_pick_place_g/with_expert/learner \\
+        runs/bench/hil_pick_place_g/no_interventions/learner --results-name hil_pick_place_g_exploration
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.common import RESULTS_DIR, machine_line
+from benchmarks.hil_evaluation import EVAL_SEED, eval_env, evaluate_learner
+
+SAMPLES_PER_STATE = 8
+"""Residual samples drawn per state to measure their spread."""
+
+
+@torch.no_grad()
+def sample_spread(policy: Any, wrap: Any, worlds: int, steps: int) -> dict[str, float]:  # noqa: ANN401
+    """Over ``steps`` periods of ``worlds`` evaluation episodes driven by the mean residual: the mean
+    per-dimension distance of a sampled executed action from the mean one (action units), its median
+    over states, and the median standard deviation of the actor's Gaussian (before the tanh).
+    ``policy`` and ``wrap``: a learner's networks and frozen-policy wrapper (``load_off_policy_run``)."""
+    from vla_rl.envs.registry import make_env
+
+    env = wrap(make_env(eval_env(worlds)))
+    try:
+        obs, _ = env.reset(seed=EVAL_SEED)
+        distances, stds = [], []
+        for _ in range(steps):
+            features = policy.encode(obs)
+            mean, log_std = policy.actor(features)
+            samples = torch.stack([policy.actor.sample(features)[0] for _ in range(SAMPLES_PER_STATE)])
+            distances.append(env.residual_scale * (samples - torch.tanh(mean)).abs().mean(dim=(0, 2)))
+            stds.append(log_std.exp().flatten())
+            obs = env.step(torch.tanh(mean)).obs
+    finally:
+        env.close()
+    distance, std = torch.cat(distances), torch.cat(stds)
+    return {
+        "residual_scale": float(env.residual_scale),
+        "states": int(distance.numel()),
+        "mean_sample_distance": float(distance.mean()),
+        "median_sample_distance": float(distance.median()),
+        "median_pre_tanh_std": float(std.median()),
+    }
+
+
+def measure(run_dir: Path, episodes: int, worlds: int, steps: int) -> dict[str, Any]:
+    from vla_rl.training.off_policy.networks import load_off_policy_run
+
+    return {
+        "run": str(run_dir),
+        "mean_residual": evaluate_learner(run_dir, episodes, worlds),
+        "sampled_residual": evaluate_learner(run_dir, episodes, worlds, deterministic=False),
+        "spread": sample_spread(*load_off_policy_run(run_dir), worlds, steps),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| learner | mean residual: success on any step | sampled residual | sample's distance from the "
+        "mean action (mean, median; action units) | actor's std before tanh (median) |",
+        "|---|---:|---:|---|---:|",
+    ]
+    for row in rows:
+        mean, sampled, spread = row["mean_residual"], row["sampled_residual"], row["spread"]
+        lines.append(
+            f"| {row['run']} | {100 * mean['success_once_rate']:.1f} % | "
+            f"{100 * sampled['success_once_rate']:.1f} % | {spread['mean_sample_distance']:.3f}, "
+            f"{spread['median_sample_distance']:.3f} | {spread['median_pre_tanh_std']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+", help="learner run folders of the sessions")
+    parser.add_argument("--episodes", type=int, default=200, help="evaluation episodes, each way")
+    parser.add_argument("--worlds", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=120, help="periods the spread is measured over")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--results-name", default="hil_exploration")
+    args = parser.parse_args(argv)
+    rows = [measure(run, args.episodes, args.worlds, args.steps) for run in args.runs]
+    report = {"machine": machine_line(), "episodes": args.episodes, "learners": rows}
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    markdown = f"Machine: {report['machine']}.\n\n" + table(rows)
+    (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
