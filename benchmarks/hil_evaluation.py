@@ -54,8 +54,13 @@ def evaluate_learner(
     from vla_rl.training.off_policy.networks import load_off_policy_run
 
     policy, wrap = load_off_policy_run(run_dir)
-    env = eval_env(worlds)
     result = evaluate(
-        policy, env, episodes, deterministic=deterministic, split="train", seed=EVAL_SEED, wrap_env=wrap
+        policy,
+        eval_env(worlds),
+        episodes,
+        deterministic=deterministic,
+        split="train",
+        seed=EVAL_SEED,
+        wrap_env=wrap,
     )
     return scored(result)
