@@ -8,7 +8,6 @@ frames from ``from_timestamp`` for ``length`` frames.
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,11 @@ from vla_rl.data.lerobot_v3_layout import (
     EPISODES_DIR_V3,
     STATS_PATH,
     STATS_PREFIX,
-    TASKS_PATH_V3,
     VIDEO_PATH_V3,
     video_column,
 )
 from vla_rl.data.lerobot_v3_stats import Stats, stats_from_columns
+from vla_rl.data.lerobot_v3_tasks import read_tasks
 from vla_rl.data.stats import stats_from_json
 from vla_rl.data.video_shards import read_video_frames
 
@@ -49,22 +48,6 @@ def read_episode_rows(root: Path, with_stats: bool = False) -> list[dict[str, An
         columns = names if with_stats else [name for name in names if not name.startswith(STATS_PREFIX)]
         rows += pq.read_table(path, columns=columns).to_pylist()
     return sorted(rows, key=lambda row: int(row["episode_index"]))
-
-
-def read_tasks(root: Path) -> dict[int, str]:
-    """task_index -> instruction from ``meta/tasks.parquet`` (the instruction is the pandas index column
-    LeRobot writes, or a ``task`` column); empty when the file is absent."""
-    path = root / TASKS_PATH_V3
-    if not path.is_file():
-        return {}
-    table = pq.read_table(path)
-    pandas_meta = json.loads((table.schema.metadata or {}).get(b"pandas", b"{}"))
-    candidates = ["task", *[name for name in pandas_meta.get("index_columns", []) if isinstance(name, str)]]
-    task_column = next((name for name in candidates if name in table.column_names), None)
-    if task_column is None or "task_index" not in table.column_names:
-        raise ValueError(f"{path} has no task_index and task columns (columns: {table.column_names})")
-    indices, tasks = table.column("task_index").to_pylist(), table.column(task_column).to_pylist()
-    return {int(index): str(task) for index, task in zip(indices, tasks, strict=True)}
 
 
 class LeRobotV3Dataset(LeRobotDataset):

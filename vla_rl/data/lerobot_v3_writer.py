@@ -50,7 +50,7 @@ from vla_rl.data.lerobot_v3_layout import (
     shard_file,
     video_column,
 )
-from vla_rl.data.lerobot_v3_reader import read_episode_rows, read_tasks
+from vla_rl.data.lerobot_v3_reader import read_episode_rows
 from vla_rl.data.lerobot_v3_stats import (
     Stats,
     aggregate_stats,
@@ -59,6 +59,7 @@ from vla_rl.data.lerobot_v3_stats import (
     stats_to_columns,
     vector_stats,
 )
+from vla_rl.data.lerobot_v3_tasks import read_tasks, tasks_table
 from vla_rl.data.lerobot_writer_base import LeRobotWriterBase, write_parquet
 from vla_rl.data.parquet_shards import ParquetStream
 from vla_rl.data.stats import stats_to_json
@@ -72,52 +73,6 @@ EPISODES_PER_META_FILE = 200
 bounded however many episodes the dataset holds (the next episode starts a new file)."""
 SHARD_NAME = re.compile(r"chunk-(\d+)/file-(\d+)\.(parquet|mp4)")
 """The chunk and file numbers in a data or video file's path (finished or ``.partial``)."""
-
-TASK_INDEX_COLUMN = "__index_level_0__"
-"""Where pandas (which LeRobot reads ``meta/tasks.parquet`` with) keeps an unnamed index: the tasks."""
-
-
-def tasks_table(tasks: dict[str, int]) -> pa.Table:
-    """``meta/tasks.parquet``: ``task_index`` and the instruction, marked as the pandas index (as LeRobot
-    writes it) so that ``pandas.read_parquet`` gives LeRobot's task-indexed frame."""
-    ordered = sorted(tasks.items(), key=lambda item: item[1])
-    table = pa.table(
-        {
-            "task_index": pa.array([index for _, index in ordered], pa.int64()),
-            TASK_INDEX_COLUMN: pa.array([task for task, _ in ordered], pa.large_string()),
-        }
-    )
-    pandas_meta = {
-        "index_columns": [TASK_INDEX_COLUMN],
-        "column_indexes": [
-            {
-                "name": None,
-                "field_name": None,
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": {"encoding": "UTF-8"},
-            }
-        ],
-        "columns": [
-            {
-                "name": "task_index",
-                "field_name": "task_index",
-                "pandas_type": "int64",
-                "numpy_type": "int64",
-                "metadata": None,
-            },
-            {
-                "name": None,
-                "field_name": TASK_INDEX_COLUMN,
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": None,
-            },
-        ],
-        "attributes": {},
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-    }
-    return table.replace_schema_metadata({"pandas": json.dumps(pandas_meta)})
 
 
 def episode_stats_v3(table: pa.Table, episode: Episode) -> Stats:
