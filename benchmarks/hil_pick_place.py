@@ -25,7 +25,8 @@ first episode at which the trailing 20 episodes reach 80 % by the simulator's fl
 evaluations, intervention steps, the classifier's agreement with the simulator. ``--quick`` runs it
 all at toy size (its numbers mean nothing). ``hil_pick_place.md`` holds the declaration.
 
-    python -m benchmarks.hil_pick_place [--quick] [--success sim] [--bc-coef B] [--action-l2-coef C]
+    python -m benchmarks.hil_pick_place [--quick] [--success sim] [--bc-coef B] [--bc-loss-type {mse,nll}]
+        [--action-l2-coef C]
         [--classifier-episodes EXPERT START] [--choose-rule] [--residual-scale S] [--target-entropy H]
 """
 
@@ -57,6 +58,7 @@ from benchmarks.hil_classifier import (
 )
 from benchmarks.hil_evaluation import evaluate_learner, evaluate_start
 from benchmarks.hil_report import episode_summary, ordered_episodes, pct, table
+from vla_rl.algorithms.sac import BC_LOSSES
 
 SESSION_SEED = 1_000
 """Episode ``k`` of actor ``i`` starts from seed ``SESSION_SEED + 1000 i + k`` in both sessions."""
@@ -101,6 +103,8 @@ class Settings:
     policy's alone)."""
     bc_coef: float = 0.0
     """SAC's behaviour cloning of the takeover steps in the actor's loss (``algorithm.bc_coef``)."""
+    bc_loss_type: str = "mse"
+    """Its kind (``algorithm.bc_loss_type``): the mean's squared error or the Gaussian's likelihood."""
     action_l2_coef: float = 0.0
     """SAC's penalty on the residual's size in the actor's loss (``algorithm.action_l2_coef``)."""
     target_entropy: float | None = None
@@ -157,6 +161,7 @@ def learner_overrides(start: Path, s: Settings) -> list[str]:
         f"algorithm.utd_ratio={s.utd_ratio}",
         f"algorithm.init_alpha={s.init_alpha}",
         f"algorithm.bc_coef={s.bc_coef}",
+        f"algorithm.bc_loss_type={s.bc_loss_type}",
         f"algorithm.action_l2_coef={s.action_l2_coef}",
         f"algorithm.target_entropy={'null' if s.target_entropy is None else s.target_entropy}",
         f"policy.hidden_sizes=[{s.hidden},{s.hidden}]",
@@ -320,6 +325,12 @@ def main(argv: list[str] | None = None) -> None:
         help="choose the classifier's threshold and periods in a row on validation episodes",
     )
     parser.add_argument("--bc-coef", type=float, default=0.0, help="SAC's behaviour cloning of takeovers")
+    parser.add_argument(
+        "--bc-loss-type",
+        choices=BC_LOSSES,
+        default="mse",
+        help="the cloning term: mean's error or likelihood",
+    )
     parser.add_argument("--action-l2-coef", type=float, default=0.0, help="SAC's penalty on the residual")
     parser.add_argument(
         "--residual-scale", type=float, default=Settings.residual_scale, help="the residual's range"
@@ -341,6 +352,7 @@ def main(argv: list[str] | None = None) -> None:
         settings,
         success=args.success,
         bc_coef=args.bc_coef,
+        bc_loss_type=args.bc_loss_type,
         action_l2_coef=args.action_l2_coef,
         choose_rule=args.choose_rule,
         residual_scale=args.residual_scale,
@@ -362,6 +374,8 @@ def main(argv: list[str] | None = None) -> None:
     success = "" if args.success == "classifier" else ", success from the simulator's flag"
     if args.bc_coef or args.action_l2_coef:
         success += f", bc_coef {args.bc_coef:g}, action_l2_coef {args.action_l2_coef:g}"
+    if args.bc_loss_type != "mse":
+        success += f", cloning by {args.bc_loss_type}"
     if args.choose_rule:
         success += ", episode rule chosen on validation episodes"
     if args.residual_scale != Settings.residual_scale or args.target_entropy is not None:

@@ -123,16 +123,19 @@ def test_the_success_flag_diagnostic_leaves_the_classifier_out(tmp_path: Path) -
     assert kinds == {"classifier": "classifier", "sim": "sim"}
 
 
-def test_the_learner_takes_the_residual_range_and_the_entropy_target(tmp_path: Path) -> None:
-    """``--residual-scale`` and ``--target-entropy`` reach the learner's validated config; by default
-    SAC keeps its own target (minus the action dimension)."""
+def test_the_learner_takes_the_residual_range_the_entropy_target_and_the_cloning_kind(
+    tmp_path: Path,
+) -> None:
+    """``--residual-scale``, ``--target-entropy`` and ``--bc-loss-type`` reach the learner's validated
+    config; by default SAC keeps its own target (minus the action dimension) and clones by the mean's
+    squared error."""
     from vla_rl.real_world.learn_online import rehearsal_overrides
     from vla_rl.real_world.online_config import compose_learn_online_config, learner_config
 
     from benchmarks.hil_pick_place import Settings, session_overrides
 
     found = {}
-    for settings in (Settings(), Settings(residual_scale=1.0, target_entropy=-10.44)):
+    for settings in (Settings(), Settings(residual_scale=1.0, target_entropy=-10.44, bc_loss_type="nll")):
         given = session_overrides(
             tmp_path / "start", tmp_path / "classifier", tmp_path / "out", True, 1, settings
         )
@@ -140,8 +143,9 @@ def test_the_learner_takes_the_residual_range_and_the_entropy_target(tmp_path: P
         found[settings.residual_scale] = (
             learner.frozen_policy.residual_scale,
             learner.algorithm.target_entropy,
+            learner.algorithm.bc_loss_type,
         )
-    assert found == {0.2: (0.2, None), 1.0: (1.0, -10.44)}
+    assert found == {0.2: (0.2, None, "mse"), 1.0: (1.0, -10.44, "nll")}
 
 
 def test_the_sessions_take_the_watching_chance_and_the_budget(tmp_path: Path) -> None:

@@ -56,6 +56,21 @@ def test_actor_sample_log_prob_matches_torch_and_actions_are_bounded():
     torch.testing.assert_close(actor.deterministic(features), torch.tanh(mean))
 
 
+def test_actor_log_prob_of_given_actions_by_hand():
+    # Mean 0 and std 1 in both dimensions. Action 0: u = 0, log N = -ln(2 pi) / 2 = -0.9189, and the
+    # tanh's Jacobian is 1 there. Action tanh(1): u = 1, log N = -0.9189 - 0.5, minus
+    # log(1 - tanh(1)^2) = -0.8676: -0.5514. Action 1, a clipped one, counts as 0.999:
+    # u = atanh(0.999) = 3.8002, log N = -0.9189 - 7.2208 = -8.1397, minus log(1 - 0.999^2) = -6.2151:
+    # -1.9246. Rows: [0, tanh(1)] -> -1.4703; [1, 0] -> -2.8435.
+    actor = SquashedGaussianActor(1, 2, hidden_sizes=[])
+    with torch.no_grad():
+        actor.net[0].weight.zero_()
+        actor.net[0].bias.zero_()
+    action = torch.tensor([[0.0, math.tanh(1.0)], [1.0, 0.0]])
+    log_prob = actor.log_prob(torch.zeros(2, 1), action)
+    torch.testing.assert_close(log_prob, torch.tensor([-1.4703, -2.8435]), atol=1e-4, rtol=0)
+
+
 def test_actor_log_std_is_clamped():
     actor = SquashedGaussianActor(1, 1, hidden_sizes=[], log_std_min=-2.0, log_std_max=0.5)
     with torch.no_grad():

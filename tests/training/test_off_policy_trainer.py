@@ -54,6 +54,7 @@ def test_algorithm_sac_or_rlpd_picks_the_off_policy_job_and_rlpd_its_settings() 
         ("replay.learning_starts=10", "replay.learning_starts"),  # below batch_size 256
         ("algorithm.critic_subset=3", "algorithm.critic_subset"),  # more than the 2 critics
         ("algorithm.tau=0", "algorithm.tau"),
+        ("algorithm.bc_loss_type=l1", "algorithm.bc_loss_type"),
         ("demos.share=0.25 demos.interventions_as_demos=false", "demos.share"),  # nothing to share
         ("demos.intervention_capacity=0", "demos.intervention_capacity"),
     ],

@@ -9,7 +9,8 @@ One call of :meth:`SAC.update` takes ``utd_ratio`` minibatches:
   ``y = r + gamma (1 - terminated) (min_{i in subset} Q'_i(s', a') - alpha log pi(a'|s'))``,
   ``a' ~ pi(s')``, with the target critics ``Q'`` then moved ``tau`` of the way to the critics;
 * the last one also makes one actor step on ``mean(alpha log pi(a|s) - mean_i Q_i(s, a))`` (plus the
-  optional ``bc_coef`` and ``action_l2_coef`` terms on the actor's deterministic action) and one
+  optional ``bc_coef`` term on the takeover steps and ``action_l2_coef`` term on the deterministic
+  action) and one
   temperature step on ``-mean(log alpha (log pi(a|s) + target_entropy))`` (every
   ``actor_update_every`` calls).
 
@@ -63,6 +64,8 @@ Encoder = Callable[[Observation], torch.Tensor]
 """``encode(obs) -> features`` [B, F]."""
 SHIFT_SEED = 1
 """Seed of the image shifts' generator when none is given (the other generator's default is 0)."""
+BC_LOSSES = ("mse", "nll")
+"""The kinds of the behaviour-cloning term (``SACConfig.bc_loss_type``)."""
 
 
 @dataclass
@@ -106,9 +109,13 @@ class SACConfig:
     the image by up to this many pixels each way (DrQ, RLPD from pixels: 4); 0 disables it."""
 
     bc_coef: float = 0.0
-    """Weight of a behaviour-cloning term in the actor's loss: the mean squared difference, per action
-    dimension, between the actor's deterministic action and the stored action on the minibatch's
-    transitions flagged ``intervention`` (a person's or the scripted expert's takeover steps); 0: off."""
+    """Weight of a behaviour-cloning term in the actor's loss, on the minibatch's transitions flagged
+    ``intervention`` (a person's or the scripted expert's takeover steps); 0: off."""
+    bc_loss_type: str = "mse"
+    """The behaviour-cloning term per action dimension: ``"mse"``, the squared difference between the
+    actor's deterministic action and the stored one (moves the Gaussian's mean only); ``"nll"``, the
+    negative log-likelihood of the stored action under the actor's squashed Gaussian (moves the mean
+    and also narrows the width where the takeovers are, so that samples stay near them)."""
     action_l2_coef: float = 0.0
     """Weight of a penalty on the actor's deterministic action, its mean square per dimension over the
     minibatch; 0: off. With a frozen policy's residual (``frozen_policy=residual``) it holds the
@@ -125,6 +132,8 @@ class SACConfig:
         for name in ("bc_coef", "action_l2_coef"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0: off), got {getattr(self, name)}")
+        if self.bc_loss_type not in BC_LOSSES:
+            raise ValueError(f"bc_loss_type must be one of {BC_LOSSES}, got {self.bc_loss_type!r}")
         for name in ("num_critics", "utd_ratio", "actor_update_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -322,7 +331,11 @@ class SAC:
             flags = getattr(batch, "intervention", None)
             rows = torch.zeros(len(action), dtype=torch.bool) if flags is None else flags.bool()
             rows = rows.to(action.device)
-            error = (action - batch.action.to(action.device)).square().mean(dim=-1)
+            stored = batch.action.to(action.device)
+            if cfg.bc_loss_type == "nll":
+                error = -self.actor.log_prob(features, stored) / stored.shape[-1]
+            else:
+                error = (action - stored).square().mean(dim=-1)
             terms["bc_loss"] = cfg.bc_coef * (error * rows).sum() / rows.sum().clamp(min=1)
         return terms
 

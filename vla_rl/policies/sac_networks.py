@@ -37,6 +37,9 @@ ACTOR_OUT_GAIN = 0.01
 """Small last layer: the first policy is centred on zero with ``log_std`` near 0."""
 CRITIC_OUT_GAIN = 1.0
 LOG_2 = math.log(2.0)
+ATANH_BOUND = 0.999
+"""A given action's largest magnitude in :meth:`SquashedGaussianActor.log_prob`: an action stored at
++-1 (clipped) counts as +-0.999, whose pre-tanh value (3.8) is already saturated, not as +-infinity."""
 
 
 def tanh_log_abs_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
@@ -92,6 +95,13 @@ class SquashedGaussianActor(nn.Module):
         noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
         pre_tanh = mean + log_std.exp() * noise
         return torch.tanh(pre_tanh), squashed_gaussian_log_prob(mean, log_std, pre_tanh)
+
+    def log_prob(self, features: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``log pi(action)`` [B] of given actions [B, A] in [-1, 1] (clamped to +-``ATANH_BOUND``);
+        differentiable in the mean and the width."""
+        mean, log_std = self(features)
+        pre_tanh = torch.atanh(action.clamp(-ATANH_BOUND, ATANH_BOUND))
+        return squashed_gaussian_log_prob(mean, log_std, pre_tanh)
 
     def deterministic(self, features: torch.Tensor) -> torch.Tensor:
         """The action of the Gaussian's mean, ``tanh(mean)`` [B, A] (for evaluation)."""
