@@ -3,7 +3,9 @@
 The session's actor runs SAC's *sampled* residual; the benchmark's final evaluation runs its mean.
 This evaluates the learner's last checkpoint both ways on the same episodes, and measures how far a
 sample moves the executed action from the mean one, in action units (the residual's range times the
-squashed sample's distance from the squashed mean), over the mean policy's own evaluation states:
+squashed sample's distance from the squashed mean), over the mean policy's own evaluation states.
+It also measures how much of the stored takeover residuals the actor's mean reproduces, over the
+takeover transitions the learner kept (the slope of one on the other):
 
     python -m benchmarks.hil_exploration runs/bench/hil_pick_place_g/with_expert/learner \\
         runs/bench/hil_pick_place_g/no_interventions/learner --results-name hil_pick_place_g_exploration
@@ -57,29 +59,61 @@ def sample_spread(policy: Any, wrap: Any, worlds: int, steps: int) -> dict[str, 
     }
 
 
+def slope_through_origin(x: torch.Tensor, y: torch.Tensor) -> float:
+    """The least-squares slope of ``y`` on ``x`` through the origin, all elements pooled:
+    ``sum(x y) / sum(x^2)``."""
+    return float((x * y).sum() / x.square().sum())
+
+
+@torch.no_grad()
+def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, float] | None:  # noqa: ANN401
+    """Over the takeover transitions in the learner's last checkpoint (its intervention replay): the
+    slope of the actor's mean residual on the stored one (1: the mean reproduces the takeovers; 0:
+    it ignores them) and their count; None without any. ``policy``: the learner's networks
+    (``load_off_policy_run``)."""
+    from vla_rl.data.replay_buffer import ReplayBuffer
+    from vla_rl.training.checkpoint import resolve_checkpoint_dir
+    from vla_rl.training.off_policy.trainer import INTERVENTIONS_FILENAME
+
+    path = resolve_checkpoint_dir(run_dir) / INTERVENTIONS_FILENAME
+    buffer = ReplayBuffer.load(path) if path.is_file() else None
+    if buffer is None or len(buffer) == 0:
+        return None
+    batch = buffer.gather(buffer.valid_slots())
+    mean_action = policy.actor.deterministic(policy.encode(batch.obs))
+    return {"transitions": len(batch), "slope": slope_through_origin(batch.action, mean_action)}
+
+
 def measure(run_dir: Path, episodes: int, worlds: int, steps: int) -> dict[str, Any]:
     from vla_rl.training.off_policy.networks import load_off_policy_run
 
+    policy, wrap = load_off_policy_run(run_dir)
     return {
         "run": str(run_dir),
         "mean_residual": evaluate_learner(run_dir, episodes, worlds),
         "sampled_residual": evaluate_learner(run_dir, episodes, worlds, deterministic=False),
-        "spread": sample_spread(*load_off_policy_run(run_dir), worlds, steps),
+        "spread": sample_spread(policy, wrap, worlds, steps),
+        "takeovers": takeover_imitation(policy, run_dir),
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| learner | mean residual: success on any step | sampled residual | sample's distance from the "
-        "mean action (mean, median; action units) | actor's std before tanh (median) |",
-        "|---|---:|---:|---|---:|",
+        "mean action (mean, median; action units) | actor's std before tanh (median) | slope of the mean "
+        "residual on the stored takeovers' (transitions) |",
+        "|---|---:|---:|---|---:|---|",
     ]
     for row in rows:
         mean, sampled, spread = row["mean_residual"], row["sampled_residual"], row["spread"]
+        takeovers = row["takeovers"]
+        imitation = (
+            "none" if takeovers is None else f"{takeovers['slope']:.2f} ({takeovers['transitions']:,})"
+        )
         lines.append(
             f"| {row['run']} | {100 * mean['success_once_rate']:.1f} % | "
             f"{100 * sampled['success_once_rate']:.1f} % | {spread['mean_sample_distance']:.3f}, "
-            f"{spread['median_sample_distance']:.3f} | {spread['median_pre_tanh_std']:.3f} |"
+            f"{spread['median_sample_distance']:.3f} | {spread['median_pre_tanh_std']:.3f} | {imitation} |"
         )
     return "\n".join(lines) + "\n"
 

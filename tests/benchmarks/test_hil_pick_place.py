@@ -80,20 +80,25 @@ def test_the_quick_run_learns_online_from_the_start_with_and_without_takeovers(t
     assert [e["watched"] for e in sessions["with_expert"]["per_episode"]] == [True] * 3
     assert [e["watched"] for e in sessions["no_interventions"]["per_episode"]] == [None] * 3
     assert "with_expert" in (results / "hil_pick_place_table.md").read_text()
-    exploration_of_a_session_learner(work / "with_expert" / "learner")
+    exploration_of_a_session_learner(work / "with_expert" / "learner", sessions["with_expert"])
+    from benchmarks.hil_exploration import takeover_imitation
+
+    assert takeover_imitation(None, work / "no_interventions" / "learner") is None  # no takeovers kept
 
 
-def exploration_of_a_session_learner(run_dir: Path) -> None:
+def exploration_of_a_session_learner(run_dir: Path, session: dict) -> None:
     """``benchmarks.hil_exploration`` on a quick session's learner: both evaluations run, and with the
     actor's head set to mean 0 and std 0.05 (before the tanh) a sample lies ``scale * 0.05 *
     sqrt(2 / pi)`` from the mean action on average (E|Z| of a standard normal; tanh is nearly linear
-    there), over 8 samples x 2 worlds x 5 periods x 4 dimensions."""
-    from benchmarks.hil_exploration import measure, sample_spread
+    there), over 8 samples x 2 worlds x 5 periods x 4 dimensions. The learner kept every takeover
+    step of the session; a mean residual of 0 reproduces none of them (slope 0)."""
+    from benchmarks.hil_exploration import measure, sample_spread, takeover_imitation
     from vla_rl.training.off_policy.networks import load_off_policy_run
 
     row = measure(run_dir, episodes=2, worlds=2, steps=3)
     assert row["mean_residual"]["episodes"] == row["sampled_residual"]["episodes"] == 2
     assert row["spread"]["states"] == 2 * 3 and row["spread"]["residual_scale"] == 0.2
+    assert row["takeovers"]["transitions"] == session["intervention_steps"]
     policy, wrap = load_off_policy_run(run_dir)
     head = [m for m in policy.actor.modules() if isinstance(m, torch.nn.Linear)][-1]
     with torch.no_grad():
@@ -104,6 +109,15 @@ def exploration_of_a_session_learner(run_dir: Path) -> None:
     spread = sample_spread(policy, wrap, worlds=2, steps=5)
     assert spread["median_pre_tanh_std"] == pytest.approx(0.05)
     assert spread["mean_sample_distance"] == pytest.approx(0.2 * 0.05 * math.sqrt(2 / math.pi), rel=0.15)
+    assert takeover_imitation(policy, run_dir)["slope"] == 0.0
+
+
+def test_the_slope_through_the_origin_by_hand() -> None:
+    # sum(x y) = 0.5 + 3 + 0.5 = 4, sum(x^2) = 1 + 4 + 1 = 6: 2/3.
+    from benchmarks.hil_exploration import slope_through_origin
+
+    x, y = torch.tensor([[1.0, 2.0, -1.0]]), torch.tensor([[0.5, 1.5, -0.5]])
+    assert slope_through_origin(x, y) == pytest.approx(2 / 3)
 
 
 def test_the_success_flag_diagnostic_leaves_the_classifier_out(tmp_path: Path) -> None:
