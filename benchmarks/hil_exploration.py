@@ -26,6 +26,9 @@ from benchmarks.hil_evaluation import EVAL_SEED, eval_env, evaluate_learner
 
 SAMPLES_PER_STATE = 8
 """Residual samples drawn per state to measure their spread."""
+ZERO_RESIDUAL = 0.01
+"""A stored takeover residual below this in magnitude counts as zero (the expert did what the start
+did in that dimension)."""
 
 
 @torch.no_grad()
@@ -69,8 +72,9 @@ def slope_through_origin(x: torch.Tensor, y: torch.Tensor) -> float:
 def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, float] | None:  # noqa: ANN401
     """Over the takeover transitions in the learner's last checkpoint (its intervention replay): the
     slope of the actor's mean residual on the stored one (1: the mean reproduces the takeovers; 0:
-    it ignores them) and their count; None without any. ``policy``: the learner's networks
-    (``load_off_policy_run``)."""
+    it ignores them), the same per action dimension with the actor's median std before the tanh and
+    the share of rows whose stored residual is (nearly) zero, and their count; None without any.
+    ``policy``: the learner's networks (``load_off_policy_run``)."""
     from vla_rl.data.replay_buffer import ReplayBuffer
     from vla_rl.training.checkpoint import resolve_checkpoint_dir
     from vla_rl.training.off_policy.trainer import INTERVENTIONS_FILENAME
@@ -80,8 +84,16 @@ def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, float] | None:  
     if buffer is None or len(buffer) == 0:
         return None
     batch = buffer.gather(buffer.valid_slots())
-    mean_action = policy.actor.deterministic(policy.encode(batch.obs))
-    return {"transitions": len(batch), "slope": slope_through_origin(batch.action, mean_action)}
+    mean, log_std = policy.actor(policy.encode(batch.obs))
+    stored, mean_action = batch.action, torch.tanh(mean)
+    dims = range(stored.shape[-1])
+    return {
+        "transitions": len(batch),
+        "slope": slope_through_origin(stored, mean_action),
+        "slope_per_dim": [slope_through_origin(stored[:, d], mean_action[:, d]) for d in dims],
+        "median_pre_tanh_std_per_dim": log_std.exp().median(dim=0).values.tolist(),
+        "zero_share_per_dim": (stored.abs() < ZERO_RESIDUAL).float().mean(dim=0).tolist(),
+    }
 
 
 def measure(run_dir: Path, episodes: int, worlds: int, steps: int) -> dict[str, Any]:

@@ -109,7 +109,9 @@ def exploration_of_a_session_learner(run_dir: Path, session: dict) -> None:
     spread = sample_spread(policy, wrap, worlds=2, steps=5)
     assert spread["median_pre_tanh_std"] == pytest.approx(0.05)
     assert spread["mean_sample_distance"] == pytest.approx(0.2 * 0.05 * math.sqrt(2 / math.pi), rel=0.15)
-    assert takeover_imitation(policy, run_dir)["slope"] == 0.0
+    imitation = takeover_imitation(policy, run_dir)
+    assert imitation["slope"] == 0.0 and imitation["slope_per_dim"] == [0.0] * 4
+    assert imitation["median_pre_tanh_std_per_dim"] == pytest.approx([0.05] * 4)
 
 
 def test_the_slope_through_the_origin_by_hand() -> None:
