@@ -69,7 +69,7 @@ def slope_through_origin(x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, float] | None:  # noqa: ANN401
+def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, Any] | None:  # noqa: ANN401
     """Over the takeover transitions in the learner's last checkpoint (its intervention replay): the
     slope of the actor's mean residual on the stored one (1: the mean reproduces the takeovers; 0:
     it ignores them), the same per action dimension with the actor's median std before the tanh and

@@ -10,8 +10,7 @@ One call of :meth:`SAC.update` takes ``utd_ratio`` minibatches:
   ``a' ~ pi(s')``, with the target critics ``Q'`` then moved ``tau`` of the way to the critics;
 * the last one also makes one actor step on ``mean(alpha log pi(a|s) - mean_i Q_i(s, a))`` (plus the
   optional ``bc_coef`` term on the takeover steps and ``action_l2_coef`` term on the deterministic
-  action) and one
-  temperature step on ``-mean(log alpha (log pi(a|s) + target_entropy))`` (every
+  action) and one temperature step on ``-mean(log alpha (log pi(a|s) + target_entropy))`` (every
   ``actor_update_every`` calls).
 
 Observations are encoded once per minibatch by ``encode(obs) -> features`` [B, F], which actor and
@@ -115,7 +114,9 @@ class SACConfig:
     """The behaviour-cloning term per action dimension: ``"mse"``, the squared difference between the
     actor's deterministic action and the stored one (moves the Gaussian's mean only); ``"nll"``, the
     negative log-likelihood of the stored action under the actor's squashed Gaussian (moves the mean
-    and also narrows the width where the takeovers are, so that samples stay near them)."""
+    and also narrows the width where the takeovers are, so that samples stay near them; each row's
+    error on the mean is weighed by the inverse variance, so a badly fitted row widens the Gaussian
+    rather than moving the mean)."""
     action_l2_coef: float = 0.0
     """Weight of a penalty on the actor's deterministic action, its mean square per dimension over the
     minibatch; 0: off. With a frozen policy's residual (``frozen_policy=residual``) it holds the
