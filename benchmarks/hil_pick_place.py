@@ -58,7 +58,7 @@ from benchmarks.hil_classifier import (
 )
 from benchmarks.hil_evaluation import evaluate_learner, evaluate_start
 from benchmarks.hil_report import episode_summary, ordered_episodes, pct, table
-from vla_rl.algorithms.sac import BC_LOSSES
+from vla_rl.algorithms.sac_config import BC_LOSSES
 
 SESSION_SEED = 1_000
 """Episode ``k`` of actor ``i`` starts from seed ``SESSION_SEED + 1000 i + k`` in both sessions."""

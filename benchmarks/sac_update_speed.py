@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from benchmarks.common import RESULTS_DIR, add_results_name, machine_line, median_rate
-from vla_rl.algorithms.sac import SAC, SACConfig, build_sac_networks
+from vla_rl.algorithms.sac import SAC, build_sac_networks
+from vla_rl.algorithms.sac_config import SACConfig
 from vla_rl.data.replay_buffer import TransitionBatch
 from vla_rl.policies.layers import VectorObsEncoder
 

@@ -16,11 +16,11 @@ from torch import nn
 
 from vla_rl.algorithms.sac import (
     SAC,
-    SACConfig,
     build_sac_networks,
     polyak_update,
     soft_td_target,
 )
+from vla_rl.algorithms.sac_config import SACConfig
 from vla_rl.policies.layers import VectorObsEncoder
 from vla_rl.policies.sac_encoder import SACObsEncoder
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 from test_sac import Batch, ConstantCritics, random_batch, small_sac, state, stub_sac
 
-from vla_rl.algorithms.sac import SAC, SACConfig
+from vla_rl.algorithms.sac import SAC
+from vla_rl.algorithms.sac_config import SACConfig
 from vla_rl.policies.sac_networks import SquashedGaussianActor
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from vla_rl.algorithms.sac import SACConfig
+from vla_rl.algorithms.sac_config import SACConfig
 from vla_rl.config.schema import RunConfig
 from vla_rl.policies.sac_encoder import (
     DEFAULT_CNN_CHANNELS,
