@@ -23,6 +23,7 @@ import torch
 
 from benchmarks.common import RESULTS_DIR, machine_line
 from benchmarks.hil_evaluation import EVAL_SEED, eval_env, evaluate_learner
+from vla_rl.algorithms.ppo import explained_variance
 
 SAMPLES_PER_STATE = 8
 """Residual samples drawn per state to measure their spread."""
@@ -70,10 +71,18 @@ def slope_through_origin(x: torch.Tensor, y: torch.Tensor) -> float:
 
 @torch.no_grad()
 def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, Any] | None:  # noqa: ANN401
-    """Over the takeover transitions in the learner's last checkpoint (its intervention replay): the
-    slope of the actor's mean residual on the stored one (1: the mean reproduces the takeovers; 0:
-    it ignores them), the same per action dimension with the actor's median std before the tanh and
-    the share of rows whose stored residual is (nearly) zero, and their count; None without any.
+    """Over the takeover transitions in the learner's last checkpoint (its intervention replay), with
+    their count (None without any):
+
+    * ``slope``: of the actor's mean residual on the stored one (1: the mean reproduces the
+      takeovers; 0: it ignores them). Where the stored corrections vary at the same observation, even
+      their exact average scores below 1 here: about the share of their variance it explains;
+    * ``slope_stored_on_mean``: the other way round, 1 for their average whatever that variation;
+      a mean shrunk towards zero by a factor ``k`` scores ``1 / k``;
+    * ``explained_variance`` of the stored corrections by the mean, all dimensions pooled;
+    * per action dimension: ``slope``, the actor's median std before the tanh, and the share of rows
+      whose stored residual is (nearly) zero.
+
     ``policy``: the learner's networks (``load_off_policy_run``)."""
     from vla_rl.data.replay_buffer import ReplayBuffer
     from vla_rl.training.checkpoint import resolve_checkpoint_dir
@@ -90,6 +99,8 @@ def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, Any] | None:  # 
     return {
         "transitions": len(batch),
         "slope": slope_through_origin(stored, mean_action),
+        "slope_stored_on_mean": slope_through_origin(mean_action, stored),
+        "explained_variance": explained_variance(mean_action.flatten(), stored.flatten()),
         "slope_per_dim": [slope_through_origin(stored[:, d], mean_action[:, d]) for d in dims],
         "median_pre_tanh_std_per_dim": log_std.exp().median(dim=0).values.tolist(),
         "zero_share_per_dim": (stored.abs() < ZERO_RESIDUAL).float().mean(dim=0).tolist(),
@@ -97,8 +108,12 @@ def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, Any] | None:  # 
 
 
 def measure(run_dir: Path, episodes: int, worlds: int, steps: int) -> dict[str, Any]:
+    """Both evaluations, the spread and the takeovers' imitation of one learner. Torch's global
+    generator (the samples', and the frozen flow policy's starting noise) is seeded first, so that a
+    repeat gives the same figures."""
     from vla_rl.training.off_policy.networks import load_off_policy_run
 
+    torch.manual_seed(EVAL_SEED)
     policy, wrap = load_off_policy_run(run_dir)
     return {
         "run": str(run_dir),
@@ -113,14 +128,17 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| learner | mean residual: success on any step | sampled residual | sample's distance from the "
         "mean action (mean, median; action units) | actor's std before tanh (median) | slope of the mean "
-        "residual on the stored takeovers' (transitions) |",
+        "residual on the stored takeovers', and back (transitions) |",
         "|---|---:|---:|---|---:|---|",
     ]
     for row in rows:
         mean, sampled, spread = row["mean_residual"], row["sampled_residual"], row["spread"]
         takeovers = row["takeovers"]
         imitation = (
-            "none" if takeovers is None else f"{takeovers['slope']:.2f} ({takeovers['transitions']:,})"
+            "none"
+            if takeovers is None
+            else f"{takeovers['slope']:.2f}, {takeovers['slope_stored_on_mean']:.2f} "
+            f"({takeovers['transitions']:,})"
         )
         lines.append(
             f"| {row['run']} | {100 * mean['success_once_rate']:.1f} % | "

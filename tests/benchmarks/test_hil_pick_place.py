@@ -111,15 +111,19 @@ def exploration_of_a_session_learner(run_dir: Path, session: dict) -> None:
     assert spread["mean_sample_distance"] == pytest.approx(0.2 * 0.05 * math.sqrt(2 / math.pi), rel=0.15)
     imitation = takeover_imitation(policy, run_dir)
     assert imitation["slope"] == 0.0 and imitation["slope_per_dim"] == [0.0] * 4
+    assert math.isnan(imitation["slope_stored_on_mean"])  # 0 / 0: a zero mean has no slope
+    assert imitation["explained_variance"] == pytest.approx(0.0)  # it explains none of them
     assert imitation["median_pre_tanh_std_per_dim"] == pytest.approx([0.05] * 4)
 
 
 def test_the_slope_through_the_origin_by_hand() -> None:
-    # sum(x y) = 0.5 + 3 + 0.5 = 4, sum(x^2) = 1 + 4 + 1 = 6: 2/3.
+    # sum(x y) = 0.5 + 3 + 0.5 = 4, sum(x^2) = 1 + 4 + 1 = 6: 2/3; the other way, sum(y^2) = 2.75:
+    # 4 / 2.75 = 1.4545.
     from benchmarks.hil_exploration import slope_through_origin
 
     x, y = torch.tensor([[1.0, 2.0, -1.0]]), torch.tensor([[0.5, 1.5, -0.5]])
     assert slope_through_origin(x, y) == pytest.approx(2 / 3)
+    assert slope_through_origin(y, x) == pytest.approx(4 / 2.75)
 
 
 def test_the_success_flag_diagnostic_leaves_the_classifier_out(tmp_path: Path) -> None:
