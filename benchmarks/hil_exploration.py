@@ -5,7 +5,8 @@ This evaluates the learner's last checkpoint both ways on the same episodes, and
 sample moves the executed action from the mean one, in action units (the residual's range times the
 squashed sample's distance from the squashed mean), over the mean policy's own evaluation states.
 It also measures how much of the stored takeover residuals the actor's mean reproduces, over the
-takeover transitions the learner kept (the slope of one on the other):
+takeover transitions the learner kept (the slope of one on the other, both ways, and the variance
+of the takeovers that the mean explains):
 
     python -m benchmarks.hil_exploration runs/bench/hil_pick_place_g/with_expert/learner \\
         runs/bench/hil_pick_place_g/no_interventions/learner --results-name hil_pick_place_g_exploration
