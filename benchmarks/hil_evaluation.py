@@ -50,10 +50,22 @@ def evaluate_learner(
 ) -> dict[str, float]:
     """The learner's last checkpoint on the frozen start: SAC's mean residual, noise-free (or, with
     ``deterministic`` off, its sampled residual, as a session's actor runs it)."""
-    from vla_rl.training.evaluate import evaluate
     from vla_rl.training.off_policy.networks import load_off_policy_run
 
     policy, wrap = load_off_policy_run(run_dir)
+    return evaluate_networks(policy, wrap, episodes, worlds, deterministic)
+
+
+def evaluate_networks(
+    policy: Any,  # noqa: ANN401 - SACPolicy
+    wrap: Any,  # noqa: ANN401 - the frozen-policy wrapper
+    episodes: int,
+    worlds: int,
+    deterministic: bool = True,
+) -> dict[str, float]:
+    """:func:`evaluate_learner` for networks already loaded (``load_off_policy_run``)."""
+    from vla_rl.training.evaluate import evaluate
+
     result = evaluate(
         policy,
         eval_env(worlds),

@@ -1,0 +1,201 @@
+"""How far a ``benchmarks.hil_pick_place`` learner's imitation of its takeovers goes with more updates,
+measured after the session.
+
+A session's learner makes one update per transition while the actor runs in real time, so its actor
+has as many updates as the session had control periods. This trains an actor on the cloning term
+alone (the squared error of its mean action against the stored takeover residuals, the learner's
+``bc_loss_type=mse``; no Q, no entropy, no anchor), with Adam at the learner's actor learning rate,
+starting either from the learner's last checkpoint (``saved``: the same learner given more updates)
+or from a new actor of the same shape (``fresh``: what the takeovers alone teach). It records, at
+the start and after each stated number of updates:
+
+* the share of the takeovers' variance the mean explains, on the takeovers it is fitted on (the
+  first ``1 - held_out_share`` of them in the order the learner kept them) and on the rest, held out
+  (the session's later episodes);
+* the mean residual's success in the simulator, on the benchmark's evaluation episodes.
+
+The saved actor was trained online on every takeover, so its held-out figure at the start is not
+held out; a fresh actor's is. The critics and the encoder stay as saved (the actor reads the
+encoder's features, as in SAC's actor step). Nothing is written back to the run.
+
+    python -m benchmarks.hil_refit runs/bench/hil_pick_place_i/with_expert/learner \\
+        --updates 4000 16000 64000 --results-name hil_pick_place_i_refit
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.common import RESULTS_DIR, machine_line
+from benchmarks.hil_evaluation import EVAL_SEED, evaluate_networks
+from vla_rl.algorithms.ppo import explained_variance
+from vla_rl.policies.sac_networks import SquashedGaussianActor
+
+STARTS = ("saved", "fresh")
+"""Where the refit's actor starts: the learner's last checkpoint, or a new actor (seed ``FRESH_SEED``)."""
+FRESH_SEED = 0
+BATCH_SIZE = 256
+"""Takeover transitions per update (the sessions' SAC batch)."""
+HELD_OUT_SHARE = 0.2
+"""The last share of the kept takeovers, held out of the fit."""
+
+
+def kept_takeovers(run_dir: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The observations and stored residuals [M, A] of the takeover transitions in the learner's last
+    checkpoint (its intervention replay), in the order they were kept."""
+    from vla_rl.data.replay_buffer import ReplayBuffer
+    from vla_rl.training.checkpoint import resolve_checkpoint_dir
+    from vla_rl.training.off_policy.trainer import INTERVENTIONS_FILENAME
+
+    path = resolve_checkpoint_dir(run_dir) / INTERVENTIONS_FILENAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: the learner kept no takeovers (a session without the expert?)")
+    buffer = ReplayBuffer.load(path)
+    if buffer.num_stored >= buffer.capacity:
+        raise ValueError(f"{path}: the intervention replay wrapped, so its slots are not in the order kept")
+    batch = buffer.gather(buffer.valid_slots())
+    return batch.obs, batch.action
+
+
+def split_rows(rows: int, held_out_share: float) -> tuple[slice, slice]:
+    """The fitted rows (the first ones) and the held-out rows (the last ``held_out_share``, at least
+    one when there are two rows or more)."""
+    held = min(rows - 1, max(1, round(rows * held_out_share))) if rows > 1 else 0
+    return slice(0, rows - held), slice(rows - held, rows)
+
+
+def refit(
+    actor: torch.nn.Module, features: torch.Tensor, stored: torch.Tensor, updates: int,
+    optimizer: torch.optim.Optimizer, generator: torch.Generator,
+) -> float:  # fmt: skip
+    """``updates`` Adam steps of ``actor`` on the squared error of its mean action against ``stored``,
+    each on ``BATCH_SIZE`` rows drawn uniformly with replacement; the last step's loss (nan for none)."""
+    loss = torch.tensor(float("nan"))
+    for _ in range(updates):
+        rows = torch.randint(len(stored), (BATCH_SIZE,), generator=generator)
+        loss = (actor.deterministic(features[rows]) - stored[rows]).square().mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return float(loss.detach())
+
+
+def fresh_actor(actor: SquashedGaussianActor, activation: str) -> SquashedGaussianActor:
+    """A new actor of ``actor``'s shape, initialised as a learner's is, from seed ``FRESH_SEED``."""
+    linears = [m for m in actor.net.modules() if isinstance(m, torch.nn.Linear)]
+    hidden_sizes = [layer.out_features for layer in linears[:-1]]
+    torch.manual_seed(FRESH_SEED)
+    width = linears[0].in_features
+    return SquashedGaussianActor(
+        width, actor.action_dim, hidden_sizes, activation, actor.log_std_min, actor.log_std_max
+    )
+
+
+@torch.no_grad()
+def explained(actor: torch.nn.Module, features: torch.Tensor, stored: torch.Tensor) -> float:
+    """The share of the variance of ``stored`` (all dimensions pooled) that the actor's mean explains."""
+    return explained_variance(actor.deterministic(features).flatten(), stored.flatten())
+
+
+def measure(
+    run_dir: Path, start: str, updates: list[int], episodes: int, worlds: int, lr: float,
+    held_out_share: float,
+) -> dict[str, Any]:  # fmt: skip
+    """The refit of one learner's actor from ``start`` (one of ``STARTS``), at 0 and each of
+    ``updates`` (cumulative, ascending). Torch's global generator (the frozen flow policy's starting
+    noise) is seeded before each evaluation, so the number of updates is the only difference between
+    the points."""
+    from omegaconf import OmegaConf
+
+    from vla_rl.training.off_policy.networks import load_off_policy_run
+
+    policy, wrap = load_off_policy_run(run_dir)
+    obs, stored = kept_takeovers(run_dir)
+    with torch.no_grad():
+        features = policy.encode(obs)
+    fit, held = split_rows(len(stored), held_out_share)
+    if start == "fresh":
+        policy.actor = fresh_actor(policy.actor, OmegaConf.load(run_dir / "config.yaml").policy.activation)
+    actor = policy.actor
+    optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
+    generator = torch.Generator().manual_seed(0)
+    points, done = [], 0
+    for target in [0, *sorted(updates)]:
+        actor.train()
+        loss = refit(actor, features[fit], stored[fit], target - done, optimizer, generator)
+        done = target
+        actor.eval()
+        torch.manual_seed(EVAL_SEED)
+        points.append(
+            {
+                "updates": target,
+                "last_loss": loss,
+                "explained_variance_fit": explained(actor, features[fit], stored[fit]),
+                "explained_variance_held_out": explained(actor, features[held], stored[held]),
+                "mean_residual": evaluate_networks(policy, wrap, episodes, worlds),
+            }
+        )
+    return {
+        "run": str(run_dir),
+        "start": start,
+        "takeovers": len(stored),
+        "fit_rows": fit.stop - fit.start,
+        "held_out_rows": held.stop - held.start,
+        "points": points,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"Learner {rows[0]['run']}: {rows[0]['takeovers']:,} takeovers, {rows[0]['fit_rows']:,} fitted, "
+        f"{rows[0]['held_out_rows']:,} held out.",
+        "",
+        "| actor | refit updates | explained variance, fitted takeovers | held-out takeovers | mean "
+        "residual: success on any step | at the last step |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        for point in row["points"]:
+            result = point["mean_residual"]
+            lines.append(
+                f"| {row['start']} | {point['updates']:,} | {point['explained_variance_fit']:.2f} | "
+                f"{point['explained_variance_held_out']:.2f} | {100 * result['success_once_rate']:.1f} % | "
+                f"{100 * result['success_rate']:.1f} % |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="the learner run folder of a session with the expert")
+    parser.add_argument("--updates", type=int, nargs="+", required=True, help="cumulative refit updates")
+    parser.add_argument("--starts", nargs="+", choices=STARTS, default=list(STARTS))
+    parser.add_argument("--episodes", type=int, default=200, help="evaluation episodes per point")
+    parser.add_argument("--worlds", type=int, default=10)
+    parser.add_argument("--lr", type=float, default=3e-4, help="Adam's learning rate (SAC's actor_lr)")
+    parser.add_argument("--held-out-share", type=float, default=HELD_OUT_SHARE)
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--results-name", default="hil_refit")
+    args = parser.parse_args(argv)
+    if any(n <= 0 for n in args.updates):
+        parser.error("--updates must be positive (0, the checkpoint as saved, is always measured)")
+    rows = [
+        measure(args.run, start, args.updates, args.episodes, args.worlds, args.lr, args.held_out_share)
+        for start in args.starts
+    ]
+    report = {"machine": machine_line(), "episodes": args.episodes, "lr": args.lr, "refits": rows}
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    markdown = f"Machine: {report['machine']}.\n\n" + table(rows)
+    (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)
+    print(markdown)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
