@@ -25,6 +25,7 @@ encoder's features, as in SAC's actor step). Nothing is written back to the run.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -38,8 +39,7 @@ from vla_rl.algorithms.ppo import explained_variance
 from vla_rl.policies.sac_networks import SquashedGaussianActor
 
 STARTS = ("saved", "fresh")
-"""Where the refit's actor starts: the learner's last checkpoint, or a new actor (seed ``FRESH_SEED``)."""
-FRESH_SEED = 0
+"""Where the refit's actor starts: the learner's last checkpoint, or a new actor."""
 BATCH_SIZE = 256
 """Takeover transitions per update (the sessions' SAC batch)."""
 HELD_OUT_SHARE = 0.2
@@ -61,6 +61,41 @@ def kept_takeovers(run_dir: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor
         raise ValueError(f"{path}: the intervention replay wrapped, so its slots are not in the order kept")
     batch = buffer.gather(buffer.valid_slots())
     return batch.obs, batch.action
+
+
+def frozen_start_digest(run_dir: Path) -> str:
+    """A digest of the weights of the learner's frozen start: residuals stored against the same start
+    may be pooled, as each is the takeover's action minus that start's."""
+    from omegaconf import OmegaConf
+
+    from vla_rl.training.checkpoint import resolve_checkpoint_dir
+
+    start = resolve_checkpoint_dir(OmegaConf.load(run_dir / "config.yaml").frozen_policy.checkpoint)
+    digest = hashlib.sha256()
+    for path in sorted((start / "policy").rglob("*.safetensors")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def takeover_split(
+    run_dirs: list[Path],
+    encode: Any,
+    held_out_share: float,  # noqa: ANN401 - SACPolicy.encode
+) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """The (features, stored residuals) of the fitted and of the held-out takeovers, pooled over
+    ``run_dirs``, each run's split by :func:`split_rows`."""
+    fitted, held_out = [], []
+    for run_dir in run_dirs:
+        obs, stored = kept_takeovers(run_dir)
+        with torch.no_grad():
+            features = encode(obs)
+        fit, held = split_rows(len(stored), held_out_share)
+        fitted.append((features[fit], stored[fit]))
+        held_out.append((features[held], stored[held]))
+    return (
+        (torch.cat([f for f, _ in fitted]), torch.cat([s for _, s in fitted])),
+        (torch.cat([f for f, _ in held_out]), torch.cat([s for _, s in held_out])),
+    )
 
 
 def split_rows(rows: int, held_out_share: float) -> tuple[slice, slice]:
@@ -86,11 +121,11 @@ def refit(
     return float(loss.detach())
 
 
-def fresh_actor(actor: SquashedGaussianActor, activation: str) -> SquashedGaussianActor:
-    """A new actor of ``actor``'s shape, initialised as a learner's is, from seed ``FRESH_SEED``."""
+def fresh_actor(actor: SquashedGaussianActor, activation: str, seed: int) -> SquashedGaussianActor:
+    """A new actor of ``actor``'s shape, initialised as a learner's is, from ``seed``."""
     linears = [m for m in actor.net.modules() if isinstance(m, torch.nn.Linear)]
     hidden_sizes = [layer.out_features for layer in linears[:-1]]
-    torch.manual_seed(FRESH_SEED)
+    torch.manual_seed(seed)
     width = linears[0].in_features
     return SquashedGaussianActor(
         width, actor.action_dim, hidden_sizes, activation, actor.log_std_min, actor.log_std_max
@@ -104,31 +139,36 @@ def explained(actor: torch.nn.Module, features: torch.Tensor, stored: torch.Tens
 
 
 def measure(
-    run_dir: Path, start: str, updates: list[int], episodes: int, worlds: int, lr: float,
-    held_out_share: float,
+    run_dirs: list[Path], start: str, updates: list[int], episodes: int, worlds: int, lr: float,
+    held_out_share: float, seed: int = 0,
 ) -> dict[str, Any]:  # fmt: skip
-    """The refit of one learner's actor from ``start`` (one of ``STARTS``), at 0 and each of
-    ``updates`` (cumulative, ascending). Torch's global generator (the frozen flow policy's starting
-    noise) is seeded before each evaluation, so the number of updates is the only difference between
-    the points."""
+    """The refit of an actor from ``start`` (one of ``STARTS``; ``saved`` takes one run) on the
+    takeovers of ``run_dirs`` (runs on the same frozen start), at 0 and each of ``updates``
+    (cumulative, ascending). ``seed`` draws a fresh actor's weights and the minibatches. Torch's
+    global generator (the frozen flow policy's starting noise) is seeded before each evaluation, so
+    the number of updates is the only difference between the points."""
     from omegaconf import OmegaConf
 
     from vla_rl.training.off_policy.networks import load_off_policy_run
 
-    policy, wrap = load_off_policy_run(run_dir)
-    obs, stored = kept_takeovers(run_dir)
-    with torch.no_grad():
-        features = policy.encode(obs)
-    fit, held = split_rows(len(stored), held_out_share)
+    if start == "saved" and len(run_dirs) != 1:
+        raise ValueError("a saved actor is one run's: refit it on that run's takeovers alone")
+    if len({frozen_start_digest(run_dir) for run_dir in run_dirs}) != 1:
+        raise ValueError(f"{[str(r) for r in run_dirs]}: the runs have different frozen starts")
+    policy, wrap = load_off_policy_run(run_dirs[0])
+    (fit_features, fit_stored), (held_features, held_stored) = takeover_split(
+        run_dirs, policy.encode, held_out_share
+    )
     if start == "fresh":
-        policy.actor = fresh_actor(policy.actor, OmegaConf.load(run_dir / "config.yaml").policy.activation)
+        activation = OmegaConf.load(run_dirs[0] / "config.yaml").policy.activation
+        policy.actor = fresh_actor(policy.actor, activation, seed)
     actor = policy.actor
     optimizer = torch.optim.Adam(actor.parameters(), lr=lr)
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator().manual_seed(seed)
     points, done = [], 0
     for target in [0, *sorted(updates)]:
         actor.train()
-        loss = refit(actor, features[fit], stored[fit], target - done, optimizer, generator)
+        loss = refit(actor, fit_features, fit_stored, target - done, optimizer, generator)
         done = target
         actor.eval()
         torch.manual_seed(EVAL_SEED)
@@ -136,27 +176,28 @@ def measure(
             {
                 "updates": target,
                 "last_loss": loss,
-                "explained_variance_fit": explained(actor, features[fit], stored[fit]),
-                "explained_variance_held_out": explained(actor, features[held], stored[held]),
+                "explained_variance_fit": explained(actor, fit_features, fit_stored),
+                "explained_variance_held_out": explained(actor, held_features, held_stored),
                 "mean_residual": evaluate_networks(policy, wrap, episodes, worlds),
             }
         )
     return {
-        "run": str(run_dir),
+        "runs": [str(run_dir) for run_dir in run_dirs],
         "start": start,
-        "takeovers": len(stored),
-        "fit_rows": fit.stop - fit.start,
-        "held_out_rows": held.stop - held.start,
+        "seed": seed,
+        "takeovers": len(fit_stored) + len(held_stored),
+        "fit_rows": len(fit_stored),
+        "held_out_rows": len(held_stored),
         "points": points,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"Learner {rows[0]['run']}: {rows[0]['takeovers']:,} takeovers, {rows[0]['fit_rows']:,} fitted, "
-        f"{rows[0]['held_out_rows']:,} held out.",
+        f"Takeovers of {', '.join(rows[0]['runs'])}: {rows[0]['takeovers']:,}, {rows[0]['fit_rows']:,} "
+        f"fitted, {rows[0]['held_out_rows']:,} held out.",
         "",
-        "| actor | refit updates | explained variance, fitted takeovers | held-out takeovers | mean "
+        "| actor (seed) | refit updates | explained variance, fitted takeovers | held-out takeovers | mean "
         "residual: success on any step | at the last step |",
         "|---|---:|---:|---:|---:|---:|",
     ]
@@ -164,7 +205,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         for point in row["points"]:
             result = point["mean_residual"]
             lines.append(
-                f"| {row['start']} | {point['updates']:,} | {point['explained_variance_fit']:.2f} | "
+                f"| {row['start']} ({row['seed']}) | {point['updates']:,} | "
+                f"{point['explained_variance_fit']:.2f} | "
                 f"{point['explained_variance_held_out']:.2f} | {100 * result['success_once_rate']:.1f} % | "
                 f"{100 * result['success_rate']:.1f} % |"
             )
@@ -173,9 +215,15 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run", type=Path, help="the learner run folder of a session with the expert")
+    parser.add_argument(
+        "runs",
+        type=Path,
+        nargs="+",
+        help="learner run folders of sessions with the expert (takeovers pooled)",
+    )
     parser.add_argument("--updates", type=int, nargs="+", required=True, help="cumulative refit updates")
     parser.add_argument("--starts", nargs="+", choices=STARTS, default=list(STARTS))
+    parser.add_argument("--seed", type=int, default=0, help="a fresh actor's weights and the minibatches")
     parser.add_argument("--episodes", type=int, default=200, help="evaluation episodes per point")
     parser.add_argument("--worlds", type=int, default=10)
     parser.add_argument("--lr", type=float, default=3e-4, help="Adam's learning rate (SAC's actor_lr)")
@@ -186,7 +234,16 @@ def main(argv: list[str] | None = None) -> None:
     if any(n <= 0 for n in args.updates):
         parser.error("--updates must be positive (0, the checkpoint as saved, is always measured)")
     rows = [
-        measure(args.run, start, args.updates, args.episodes, args.worlds, args.lr, args.held_out_share)
+        measure(
+            args.runs,
+            start,
+            args.updates,
+            args.episodes,
+            args.worlds,
+            args.lr,
+            args.held_out_share,
+            args.seed,
+        )
         for start in args.starts
     ]
     report = {"machine": machine_line(), "episodes": args.episodes, "lr": args.lr, "refits": rows}

@@ -84,6 +84,27 @@ def test_the_quick_run_learns_online_from_the_start_with_and_without_takeovers(t
     from benchmarks.hil_exploration import takeover_imitation
 
     assert takeover_imitation(None, work / "no_interventions" / "learner") is None  # no takeovers kept
+    refit_of_a_session_learner(work / "with_expert" / "learner", sessions["with_expert"])
+
+
+def refit_of_a_session_learner(run_dir: Path, session: dict) -> None:
+    """``benchmarks.hil_refit`` on a quick session's learner: a new actor, before any update, has a mean
+    action near zero (the last layer's small gain) and so explains about none of the takeovers it
+    is fitted on; both points are evaluated on the same episodes. Takeovers of runs on the same start
+    pool (here the same run twice: each run's rows split alike); a saved actor is one run's."""
+    from benchmarks.hil_refit import measure
+
+    row = measure([run_dir], "fresh", [5], episodes=2, worlds=2, lr=3e-4, held_out_share=0.2)
+    assert row["takeovers"] == session["intervention_steps"]
+    assert row["fit_rows"] + row["held_out_rows"] == row["takeovers"] and row["held_out_rows"] >= 1
+    start, refitted = row["points"]
+    assert (start["updates"], refitted["updates"]) == (0, 5)
+    assert start["explained_variance_fit"] == pytest.approx(0.0, abs=0.05)
+    assert start["mean_residual"]["episodes"] == refitted["mean_residual"]["episodes"] == 2
+    pooled = measure([run_dir, run_dir], "fresh", [1], episodes=1, worlds=1, lr=3e-4, held_out_share=0.2)
+    assert (pooled["fit_rows"], pooled["held_out_rows"]) == (2 * row["fit_rows"], 2 * row["held_out_rows"])
+    with pytest.raises(ValueError, match="one run"):
+        measure([run_dir, run_dir], "saved", [1], episodes=1, worlds=1, lr=3e-4, held_out_share=0.2)
 
 
 def exploration_of_a_session_learner(run_dir: Path, session: dict) -> None:
