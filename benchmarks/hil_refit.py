@@ -14,6 +14,13 @@ the start and after each stated number of updates:
   (the session's later episodes);
 * the mean residual's success in the simulator, on the benchmark's evaluation episodes.
 
+With ``--labels expert`` the rows are instead every transition of the learner's online replay, each
+labelled with the scripted expert's residual at its observation (the expert's action minus the
+start's, ``residual_label``): labels on the states where the policy drove too, which a person gives
+only by taking over. On the takeover rows these labels differ from the stored ones by the
+controller's round trip (the stored action is the executed command); the report gives how much of
+the stored takeovers' variance they explain.
+
 The saved actor was trained online on every takeover, so its held-out figure at the start is not
 held out; a fresh actor's is. The critics and the encoder stay as saved (the actor reads the
 encoder's features, as in SAC's actor step). Nothing is written back to the run.
@@ -38,6 +45,9 @@ from benchmarks.hil_evaluation import EVAL_SEED, evaluate_networks
 from vla_rl.algorithms.ppo import explained_variance
 from vla_rl.policies.sac_networks import SquashedGaussianActor
 
+LABELS = ("takeovers", "expert")
+"""The rows fitted: the kept takeovers with their stored residuals, or every online transition with
+the scripted expert's residual."""
 STARTS = ("saved", "fresh")
 """Where the refit's actor starts: the learner's last checkpoint, or a new actor."""
 BATCH_SIZE = 256
@@ -63,6 +73,38 @@ def kept_takeovers(run_dir: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor
     return batch.obs, batch.action
 
 
+def expert_labelled(run_dir: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor, dict[str, float]]:
+    """The observations of every transition in the learner's online replay, in the order kept, their
+    scripted expert's residuals [M, A], and how those agree with the stored takeover residuals (the
+    explained variance of the stored ones by the expert's, and the median absolute difference)."""
+    from omegaconf import OmegaConf
+    from vla_rl.sims.tasks.scripted import scripted_action
+
+    from vla_rl.data.replay_buffer import ReplayBuffer
+    from vla_rl.training.checkpoint import resolve_checkpoint_dir
+    from vla_rl.training.off_policy.frozen_policy_config import BASE_ACTION_KEY
+    from vla_rl.training.off_policy.frozen_policy_env import residual_label
+    from vla_rl.training.off_policy.trainer import REPLAY_FILENAME
+
+    cfg = OmegaConf.load(run_dir / "config.yaml")
+    path = resolve_checkpoint_dir(run_dir) / REPLAY_FILENAME
+    buffer = ReplayBuffer.load(path)
+    if buffer.num_stored >= buffer.capacity:
+        raise ValueError(f"{path}: the replay wrapped, so its slots are not in the order kept")
+    batch = buffer.gather(buffer.valid_slots())
+    expert = scripted_action(cfg.env.task, batch.obs)
+    labels = residual_label(batch.obs[BASE_ACTION_KEY], expert, cfg.frozen_policy.residual_scale)
+    rows = batch.intervention.bool()
+    agreement = {
+        "takeover_rows": int(rows.sum()),
+        "explained_variance_of_stored": explained_variance(
+            labels[rows].flatten(), batch.action[rows].flatten()
+        ),
+        "median_abs_difference": float((labels[rows] - batch.action[rows]).abs().median()),
+    }
+    return batch.obs, labels, agreement
+
+
 def frozen_start_digest(run_dir: Path) -> str:
     """A digest of the weights of the learner's frozen start: residuals stored against the same start
     may be pooled, as each is the takeover's action minus that start's."""
@@ -77,16 +119,26 @@ def frozen_start_digest(run_dir: Path) -> str:
     return digest.hexdigest()
 
 
-def takeover_split(
+Split = tuple[torch.Tensor, torch.Tensor]
+"""Features [M, F] and residual labels [M, A] of some rows."""
+
+
+def labelled_split(
     run_dirs: list[Path],
-    encode: Any,
-    held_out_share: float,  # noqa: ANN401 - SACPolicy.encode
-) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """The (features, stored residuals) of the fitted and of the held-out takeovers, pooled over
-    ``run_dirs``, each run's split by :func:`split_rows`."""
-    fitted, held_out = [], []
+    labels: str,
+    encode: Any,  # noqa: ANN401 - SACPolicy.encode
+    held_out_share: float,
+) -> tuple[Split, Split, list[dict[str, float]]]:
+    """The fitted and the held-out rows (``labels``: one of ``LABELS``), pooled over ``run_dirs``,
+    each run's split by :func:`split_rows`; with ``expert`` labels, also each run's agreement with
+    its stored takeovers (:func:`expert_labelled`)."""
+    fitted, held_out, agreements = [], [], []
     for run_dir in run_dirs:
-        obs, stored = kept_takeovers(run_dir)
+        if labels == "expert":
+            obs, stored, agreement = expert_labelled(run_dir)
+            agreements.append(agreement)
+        else:
+            obs, stored = kept_takeovers(run_dir)
         with torch.no_grad():
             features = encode(obs)
         fit, held = split_rows(len(stored), held_out_share)
@@ -95,6 +147,7 @@ def takeover_split(
     return (
         (torch.cat([f for f, _ in fitted]), torch.cat([s for _, s in fitted])),
         (torch.cat([f for f, _ in held_out]), torch.cat([s for _, s in held_out])),
+        agreements,
     )
 
 
@@ -140,13 +193,13 @@ def explained(actor: torch.nn.Module, features: torch.Tensor, stored: torch.Tens
 
 def measure(
     run_dirs: list[Path], start: str, updates: list[int], episodes: int, worlds: int, lr: float,
-    held_out_share: float, seed: int = 0,
+    held_out_share: float, seed: int = 0, labels: str = "takeovers",
 ) -> dict[str, Any]:  # fmt: skip
     """The refit of an actor from ``start`` (one of ``STARTS``; ``saved`` takes one run) on the
-    takeovers of ``run_dirs`` (runs on the same frozen start), at 0 and each of ``updates``
-    (cumulative, ascending). ``seed`` draws a fresh actor's weights and the minibatches. Torch's
-    global generator (the frozen flow policy's starting noise) is seeded before each evaluation, so
-    the number of updates is the only difference between the points."""
+    ``labels`` rows (one of ``LABELS``) of ``run_dirs`` (runs on the same frozen start), at 0 and
+    each of ``updates`` (cumulative, ascending). ``seed`` draws a fresh actor's weights and the
+    minibatches. Torch's global generator (the frozen flow policy's starting noise) is seeded before
+    each evaluation, so the number of updates is the only difference between the points."""
     from omegaconf import OmegaConf
 
     from vla_rl.training.off_policy.networks import load_off_policy_run
@@ -156,8 +209,8 @@ def measure(
     if len({frozen_start_digest(run_dir) for run_dir in run_dirs}) != 1:
         raise ValueError(f"{[str(r) for r in run_dirs]}: the runs have different frozen starts")
     policy, wrap = load_off_policy_run(run_dirs[0])
-    (fit_features, fit_stored), (held_features, held_stored) = takeover_split(
-        run_dirs, policy.encode, held_out_share
+    (fit_features, fit_stored), (held_features, held_stored), agreements = labelled_split(
+        run_dirs, labels, policy.encode, held_out_share
     )
     if start == "fresh":
         activation = OmegaConf.load(run_dirs[0] / "config.yaml").policy.activation
@@ -185,7 +238,9 @@ def measure(
         "runs": [str(run_dir) for run_dir in run_dirs],
         "start": start,
         "seed": seed,
-        "takeovers": len(fit_stored) + len(held_stored),
+        "labels": labels,
+        "expert_labels_against_stored": agreements,
+        "rows": len(fit_stored) + len(held_stored),
         "fit_rows": len(fit_stored),
         "held_out_rows": len(held_stored),
         "points": points,
@@ -194,8 +249,8 @@ def measure(
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"Takeovers of {', '.join(rows[0]['runs'])}: {rows[0]['takeovers']:,}, {rows[0]['fit_rows']:,} "
-        f"fitted, {rows[0]['held_out_rows']:,} held out.",
+        f"Rows ({rows[0]['labels']} labels) of {', '.join(rows[0]['runs'])}: {rows[0]['rows']:,}, "
+        f"{rows[0]['fit_rows']:,} fitted, {rows[0]['held_out_rows']:,} held out.",
         "",
         "| actor (seed) | refit updates | explained variance, fitted takeovers | held-out takeovers | mean "
         "residual: success on any step | at the last step |",
@@ -224,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--updates", type=int, nargs="+", required=True, help="cumulative refit updates")
     parser.add_argument("--starts", nargs="+", choices=STARTS, default=list(STARTS))
     parser.add_argument("--seed", type=int, default=0, help="a fresh actor's weights and the minibatches")
+    parser.add_argument("--labels", choices=LABELS, default="takeovers")
     parser.add_argument("--episodes", type=int, default=200, help="evaluation episodes per point")
     parser.add_argument("--worlds", type=int, default=10)
     parser.add_argument("--lr", type=float, default=3e-4, help="Adam's learning rate (SAC's actor_lr)")

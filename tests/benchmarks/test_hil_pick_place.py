@@ -95,8 +95,8 @@ def refit_of_a_session_learner(run_dir: Path, session: dict) -> None:
     from benchmarks.hil_refit import measure
 
     row = measure([run_dir], "fresh", [5], episodes=2, worlds=2, lr=3e-4, held_out_share=0.2)
-    assert row["takeovers"] == session["intervention_steps"]
-    assert row["fit_rows"] + row["held_out_rows"] == row["takeovers"] and row["held_out_rows"] >= 1
+    assert row["rows"] == session["intervention_steps"]
+    assert row["fit_rows"] + row["held_out_rows"] == row["rows"] and row["held_out_rows"] >= 1
     start, refitted = row["points"]
     assert (start["updates"], refitted["updates"]) == (0, 5)
     assert start["explained_variance_fit"] == pytest.approx(0.0, abs=0.05)
@@ -105,6 +105,12 @@ def refit_of_a_session_learner(run_dir: Path, session: dict) -> None:
     assert (pooled["fit_rows"], pooled["held_out_rows"]) == (2 * row["fit_rows"], 2 * row["held_out_rows"])
     with pytest.raises(ValueError, match="one run"):
         measure([run_dir, run_dir], "saved", [1], episodes=1, worlds=1, lr=3e-4, held_out_share=0.2)
+    # The expert's labels on every online transition: on the takeover rows they are the stored residuals
+    # up to the controller's round trip (a few hundredths of the action range in run I's rows).
+    relabelled = measure([run_dir], "fresh", [1], 1, 1, 3e-4, 0.2, labels="expert")
+    (agreement,) = relabelled["expert_labels_against_stored"]
+    assert agreement["takeover_rows"] == session["intervention_steps"] < relabelled["rows"]
+    assert agreement["explained_variance_of_stored"] > 0.8 and agreement["median_abs_difference"] < 0.05
 
 
 def exploration_of_a_session_learner(run_dir: Path, session: dict) -> None:
