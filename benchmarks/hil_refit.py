@@ -299,6 +299,7 @@ def main(argv: list[str] | None = None) -> None:
             args.lr,
             args.held_out_share,
             args.seed,
+            args.labels,
         )
         for start in args.starts
     ]

@@ -5,6 +5,7 @@ cloning steps and the explained variance. Its run on a session's learner is in
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,3 +69,25 @@ def test_the_explained_variance_of_the_stored_residuals_by_hand() -> None:
     torch.nn.init.zeros_(head.bias)
     stored = torch.tensor([[0.5, -0.5], [-0.5, 0.5]]).repeat(5, 1)
     assert explained(actor, features, stored) == pytest.approx(0.0)
+
+
+def test_the_command_line_reaches_the_measurement(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import benchmarks.hil_refit as hil_refit
+
+    calls = []
+
+    def fake_measure(*args: object) -> dict:
+        calls.append(args)
+        return {"runs": ["a", "b"], "start": args[1], "seed": args[-2], "labels": args[-1], "rows": 10,
+                "fit_rows": 8, "held_out_rows": 2, "points": []}  # fmt: skip
+
+    monkeypatch.setattr(hil_refit, "measure", fake_measure)
+    hil_refit.main(
+        ["a", "b", "--updates", "5", "10", "--starts", "fresh", "--seed", "3", "--labels", "expert",
+         "--episodes", "7", "--results-dir", str(tmp_path), "--results-name", "r"]
+    )  # fmt: skip
+    (call,) = calls
+    assert call[0] == [Path("a"), Path("b")] and call[1:] == ("fresh", [5, 10], 7, 10, 3e-4, 0.2, 3, "expert")
+    assert "expert labels" in (tmp_path / "r_table.md").read_text()
+    with pytest.raises(SystemExit):
+        hil_refit.main(["a", "--updates", "0"])
