@@ -252,7 +252,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         f"Rows ({rows[0]['labels']} labels) of {', '.join(rows[0]['runs'])}: {rows[0]['rows']:,}, "
         f"{rows[0]['fit_rows']:,} fitted, {rows[0]['held_out_rows']:,} held out.",
         "",
-        "| actor (seed) | refit updates | explained variance, fitted takeovers | held-out takeovers | mean "
+        "| actor (seed) | refit updates | explained variance, fitted rows | held-out rows | mean "
         "residual: success on any step | at the last step |",
         "|---|---:|---:|---:|---:|---:|",
     ]
