@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -38,6 +39,14 @@ def add_results_name(parser: argparse.ArgumentParser, default: str) -> None:
 def results_files(results_name: str) -> tuple[Path, Path]:
     """The JSON table and the plot a benchmark writes for ``results_name``."""
     return RESULTS_DIR / f"{results_name}.json", RESULTS_DIR / f"{results_name}.png"
+
+
+def write_report(results_dir: Path, results_name: str, report: dict, markdown: str) -> None:
+    """``<results_name>.json`` (``report``) and ``<results_name>_table.md`` (``markdown``) under
+    ``results_dir``, which is created if missing."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / f"{results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (results_dir / f"{results_name}_table.md").write_text(markdown)
 
 
 def cpu_description(cpuinfo: str | None = None) -> str:

@@ -15,14 +15,13 @@ of the takeovers that the mean explains):
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.common import RESULTS_DIR, machine_line
+from benchmarks.common import RESULTS_DIR, machine_line, write_report
 from benchmarks.hil_evaluation import EVAL_SEED, eval_env, evaluate_learner
 from vla_rl.algorithms.ppo import explained_variance
 
@@ -160,10 +159,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = [measure(run, args.episodes, args.worlds, args.steps) for run in args.runs]
     report = {"machine": machine_line(), "episodes": args.episodes, "learners": rows}
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
     markdown = f"Machine: {report['machine']}.\n\n" + table(rows)
-    (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)
+    write_report(args.results_dir, args.results_name, report, markdown)
     print(markdown)
 
 

@@ -48,7 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import hg_dagger
-from benchmarks.common import NAMESPACE_FLAG, RESULTS_DIR, machine_line, rerun_in_private_namespace
+from benchmarks.common import (
+    NAMESPACE_FLAG,
+    RESULTS_DIR,
+    machine_line,
+    rerun_in_private_namespace,
+    write_report,
+)
 from benchmarks.hil_classifier import (
     INSTRUCTION,
     classifier_accuracy,
@@ -369,8 +375,6 @@ def main(argv: list[str] | None = None) -> None:
     args.work_dir.mkdir(parents=True)
     size = "quick" if args.quick else "probe" if args.probe else "full"
     report = {"machine": machine_line(), "quick": args.quick, "size": size, **run(args.work_dir, settings)}
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
     success = "" if args.success == "classifier" else ", success from the simulator's flag"
     if args.bc_coef or args.action_l2_coef:
         success += f", bc_coef {args.bc_coef:g}, action_l2_coef {args.action_l2_coef:g}"
@@ -388,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
         success += f", classifier on {settings.expert_episodes} + {settings.start_rollouts} episodes"
     title = f"# HIL on pick_place over ROS 1 ({size} run{success})\n\n"
     markdown = title + f"Machine: {report['machine']}.\n\n" + table(report)
-    (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)
+    write_report(args.results_dir, args.results_name, report, markdown)
     print(markdown)
 
 

@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.common import RESULTS_DIR, machine_line
+from benchmarks.common import RESULTS_DIR, machine_line, write_report
 from benchmarks.hil_evaluation import EVAL_SEED, evaluate_networks
 from vla_rl.algorithms.ppo import explained_variance
 from vla_rl.policies.sac_networks import SquashedGaussianActor
@@ -304,10 +303,8 @@ def main(argv: list[str] | None = None) -> None:
         for start in args.starts
     ]
     report = {"machine": machine_line(), "episodes": args.episodes, "lr": args.lr, "refits": rows}
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
     markdown = f"Machine: {report['machine']}.\n\n" + table(rows)
-    (args.results_dir / f"{args.results_name}_table.md").write_text(markdown)
+    write_report(args.results_dir, args.results_name, report, markdown)
     print(markdown)
 
 

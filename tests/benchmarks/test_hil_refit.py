@@ -4,6 +4,7 @@ cloning steps and the explained variance. Its run on a session's learner is in
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -89,5 +90,6 @@ def test_the_command_line_reaches_the_measurement(tmp_path: Path, monkeypatch: p
     (call,) = calls
     assert call[0] == [Path("a"), Path("b")] and call[1:] == ("fresh", [5, 10], 7, 10, 3e-4, 0.2, 3, "expert")
     assert "expert labels" in (tmp_path / "r_table.md").read_text()
+    assert json.loads((tmp_path / "r.json").read_text())["refits"][0]["labels"] == "expert"
     with pytest.raises(SystemExit):
         hil_refit.main(["a", "--updates", "0"])
