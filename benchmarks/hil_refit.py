@@ -50,9 +50,9 @@ the scripted expert's residual."""
 STARTS = ("saved", "fresh")
 """Where the refit's actor starts: the learner's last checkpoint, or a new actor."""
 BATCH_SIZE = 256
-"""Takeover transitions per update (the sessions' SAC batch)."""
+"""Rows per update (the sessions' SAC batch)."""
 HELD_OUT_SHARE = 0.2
-"""The last share of the kept takeovers, held out of the fit."""
+"""The last share of each run's rows, in the order kept, held out of the fit."""
 
 
 def kept_takeovers(run_dir: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
