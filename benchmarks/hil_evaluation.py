@@ -1,5 +1,6 @@
 """The evaluations of ``benchmarks.hil_pick_place`` in the simulator: the weak start and each session's
-learner (the frozen start plus SAC's mean residual), noise-free, on the same fixed episodes."""
+learner (the frozen start plus SAC's mean residual), noise-free, on the same fixed episodes; and the
+transitions a session's learner saved with its last checkpoint."""
 
 from __future__ import annotations
 
@@ -76,3 +77,19 @@ def evaluate_networks(
         wrap_env=wrap,
     )
     return scored(result)
+
+
+def saved_transitions(run_dir: Path, filename: str, in_order: bool = False) -> Any:  # noqa: ANN401
+    """Every whole transition (a ``TransitionBatch``) of the replay ``filename`` (the trainer's
+    ``REPLAY_FILENAME`` or ``INTERVENTIONS_FILENAME``) in the learner's last checkpoint; None when it
+    holds none. ``in_order``: refuse a replay that wrapped, so that the rows are in the order kept."""
+    from vla_rl.data.replay_buffer import ReplayBuffer
+    from vla_rl.training.checkpoint import resolve_checkpoint_dir
+
+    path = resolve_checkpoint_dir(run_dir) / filename
+    if not path.is_file():
+        return None
+    buffer = ReplayBuffer.load(path)
+    if in_order and buffer.num_stored >= buffer.capacity:
+        raise ValueError(f"{path}: the replay wrapped, so its slots are not in the order kept")
+    return buffer.gather(buffer.valid_slots()) if len(buffer) else None

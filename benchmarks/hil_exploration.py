@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import RESULTS_DIR, machine_line, write_report
-from benchmarks.hil_evaluation import EVAL_SEED, eval_env, evaluate_learner
+from benchmarks.hil_evaluation import EVAL_SEED, eval_env, evaluate_learner, saved_transitions
 from vla_rl.algorithms.ppo import explained_variance
 
 SAMPLES_PER_STATE = 8
@@ -84,15 +84,11 @@ def takeover_imitation(policy: Any, run_dir: Path) -> dict[str, Any] | None:  # 
       whose stored residual is (nearly) zero.
 
     ``policy``: the learner's networks (``load_off_policy_run``)."""
-    from vla_rl.data.replay_buffer import ReplayBuffer
-    from vla_rl.training.checkpoint import resolve_checkpoint_dir
     from vla_rl.training.off_policy.trainer import INTERVENTIONS_FILENAME
 
-    path = resolve_checkpoint_dir(run_dir) / INTERVENTIONS_FILENAME
-    buffer = ReplayBuffer.load(path) if path.is_file() else None
-    if buffer is None or len(buffer) == 0:
+    batch = saved_transitions(run_dir, INTERVENTIONS_FILENAME)
+    if batch is None:
         return None
-    batch = buffer.gather(buffer.valid_slots())
     mean, log_std = policy.actor(policy.encode(batch.obs))
     stored, mean_action = batch.action, torch.tanh(mean)
     dims = range(stored.shape[-1])

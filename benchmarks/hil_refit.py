@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import RESULTS_DIR, machine_line, write_report
-from benchmarks.hil_evaluation import EVAL_SEED, evaluate_networks
+from benchmarks.hil_evaluation import EVAL_SEED, evaluate_networks, saved_transitions
 from vla_rl.algorithms.ppo import explained_variance
 from vla_rl.policies.sac_networks import SquashedGaussianActor
 
@@ -58,17 +58,11 @@ HELD_OUT_SHARE = 0.2
 def kept_takeovers(run_dir: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """The observations and stored residuals [M, A] of the takeover transitions in the learner's last
     checkpoint (its intervention replay), in the order they were kept."""
-    from vla_rl.data.replay_buffer import ReplayBuffer
-    from vla_rl.training.checkpoint import resolve_checkpoint_dir
     from vla_rl.training.off_policy.trainer import INTERVENTIONS_FILENAME
 
-    path = resolve_checkpoint_dir(run_dir) / INTERVENTIONS_FILENAME
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: the learner kept no takeovers (a session without the expert?)")
-    buffer = ReplayBuffer.load(path)
-    if buffer.num_stored >= buffer.capacity:
-        raise ValueError(f"{path}: the intervention replay wrapped, so its slots are not in the order kept")
-    batch = buffer.gather(buffer.valid_slots())
+    batch = saved_transitions(run_dir, INTERVENTIONS_FILENAME, in_order=True)
+    if batch is None:
+        raise FileNotFoundError(f"{run_dir}: the learner kept no takeovers (a session without the expert?)")
     return batch.obs, batch.action
 
 
@@ -79,18 +73,14 @@ def expert_labelled(run_dir: Path) -> tuple[dict[str, torch.Tensor], torch.Tenso
     from omegaconf import OmegaConf
     from vla_rl.sims.tasks.scripted import scripted_action
 
-    from vla_rl.data.replay_buffer import ReplayBuffer
-    from vla_rl.training.checkpoint import resolve_checkpoint_dir
     from vla_rl.training.off_policy.frozen_policy_config import BASE_ACTION_KEY
     from vla_rl.training.off_policy.frozen_policy_env import residual_label
     from vla_rl.training.off_policy.trainer import REPLAY_FILENAME
 
     cfg = OmegaConf.load(run_dir / "config.yaml")
-    path = resolve_checkpoint_dir(run_dir) / REPLAY_FILENAME
-    buffer = ReplayBuffer.load(path)
-    if buffer.num_stored >= buffer.capacity:
-        raise ValueError(f"{path}: the replay wrapped, so its slots are not in the order kept")
-    batch = buffer.gather(buffer.valid_slots())
+    batch = saved_transitions(run_dir, REPLAY_FILENAME, in_order=True)
+    if batch is None:
+        raise FileNotFoundError(f"{run_dir}: the learner saved no online transitions")
     expert = scripted_action(cfg.env.task, batch.obs)
     labels = residual_label(batch.obs[BASE_ACTION_KEY], expert, cfg.frozen_policy.residual_scale)
     rows = batch.intervention.bool()
