@@ -54,3 +54,20 @@ def test_the_quick_run_aggregates_takeovers_and_trains_on_them_round_by_round(tm
         assert 0.0 <= rounds[index]["control_success_rate"] <= 1.0
     table = (results / "hg_dagger_run.md").read_text()
     assert "| 2 |" in table and f"{deployed[1]} / " in table
+
+
+def test_control_eval_last_evaluates_the_control_after_the_last_round_only(tmp_path: Path) -> None:
+    work, results = tmp_path / "work", tmp_path / "results"
+    argv = ["--quick", "--rounds", "2", "--eval-episodes", "1", "--control-eval", "last"]
+    hg_dagger.main([*argv, "--work-dir", str(work), "--results-dir", str(results)])
+    report = json.loads((results / "hg_dagger_run.json").read_text())
+    assert report["control_eval"] == "last"
+    rounds = report["rounds"]
+    # The control still trains every round (its chain of checkpoints), but is scored once.
+    assert (work / "control_1" / "config.yaml").exists() and (work / "control_2" / "config.yaml").exists()
+    assert rounds[1]["control_success_rate"] is None
+    assert 0.0 <= rounds[2]["control_success_rate"] <= 1.0
+    lines = (results / "hg_dagger_run.md").read_text().splitlines()
+    round_1 = next(line for line in lines if line.startswith("| 1 |"))
+    round_2 = next(line for line in lines if line.startswith("| 2 |"))
+    assert round_1.split(" | ")[2] == "-" and round_2.split(" | ")[2].endswith("%")
