@@ -10,7 +10,9 @@ steps. Each later round:
    with ``intervention.kind=expert``: the scripted expert takes over for ``takeover_steps`` steps
    whenever the policy's commands drift from its own, every command passes the safety layer (limits
    the expert's own speed passes, ``SAFETY``) and every step is recorded with its intervention flag
-   into one dataset that grows round by round (the aggregate);
+   into one dataset that grows round by round (the aggregate); an episode ends on the simulator's
+   success flag or, with ``--classifier``, when a ``vla-rl reward-train`` success classifier fires
+   (``EpisodeEnd``);
 2. ``vla-rl sft data.intervention_only=true data.demonstrations=<the demonstrations>`` trains on
    HG-DAgger's aggregate: every frame of the original demonstrations plus the takeover frames of all
    rounds so far (not the frames the policy drove), starting from the previous round's policy
@@ -28,7 +30,8 @@ control's, episodes, intervention steps, frames trained on, wall-clock); the def
 (tiny budgets, one evaluation episode per policy) that checks the pipeline in well under a minute;
 its numbers mean nothing.
 
-    python -m benchmarks.hg_dagger [--rounds 2] [--ros] [--control-eval last] [--quick]
+    python -m benchmarks.hg_dagger [--rounds 2] [--ros] [--control-eval last] [--classifier DIR]
+                                   [--quick]
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from benchmarks.common import NAMESPACE_FLAG, RESULTS_DIR, machine_line, rerun_in_private_namespace
 
@@ -63,6 +68,32 @@ episodes within pick_place's 120 steps; with these it solves them all through th
 EVAL_SEED = 50_000
 DEPLOY_SEED = 10_000
 """Round r deploys from seed ``DEPLOY_SEED + 1000 r`` on; evaluations always from ``EVAL_SEED``."""
+
+
+@dataclass(frozen=True)
+class EpisodeEnd:
+    """What ends a deployed round's episodes: the simulator's flag (``classifier`` None), or a
+    ``vla-rl reward-train`` success classifier (the simulator's flag kept beside it). Evaluations
+    always end on the simulator's flag."""
+
+    classifier: Path | None = None
+    threshold: float = 0.8
+    consecutive_steps: int = 12
+    instruction: str = "put the cube on the pad"
+    max_steps: int = 120
+    """pick_place's time limit: with a classifier nothing else ends an episode."""
+
+    def overrides(self) -> list[str]:
+        if self.classifier is None:
+            return []
+        return [
+            "success.kind=classifier",
+            f"success.classifier_path={self.classifier.resolve()}",
+            f"success.threshold={self.threshold}",
+            f"success.consecutive_steps={self.consecutive_steps}",
+            f"success.instruction={self.instruction}",
+            f"max_steps={self.max_steps}",
+        ]
 
 
 @dataclass(frozen=True)
@@ -157,7 +188,7 @@ def deploy_overrides(budget: Budget, episodes: int, seed: int, expert: bool) -> 
 def deploy_locally(run: Path, overrides: list[str], dataset: Path | None) -> dict[str, Any]:
     """The deployment loop on the simulated robot in this process; the summary ``vla-rl deploy`` writes."""
     from vla_rl.real_world.deploy import Deployment
-    from vla_rl.real_world.deploy_config import compose_deploy_config
+    from vla_rl.real_world.deploy_config import compose_deploy_config, deployment_env
     from vla_rl.real_world.expert_intervention import intervention_input
     from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
     from vla_rl.real_world.policy_runner import load_trained_policy
@@ -165,11 +196,12 @@ def deploy_locally(run: Path, overrides: list[str], dataset: Path | None) -> dic
 
     cfg = compose_deploy_config(overrides)
     loaded = load_trained_policy(run)
-    env = loaded.env
+    policy_cameras = loaded.env.cameras
+    env = loaded.env = deployment_env(cfg, loaded.env)  # + the success classifier's cameras
     recorder = None
     if dataset is not None:
         recorder = DeploymentRecorder(
-            dataset, env.control_hz, env.control_mode, env.cameras, append=dataset.exists()
+            dataset, env.control_hz, env.control_mode, policy_cameras, append=dataset.exists()
         )
     robot = LocalSimRobot(env)
     try:
@@ -209,10 +241,16 @@ def intervention_steps(summary: dict[str, Any]) -> int:
 
 
 def run_rounds(
-    work: Path, rounds: int, budget: Budget, ros: bool, control_eval_last: bool = False
+    work: Path,
+    rounds: int,
+    budget: Budget,
+    ros: bool,
+    control_eval_last: bool = False,
+    episode_end: EpisodeEnd = EpisodeEnd(),
 ) -> list[dict[str, Any]]:
     """The weak start and ``rounds`` rounds, one row each. ``control_eval_last``: the control trains
-    every round as always but is evaluated after the last round only (its other rows read ``None``)."""
+    every round as always but is evaluated after the last round only (its other rows read ``None``).
+    ``episode_end``: what ends the deployed rounds' episodes."""
     started = time.perf_counter()
     run = weak_start(work, budget)
     demos, dataset = demonstrations_dir(work), work / "interventions"
@@ -231,6 +269,7 @@ def run_rounds(
     for index in range(1, rounds + 1):
         started = time.perf_counter()
         overrides = deploy_overrides(budget, budget.deploy_episodes, DEPLOY_SEED + 1000 * index, True)
+        overrides += episode_end.overrides()
         if ros:
             summary = deploy_over_ros(run, overrides, dataset, work / f"rehearsal_{index}")
         else:
@@ -264,8 +303,10 @@ def run_rounds(
             "control_success_rate": control_success,
             "deploy_episodes": len(summary["per_episode"]),
             "deploy_success_rate": summary["success_rate"],
+            **classifier_columns(summary),
             "deploy_steps": steps,
             "intervention_steps": intervention_steps(summary),
+            "held_steps": int(sum(episode["held_steps"] for episode in summary["per_episode"])),
             "aggregate_intervention_frames": frames,
             "frames_trained_on": demo_frames + frames,
             "wall_s": wall_s,
@@ -277,6 +318,29 @@ def run_rounds(
             flush=True,
         )
     return rows
+
+
+def classifier_columns(summary: dict[str, Any]) -> dict[str, Any]:
+    """Where a classifier ended the deployed episodes: the simulator's success rate beside it and the
+    share of episodes on which the two agree (else nothing)."""
+    episodes = summary["per_episode"]
+    if summary.get("sim_success_rate") is None:
+        return {}
+    agree = [e["success"] == e["sim_success"] for e in episodes]
+    return {
+        "deploy_sim_success_rate": summary["sim_success_rate"],
+        "classifier_agreement": float(np.mean(agree)),
+    }
+
+
+def deployed_success(row: dict[str, Any]) -> str:
+    """The deployed episodes' success; where a classifier ended them, the simulator's beside it."""
+    if "deploy_sim_success_rate" not in row:
+        return percent(row["deploy_success_rate"])
+    return (
+        f"{percent(row['deploy_success_rate'])} by the classifier, "
+        f"{percent(row['deploy_sim_success_rate'])} by the simulator"
+    )
 
 
 def percent(rate: float | None) -> str:
@@ -314,7 +378,7 @@ def table(rows: list[dict[str, Any]], budget: Budget) -> str:
         lines.append(
             f"| {row['round']} | {100 * row['success_rate']:.1f} % | "
             f"{percent(row['control_success_rate'])} | {row['deploy_episodes']} | "
-            f"{100 * row['deploy_success_rate']:.1f} % | {row['intervention_steps']} / "
+            f"{deployed_success(row)} | {row['intervention_steps']} / "
             f"{row['deploy_steps']} | {demo_frames} + {row['aggregate_intervention_frames']} | {wall} |"
         )
     lines.append("")
@@ -341,6 +405,15 @@ def main(argv: list[str] | None = None) -> None:
         default="every",
         help="evaluate the control after every round, or after the last one only (it trains every round)",
     )
+    parser.add_argument(
+        "--classifier",
+        type=Path,
+        default=None,
+        help="a vla-rl reward-train success classifier that ends the deployed episodes (default: the "
+        "simulator's flag); evaluations always use the simulator's flag",
+    )
+    parser.add_argument("--classifier-threshold", type=float, default=EpisodeEnd.threshold)
+    parser.add_argument("--classifier-steps", type=int, default=EpisodeEnd.consecutive_steps)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/bench/hg_dagger"))
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--results-name", default="hg_dagger_run")
@@ -353,7 +426,8 @@ def main(argv: list[str] | None = None) -> None:
         budget = dataclasses.replace(budget, eval_episodes=args.eval_episodes)
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
-    rows = run_rounds(args.work_dir, args.rounds, budget, args.ros, args.control_eval == "last")
+    episode_end = EpisodeEnd(args.classifier, args.classifier_threshold, args.classifier_steps)
+    rows = run_rounds(args.work_dir, args.rounds, budget, args.ros, args.control_eval == "last", episode_end)
     deployment = "ROS 1 rehearsal" if args.ros else "local deployment loop"
     report = {
         "machine": machine_line(),
@@ -361,6 +435,7 @@ def main(argv: list[str] | None = None) -> None:
         "deployment": deployment,
         "budget": asdict(budget),
         "control_eval": args.control_eval,
+        "episode_end": {**asdict(episode_end), "classifier": str(args.classifier or "")},
         "rounds": rows,
     }
     args.results_dir.mkdir(parents=True, exist_ok=True)

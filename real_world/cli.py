@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -45,7 +46,7 @@ def deploy_command(args: argparse.Namespace) -> int:
 
     cfg = _config(args)
     loaded = load_trained_policy(cfg.checkpoint)
-    loaded.env = deployment_env(cfg, loaded.env)
+    policy_env, loaded.env = loaded.env, deployment_env(cfg, loaded.env)
     if cfg.policy.mode == "remote":
         client = PolicyClient(cfg.policy.host, cfg.policy.port, cfg.policy.token, cfg.policy.timeout_s)
         infer = lambda observation: client.infer(observation).actions  # noqa: E731
@@ -55,7 +56,8 @@ def deploy_command(args: argparse.Namespace) -> int:
     robot = build_robot(cfg, loaded.env)
     with robot:
         sim = build_sim_control(cfg) if cfg.robot.simulated else None
-        recorder = _recorder(cfg, loaded.env, output_dir)
+        # Recorded: the policy's cameras at the deployment's rate (not the success classifier's).
+        recorder = _recorder(cfg, dataclasses.replace(loaded.env, cameras=policy_env.cameras), output_dir)
         deployment = Deployment(
             cfg,
             loaded.env,

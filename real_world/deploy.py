@@ -22,6 +22,7 @@ import numpy as np
 from vla_rl.real_world.action_queue import ActionQueue, AsyncChunker
 from vla_rl.real_world.deploy_config import DeployConfig
 from vla_rl.real_world.kinematics import ArmKinematics
+from vla_rl.real_world.online_success import ClassifierSuccess
 from vla_rl.real_world.policy_runner import CommandMapper, ObservationBuilder, missing_keys
 from vla_rl.real_world.recording import DeploymentRecorder, InterventionInput, NoIntervention
 from vla_rl.real_world.robot import JointCommand, Robot, RobotError, RobotObservation
@@ -46,7 +47,8 @@ class EpisodeReport:
     seed: int | None
     steps: int
     success: bool | None
-    """From the simulated robot; None on a real robot (nobody measured it)."""
+    """From the simulated robot (``success.kind=sim``) or the success classifier (``classifier``);
+    None on a real robot without a classifier (nobody measured it)."""
     held_steps: int = 0
     """Periods in which the safety layer held the measured pose."""
     interventions: int = 0
@@ -54,6 +56,9 @@ class EpisodeReport:
     """Periods without an action from the policy (server down, timeout, queue dry)."""
     unsynced_steps: int = 0
     """Periods whose camera images were not within the sync slop of the joint state."""
+    sim_success: bool | None = None
+    """Where a classifier judges success beside a simulated robot: the simulator's own flag on any
+    period of the episode (the ground truth the classifier is measured against); None otherwise."""
 
 
 @dataclass
@@ -68,11 +73,18 @@ class DeployResult:
         labelled = [e.success for e in self.episodes if e.success is not None]
         return float(np.mean(labelled)) if labelled else None
 
+    @property
+    def sim_success_rate(self) -> float | None:
+        """The simulator's success rate where a classifier judged the episodes (else None)."""
+        flags = [e.sim_success for e in self.episodes if e.sim_success is not None]
+        return float(np.mean(flags)) if flags else None
+
     def summary(self) -> dict[str, Any]:
         latency = np.asarray(self.obs_to_command_s) * 1e3
         return {
             "episodes": len(self.episodes),
             "success_rate": self.success_rate,
+            "sim_success_rate": self.sim_success_rate,
             "safety_counts": self.safety_counts,
             "obs_to_command_ms": {
                 "p50": float(np.percentile(latency, 50)) if len(latency) else None,
@@ -118,6 +130,13 @@ class Deployment:
         if cfg.action_queue.enabled:
             self.queue = ActionQueue(cfg.action_queue.merge, cfg.action_queue.ensemble_decay)
             self.chunker = AsyncChunker(infer, self.queue, cfg.action_queue.refill_threshold)
+        self.classifier: ClassifierSuccess | None = None
+        """``success.kind=classifier``: the learned success model that ends episodes."""
+        if cfg.success.kind == "classifier":
+            judge = cfg.success
+            self.classifier = ClassifierSuccess(
+                judge.classifier_path, judge.threshold, judge.consecutive_steps, judge.instruction, sim
+            )
         self.result = DeployResult()
         self._proposed: JointCommand | None = None
         """The policy's command of the previous step, before the safety layer (the intervention
@@ -148,6 +167,8 @@ class Deployment:
             last_stamp = self.sim.reset(seed).stamp_s - STAMP_MARGIN_S
         self.safety.reset()
         self.intervention.reset()
+        if self.classifier is not None:
+            self.classifier.reset()
         self._proposed = None
         if self.queue is not None:
             self.queue.clear()
@@ -165,16 +186,33 @@ class Deployment:
                     raise RobotError("no joint state at the start of the episode")
                 obs = self.robot.get_observation()
                 last_stamp = obs.joint_state_stamp_s
-                if fresh and self.sim is not None:
-                    status = self.sim.status_at(obs.joint_state_stamp_s, self.period_s)
-                    if status is not None and status.done:
-                        report.success = bool(status.success)
-                        break
+                if fresh and self._episode_over(obs, report):
+                    break
                 self._step(obs, report, fresh)
+            if self.classifier is not None and report.success is None:
+                report.success = False  # max_steps ran out before the classifier fired
         finally:
             if self.recorder is not None:
                 self.recorder.end_episode(report.success)
         return report
+
+    def _episode_over(self, obs: RobotObservation, report: EpisodeReport) -> bool:
+        """Whether the episode ends at this fresh observation, setting ``report.success``: by the
+        classifier (the simulator's flag kept as ``sim_success``), else by the simulator's status."""
+        if self.classifier is not None:
+            judgement = self.classifier.judge(obs, self.period_s)
+            if judgement.sim_success is not None:
+                report.sim_success = bool(report.sim_success) or judgement.sim_success
+            if judgement.success:
+                report.success = True
+            return judgement.success
+        if self.sim is None:
+            return False
+        status = self.sim.status_at(obs.joint_state_stamp_s, self.period_s)
+        if status is not None and status.done:
+            report.success = bool(status.success)
+            return True
+        return False
 
     def _step(self, obs: RobotObservation, report: EpisodeReport, fresh: bool) -> None:
         policy_obs = self.build_obs(obs)

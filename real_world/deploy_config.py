@@ -28,6 +28,8 @@ IMAGE_TRANSPORTS = ("raw", "compressed")
 COMMAND_TYPES = ("joint_trajectory", "float64_multi_array", "pose_stamped")
 MERGE_MODES = ("latest", "ensemble")
 INTERVENTION_KINDS = ("none", "expert")
+DEPLOY_SUCCESS_KINDS = ("sim", "classifier")
+"""``success.kind`` of ``vla-rl deploy`` (``vla-rl learn-online`` also takes ``keyboard``)."""
 
 
 @dataclass
@@ -131,6 +133,29 @@ class InterventionSection:
 
 
 @dataclass
+class SuccessSection:
+    """What ends an episode as a success (``vla-rl learn-online``: with the sparse reward, 1 on the step
+    that reached success, else 0)."""
+
+    kind: str = "sim"
+    """``sim``: the simulated robot's own success flag (rehearsals; ``vla-rl deploy`` on a real robot:
+    nothing judges success); ``classifier``: the learned success model of ``vla-rl reward-train`` at
+    ``classifier_path`` (beside a simulated robot the simulator's flag is still recorded, as
+    ``sim_success``, and decides nothing); ``keyboard`` (``vla-rl learn-online`` only): a person types
+    ``s`` + Enter (success) or ``f`` + Enter (failure: the episode ends, truncated) on the actor's
+    terminal."""
+    classifier_path: str = ""
+    """``classifier``: a ``vla-rl reward-train`` output folder (``reward_model.json``)."""
+    threshold: float = 0.5
+    """``classifier``: success once the success probability reaches this."""
+    consecutive_steps: int = 1
+    """``classifier``: ... on this many steps in a row (guards against one lucky frame)."""
+    instruction: str = ""
+    """``classifier``: the instruction the success model is asked about (the one it was trained on;
+    required)."""
+
+
+@dataclass
 class DeployConfig:
     checkpoint: str | None = None
     """A ``vla-rl train`` run or checkpoint folder (the policy, and its task and controller settings)."""
@@ -140,6 +165,7 @@ class DeployConfig:
     action_queue: ActionQueueSection = field(default_factory=ActionQueueSection)
     recording: RecordingSection = field(default_factory=RecordingSection)
     intervention: InterventionSection = field(default_factory=InterventionSection)
+    success: SuccessSection = field(default_factory=SuccessSection)
     episodes: int = 10
     """Episodes to run."""
     seed: int = 1000
@@ -157,6 +183,20 @@ class DeployConfig:
     sim_stats_path: str | None = None
     """``vla-rl sim-robot`` only: write command latencies here (JSON) after each episode."""
 
+
+CLASSIFIER_CHECKS: tuple[Check, ...] = (
+    Check(
+        "success.classifier_path",
+        lambda c: c.success.kind != "classifier" or bool(c.success.classifier_path),
+        "must name a `vla-rl reward-train` output when success.kind is classifier",
+    ),
+    Check(
+        "success.instruction",
+        lambda c: c.success.kind != "classifier" or bool(c.success.instruction.strip()),
+        "must be the instruction the success classifier was trained with (success.kind=classifier)",
+    ),
+)
+"""A ``success.kind=classifier`` section's own checks (``vla-rl deploy`` and ``vla-rl learn-online``)."""
 
 DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("robot.transport", TRANSPORTS),
@@ -192,12 +232,43 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
         lambda c: c.robot.simulated or c.max_steps > 0,
         "must be > 0 on a real robot (robot.simulated=false): nothing else ends an episode",
     ),
+    one_of("success.kind", DEPLOY_SUCCESS_KINDS),
+    *positive("success.consecutive_steps"),
+    in_unit_interval("success.threshold", open_low=True),
+    *CLASSIFIER_CHECKS,
+    Check(
+        "max_steps",
+        lambda c: c.success.kind != "classifier" or c.max_steps > 0,
+        "must be > 0 when success.kind is classifier: the classifier may never end an episode",
+    ),
 )
 
 
 def deployment_env(cfg: DeployConfig, env: EnvConfig) -> EnvConfig:
-    """The policy's training environment with this deployment's overrides (control rate)."""
-    return dataclasses.replace(env, control_hz=cfg.control_hz) if cfg.control_hz > 0 else env
+    """The policy's training environment with this deployment's overrides: the control rate, and the
+    cameras the success classifier reads added to the ones the env has."""
+    if cfg.control_hz > 0:
+        env = dataclasses.replace(env, control_hz=cfg.control_hz)
+    if cfg.success.kind == "classifier":
+        extra = [c for c in classifier_cameras(cfg.success.classifier_path) if c not in env.cameras]
+        env = dataclasses.replace(env, cameras=[*env.cameras, *extra])
+    return env
+
+
+def classifier_cameras(path: str) -> list[str]:
+    """The cameras a saved learned success model reads (from its ``reward_model.json``)."""
+    from pathlib import Path
+
+    from vla_rl.data.lerobot_layout import read_json
+    from vla_rl.rewards.learned import CONFIG_FILE
+
+    file = Path(path) / CONFIG_FILE
+    if not file.is_file():
+        raise ConfigError(
+            f"config key 'success.classifier_path': {path} holds no {CONFIG_FILE} "
+            "(train one with `vla-rl reward-train`)"
+        )
+    return list(read_json(file).get("cameras", []))
 
 
 def compose_deploy_config(overrides: list[str]) -> DeployConfig:

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vla_rl.real_world.deploy_config import (
+    CLASSIFIER_CHECKS,
     DeployConfig,
     InterventionSection,
     RecordingSection,
     RobotSection,
+    SuccessSection,
     deployment_env,
 )
 from vla_rl.real_world.safety_config import SafetyConfig
@@ -62,26 +64,6 @@ class LearnerSection:
     """The learner's run folder (checkpoints with the replay buffer)."""
     resume: str | None = None
     """A learner run or checkpoint folder to continue exactly (its replay included); null: start anew."""
-
-
-@dataclass
-class SuccessSection:
-    """What ends an episode with the sparse reward (1 on the step that reached success, else 0)."""
-
-    kind: str = "sim"
-    """``sim``: the simulated robot's own success flag (rehearsals); ``classifier``: the learned
-    success model of ``vla-rl reward-train`` at ``classifier_path``; ``keyboard``: a person types
-    ``s`` + Enter (success) or ``f`` + Enter (failure: the episode ends, truncated) on the actor's
-    terminal."""
-    classifier_path: str = ""
-    """``classifier``: a ``vla-rl reward-train`` output folder (``reward_model.json``)."""
-    threshold: float = 0.5
-    """``classifier``: success once the success probability reaches this."""
-    consecutive_steps: int = 1
-    """``classifier``: ... on this many steps in a row (guards against one lucky frame)."""
-    instruction: str = ""
-    """``classifier``: the instruction the success model is asked about (the one it was trained on;
-    required)."""
 
 
 @dataclass
@@ -200,16 +182,7 @@ LEARN_ONLINE_CHECKS: tuple[Check[LearnOnlineConfig], ...] = (
     in_unit_interval("intervention.takeover_probability", open_low=True),
     in_unit_interval("intervention.watch_probability", open_low=True),
     *positive("intervention.drift_window", "intervention.takeover_steps"),
-    Check(
-        "success.classifier_path",
-        lambda c: c.success.kind != "classifier" or bool(c.success.classifier_path),
-        "must name a `vla-rl reward-train` output when success.kind is classifier",
-    ),
-    Check(
-        "success.instruction",
-        lambda c: c.success.kind != "classifier" or bool(c.success.instruction.strip()),
-        "must be the instruction the success classifier was trained with (success.kind=classifier)",
-    ),
+    *CLASSIFIER_CHECKS,
     Check(
         "success.kind",
         lambda c: c.success.kind != "sim" or c.robot.simulated,
@@ -306,28 +279,9 @@ def learner_config(cfg: LearnOnlineConfig) -> Any:  # noqa: ANN401 - OffPolicyCo
 
 def actor_env(cfg: LearnOnlineConfig, env: EnvConfig) -> EnvConfig:
     """The learner's env as one robot runs it: one world, on the CPU, at ``control_hz``, with the
-    cameras the success classifier reads added to the ones the env has."""
-    cameras = list(env.cameras)
-    if cfg.success.kind == "classifier":
-        cameras += [c for c in classifier_cameras(cfg.success.classifier_path) if c not in cameras]
-    env = dataclasses.replace(env, num_envs=1, pipeline_stages=1, device="cpu", cameras=cameras)
+    cameras the success classifier reads added to the ones the env has (``deployment_env``)."""
+    env = dataclasses.replace(env, num_envs=1, pipeline_stages=1, device="cpu")
     return deployment_env(as_deploy_config(cfg), env)
-
-
-def classifier_cameras(path: str) -> list[str]:
-    """The cameras a saved learned success model reads (from its ``reward_model.json``)."""
-    from pathlib import Path
-
-    from vla_rl.data.lerobot_layout import read_json
-    from vla_rl.rewards.learned import CONFIG_FILE
-
-    file = Path(path) / CONFIG_FILE
-    if not file.is_file():
-        raise ConfigError(
-            f"config key 'success.classifier_path': {path} holds no {CONFIG_FILE} "
-            "(train one with `vla-rl reward-train`)"
-        )
-    return list(read_json(file).get("cameras", []))
 
 
 def as_deploy_config(cfg: LearnOnlineConfig, actor_index: int = 0) -> DeployConfig:
@@ -340,6 +294,7 @@ def as_deploy_config(cfg: LearnOnlineConfig, actor_index: int = 0) -> DeployConf
         robot=cfg.robot,
         safety=cfg.safety,
         intervention=intervention,
+        success=cfg.success,
         recording=cfg.recording,
         episodes=cfg.episodes,
         seed=cfg.seed + 1000 * actor_index,

@@ -1,4 +1,5 @@
-"""What ends an episode of the online actor and gives its sparse reward (``success.kind``).
+"""What ends an episode of the online actor and gives its sparse reward (``success.kind``); the
+classifier also ends ``vla-rl deploy``'s episodes.
 
 Each source judges the observation that follows an action (a ``Judgement``): success (reward 1, the
 episode terminates), ended (no reward; the episode is truncated: the simulator's time limit, or a
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from vla_rl.real_world.console_input import ConsoleLines
-from vla_rl.real_world.online_config import SuccessSection
+from vla_rl.real_world.deploy_config import SuccessSection
 from vla_rl.real_world.robot import RobotError, RobotObservation
 from vla_rl.real_world.sim_control import SimControl
 

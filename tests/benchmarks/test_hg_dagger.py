@@ -4,11 +4,15 @@ expert, recording and ``vla-rl sft`` on the aggregated takeovers from the previo
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from benchmarks import hg_dagger
 from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.training.sft.config_load import load_sft_config_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "real_world"))
+from success_models import tiny_classifier  # noqa: E402
 
 
 def test_the_quick_run_aggregates_takeovers_and_trains_on_them_round_by_round(tmp_path: Path) -> None:
@@ -71,3 +75,23 @@ def test_control_eval_last_evaluates_the_control_after_the_last_round_only(tmp_p
     round_1 = next(line for line in lines if line.startswith("| 1 |"))
     round_2 = next(line for line in lines if line.startswith("| 2 |"))
     assert round_1.split(" | ")[2] == "-" and round_2.split(" | ")[2].endswith("%")
+
+
+def test_a_success_classifier_ends_the_deployed_rounds_episodes(tmp_path: Path) -> None:
+    """A classifier that never fires: every deployed episode runs pick_place's 120 periods and fails
+    by the classifier, while the simulator's flag is reported beside it and the evaluations keep
+    using the simulator's flag."""
+    classifier = tiny_classifier(tmp_path / "classifier", success_logit=-8.0)
+    work, results = tmp_path / "work", tmp_path / "results"
+    argv = ["--quick", "--rounds", "1", "--eval-episodes", "1", "--classifier", str(classifier)]
+    hg_dagger.main([*argv, "--work-dir", str(work), "--results-dir", str(results)])
+    report = json.loads((results / "hg_dagger_run.json").read_text())
+    assert report["episode_end"]["classifier"] == str(classifier)
+    row = report["rounds"][1]
+    assert row["deploy_success_rate"] == 0.0 and row["deploy_steps"] == 120
+    assert 0 <= row["held_steps"] <= row["deploy_steps"]
+    assert row["classifier_agreement"] == 1.0 - row["deploy_sim_success_rate"]
+    # The recording keeps the policy's inputs only: the classifier's camera is not in the aggregate.
+    episode = next(iter(open_dataset(work / "interventions").episodes()))
+    assert episode.images == {} and episode.privileged is not None
+    assert "by the classifier" in (results / "hg_dagger_run.md").read_text()

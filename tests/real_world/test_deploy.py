@@ -12,8 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from success_models import tiny_classifier
 from vla_rl.real_world.deploy import Deployment
-from vla_rl.real_world.deploy_config import DeployConfig, compose_deploy_config
+from vla_rl.real_world.deploy_config import (
+    DeployConfig,
+    SuccessSection,
+    compose_deploy_config,
+    deployment_env,
+)
 from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
 from vla_rl.real_world.policy_client import PolicyClient
 from vla_rl.real_world.policy_runner import load_trained_policy
@@ -105,6 +111,33 @@ def test_default_safety_slows_the_arm_but_the_task_still_succeeds(reach_run: Pat
     period = 1.0 / loaded.env.control_hz
     steps = np.stack([c.arm_qpos_rad for c in robot.sent]) - np.stack(robot.measured_at_send)
     assert np.abs(steps).max() <= cfg.safety.max_joint_speed_rad_s * period + 1e-9
+
+
+@pytest.mark.parametrize("logit", [8.0, -8.0], ids=["fires", "never_fires"])
+def test_a_success_classifier_ends_episodes_and_the_simulators_flag_is_kept_beside_it(
+    reach_run: Path, tmp_path: Path, logit: float
+) -> None:
+    classifier = tiny_classifier(tmp_path / "classifier", logit)
+    success = SuccessSection("classifier", str(classifier), 0.9, consecutive_steps=3, instruction="x")
+    # 50 periods: reach's episode length, so the simulator's flag covers the whole episode.
+    cfg = DeployConfig(episodes=4, max_steps=50, success=success, safety=SafetyConfig(enabled=False))
+    loaded = load_trained_policy(reach_run)
+    assert loaded.env.cameras == []
+    loaded.env = deployment_env(cfg, loaded.env)
+    assert loaded.env.cameras == ["front"]  # rendered for the classifier
+    result, _ = _deploy(cfg, loaded)
+    direct = evaluate_on_seeds(loaded, [cfg.seed + i for i in range(4)])
+    if logit > 0:
+        # Judged on each fresh observation before acting: the third in a row ends the episode, two
+        # periods in, long before the arm reaches the target.
+        assert all(e.success and e.steps == 2 and e.sim_success is False for e in result.episodes)
+        assert result.summary()["sim_success_rate"] == 0.0
+    else:
+        # The classifier never fires: max_steps ends every episode as a failure, and the simulator's
+        # flag, which decided nothing, reads what direct evaluation of the same seeds reads.
+        assert all(e.success is False and e.steps == 50 for e in result.episodes)
+        assert [e.sim_success for e in result.episodes] == direct and any(direct)
+        assert result.success_rate == 0.0
 
 
 def _serve_in_subprocess(reach_run: Path, port: int) -> subprocess.Popen:
@@ -214,6 +247,7 @@ def test_deploy_config_defaults_and_pass_through() -> None:
 
 
 REAL_ARM = ["robot.simulated=false", "max_steps=5"]
+CLASSIFIER = ["success.kind=classifier", "success.classifier_path=c", "success.instruction=x", "max_steps=9"]
 
 
 @pytest.mark.parametrize(
@@ -227,6 +261,11 @@ REAL_ARM = ["robot.simulated=false", "max_steps=5"]
             "robot.pose_frame_id",
             "base",
         ),
+        (["success.kind=keyboard"], "success.kind", "must be one of"),
+        ([*CLASSIFIER, "success.classifier_path="], "success.classifier_path", "reward-train"),
+        ([*CLASSIFIER, "success.instruction= "], "success.instruction", "trained with"),
+        ([*CLASSIFIER, "max_steps=0"], "max_steps", "classifier may never end"),
+        ([*CLASSIFIER, "success.threshold=1.5"], "success.threshold", ""),
     ],
 )
 def test_deploy_config_rejects_bad_variants(overrides: list[str], key: str, reason: str) -> None:

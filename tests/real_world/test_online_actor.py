@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from success_models import tiny_classifier
+from vla_rl.real_world.deploy_config import SuccessSection
 from vla_rl.real_world.expert_intervention import ExpertIntervention
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.learner_client import LearnerClient
@@ -31,7 +33,6 @@ from vla_rl.real_world.online_config import (
     LearnerSection,
     LearnOnlineConfig,
     ResetSection,
-    SuccessSection,
     actor_env,
     learner_config,
 )
@@ -46,7 +47,6 @@ from vla_rl.robots.panda import PANDA
 from vla_rl.data.lerobot_format import open_dataset
 from vla_rl.data.replay_buffer import ReplayBuffer
 from vla_rl.envs.config import EnvConfig
-from vla_rl.rewards.learned import LearnedRewardConfig, LearnedRewardModel
 from vla_rl.training.off_policy.config import ReplayConfig
 from vla_rl.training.off_policy.remote_link import TransitionSpec
 from vla_rl.training.off_policy.remote_source import RemoteSource
@@ -195,19 +195,6 @@ def test_commands_that_ask_too_much_are_clipped_by_the_safety_layer(learner: Lea
     rows = learner.rows()
     assert len(rows) == 5 and all(not r.intervention[0] for r in rows) and rows[-1].truncated[0]
     np.testing.assert_allclose(rows[0].action[0], np.tanh([5.0, 5.0, 5.0, 5.0]), atol=1e-6)
-
-
-def tiny_classifier(path: Path, success_logit: float) -> Path:
-    """A success model saved by the real code; its head always gives ``success_logit``."""
-    model = LearnedRewardModel(
-        LearnedRewardConfig(cameras=["front"], channels=[4], feature_dim=8, hidden_dims=[8])
-    )
-    with torch.no_grad():
-        last = [m for m in model.heads.modules() if isinstance(m, torch.nn.Linear)][-1]
-        last.weight.zero_()
-        last.bias.copy_(torch.tensor([success_logit, 0.0]))
-    model.save_pretrained(path)
-    return path
 
 
 @pytest.mark.parametrize(("logit", "steps"), [(8.0, 1), (-8.0, 6)])
