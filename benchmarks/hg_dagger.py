@@ -67,7 +67,8 @@ SAFETY = (
 episodes within pick_place's 120 steps; with these it solves them all through the loop."""
 EVAL_SEED = 50_000
 DEPLOY_SEED = 10_000
-"""Round r deploys from seed ``DEPLOY_SEED + 1000 r`` on; evaluations always from ``EVAL_SEED``."""
+"""Round r of run seed n deploys from seed ``DEPLOY_SEED + 100,000 n + 1000 r`` on; evaluations
+always from ``EVAL_SEED``."""
 
 
 @dataclass(frozen=True)
@@ -240,17 +241,28 @@ def intervention_steps(summary: dict[str, Any]) -> int:
     return int(sum(episode["interventions"] for episode in summary["per_episode"]))
 
 
-def run_rounds(
-    work: Path,
-    rounds: int,
-    budget: Budget,
-    ros: bool,
-    control_eval_last: bool = False,
-    episode_end: EpisodeEnd = EpisodeEnd(),
-) -> list[dict[str, Any]]:
-    """The weak start and ``rounds`` rounds, one row each. ``control_eval_last``: the control trains
-    every round as always but is evaluated after the last round only (its other rows read ``None``).
-    ``episode_end``: what ends the deployed rounds' episodes."""
+@dataclass(frozen=True)
+class Rounds:
+    """How the rounds after the weak start run."""
+
+    count: int = 2
+    ros: bool = False
+    """Deploy over ROS 1 (``roscore`` + ``vla-rl sim-robot`` + ``vla-rl deploy``), else in process."""
+    control_eval_last: bool = False
+    """The control trains every round but is evaluated after the last one only (else every round)."""
+    episode_end: EpisodeEnd = EpisodeEnd()
+    seed: int = 0
+    """The rounds' seed: their deployments' episode seeds (``DEPLOY_SEED``), the expert's takeover
+    draws and the SFT of the rounds and the control. The weak start is the same for every seed."""
+
+    def deploy_seed(self, index: int) -> int:
+        return DEPLOY_SEED + 100_000 * self.seed + 1000 * index
+
+
+def run_rounds(work: Path, budget: Budget, options: Rounds) -> list[dict[str, Any]]:
+    """The weak start and ``options.count`` rounds, one row each (a control row's success is None
+    where it was not evaluated)."""
+    rounds, episode_end = options.count, options.episode_end
     started = time.perf_counter()
     run = weak_start(work, budget)
     demos, dataset = demonstrations_dir(work), work / "interventions"
@@ -268,9 +280,9 @@ def run_rounds(
     control = run
     for index in range(1, rounds + 1):
         started = time.perf_counter()
-        overrides = deploy_overrides(budget, budget.deploy_episodes, DEPLOY_SEED + 1000 * index, True)
-        overrides += episode_end.overrides()
-        if ros:
+        overrides = deploy_overrides(budget, budget.deploy_episodes, options.deploy_seed(index), True)
+        overrides += [f"intervention.seed={options.seed}", *episode_end.overrides()]
+        if options.ros:
             summary = deploy_over_ros(run, overrides, dataset, work / f"rehearsal_{index}")
         else:
             summary = deploy_locally(run, overrides, dataset)
@@ -286,15 +298,17 @@ def run_rounds(
                 f"data.intervention_repeats={budget.intervention_repeats}",
                 f"data.demonstrations={demos}",
                 f"policy.init_from={previous}",
+                f"seed={options.seed}",
             ],
         )
         success = evaluate(run, budget)
         wall_s = time.perf_counter() - started
         previous_control, control = control, work / f"control_{index}"
-        sft(control, demos, budget.round_steps, budget, [f"policy.init_from={previous_control}"])
+        control_extra = [f"policy.init_from={previous_control}", f"seed={options.seed}"]
+        sft(control, demos, budget.round_steps, budget, control_extra)
         frames = aggregate_frames(dataset)
         control_success = None
-        if index == rounds or not control_eval_last:
+        if index == rounds or not options.control_eval_last:
             control_success = evaluate(control, budget)
         row = {
             "round": index,
@@ -412,6 +426,9 @@ def main(argv: list[str] | None = None) -> None:
         help="a vla-rl reward-train success classifier that ends the deployed episodes (default: the "
         "simulator's flag); evaluations always use the simulator's flag",
     )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the rounds' seed (Rounds.seed); the weak start stays the same"
+    )
     parser.add_argument("--classifier-threshold", type=float, default=EpisodeEnd.threshold)
     parser.add_argument("--classifier-steps", type=int, default=EpisodeEnd.consecutive_steps)
     parser.add_argument("--work-dir", type=Path, default=Path("runs/bench/hg_dagger"))
@@ -427,7 +444,8 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(args.work_dir, ignore_errors=True)
     args.work_dir.mkdir(parents=True)
     episode_end = EpisodeEnd(args.classifier, args.classifier_threshold, args.classifier_steps)
-    rows = run_rounds(args.work_dir, args.rounds, budget, args.ros, args.control_eval == "last", episode_end)
+    options = Rounds(args.rounds, args.ros, args.control_eval == "last", episode_end, args.seed)
+    rows = run_rounds(args.work_dir, budget, options)
     deployment = "ROS 1 rehearsal" if args.ros else "local deployment loop"
     report = {
         "machine": machine_line(),
@@ -435,6 +453,7 @@ def main(argv: list[str] | None = None) -> None:
         "deployment": deployment,
         "budget": asdict(budget),
         "control_eval": args.control_eval,
+        "seed": args.seed,
         "episode_end": {**asdict(episode_end), "classifier": str(args.classifier or "")},
         "rounds": rows,
     }

@@ -95,3 +95,15 @@ def test_a_success_classifier_ends_the_deployed_rounds_episodes(tmp_path: Path) 
     episode = next(iter(open_dataset(work / "interventions").episodes()))
     assert episode.images == {} and episode.privileged is not None
     assert "by the classifier" in (results / "hg_dagger_run.md").read_text()
+
+
+def test_the_rounds_seed_moves_deployments_expert_and_sft_but_not_the_start(tmp_path: Path) -> None:
+    assert hg_dagger.Rounds(seed=0).deploy_seed(1) == 11_000  # runs J and K's seeds
+    assert hg_dagger.Rounds(seed=1).deploy_seed(2) == 112_000  # clear of every seed-0 and evaluation seed
+    work, results = tmp_path / "work", tmp_path / "results"
+    argv = ["--quick", "--rounds", "1", "--eval-episodes", "1", "--seed", "1"]
+    hg_dagger.main([*argv, "--work-dir", str(work), "--results-dir", str(results)])
+    assert json.loads((results / "hg_dagger_run.json").read_text())["seed"] == 1
+    assert load_sft_config_file(work / "round_0" / "config.yaml").seed == 0
+    assert load_sft_config_file(work / "round_1" / "config.yaml").seed == 1
+    assert load_sft_config_file(work / "control_1" / "config.yaml").seed == 1
