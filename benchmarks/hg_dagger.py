@@ -46,9 +46,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from benchmarks.common import NAMESPACE_FLAG, RESULTS_DIR, machine_line, rerun_in_private_namespace
+from benchmarks.hg_dagger_deploy import deploy_locally, deploy_over_ros
+from benchmarks.hg_dagger_report import classifier_columns, percent, table
 
 TASK_ENV = ("env=pick_place", "env.cameras=[]")
 SFT_POLICY = (
@@ -186,52 +186,6 @@ def deploy_overrides(budget: Budget, episodes: int, seed: int, expert: bool) -> 
     return overrides
 
 
-def deploy_locally(run: Path, overrides: list[str], dataset: Path | None) -> dict[str, Any]:
-    """The deployment loop on the simulated robot in this process; the summary ``vla-rl deploy`` writes."""
-    from vla_rl.real_world.deploy import Deployment
-    from vla_rl.real_world.deploy_config import compose_deploy_config, deployment_env
-    from vla_rl.real_world.expert_intervention import intervention_input
-    from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
-    from vla_rl.real_world.policy_runner import load_trained_policy
-    from vla_rl.real_world.recording import DeploymentRecorder
-
-    cfg = compose_deploy_config(overrides)
-    loaded = load_trained_policy(run)
-    policy_cameras = loaded.env.cameras
-    env = loaded.env = deployment_env(cfg, loaded.env)  # + the success classifier's cameras
-    recorder = None
-    if dataset is not None:
-        recorder = DeploymentRecorder(
-            dataset, env.control_hz, env.control_mode, policy_cameras, append=dataset.exists()
-        )
-    robot = LocalSimRobot(env)
-    try:
-        with robot:
-            deployment = Deployment(
-                cfg,
-                env,
-                loaded.obs_keys,
-                robot,
-                loaded.infer,
-                sim=LocalSimControl(robot),
-                recorder=recorder,
-                intervention=intervention_input(cfg, env, robot),
-            )
-            result = deployment.run()
-    finally:
-        if recorder is not None:
-            recorder.close()
-    return result.summary()
-
-
-def deploy_over_ros(run: Path, overrides: list[str], dataset: Path, work_dir: Path) -> dict[str, Any]:
-    from vla_rl.real_world.rehearsal import run_rehearsal
-
-    recording = ["recording.enabled=true", f"recording.root={dataset.resolve()}"]
-    result = run_rehearsal([f"checkpoint={run.resolve()}", *overrides, *recording], work_dir)
-    return result["deploy"]
-
-
 def evaluate(run: Path, budget: Budget) -> float:
     summary = deploy_locally(run, deploy_overrides(budget, budget.eval_episodes, EVAL_SEED, False), None)
     return float(summary["success_rate"])
@@ -334,33 +288,6 @@ def run_rounds(work: Path, budget: Budget, options: Rounds) -> list[dict[str, An
     return rows
 
 
-def classifier_columns(summary: dict[str, Any]) -> dict[str, Any]:
-    """Where a classifier ended the deployed episodes: the simulator's success rate beside it and the
-    share of episodes on which the two agree (else nothing)."""
-    episodes = summary["per_episode"]
-    if summary.get("sim_success_rate") is None:
-        return {}
-    agree = [e["success"] == e["sim_success"] for e in episodes]
-    return {
-        "deploy_sim_success_rate": summary["sim_success_rate"],
-        "classifier_agreement": float(np.mean(agree)),
-    }
-
-
-def deployed_success(row: dict[str, Any]) -> str:
-    """The deployed episodes' success; where a classifier ended them, the simulator's beside it."""
-    if "deploy_sim_success_rate" not in row:
-        return percent(row["deploy_success_rate"])
-    return (
-        f"{percent(row['deploy_success_rate'])} by the classifier, "
-        f"{percent(row['deploy_sim_success_rate'])} by the simulator"
-    )
-
-
-def percent(rate: float | None) -> str:
-    return "-" if rate is None else f"{100 * rate:.1f} %"
-
-
 def aggregate_frames(dataset: Path) -> int:
     from vla_rl.data.lerobot_format import open_dataset
 
@@ -371,36 +298,6 @@ def dataset_frames(dataset: Path) -> int:
     from vla_rl.data.lerobot_format import open_dataset
 
     return int(sum(len(episode) for episode in open_dataset(dataset).episodes()))
-
-
-def table(rows: list[dict[str, Any]], budget: Budget) -> str:
-    lines = [
-        "| round | success (no interventions) | control: demonstrations only, same steps "
-        "| deployed episodes | deployed success (with expert) | intervention steps / deployed steps "
-        "| frames trained on (demonstration + takeover) | wall-clock |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        wall = f"{row['wall_s'] / 60:.1f} min"
-        if row["round"] == 0:
-            lines.append(
-                f"| 0 (weak start) | {100 * row['success_rate']:.1f} % | - | - | - | - | "
-                f"{row['frames_trained_on']} + 0 | {wall} |"
-            )
-            continue
-        demo_frames = row["frames_trained_on"] - row["aggregate_intervention_frames"]
-        lines.append(
-            f"| {row['round']} | {100 * row['success_rate']:.1f} % | "
-            f"{percent(row['control_success_rate'])} | {row['deploy_episodes']} | "
-            f"{deployed_success(row)} | {row['intervention_steps']} / "
-            f"{row['deploy_steps']} | {demo_frames} + {row['aggregate_intervention_frames']} | {wall} |"
-        )
-    lines.append("")
-    lines.append(
-        f"Success over {budget.eval_episodes} evaluation episodes per policy (seeds from {EVAL_SEED}); "
-        "a round's wall-clock is its deployment, SFT and evaluation (not the control's)."
-    )
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -460,7 +357,7 @@ def main(argv: list[str] | None = None) -> None:
     args.results_dir.mkdir(parents=True, exist_ok=True)
     (args.results_dir / f"{args.results_name}.json").write_text(json.dumps(report, indent=2) + "\n")
     header = f"# HG-DAgger on pick_place ({deployment}{', quick toy run' if args.quick else ''})\n\n"
-    markdown = header + f"Machine: {report['machine']}.\n\n" + table(rows, budget)
+    markdown = header + f"Machine: {report['machine']}.\n\n" + table(rows, budget.eval_episodes, EVAL_SEED)
     (args.results_dir / f"{args.results_name}.md").write_text(markdown)
     print(markdown)
 
