@@ -31,7 +31,7 @@ control's, episodes, intervention steps, frames trained on, wall-clock); the def
 its numbers mean nothing.
 
     python -m benchmarks.hg_dagger [--rounds 2] [--ros] [--control-eval last] [--classifier DIR]
-                                   [--quick]
+                                   [--seed 0] [--quick]
 """
 
 from __future__ import annotations
