@@ -40,7 +40,7 @@ define install_locked
 	touch $(1)/.installed
 endef
 
-.PHONY: venv train test docs bench bench-gpu lint format clean ros lock
+.PHONY: venv train test docs bench bench-gpu gpu-kit lint format clean ros lock
 
 venv: $(STAMP)
 
@@ -84,24 +84,19 @@ docs: venv
 bench: venv $(MW_STAMP)
 	$(PY) -m benchmarks.run_all $(ARGS)
 
-# On a machine with an NVIDIA GPU and a CUDA build of torch (set TORCH_SPEC to one): the tests that
-# skip without CUDA, then MuJoCo Warp on the GPU against CPU MuJoCo on every core, the rollout
-# over raw warp physics with everything above the physics on the device and on the host (README, "On a
-# GPU"), PPO end to end on reach and push with 4,096 worlds, the pi0 Flow-SDE PPO recipe with 256
-# worlds on the GPU, and full-size pi0 in bfloat16: peak memory and seconds per Flow-SDE PPO update at
-# batch 32 and 64, LoRA and full fine-tuning (docs/benchmarks.md).
+# On a machine with an NVIDIA GPU and a CUDA build of torch (set TORCH_SPEC to one): every GPU check
+# in turn, each under a wall-clock cap, a failing one not stopping the rest (benchmarks/gpu_checks.py:
+# the tests that skip without CUDA, MuJoCo Warp rollout over raw physics, PPO on 4,096 worlds, the
+# pi0 Flow-SDE PPO recipe on 256 worlds, full-size pi0 updates in bfloat16, MuJoCo Warp against CPU
+# MuJoCo). `ARGS="--budget-s 540"` starts only the checks that fit; `ARGS="--only pi0_update"` one.
 bench-gpu: venv
-	$(VENV)/bin/pytest -q tests/sims/test_mujoco_warp.py tests/sims/test_mujoco_warp_device.py \
-		tests/sims/test_device_resets.py tests/sims/test_device_reset_distributions.py tests/sims/test_task_torch.py tests/robots/test_torch_controllers.py -k cuda
-	$(PY) -m benchmarks.backend_speed --task push --num-envs 256 1024 4096 --threads $$(nproc) \
-		--warp-device cuda --no-camera --results benchmarks/results/backend_speed_cuda.json
-	$(PY) -m benchmarks.rollout_ratio --backend mujoco_warp --device cuda --tasks reach push --num-envs 4096 \
-		--compute device host --repeats 3 --collections 2
-	$(PY) -m benchmarks.warp_ppo --tasks reach push --num-envs 4096 --device cuda
-	$(PY) -m benchmarks.chunk_rl_speed --device cuda --num-envs 256 --updates 4
-	$(PY) -m benchmarks.pi0_gpu_update --device cuda --batches 32 64 --modes lora full
-	$(PY) -m benchmarks.pi0_gpu_update --device cuda --batches 32 --modes lora full --precisions autocast \
-		--results benchmarks/results/pi0_gpu_update_autocast.json
+	$(PY) -m benchmarks.gpu_checks $(ARGS)
+
+# For a GPU machine without the package index: the wheels the GPU checks need beyond a CUDA PyTorch
+# install, at the lock's versions, in bundles under .gpu-kit/; there, benchmarks/gpu_device.sh
+# installs them and runs the checks (docs/benchmarks.md, "On a GPU").
+gpu-kit: venv
+	$(PY) -m benchmarks.gpu_kit download $(ARGS)
 
 # ROS 1 from the system's packages (rospy is not on PyPI): roscore and the messages the deployment
 # tests use. Needs root (or sudo); skipped when roscore is already there.

@@ -1,0 +1,194 @@
+"""Every check that needs an NVIDIA GPU, in one run: ``make bench-gpu``.
+
+Each check is one command in its own process, run in the order of ``CHECKS`` (most wanted first)
+under a wall-clock cap. A check that fails or outlives its cap is recorded and the next one starts,
+so one broken check does not cost the others. With ``--budget-s`` a check starts only while its cap
+still fits in what is left of the budget; the ones left out are named in the summary, to be run
+by a later call with ``--only``. The output folder gets one log per check, ``summary.md`` (each
+check's exit status and seconds) and ``gpu_checks.tar.gz``: the logs, the summary and every results
+file the checks wrote, two files to bring back from a machine that is only lent.
+
+    python -m benchmarks.gpu_checks                                   # every check, no budget
+    python -m benchmarks.gpu_checks --budget-s 540 --out runs/gpu     # what fits in nine minutes
+    python -m benchmarks.gpu_checks --only pi0_update --budget-s 300  # one check
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RESULTS = "benchmarks/results"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One command run by the interpreter, e.g. ``("-m", "benchmarks.warp_ppo", ...)``."""
+
+    name: str  # file-safe: names the log and ``--only``
+    argv: tuple[str, ...]  # after the interpreter; ``{out}`` becomes the output folder
+    cap_s: int  # wall clock after which the check's process group is killed
+    results: tuple[str, ...] = ()  # files (from the repository root) the check writes
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str
+    status: str  # "passed", "failed (rc N)", "killed at its cap", "not started: budget"
+    seconds: float
+
+
+# Versions and the device, and the imports every check needs, before anything long starts.
+PREFLIGHT = """
+import platform, torch, warp, mujoco, mujoco_warp, transformers
+from transformers import PI0ForConditionalGeneration
+print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda)
+print("warp", warp.__version__, "mujoco", mujoco.__version__, "transformers", transformers.__version__)
+print("device", torch.cuda.get_device_name() if torch.cuda.is_available() else "none")
+raise SystemExit(0 if torch.cuda.is_available() else "no CUDA device")
+"""
+
+CUDA_TESTS = (
+    "tests/sims/test_mujoco_warp.py",
+    "tests/sims/test_mujoco_warp_device.py",
+    "tests/sims/test_device_resets.py",
+    "tests/sims/test_device_reset_distributions.py",
+    "tests/sims/test_task_torch.py",
+    "tests/robots/test_torch_controllers.py",
+)
+WARP_4096 = ("--backend", "mujoco_warp", "--device", "cuda", "--num-envs", "4096")
+
+CHECKS = (
+    Check("preflight", ("-c", PREFLIGHT), 60),
+    Check("cuda_tests", ("-m", "pytest", "-q", "-p", "no:cacheprovider", *CUDA_TESTS, "-k", "cuda"), 180),
+    Check(
+        "rollout_ratio",
+        ("-m", "benchmarks.rollout_ratio", *WARP_4096, "--tasks", "reach", "push")
+        + ("--compute", "device", "host", "--repeats", "3", "--collections", "2"),
+        150,
+    ),
+    Check(
+        "warp_ppo",
+        ("-m", "benchmarks.warp_ppo", "--tasks", "reach", "push", "--num-envs", "4096", "--device", "cuda")
+        + ("--max-minutes", "1.5", "--work-dir", "{out}/warp_ppo"),
+        240,
+        (f"{RESULTS}/warp_ppo_cuda.json",),
+    ),
+    Check(
+        "chunk_rl_speed",
+        ("-m", "benchmarks.chunk_rl_speed", "--device", "cuda", "--num-envs", "256", "--updates", "4")
+        + ("--max-minutes", "2.5", "--work-dir", "{out}/chunk_rl_speed"),
+        180,
+        (f"{RESULTS}/chunk_rl_speed_cuda.json",),
+    ),
+    Check(
+        "pi0_update",
+        ("-m", "benchmarks.pi0_gpu_update", "--device", "cuda", "--batches", "32", "64")
+        + ("--modes", "lora", "full"),
+        240,
+        (f"{RESULTS}/pi0_gpu_update.json",),
+    ),
+    Check(
+        "backend_speed",
+        ("-m", "benchmarks.backend_speed", "--task", "push", "--num-envs", "256", "1024", "4096")
+        + ("--threads", str(os.cpu_count()), "--warp-device", "cuda", "--no-camera")
+        + ("--results", f"{RESULTS}/backend_speed_cuda.json"),
+        120,
+        (f"{RESULTS}/backend_speed_cuda.json",),
+    ),
+    Check(
+        "pi0_update_autocast",
+        ("-m", "benchmarks.pi0_gpu_update", "--device", "cuda", "--batches", "32", "--modes", "lora", "full")
+        + ("--precisions", "autocast", "--results", f"{RESULTS}/pi0_gpu_update_autocast.json"),
+        180,
+        (f"{RESULTS}/pi0_gpu_update_autocast.json",),
+    ),
+)
+
+
+def run_check(check: Check, python: str, out: Path) -> Outcome:
+    """Run ``check`` from the repository root with its output to ``out/<name>.log``."""
+    argv = [python, *(arg.replace("{out}", str(out)) for arg in check.argv)]
+    start = time.perf_counter()
+    with (out / f"{check.name}.log").open("w") as log:
+        log.write(" ".join(argv) + "\n\n")
+        log.flush()
+        process = subprocess.Popen(
+            argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            rc = process.wait(timeout=check.cap_s)
+            status = "passed" if rc == 0 else f"failed (rc {rc})"
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            status = "killed at its cap"
+    return Outcome(check.name, status, time.perf_counter() - start)
+
+
+def run_checks(checks: tuple[Check, ...], python: str, out: Path, budget_s: float | None) -> list[Outcome]:
+    """Each check in turn; with ``budget_s``, only those whose cap fits in the budget left."""
+    out.mkdir(parents=True, exist_ok=True)
+    start, outcomes = time.perf_counter(), []
+    for check in checks:
+        left_s = None if budget_s is None else budget_s - (time.perf_counter() - start)
+        if left_s is not None and check.cap_s > left_s:
+            outcomes.append(Outcome(check.name, "not started: budget", 0.0))
+            continue
+        outcomes.append(outcome := run_check(check, python, out))
+        print(f"{outcome.name}: {outcome.status} ({outcome.seconds:.0f} s)", flush=True)
+    return outcomes
+
+
+def summary_markdown(outcomes: list[Outcome], budget_s: float | None) -> str:
+    budget = "none" if budget_s is None else f"{budget_s:.0f} s"
+    lines = [f"# GPU checks (budget {budget})", "", "| check | status | seconds |", "| --- | --- | ---: |"]
+    lines += [f"| {o.name} | {o.status} | {o.seconds:.0f} |" for o in outcomes]
+    return "\n".join(lines) + "\n"
+
+
+def pack(
+    checks: tuple[Check, ...], outcomes: list[Outcome], out: Path, started: float, root: Path = REPO_ROOT
+) -> Path:
+    """``out/gpu_checks.tar.gz``: the logs and summary under ``out``, and the results files the
+    checks wrote (modified since ``started``, a ``time.time()``) under their paths from ``root``."""
+    ran = {o.name for o in outcomes if not o.status.startswith("not started")}
+    archive = out / "gpu_checks.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(out.rglob("*")):
+            if path.suffix in (".log", ".md", ".json") and path.is_file():
+                tar.add(path, arcname=f"out/{path.relative_to(out)}")
+        for check in checks:
+            for result in check.results if check.name in ran else ():
+                path = root / result
+                if path.is_file() and path.stat().st_mtime >= started:
+                    tar.add(path, arcname=result)
+    return archive
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/gpu_checks"), help="logs, summary, archive")
+    parser.add_argument("--only", nargs="+", choices=[c.name for c in CHECKS], help="these checks alone")
+    parser.add_argument("--budget-s", type=float, help="start a check only while its cap fits in this")
+    parser.add_argument("--python", default=sys.executable, help="interpreter for the checks")
+    args = parser.parse_args()
+    checks = tuple(c for c in CHECKS if args.only is None or c.name in args.only)
+    started, out = time.time(), args.out.resolve()
+    outcomes = run_checks(checks, args.python, out, args.budget_s)
+    (out / "summary.md").write_text(summary := summary_markdown(outcomes, args.budget_s))
+    print(summary + f"archive: {pack(checks, outcomes, out, started)}")
+    if any(o.status != "passed" for o in outcomes):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
