@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -42,6 +41,7 @@ def deploy_command(args: argparse.Namespace) -> int:
     from vla_rl.real_world.expert_intervention import intervention_input
     from vla_rl.real_world.policy_client import PolicyClient
     from vla_rl.real_world.policy_runner import load_trained_policy
+    from vla_rl.real_world.recording import session_recorder
     from vla_rl.real_world.transports import build_robot, build_sim_control
 
     cfg = _config(args)
@@ -56,8 +56,8 @@ def deploy_command(args: argparse.Namespace) -> int:
     robot = build_robot(cfg, loaded.env)
     with robot:
         sim = build_sim_control(cfg) if cfg.robot.simulated else None
-        # Recorded: the policy's cameras at the deployment's rate (not the success classifier's).
-        recorder = _recorder(cfg, dataclasses.replace(loaded.env, cameras=policy_env.cameras), output_dir)
+        root = Path(cfg.recording.root) if cfg.recording.root else output_dir / "dataset"
+        recorder = session_recorder(cfg.recording, root, loaded.env, policy_env.cameras)
         deployment = Deployment(
             cfg,
             loaded.env,
@@ -90,29 +90,6 @@ def deploy_command(args: argparse.Namespace) -> int:
     )
     print(f"summary: {output_dir / 'deploy_summary.json'}")
     return 0
-
-
-def _recorder(cfg, env, output_dir: Path):  # noqa: ANN001, ANN202 - lazily imported types
-    if not cfg.recording.enabled:
-        return None
-    from vla_rl.real_world.recording import DeploymentRecorder
-
-    from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION, dataset_version
-    from vla_rl.data.lerobot_layout import INFO_PATH
-
-    root = Path(cfg.recording.root) if cfg.recording.root else output_dir / "dataset"
-    version = cfg.recording.codebase_version
-    if not version:
-        version = dataset_version(root) if (root / INFO_PATH).is_file() else DEFAULT_CODEBASE_VERSION
-    return DeploymentRecorder(
-        root,
-        env.control_hz,
-        env.control_mode,
-        env.cameras,
-        append=root.exists(),
-        codebase_version=version,
-        finalize_every_episodes=cfg.recording.finalize_every_episodes,
-    )
 
 
 def sim_robot_command(args: argparse.Namespace) -> int:

@@ -96,6 +96,10 @@ class RecordingSection:
     """Record every episode (observations, sent commands, safety events, interventions) as LeRobot data."""
     root: str | None = None
     """Dataset folder; null: ``<output_dir>/dataset``."""
+    cameras: list[str] | None = None
+    """Cameras recorded; null: the policy's own (not the success classifier's, so the recording mixes
+    with the policy's training data). A camera named here that the policy's env lacks is added to what
+    the robot reports, as the classifier's are."""
     codebase_version: str = ""
     """LeRobot dataset version of a new recording (``v3.0``, ``v2.1``); empty: the library's default
     (``v3.0``) for a new folder, the folder's own version when recordings are added to an existing one."""
@@ -246,13 +250,14 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
 
 def deployment_env(cfg: DeployConfig, env: EnvConfig) -> EnvConfig:
     """The policy's training environment with this deployment's overrides: the control rate, and the
-    cameras the success classifier reads added to the ones the env has."""
+    cameras the success classifier reads and the recording keeps added to the ones the env has."""
     if cfg.control_hz > 0:
         env = dataclasses.replace(env, control_hz=cfg.control_hz)
-    if cfg.success.kind == "classifier":
-        extra = [c for c in classifier_cameras(cfg.success.classifier_path) if c not in env.cameras]
-        env = dataclasses.replace(env, cameras=[*env.cameras, *extra])
-    return env
+    wanted = classifier_cameras(cfg.success.classifier_path) if cfg.success.kind == "classifier" else []
+    if cfg.recording.enabled and cfg.recording.cameras:
+        wanted += cfg.recording.cameras
+    extra = list(dict.fromkeys(c for c in wanted if c not in env.cameras))
+    return dataclasses.replace(env, cameras=[*env.cameras, *extra]) if extra else env
 
 
 def classifier_cameras(path: str) -> list[str]:

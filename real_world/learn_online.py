@@ -159,6 +159,7 @@ def run_actor(cfg: LearnOnlineConfig, index: int) -> dict[str, Any]:
     from vla_rl.real_world.online_reset import reset_routine
     from vla_rl.real_world.online_residual import frozen_planner
     from vla_rl.real_world.online_success import success_source
+    from vla_rl.real_world.recording import session_recorder
     from vla_rl.real_world.transports import build_robot, build_sim_control
 
     off = learner_config(cfg)
@@ -176,7 +177,8 @@ def run_actor(cfg: LearnOnlineConfig, index: int) -> dict[str, Any]:
     robot = build_robot(deploy, env)
     with robot:
         sim = build_sim_control(deploy) if cfg.robot.simulated else None
-        recorder = _recorder(cfg, env, out, index)
+        root = Path(cfg.recording.root) / f"actor_{index}" if cfg.recording.root else out / "dataset"
+        recorder = session_recorder(cfg.recording, root, env, off.env.cameras)
         if cfg.intervention.kind == "device":
             from vla_rl.real_world.takeover_device import device_takeover
 
@@ -208,27 +210,6 @@ def run_actor(cfg: LearnOnlineConfig, index: int) -> dict[str, Any]:
                 sim.close()
     summary.write(out / SUMMARY_FILE)
     return summary.summary()
-
-
-def _recorder(cfg: LearnOnlineConfig, env: Any, out: Path, index: int) -> Any:  # noqa: ANN401
-    if not cfg.recording.enabled:
-        return None
-    from vla_rl.real_world.recording import DeploymentRecorder
-    from vla_rl.robots.controllers import ControllerSettings
-
-    from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION
-
-    root = Path(cfg.recording.root) / f"actor_{index}" if cfg.recording.root else out / "dataset"
-    return DeploymentRecorder(
-        root,
-        env.control_hz,
-        env.control_mode,
-        env.cameras,
-        settings=ControllerSettings(**env.options.get("controller", {})),
-        append=root.exists(),
-        codebase_version=cfg.recording.codebase_version or DEFAULT_CODEBASE_VERSION,
-        finalize_every_episodes=cfg.recording.finalize_every_episodes,
-    )
 
 
 # ----- the session ----------------------------------------------------------------------------------------

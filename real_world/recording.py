@@ -24,7 +24,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from vla_rl.real_world.kinematics import ArmKinematics
@@ -34,9 +34,14 @@ from vla_rl.robots.panda import PANDA, RobotDescription
 from vla_rl.robots.rotations import orientation_error
 
 from vla_rl.data.episode import Episode
-from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION, dataset_writer
-from vla_rl.data.lerobot_layout import ACTION_KEY, atomic_write_text, read_json
+from vla_rl.data.lerobot_format import DEFAULT_CODEBASE_VERSION, dataset_version, dataset_writer
+from vla_rl.data.lerobot_layout import ACTION_KEY, INFO_PATH, atomic_write_text, read_json
 from vla_rl.data.video import VideoSettings
+
+if TYPE_CHECKING:
+    from vla_rl.real_world.deploy_config import RecordingSection
+
+    from vla_rl.envs.config import EnvConfig
 
 SAFETY_EVENTS: tuple[str, ...] = (
     "estop",
@@ -348,3 +353,27 @@ class DeploymentRecorder:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def session_recorder(
+    section: RecordingSection, root: Path, env: EnvConfig, policy_cameras: Sequence[str]
+) -> DeploymentRecorder | None:
+    """The recorder of a ``vla-rl deploy`` or ``learn-online`` session at ``root`` (None unless
+    ``section.enabled``): ``section.cameras`` or else the policy's own, the env's control rate, mode and
+    controller settings (which turn intervention commands into actions), and the dataset version asked
+    for, else the existing folder's, else the library's default."""
+    if not section.enabled:
+        return None
+    version = section.codebase_version
+    if not version:
+        version = dataset_version(root) if (root / INFO_PATH).is_file() else DEFAULT_CODEBASE_VERSION
+    return DeploymentRecorder(
+        root,
+        env.control_hz,
+        env.control_mode,
+        section.cameras if section.cameras is not None else policy_cameras,
+        settings=ControllerSettings(**env.options.get("controller", {})),
+        append=root.exists(),
+        codebase_version=version,
+        finalize_every_episodes=section.finalize_every_episodes,
+    )

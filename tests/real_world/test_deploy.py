@@ -16,6 +16,7 @@ from success_models import tiny_classifier
 from vla_rl.real_world.deploy import Deployment
 from vla_rl.real_world.deploy_config import (
     DeployConfig,
+    RecordingSection,
     SuccessSection,
     compose_deploy_config,
     deployment_env,
@@ -138,6 +139,21 @@ def test_a_success_classifier_ends_episodes_and_the_simulators_flag_is_kept_besi
         assert all(e.success is False and e.steps == 50 for e in result.episodes)
         assert [e.sim_success for e in result.episodes] == direct and any(direct)
         assert result.success_rate == 0.0
+
+
+def test_the_cameras_a_recording_names_are_added_to_what_the_robot_reports(tmp_path: Path) -> None:
+    env = EnvConfig(cameras=["wrist"])
+    classifier = str(tiny_classifier(tmp_path / "classifier", 0.0))  # reads "front"
+    success = SuccessSection("classifier", classifier, 0.9, instruction="x")
+    recording = RecordingSection(enabled=True, cameras=["front", "side", "wrist"])
+    assert deployment_env(DeployConfig(success=success, recording=recording), env).cameras == [
+        "wrist",
+        "front",
+        "side",
+    ]
+    off = RecordingSection(enabled=False, cameras=["side"])
+    assert deployment_env(DeployConfig(recording=off), env).cameras == ["wrist"]
+    assert deployment_env(DeployConfig(recording=RecordingSection(enabled=True)), env) == env
 
 
 def _serve_in_subprocess(reach_run: Path, port: int) -> subprocess.Popen:

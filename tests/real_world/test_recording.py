@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from vla_rl.real_world.deploy_config import RecordingSection
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.recording import (
     COMMAND_ARM_KEY,
@@ -24,13 +25,15 @@ from vla_rl.real_world.recording import (
     encode_safety_events,
     gripper_action,
     gripper_opening,
+    session_recorder,
 )
 from vla_rl.real_world.robot import JointCommand
 from vla_rl.robots.controllers import ControllerSettings, make_controller
 from vla_rl.robots.panda import PANDA
 
-from vla_rl.data.lerobot_format import open_dataset
+from vla_rl.data.lerobot_format import dataset_version, open_dataset
 from vla_rl.data.video import LOSSLESS_VIDEO
+from vla_rl.envs.config import EnvConfig
 
 HOME = np.asarray(PANDA.home_arm_qpos, dtype=np.float64)
 SETTINGS = ControllerSettings()
@@ -270,3 +273,29 @@ def test_add_frame_rejects_mismatched_inputs(tmp_path, kinematics):
     with pytest.raises(ValueError, match="privileged"):
         recorder.add_frame(**{**good, "privileged": np.zeros(2)})
     recorder.close()
+
+
+def test_a_session_recorder_keeps_the_policys_cameras_unless_told_and_the_envs_controller(tmp_path):
+    env = EnvConfig(cameras=["front", "wrist"], options={"controller": {"max_ee_step_m": 0.01}})
+    assert session_recorder(RecordingSection(enabled=False), tmp_path / "off", env, ["front"]) is None
+    assert not (tmp_path / "off").exists()
+    with session_recorder(RecordingSection(enabled=True), tmp_path / "own", env, ["wrist"]) as own:
+        assert own.cameras == ["wrist"]  # not the classifier's "front" the env renders beside it
+        assert own.settings == ControllerSettings(max_ee_step_m=0.01)
+    asked = RecordingSection(enabled=True, cameras=["front", "wrist"])
+    with session_recorder(asked, tmp_path / "asked", env, ["wrist"]) as both:
+        assert both.cameras == ["front", "wrist"]
+
+
+def test_a_session_recorder_adds_to_a_folder_in_that_folders_version(tmp_path, kinematics):
+    rng = np.random.default_rng(3)
+    env = EnvConfig(control_mode="ee_delta_pose", cameras=["front"])
+    for version in ("v2.1", ""):  # the second session asks for no version: the folder's is kept
+        section = RecordingSection(enabled=True, codebase_version=version)
+        with session_recorder(section, tmp_path / "data", env, ["front"]) as recorder:
+            record_episode(recorder, rng, kinematics, 3, set(), {}, True)
+    assert dataset_version(tmp_path / "data") == "v2.1"
+    assert open_dataset(tmp_path / "data").num_episodes == 2
+    with session_recorder(RecordingSection(enabled=True), tmp_path / "new", env, ["front"]) as recorder:
+        record_episode(recorder, rng, kinematics, 3, set(), {}, True)
+    assert dataset_version(tmp_path / "new") == "v3.0"
