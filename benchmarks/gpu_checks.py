@@ -37,16 +37,18 @@ class Check:
     argv: tuple[str, ...]  # after the interpreter; ``{out}`` becomes the output folder
     cap_s: int  # wall clock after which the check's process group is killed
     results: tuple[str, ...] = ()  # files (from the repository root) the check writes
+    required: bool = False  # if it does not pass, no later check starts
 
 
 @dataclass(frozen=True)
 class Outcome:
     name: str
-    status: str  # "passed", "failed (rc N)", "killed at its cap", "not started: budget"
+    status: str  # "passed", "failed (rc N)", "killed at its cap", "not started: <why>"
     seconds: float
 
 
-# Versions and the device, and the imports every check needs, before anything long starts.
+# Versions and the device, and the imports every check needs, before anything long starts; without
+# them no later check starts.
 PREFLIGHT = """
 import platform, torch, warp, mujoco, mujoco_warp, transformers
 from transformers import PI0ForConditionalGeneration
@@ -67,7 +69,7 @@ CUDA_TESTS = (
 WARP_4096 = ("--backend", "mujoco_warp", "--device", "cuda", "--num-envs", "4096")
 
 CHECKS = (
-    Check("preflight", ("-c", PREFLIGHT), 60),
+    Check("preflight", ("-c", PREFLIGHT), 60, required=True),
     Check("cuda_tests", ("-m", "pytest", "-q", "-p", "no:cacheprovider", *CUDA_TESTS, "-k", "cuda"), 180),
     Check(
         "rollout_ratio",
@@ -135,16 +137,19 @@ def run_check(check: Check, python: str, out: Path) -> Outcome:
 
 
 def run_checks(checks: tuple[Check, ...], python: str, out: Path, budget_s: float | None) -> list[Outcome]:
-    """Each check in turn; with ``budget_s``, only those whose cap fits in the budget left."""
+    """Each check in turn; with ``budget_s``, only those whose cap fits in the budget left, and none
+    after a required check that did not pass."""
     out.mkdir(parents=True, exist_ok=True)
-    start, outcomes = time.perf_counter(), []
+    start, outcomes, blocked = time.perf_counter(), [], ""
     for check in checks:
         left_s = None if budget_s is None else budget_s - (time.perf_counter() - start)
-        if left_s is not None and check.cap_s > left_s:
-            outcomes.append(Outcome(check.name, "not started: budget", 0.0))
+        if blocked or (left_s is not None and check.cap_s > left_s):
+            outcomes.append(Outcome(check.name, f"not started: {blocked or 'budget'}", 0.0))
             continue
         outcomes.append(outcome := run_check(check, python, out))
         print(f"{outcome.name}: {outcome.status} ({outcome.seconds:.0f} s)", flush=True)
+        if check.required and outcome.status != "passed":
+            blocked = f"{check.name} did not pass"
     return outcomes
 
 
@@ -186,7 +191,7 @@ def main() -> None:
     outcomes = run_checks(checks, args.python, out, args.budget_s)
     (out / "summary.md").write_text(summary := summary_markdown(outcomes, args.budget_s))
     print(summary + f"archive: {pack(checks, outcomes, out, started)}")
-    if any(o.status != "passed" for o in outcomes):
+    if any(o.status.startswith(("failed", "killed")) for o in outcomes):
         raise SystemExit(1)
 
 

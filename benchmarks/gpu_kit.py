@@ -36,8 +36,9 @@ ROOTS = ("transformers", "mujoco-warp", "gymnasium")
 # which the resolver for another platform refuses, so it is built into a wheel here.
 UNRESOLVED = ("hydra-core", "omegaconf", "antlr4-python3-runtime")
 SOURCE_ONLY = ("antlr4-python3-runtime",)
-# Compiled packages a CUDA PyTorch machine holds already, in versions the roots accept.
-PROVIDED = ("torch", "numpy", "pyyaml", "regex", "safetensors", "tokenizers", "hf-xet")
+# What a CUDA PyTorch machine holds already, in versions the roots accept (transformers checks
+# regex, tokenizers and safetensors against its floors at import, so those are carried).
+PROVIDED = ("torch", "numpy", "pyyaml", "hf-xet")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64")
 PLATFORMS += ("manylinux2014_x86_64",)
 MANIFEST = "manifest.json"

@@ -38,6 +38,20 @@ def test_a_check_starts_only_while_its_cap_fits_in_the_budget_left(tmp_path):
     assert "| b | not started: budget | 0 |" in summary and "budget 60 s" in summary
 
 
+def test_no_check_starts_after_a_required_one_that_did_not_pass(tmp_path):
+    checks = (
+        Check("optional", ("-c", "raise SystemExit(1)"), 20),
+        Check("required", ("-c", "raise SystemExit(2)"), 20, required=True),
+        Check("later", ("-c", "pass"), 20),
+    )
+    outcomes = gpu_checks.run_checks(checks, sys.executable, tmp_path, budget_s=None)
+    assert [o.status for o in outcomes] == [
+        "failed (rc 1)",
+        "failed (rc 2)",
+        "not started: required did not pass",
+    ]
+
+
 def test_the_archive_holds_the_logs_and_the_results_written_during_the_run(tmp_path):
     root, out = tmp_path / "repo", tmp_path / "out"
     (root / "results").mkdir(parents=True)
