@@ -86,9 +86,9 @@ bench: venv $(MW_STAMP)
 
 # On a machine with an NVIDIA GPU and a CUDA build of torch (set TORCH_SPEC to one): every GPU check
 # in turn, each under a wall-clock cap, a failing one not stopping the rest (benchmarks/gpu_checks.py:
-# the tests that skip without CUDA, MuJoCo Warp rollout over raw physics, PPO on 4,096 worlds, the
-# pi0 Flow-SDE PPO recipe on 256 worlds, full-size pi0 updates in bfloat16, MuJoCo Warp against CPU
-# MuJoCo). `ARGS="--budget-s 540"` starts only the checks that fit; `ARGS="--only pi0_update"` one.
+# the tests that skip without CUDA, MuJoCo Warp rollout over raw physics, PPO on 4,096 worlds,
+# full-size pi0 updates in bfloat16, the pi0 Flow-SDE PPO recipe on 256 worlds, MuJoCo Warp against
+# CPU MuJoCo). `ARGS="--budget-s 540"` starts only the checks that fit; `ARGS="--only pi0_update"` one.
 bench-gpu: venv
 	$(PY) -m benchmarks.gpu_checks $(ARGS)
 

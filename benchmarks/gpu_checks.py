@@ -70,7 +70,7 @@ WARP_4096 = ("--backend", "mujoco_warp", "--device", "cuda", "--num-envs", "4096
 
 CHECKS = (
     Check("preflight", ("-c", PREFLIGHT), 60, required=True),
-    Check("cuda_tests", ("-m", "pytest", "-q", "-p", "no:cacheprovider", *CUDA_TESTS, "-k", "cuda"), 180),
+    Check("cuda_tests", ("-m", "pytest", "-q", "-p", "no:cacheprovider", *CUDA_TESTS, "-k", "cuda"), 150),
     Check(
         "rollout_ratio",
         ("-m", "benchmarks.rollout_ratio", *WARP_4096, "--tasks", "reach", "push")
@@ -80,16 +80,9 @@ CHECKS = (
     Check(
         "warp_ppo",
         ("-m", "benchmarks.warp_ppo", "--tasks", "reach", "push", "--num-envs", "4096", "--device", "cuda")
-        + ("--max-minutes", "1.5", "--work-dir", "{out}/warp_ppo"),
-        240,
-        (f"{RESULTS}/warp_ppo_cuda.json",),
-    ),
-    Check(
-        "chunk_rl_speed",
-        ("-m", "benchmarks.chunk_rl_speed", "--device", "cuda", "--num-envs", "256", "--updates", "4")
-        + ("--max-minutes", "2.5", "--work-dir", "{out}/chunk_rl_speed"),
+        + ("--max-minutes", "1.0", "--work-dir", "{out}/warp_ppo"),
         180,
-        (f"{RESULTS}/chunk_rl_speed_cuda.json",),
+        (f"{RESULTS}/warp_ppo_cuda.json",),
     ),
     Check(
         "pi0_update",
@@ -97,6 +90,13 @@ CHECKS = (
         + ("--modes", "lora", "full"),
         240,
         (f"{RESULTS}/pi0_gpu_update.json",),
+    ),
+    Check(
+        "chunk_rl_speed",
+        ("-m", "benchmarks.chunk_rl_speed", "--device", "cuda", "--num-envs", "256", "--updates", "4")
+        + ("--max-minutes", "2.0", "--work-dir", "{out}/chunk_rl_speed"),
+        150,
+        (f"{RESULTS}/chunk_rl_speed_cuda.json",),
     ),
     Check(
         "backend_speed",
