@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
+from vla_rl.real_world.camera_view import crop_region_errors
 from vla_rl.real_world.safety_config import SafetyConfig
 from vla_rl.real_world.topics import RobotTopics
 
@@ -59,6 +61,10 @@ class RobotSection:
     pose_frame_id: str = "panda_link0"
     """``header.frame_id`` of ``pose_stamped`` commands: the arm's base frame (the model's ``link0``,
     franka_ros's ``panda_link0``)."""
+    image_crops: dict[str, list[int]] = field(default_factory=dict)
+    """Per camera, the region ``[top, left, height, width]`` (pixels of the frame the camera publishes)
+    the policy sees. Every frame is then resized to the policy's image size (bilinear); a frame of
+    another size without a crop is resized whole, and the aspect ratio may change (logged once)."""
 
 
 @dataclass
@@ -202,6 +208,13 @@ CLASSIFIER_CHECKS: tuple[Check, ...] = (
 )
 """A ``success.kind=classifier`` section's own checks (``vla-rl deploy`` and ``vla-rl learn-online``)."""
 
+IMAGE_CROPS_CHECK: Check[Any] = Check(
+    "robot.image_crops",
+    lambda c: not any(crop_region_errors(camera, crop) for camera, crop in c.robot.image_crops.items()),
+    "must map each camera to [top, left, height, width] with top, left >= 0 and height, width > 0",
+)
+"""The crops' shape (which cameras exist is known once the policy's env is: ``transports``)."""
+
 DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("robot.transport", TRANSPORTS),
     one_of("policy.mode", ("local", "remote")),
@@ -211,6 +224,7 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     *not_negative("max_steps", "robot.sync_slop_s", "recording.finalize_every_episodes"),
     one_of("robot.image_transport", IMAGE_TRANSPORTS),
     one_of("robot.command_type", COMMAND_TYPES),
+    IMAGE_CROPS_CHECK,
     one_of("recording.codebase_version", ("", *DATASET_WRITERS)),
     one_of("intervention.kind", INTERVENTION_KINDS),
     *positive("intervention.drift_window", "intervention.takeover_steps"),

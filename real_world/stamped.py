@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+from vla_rl.real_world.camera_view import CameraViews
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.robot import (
     Feature,
@@ -72,7 +73,10 @@ class StreamedRobotConfig:
     cameras: tuple[str, ...] = ()
     """Cameras to subscribe to (``topics.image`` with the name filled in)."""
     image_size: tuple[int, int] = (64, 64)
-    """Height and width the cameras publish (declared in the observation features)."""
+    """Height and width of the images the policy reads (declared in the observation features); a
+    frame of another size is resized to it, after its camera's crop (``camera_view``)."""
+    image_crops: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    """Per camera, the region ``(top, left, height, width)`` of the published frame that is kept."""
     task_state_dim: int = 0
     """Length of the task-state vector on ``topics.task_state``; 0: not subscribed."""
     image_transport: Literal["raw", "compressed"] = "raw"
@@ -109,6 +113,7 @@ class StreamedRobot(Robot):
         self._joint_states: deque[Stamped] = deque(maxlen=HISTORY)
         self._images: dict[str, deque[Stamped]] = {c: deque(maxlen=HISTORY) for c in config.cameras}
         self._task_state: Stamped | None = None
+        self._views = CameraViews(config.image_size, config.image_crops)
         self.dropped: dict[str, int] = {"images": 0}
         """Messages that could not be used (e.g. images that do not decode), dropped, not raised."""
 
@@ -189,10 +194,11 @@ class StreamedRobot(Robot):
     def observation(
         self, joint_values: Callable[[Any], tuple[np.ndarray, np.ndarray, float]], **extras: Any
     ) -> RobotObservation:
-        """The newest joint state with the images nearest to it and the task state; RobotError before
-        the first joint state. ``joint_values`` turns a stored joint state into arm angles [7],
-        velocities [7] and the gripper opening (under the lock); ``extras`` join
-        ``unsynced_cameras`` in ``RobotObservation.extras``."""
+        """The newest joint state with the images nearest to it (each as the policy sees it:
+        cropped and resized, see ``camera_view``) and the task state; RobotError before the first
+        joint state; ValueError when a camera's crop reaches outside its frame. ``joint_values``
+        turns a stored joint state into arm angles [7], velocities [7] and the gripper opening (under
+        the lock); ``extras`` join ``unsynced_cameras`` in ``RobotObservation.extras``."""
         with self._lock:
             if not self._joint_states:
                 raise RobotError("no joint state received yet")
@@ -205,7 +211,7 @@ class StreamedRobot(Robot):
             arm_qvel_rad_s=qvel,
             gripper_opening_m=opening,
             joint_state_stamp_s=joint.stamp_s,
-            images=images,
+            images=self._views(images),
             image_stamps_s=stamps,
             task_state=task_state,
             extras={"unsynced_cameras": unsynced, **extras},

@@ -10,16 +10,24 @@ from vla_rl.real_world.robot import Robot
 from vla_rl.real_world.safe_robot import SafeRobot
 from vla_rl.real_world.sim_control import SimControl
 
+from vla_rl.config import ConfigError
 from vla_rl.envs.config import EnvConfig
 from vla_rl.registry import resolve
 
 
 def _robot_settings(cfg: DeployConfig, env: EnvConfig) -> dict:
     """The robot-config fields both ROS transports take, from the deployment and env configs."""
+    unknown = sorted(set(cfg.robot.image_crops) - set(env.cameras))
+    if unknown:
+        raise ConfigError(
+            f"config key 'robot.image_crops': no camera {unknown} is read here (the policy's, the success "
+            f"classifier's and the recording's cameras: {env.cameras})"
+        )
     return {
         "topics": cfg.robot.topics,
         "cameras": tuple(env.cameras),
         "image_size": (env.image_size, env.image_size),
+        "image_crops": {camera: tuple(crop) for camera, crop in cfg.robot.image_crops.items()},
         "task_state_dim": _task_state_dim(env),
         "sync_slop_s": cfg.robot.sync_slop_s,
         "connect_timeout_s": cfg.robot.connect_timeout_s,

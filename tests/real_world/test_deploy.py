@@ -262,6 +262,14 @@ def test_deploy_config_defaults_and_pass_through() -> None:
         assert passed == ("compressed", "pose_stamped", "fr3_link0")
 
 
+def test_a_crop_is_passed_to_the_robot_for_a_camera_that_is_read_and_refused_for_one_that_is_not() -> None:
+    cfg = compose_deploy_config(["+robot.image_crops.front=[40,80,400,400]"])
+    robot = build_robot(cfg, EnvConfig(task="reach", cameras=["front"]))
+    assert robot.robot.config.image_crops == {"front": (40, 80, 400, 400)}  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match=r"'robot.image_crops': no camera \['front'\] is read here"):
+        build_robot(cfg, EnvConfig(task="reach", cameras=["wrist"]))
+
+
 REAL_ARM = ["robot.simulated=false", "max_steps=5"]
 CLASSIFIER = ["success.kind=classifier", "success.classifier_path=c", "success.instruction=x", "max_steps=9"]
 
@@ -282,6 +290,9 @@ CLASSIFIER = ["success.kind=classifier", "success.classifier_path=c", "success.i
         ([*CLASSIFIER, "success.instruction= "], "success.instruction", "trained with"),
         ([*CLASSIFIER, "max_steps=0"], "max_steps", "classifier may never end"),
         ([*CLASSIFIER, "success.threshold=1.5"], "success.threshold", ""),
+        (["+robot.image_crops.front=[0,0,0,64]"], "robot.image_crops", r"height, width > 0"),
+        (["+robot.image_crops.front=[-1,0,8,8]"], "robot.image_crops", r"top, left >= 0"),
+        (["+robot.image_crops.front=[0,0,8]"], "robot.image_crops", r"\[top, left, height, width\]"),
     ],
 )
 def test_deploy_config_rejects_bad_variants(overrides: list[str], key: str, reason: str) -> None:

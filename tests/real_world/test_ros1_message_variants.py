@@ -182,6 +182,29 @@ def test_ros1_robot_defaults_are_raw_images_and_joint_trajectory(ros1: Any, fake
     np.testing.assert_array_equal(m1.parse_trajectory(command.sent[-1])[0], TARGET)
 
 
+def test_ros1_robot_crops_and_resizes_a_larger_frame_to_the_policys_size(ros1: Any, fake_ros1: Any) -> None:
+    from vla_rl.real_world.camera_view import policy_view
+    from vla_rl.real_world.ros1.robot import Ros1Robot, Ros1RobotConfig
+
+    rgb = smooth_image(48, 64)  # what the camera publishes
+    fake_ros1(
+        {
+            "/joint_states": [ros1_joint_state(ros1)],
+            "/camera/front/image_raw": [ros1.image_message(STAMP_S, rgb)],
+            "/camera/wrist/image_raw": [ros1.image_message(STAMP_S, rgb)],
+        }
+    )
+    crops = {"front": (8, 16, 32, 32)}
+    config = Ros1RobotConfig(cameras=("front", "wrist"), image_size=(16, 16), image_crops=crops)
+    with Ros1Robot(config) as robot:
+        images = robot.get_observation().images
+        assert robot.observation_features["rgb_front"].shape == (16, 16, 3)
+    np.testing.assert_array_equal(images["front"], policy_view(rgb[8:40, 16:48], (16, 16)))
+    np.testing.assert_array_equal(images["wrist"], policy_view(rgb, (16, 16)))  # whole frame, squeezed
+    # The front crop's top-left output pixel averages the top-left of the region, not the frame's.
+    assert abs(int(images["front"][0, 0, 0]) - int(rgb[8:10, 16:18, 0].mean())) <= 2
+
+
 @pytest.mark.parametrize("command_type", COMMAND_TYPES)
 def test_ros1_robot_compressed_images_and_command_type(
     ros1: Any, fake_ros1: Any, kinematics: ArmKinematics, command_type: str
