@@ -163,13 +163,14 @@ def summary_markdown(outcomes: list[Outcome], budget_s: float | None) -> str:
 def pack(
     checks: tuple[Check, ...], outcomes: list[Outcome], out: Path, started: float, root: Path = REPO_ROOT
 ) -> Path:
-    """``out/gpu_checks.tar.gz``: the logs and summary under ``out``, and the results files the
-    checks wrote (modified since ``started``, a ``time.time()``) under their paths from ``root``."""
+    """``out/gpu_checks.tar.gz``: the logs and summary under ``out`` and the results files the checks
+    wrote (under their paths from ``root``), each only if written since ``started`` (a ``time.time()``),
+    so that an earlier run's files in the same folders stay out."""
     ran = {o.name for o in outcomes if not o.status.startswith("not started")}
     archive = out / "gpu_checks.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(out.rglob("*")):
-            if path.suffix in (".log", ".md", ".json") and path.is_file():
+            if path.suffix in (".log", ".md", ".json") and path.is_file() and path.stat().st_mtime >= started:
                 tar.add(path, arcname=f"out/{path.relative_to(out)}")
         for check in checks:
             for result in check.results if check.name in ran else ():

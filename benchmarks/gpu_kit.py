@@ -32,9 +32,10 @@ KIT_DIR = REPO_ROOT / ".gpu-kit"
 # Resolved with their dependencies (what the checks import that such a machine lacks or holds at
 # another version: transformers' pi0 needs the locked release).
 ROOTS = ("transformers", "mujoco-warp", "gymnasium")
-# Hydra is taken without resolving: antlr4-python3-runtime 4.9.3 exists only as a source archive,
-# which the resolver for another platform refuses, so it is built into a wheel here.
-UNRESOLVED = ("hydra-core", "omegaconf", "antlr4-python3-runtime")
+# Taken at the lock's pins without resolving: Hydra (antlr4-python3-runtime 4.9.3 exists only as a
+# source archive, which the resolver for another platform refuses, so it is built into a wheel here),
+# and the build backend of this project's editable install (setuptools>=77 reads its SPDX license).
+UNRESOLVED = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "setuptools", "wheel")
 SOURCE_ONLY = ("antlr4-python3-runtime",)
 # What a CUDA PyTorch machine holds already, in versions the roots accept (transformers checks
 # regex, tokenizers and safetensors against its floors at import, so those are carried).

@@ -57,7 +57,9 @@ def test_the_archive_holds_the_logs_and_the_results_written_during_the_run(tmp_p
     (root / "results").mkdir(parents=True)
     stale = root / "results" / "stale.json"
     stale.write_text("old")
-    started = time.time() + 1  # the stale file is older than the run
+    out.mkdir()
+    (out / "earlier.log").write_text("an earlier run's log in the same folder")
+    started = time.time() + 1  # the stale file and the earlier log are older than the run
     checks = (
         Check("fresh", ("-c", f"open({str(root / 'results' / 'fresh.json')!r}, 'w').write('new')"), 30,
               ("results/fresh.json", "results/stale.json")),
@@ -82,7 +84,10 @@ class Parsed(Exception):
     """Raised in place of running a benchmark once its arguments parsed."""
 
 
-@pytest.mark.parametrize("check", [c for c in CHECKS if c.argv[:2] != ("-m", "pytest") and c.argv[0] == "-m"])
+BENCHMARK_CHECKS = [c for c in CHECKS if c.argv[0] == "-m" and c.argv[1].startswith("benchmarks.")]
+
+
+@pytest.mark.parametrize("check", BENCHMARK_CHECKS, ids=[c.name for c in BENCHMARK_CHECKS])
 def test_every_benchmark_check_parses_its_own_command_line(check, monkeypatch, tmp_path):
     parse_args = argparse.ArgumentParser.parse_args
 
@@ -93,6 +98,7 @@ def test_every_benchmark_check_parses_its_own_command_line(check, monkeypatch, t
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
     argv = [arg.replace("{out}", str(tmp_path)) for arg in check.argv[2:]]
     monkeypatch.setattr(sys, "argv", [check.argv[1], *argv])
+    monkeypatch.delitem(sys.modules, check.argv[1], raising=False)  # run afresh, as `python -m` does
     with pytest.raises(Parsed):
         runpy.run_module(check.argv[1], run_name="__main__")
 
