@@ -11,21 +11,19 @@ from typing import Any
 def deploy_locally(run: Path, overrides: list[str], dataset: Path | None) -> dict[str, Any]:
     """The deployment loop on the simulated robot in this process; the summary ``vla-rl deploy`` writes."""
     from vla_rl.real_world.deploy import Deployment
-    from vla_rl.real_world.deploy_config import compose_deploy_config, deployment_env
+    from vla_rl.real_world.deploy_config import RecordingSection, compose_deploy_config, deployment_env
     from vla_rl.real_world.expert_intervention import intervention_input
     from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
     from vla_rl.real_world.policy_runner import load_trained_policy
-    from vla_rl.real_world.recording import DeploymentRecorder
+    from vla_rl.real_world.recording import session_recorder
 
     cfg = compose_deploy_config(overrides)
     loaded = load_trained_policy(run)
     policy_cameras = loaded.env.cameras
     env = loaded.env = deployment_env(cfg, loaded.env)  # + the success classifier's cameras
-    recorder = None
+    recorder = None  # else as `vla-rl deploy` records: the policy's cameras, the env's controller
     if dataset is not None:
-        recorder = DeploymentRecorder(
-            dataset, env.control_hz, env.control_mode, policy_cameras, append=dataset.exists()
-        )
+        recorder = session_recorder(RecordingSection(enabled=True), dataset, env, policy_cameras)
     robot = LocalSimRobot(env)
     try:
         with robot:

@@ -14,14 +14,13 @@ from PIL import Image
 log = logging.getLogger(__name__)
 
 
-def crop_region_errors(camera: str, crop: Sequence[int]) -> list[str]:
-    """Why ``crop`` is not a region ``[top, left, height, width]`` (empty when it is one)."""
+def is_crop_region(crop: Sequence[int]) -> bool:
+    """Whether ``crop`` is a region ``[top, left, height, width]``: four whole pixel counts, top and
+    left not negative, height and width positive."""
     if len(crop) != 4 or any(not isinstance(v, int) or isinstance(v, bool) for v in crop):
-        return [f"{camera}: {list(crop)} is not four whole pixel counts [top, left, height, width]"]
+        return False
     top, left, height, width = crop
-    if top < 0 or left < 0 or height <= 0 or width <= 0:
-        return [f"{camera}: {list(crop)} needs top and left >= 0 and height and width > 0"]
-    return []
+    return top >= 0 and left >= 0 and height > 0 and width > 0
 
 
 def policy_view(rgb: np.ndarray, size_hw: tuple[int, int], crop: Sequence[int] | None = None) -> np.ndarray:

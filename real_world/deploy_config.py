@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from vla_rl.real_world.camera_view import crop_region_errors
+from vla_rl.real_world.camera_view import is_crop_region
 from vla_rl.real_world.safety_config import SafetyConfig
 from vla_rl.real_world.topics import RobotTopics
 
@@ -210,7 +210,7 @@ CLASSIFIER_CHECKS: tuple[Check, ...] = (
 
 IMAGE_CROPS_CHECK: Check[Any] = Check(
     "robot.image_crops",
-    lambda c: not any(crop_region_errors(camera, crop) for camera, crop in c.robot.image_crops.items()),
+    lambda c: all(is_crop_region(crop) for crop in c.robot.image_crops.values()),
     "must map each camera to [top, left, height, width] with top, left >= 0 and height, width > 0",
 )
 """The crops' shape (which cameras exist is known once the policy's env is: ``transports``)."""

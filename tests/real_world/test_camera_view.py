@@ -7,7 +7,7 @@ import logging
 
 import numpy as np
 import pytest
-from vla_rl.real_world.camera_view import CameraViews, crop_region_errors, policy_view
+from vla_rl.real_world.camera_view import CameraViews, is_crop_region, policy_view
 
 
 def ramp(height: int, width: int, step: int) -> np.ndarray:
@@ -46,11 +46,11 @@ def test_a_crop_outside_the_frame_is_refused_with_the_frames_size() -> None:
 
 
 def test_crop_regions_are_four_whole_counts_inside_a_frame() -> None:
-    assert crop_region_errors("front", [0, 0, 8, 8]) == []
-    assert crop_region_errors("front", [0, 0, 8])
-    assert crop_region_errors("front", [0, 0, 8.5, 8])
-    assert crop_region_errors("front", [-1, 0, 8, 8])
-    assert crop_region_errors("front", [0, 0, 0, 8])
+    assert is_crop_region([0, 0, 8, 8])
+    assert not is_crop_region([0, 0, 8])
+    assert not is_crop_region([0, 0, 8.5, 8])
+    assert not is_crop_region([-1, 0, 8, 8])
+    assert not is_crop_region([0, 0, 0, 8])
 
 
 def test_a_frame_resized_without_a_crop_is_reported_once(caplog: pytest.LogCaptureFixture) -> None:
