@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 
 import mujoco
 import numpy as np
@@ -16,7 +17,8 @@ class WorldRenderer:
     One thread may hold renderers of several environments (an environment with one worker
     renders on the calling thread, as does a second one built there for evaluation), so each
     ``render`` and ``close`` first makes its own context current: drawing through another
-    environment's context, or a freed one, returns wrong pixels without an error.
+    environment's context, or a freed one, returns wrong pixels without an error. A renderer that
+    is dropped without ``close`` is freed the same way when it is collected (see ``_free_gl``).
     """
 
     def __init__(
@@ -40,6 +42,7 @@ class WorldRenderer:
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
         self._viewport = mujoco.MjrRect(0, 0, image_size, image_size)
         self._flipped = np.empty((image_size, image_size, 3), dtype=np.uint8)
+        self._free = weakref.finalize(self, _free_gl, self._context, self._mjr)
 
     def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera_id: int, out: np.ndarray) -> None:
         """Render ``camera_id`` of one world into ``out`` (uint8 [H, W, 3])."""
@@ -53,9 +56,25 @@ class WorldRenderer:
         out[:] = self._flipped[::-1]
 
     def close(self) -> None:
-        self._context.make_current()
-        self._mjr.free()
-        self._context.free()
+        self._free()
+
+
+_NOT_FREED: list[tuple[object, mujoco.MjrContext]] = []
+"""GL contexts that could not be made current when their renderer was freed, kept with their
+MuJoCo render context so that its destructor never frees GL objects in another context."""
+
+
+def _free_gl(context: object, mjr: mujoco.MjrContext) -> None:
+    """Free ``mjr``'s GL objects with its own ``context`` current, then the context. GL object
+    names are numbered per context, so freed in whichever context is current they would delete
+    another renderer's objects of the same names and its frames would come back wrong."""
+    try:
+        context.make_current()
+    except Exception:  # noqa: BLE001 - current in a thread that still runs, or EGL already shut down
+        _NOT_FREED.append((context, mjr))
+        return
+    mjr.free()
+    context.free()
 
 
 class ThreadLocalRenderers(threading.local):

@@ -80,3 +80,20 @@ def test_without_opengl_state_only_envs_run_and_cameras_say_what_is_missing():
     assert result.returncode != 0
     assert "RuntimeError: MuJoCo rendering is off" in result.stderr
     assert "libegl1" in result.stderr
+
+
+def test_an_env_renders_the_same_after_another_env_on_its_thread_is_dropped_without_closing():
+    # Dropping an env frees its GL objects when it is collected. Freed in whichever context is
+    # current, they would delete the other env's objects of the same names (the contexts number
+    # theirs alike) and its frames would come back wrong without an error.
+    import gc
+
+    cfg = EnvConfig(task="pick_place", num_envs=2, cameras=["front"], image_size=32, num_threads=1)
+    dropped = MujocoBatchedEnv(cfg)
+    dropped.reset(seed=7)
+    kept = MujocoBatchedEnv(cfg)
+    before = kept.reset(seed=0)[0]["rgb_front"].clone()  # kept's context is the current one now
+    del dropped
+    gc.collect()
+    assert torch.equal(kept.reset(seed=0)[0]["rgb_front"], before)
+    kept.close()
