@@ -65,6 +65,10 @@ class RobotSection:
     """Per camera, the region ``[top, left, height, width]`` (pixels of the frame the camera publishes)
     the policy sees. Every frame is then resized to the policy's image size (bilinear); a frame of
     another size without a crop is resized whole, and the aspect ratio may change (logged once)."""
+    sim_image_size: int = 0
+    """``vla-rl sim-robot`` only: its cameras publish frames of this many pixels a side, the same view
+    as the policy's; 0: the policy's image size. A larger size rehearses a real camera, whose frames
+    the robot side crops (``image_crops``) and resizes to the policy's size."""
 
 
 @dataclass
@@ -208,12 +212,16 @@ CLASSIFIER_CHECKS: tuple[Check, ...] = (
 )
 """A ``success.kind=classifier`` section's own checks (``vla-rl deploy`` and ``vla-rl learn-online``)."""
 
-IMAGE_CROPS_CHECK: Check[Any] = Check(
-    "robot.image_crops",
-    lambda c: all(is_crop_region(crop) for crop in c.robot.image_crops.values()),
-    "must map each camera to [top, left, height, width] with top, left >= 0 and height, width > 0",
+ROBOT_IMAGE_CHECKS: tuple[Check[Any], ...] = (
+    Check(
+        "robot.image_crops",
+        lambda c: all(is_crop_region(crop) for crop in c.robot.image_crops.values()),
+        "must map each camera to [top, left, height, width] with top, left >= 0 and height, width > 0",
+    ),
+    *not_negative("robot.sim_image_size"),
 )
-"""The crops' shape (which cameras exist is known once the policy's env is: ``transports``)."""
+"""The crops' shape (which cameras exist is known once the policy's env is: ``transports``) and the
+simulated cameras' size (``vla-rl deploy`` and ``vla-rl learn-online``)."""
 
 DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("robot.transport", TRANSPORTS),
@@ -224,7 +232,7 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     *not_negative("max_steps", "robot.sync_slop_s", "recording.finalize_every_episodes"),
     one_of("robot.image_transport", IMAGE_TRANSPORTS),
     one_of("robot.command_type", COMMAND_TYPES),
-    IMAGE_CROPS_CHECK,
+    *ROBOT_IMAGE_CHECKS,
     one_of("recording.codebase_version", ("", *DATASET_WRITERS)),
     one_of("intervention.kind", INTERVENTION_KINDS),
     *positive("intervention.drift_window", "intervention.takeover_steps"),

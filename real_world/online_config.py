@@ -14,7 +14,7 @@ from typing import Any
 
 from vla_rl.real_world.deploy_config import (
     CLASSIFIER_CHECKS,
-    IMAGE_CROPS_CHECK,
+    ROBOT_IMAGE_CHECKS,
     DeployConfig,
     InterventionSection,
     RecordingSection,
@@ -175,7 +175,7 @@ LEARN_ONLINE_CHECKS: tuple[Check[LearnOnlineConfig], ...] = (
         "is required when learner.bind_host is not loopback",
     ),
     one_of("robot.transport", ("ros1", "ros2")),
-    IMAGE_CROPS_CHECK,
+    *ROBOT_IMAGE_CHECKS,
     one_of("success.kind", SUCCESS_KINDS),
     one_of("reset.kind", RESET_KINDS),
     one_of("intervention.kind", ONLINE_INTERVENTION_KINDS),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -94,11 +95,20 @@ def build_sim_control(cfg: DeployConfig) -> SimControl:
     return resolve(SIM_CONTROLS, cfg.robot.transport, "simulated-robot control")(cfg.robot.topics)
 
 
+def sim_robot_env(cfg: DeployConfig, env: EnvConfig) -> EnvConfig:
+    """What the simulated robot runs: ``env`` with its cameras at ``cfg.robot.sim_image_size`` where set
+    (the same view at more pixels; the robot side resizes the frames to ``env``'s size)."""
+    if cfg.robot.sim_image_size > 0:
+        return dataclasses.replace(env, image_size=cfg.robot.sim_image_size)
+    return env
+
+
 def run_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
-    """Run the transport's simulated robot node for ``seconds`` (``cfg.sim_stats_path``: its statistics)."""
+    """Run the transport's simulated robot node of ``sim_robot_env(cfg, env)`` for ``seconds``
+    (``cfg.sim_stats_path``: its statistics)."""
     node_class = resolve(SIM_NODES, cfg.robot.transport, "simulated robot node")
     stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
-    node = node_class(env, cfg.robot.topics, stats_path=stats)
+    node = node_class(sim_robot_env(cfg, env), cfg.robot.topics, stats_path=stats)
     try:
         node.spin(seconds)
     finally:

@@ -45,6 +45,7 @@ def learn_online(*args: str) -> subprocess.CompletedProcess:
         ("learner.port=0", "learner.port"),
         ("success.kind=sim robot.simulated=false max_steps=10", "success.kind"),
         ("learner.bind_host=0.0.0.0", "learner.token"),
+        ("robot.sim_image_size=-1", "robot.sim_image_size"),
         ("success.kind=classifier", "success.classifier_path"),
         (learner_list(["env.num_envs=4"]), "learner.overrides"),
         (learner_list(["algorithm=sac", "remote.port=1"]), "learner.overrides"),
