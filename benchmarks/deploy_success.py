@@ -26,40 +26,45 @@ TRAIN = ["env=reach", "total_env_steps=500000", "eval.video=false", "logger.tens
 """The default training job (`make train`)."""
 
 
-def train(run_dir: Path) -> Path:
+def train(run_dir: Path, overrides: list[str] = TRAIN) -> Path:
+    """``vla-rl train`` with ``overrides`` into ``run_dir``, unless it holds checkpoints already."""
     if not (run_dir / "checkpoints").is_dir():
-        command = [sys.executable, "-m", "vla_rl.cli", "train", *TRAIN, f"run_dir={run_dir}"]
+        command = [sys.executable, "-m", "vla_rl.cli", "train", *overrides, f"run_dir={run_dir}"]
         proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"training failed:\n{proc.stderr[-3000:]}")
     return run_dir
 
 
+def rehearsed(run: Path, direct: list[bool], extra: list[str], work_dir: Path) -> dict:
+    """A rehearsal over ROS 1 of ``run`` on the seeds of ``direct`` (its outcomes in the simulator),
+    with the deploy overrides ``extra``: success, agreement with ``direct``, latencies, safety events."""
+    from vla_rl.real_world.rehearsal import run_rehearsal
+
+    shutil.rmtree(work_dir, ignore_errors=True)
+    overrides = [f"checkpoint={run}", f"episodes={len(direct)}", f"seed={SEED}", *extra]
+    rehearsal = run_rehearsal(overrides, work_dir)
+    over_ros = [bool(e["success"]) for e in rehearsal["deploy"]["per_episode"]]
+    latency_ms = np.asarray(rehearsal["sim"]["latencies_s"]) * 1e3
+    return {
+        "success_rate": float(np.mean(over_ros)),
+        "same_outcome_as_direct": int(sum(a == b for a, b in zip(over_ros, direct, strict=True))),
+        "latency_p50_ms": float(np.percentile(latency_ms, 50)),
+        "latency_p99_ms": float(np.percentile(latency_ms, 99)),
+        "safety_counts": {k: v for k, v in rehearsal["deploy"]["safety_counts"].items() if v},
+    }
+
+
 def run_all(episodes: int) -> dict:
     from vla_rl.real_world.policy_runner import load_trained_policy
-    from vla_rl.real_world.rehearsal import run_rehearsal
     from vla_rl.real_world.sim_eval import evaluate_on_seeds
 
     run = train(OUT_DIR / "reach")
-    seeds = [SEED + i for i in range(episodes)]
-    direct = evaluate_on_seeds(load_trained_policy(run), seeds)
+    direct = evaluate_on_seeds(load_trained_policy(run), [SEED + i for i in range(episodes)])
     results = {"direct (simulator, no safety layer)": {"success_rate": float(np.mean(direct))}}
     for name, extra in {"ROS 1, default safety": [], "ROS 1, safety off": ["safety.enabled=false"]}.items():
         work_dir = OUT_DIR / name.replace(" ", "_").replace(",", "")
-        shutil.rmtree(work_dir, ignore_errors=True)
-        overrides = [f"checkpoint={run}", f"episodes={episodes}", f"seed={SEED}", *extra]
-        rehearsal = run_rehearsal(overrides, work_dir)
-        per_episode = rehearsal["deploy"]["per_episode"]
-        over_ros = [bool(e["success"]) for e in per_episode]
-        latency_ms = np.asarray(rehearsal["sim"]["latencies_s"]) * 1e3
-        counts = {k: v for k, v in rehearsal["deploy"]["safety_counts"].items() if v}
-        results[name] = {
-            "success_rate": float(np.mean(over_ros)),
-            "same_outcome_as_direct": int(sum(a == b for a, b in zip(over_ros, direct, strict=True))),
-            "latency_p50_ms": float(np.percentile(latency_ms, 50)),
-            "latency_p99_ms": float(np.percentile(latency_ms, 99)),
-            "safety_counts": counts,
-        }
+        results[name] = rehearsed(run, direct, extra, work_dir)
         print(name, json.dumps(results[name]), flush=True)
     return results
 

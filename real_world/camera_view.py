@@ -39,7 +39,7 @@ def policy_view(rgb: np.ndarray, size_hw: tuple[int, int], crop: Sequence[int] |
         return rgb
     height, width = size_hw
     resized = Image.fromarray(np.ascontiguousarray(rgb)).resize((width, height), Image.Resampling.BILINEAR)
-    return np.asarray(resized)
+    return np.array(resized)  # writable (np.asarray of a PIL image is read-only: torch warns on it)
 
 
 class CameraViews:

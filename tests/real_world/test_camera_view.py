@@ -28,6 +28,7 @@ def test_halving_a_ramp_gives_the_ramp_at_the_new_pixel_centres() -> None:
     # so on a ramp of 10 per column it gives 10 * (2j + 0.5) = 20j + 5 away from the edges.
     view = policy_view(ramp(4, 16, 10), (4, 8))
     assert view.shape == (4, 8, 3) and view.dtype == np.uint8
+    assert view.flags.writeable  # torch.from_numpy warns on a read-only array
     np.testing.assert_allclose(view[:, 1:7, 0], np.broadcast_to(20 * np.arange(1, 7) + 5, (4, 6)), atol=1)
 
 

@@ -1,0 +1,112 @@
+"""A pixel policy trained on 64x64 renders, deployed with a camera of more pixels: does the robot side's
+resize (``robot.sim_image_size``, PIL bilinear) keep its success? The ``reach_pixels`` recipe of the
+learning benchmark is trained once, then evaluated on the same seeds directly in the simulator (cameras
+at 64 pixels, and at each larger size with every frame resized before the policy reads it, in lockstep)
+and rehearsed over ROS 1 (``roscore``, ``vla-rl sim-robot``, ``vla-rl deploy``) at each size. Runs
+inside a private network namespace when it can.
+
+    python -m benchmarks.deploy_camera_size [--episodes 50] [--sizes 160 480]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.common import NAMESPACE_FLAG, machine_line, rerun_in_private_namespace
+from benchmarks.deploy_success import SEED, rehearsed, train
+
+OUT_DIR = Path("runs/bench/deploy_camera_size")
+RESULTS = Path("benchmarks/results/deploy_camera_size.json")
+TRAIN = [
+    "env=reach_pixels",
+    "policy=cnn",
+    "algorithm=ppo_pixels",
+    "torch_num_threads=2",
+    "total_env_steps=614_400",
+    "eval.video=false",
+    "logger.tensorboard=false",
+]
+"""The learning benchmark's ``reach_pixels`` job (``benchmarks.learning``)."""
+
+
+@torch.no_grad()
+def evaluate_resized(run: Path, seeds: list[int], camera_px: int) -> list[bool]:
+    """``sim_eval.evaluate_on_seeds`` with the cameras rendered at ``camera_px`` a side and every frame
+    resized to the policy's size as the ROS robots do (``policy_view``): the resize alone, no transport."""
+    from vla_rl.real_world.camera_view import policy_view
+    from vla_rl.real_world.policy_runner import load_trained_policy
+    from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
+
+    loaded = load_trained_policy(run)
+    size = (loaded.env.image_size, loaded.env.image_size)
+    env = MujocoBatchedEnv(dataclasses.replace(loaded.env, num_envs=1, image_size=camera_px))
+
+    def as_trained(obs: dict) -> dict:
+        resized = {
+            f"rgb_{camera}": torch.from_numpy(policy_view(obs[f"rgb_{camera}"][0].numpy(), size))[None]
+            for camera in loaded.env.cameras
+        }
+        return {**obs, **resized}
+
+    successes = []
+    try:
+        for seed in seeds:
+            obs, _ = env.reset(seed=seed)
+            while True:
+                action = loaded.policy.act(as_trained(obs), deterministic=True).action.clamp(-1.0, 1.0)
+                result = env.step(action)
+                if "episode" in result.info:
+                    successes.append(bool(result.info["episode"]["success"][0]))
+                    break
+                obs = result.obs
+    finally:
+        env.close()
+    return successes
+
+
+def run_all(episodes: int, sizes: list[int]) -> dict:
+    from vla_rl.real_world.policy_runner import load_trained_policy
+    from vla_rl.real_world.sim_eval import evaluate_on_seeds
+
+    run = train(OUT_DIR / "reach_pixels", TRAIN)
+    seeds = [SEED + i for i in range(episodes)]
+    direct = evaluate_on_seeds(load_trained_policy(run), seeds)
+    results: dict[str, dict] = {"direct, 64 px (as trained)": {"success_rate": float(np.mean(direct))}}
+    for px in sizes:
+        resized = evaluate_resized(run, seeds, px)
+        agree = int(sum(a == b for a, b in zip(resized, direct, strict=True)))
+        results[f"direct, {px} px resized"] = {
+            "success_rate": float(np.mean(resized)),
+            "same_outcome_as_direct": agree,
+        }
+        print(f"direct {px} px", json.dumps(results[f"direct, {px} px resized"]), flush=True)
+    for px in [0, *sizes]:
+        name = f"ROS 1, {px} px resized" if px else "ROS 1, 64 px"
+        results[name] = rehearsed(run, direct, [f"robot.sim_image_size={px}"], OUT_DIR / f"ros1_{px or 64}px")
+        print(name, json.dumps(results[name]), flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[160, 480], help="camera pixels a side")
+    parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    rerun_in_private_namespace("benchmarks.deploy_camera_size")
+    results = run_all(args.episodes, args.sizes)
+    print(f"\nmachine: {machine_line()}; {args.episodes} reach_pixels episodes, seeds {SEED}..")
+    for name, row in results.items():
+        print(f"{name:<28} success {100 * row['success_rate']:5.1f} %")
+    report = {"machine": machine_line(), "episodes": args.episodes, "train": TRAIN, "results": results}
+    RESULTS.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
