@@ -29,10 +29,22 @@ TRAIN = [
     "algorithm=ppo_pixels",
     "torch_num_threads=2",
     "total_env_steps=614_400",
+    "max_minutes=40",
     "eval.video=false",
     "logger.tensorboard=false",
 ]
-"""The learning benchmark's ``reach_pixels`` job (``benchmarks.learning``)."""
+"""The learning benchmark's ``reach_pixels`` job (``benchmarks.learning``), with a wall-clock cap that
+the 600 updates must finish inside (``trained``)."""
+UPDATES = 600
+"""614,400 env steps of 32 worlds x 32 steps."""
+
+
+def trained(run_dir: Path) -> Path:
+    """The ``reach_pixels`` policy of ``TRAIN``, refused if the cap stopped it before ``UPDATES``."""
+    run = train(run_dir, TRAIN)
+    if not (run / "checkpoints" / f"iter_{UPDATES:06d}").is_dir():
+        raise RuntimeError(f"{run} stopped before update {UPDATES} (max_minutes): not the declared policy")
+    return run
 
 
 @torch.no_grad()
@@ -74,7 +86,7 @@ def run_all(episodes: int, sizes: list[int]) -> dict:
     from vla_rl.real_world.policy_runner import load_trained_policy
     from vla_rl.real_world.sim_eval import evaluate_on_seeds
 
-    run = train(OUT_DIR / "reach_pixels", TRAIN)
+    run = trained(OUT_DIR / "reach_pixels")
     seeds = [SEED + i for i in range(episodes)]
     direct = evaluate_on_seeds(load_trained_policy(run), seeds)
     results: dict[str, dict] = {"direct, 64 px (as trained)": {"success_rate": float(np.mean(direct))}}

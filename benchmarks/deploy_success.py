@@ -38,13 +38,19 @@ def train(run_dir: Path, overrides: list[str] = TRAIN) -> Path:
 
 def rehearsed(run: Path, direct: list[bool], extra: list[str], work_dir: Path) -> dict:
     """A rehearsal over ROS 1 of ``run`` on the seeds of ``direct`` (its outcomes in the simulator),
-    with the deploy overrides ``extra``: success, agreement with ``direct``, latencies, safety events."""
+    with the deploy overrides ``extra``, as ``rehearsal_row``."""
     from vla_rl.real_world.rehearsal import run_rehearsal
 
     shutil.rmtree(work_dir, ignore_errors=True)
     overrides = [f"checkpoint={run}", f"episodes={len(direct)}", f"seed={SEED}", *extra]
-    rehearsal = run_rehearsal(overrides, work_dir)
-    over_ros = [bool(e["success"]) for e in rehearsal["deploy"]["per_episode"]]
+    return rehearsal_row(run_rehearsal(overrides, work_dir), direct)
+
+
+def rehearsal_row(rehearsal: dict, direct: list[bool]) -> dict:
+    """Success, agreement with ``direct`` per seed, latencies, safety events, and the periods whose
+    images missed the joint state's sync slop (no command from them) or that the safety layer held."""
+    per_episode = rehearsal["deploy"]["per_episode"]
+    over_ros = [bool(e["success"]) for e in per_episode]
     latency_ms = np.asarray(rehearsal["sim"]["latencies_s"]) * 1e3
     return {
         "success_rate": float(np.mean(over_ros)),
@@ -52,6 +58,9 @@ def rehearsed(run: Path, direct: list[bool], extra: list[str], work_dir: Path) -
         "latency_p50_ms": float(np.percentile(latency_ms, 50)),
         "latency_p99_ms": float(np.percentile(latency_ms, 99)),
         "safety_counts": {k: v for k, v in rehearsal["deploy"]["safety_counts"].items() if v},
+        "periods": int(sum(e["steps"] for e in per_episode)),
+        "unsynced_periods": int(sum(e["unsynced_steps"] for e in per_episode)),
+        "held_periods": int(sum(e["held_steps"] for e in per_episode)),
     }
 
 
