@@ -97,3 +97,36 @@ def test_an_env_renders_the_same_after_another_env_on_its_thread_is_dropped_with
     gc.collect()
     assert torch.equal(kept.reset(seed=0)[0]["rgb_front"], before)
     kept.close()
+
+
+def test_a_renderer_dropped_while_its_context_is_current_in_a_running_thread_is_kept_not_freed_here():
+    # Its context cannot be made current in this thread, so its GL objects cannot be freed from
+    # here without deleting the objects of this thread's current context: it is kept instead.
+    import gc
+    import threading
+
+    from vla_rl.sims.mujoco import rendering
+
+    cfg = EnvConfig(task="pick_place", num_envs=2, cameras=["front"], image_size=32, num_threads=1)
+    kept = MujocoBatchedEnv(cfg)
+    before = kept.reset(seed=0)[0]["rgb_front"].clone()
+    made, finish = threading.Event(), threading.Event()
+    owned: dict[str, rendering.WorldRenderer] = {}
+
+    def own_a_renderer() -> None:
+        owned["renderer"] = rendering.WorldRenderer(kept.base_model, 32)
+        made.set()
+        finish.wait(30)
+
+    owner = threading.Thread(target=own_a_renderer)
+    owner.start()
+    made.wait(30)
+    not_freed = len(rendering._NOT_FREED)
+    kept.reset(seed=0)  # this thread's current context is kept's again
+    del owned["renderer"]
+    gc.collect()
+    assert len(rendering._NOT_FREED) == not_freed + 1
+    assert torch.equal(kept.reset(seed=0)[0]["rgb_front"], before)
+    finish.set()
+    owner.join()
+    kept.close()
