@@ -2,10 +2,10 @@
 resize (``robot.sim_image_size``, PIL bilinear) keep its success? The ``reach_pixels`` recipe of the
 learning benchmark is trained once, then evaluated on the same seeds directly in the simulator (cameras
 at 64 pixels, and at each larger size with every frame resized before the policy reads it, in lockstep)
-and rehearsed over ROS 1 (``roscore``, ``vla-rl sim-robot``, ``vla-rl deploy``) at each size. Runs
-inside a private network namespace when it can.
+and rehearsed over ROS 1 (``roscore``, ``vla-rl sim-robot``, ``vla-rl deploy``) at each size, the
+frames raw and jpeg-compressed. Runs inside a private network namespace when it can.
 
-    python -m benchmarks.deploy_camera_size [--episodes 50] [--sizes 160 480]
+    python -m benchmarks.deploy_camera_size [--episodes 50] [--sizes 160 480] [--transports raw compressed]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def evaluate_resized(run: Path, seeds: list[int], camera_px: int) -> list[bool]:
     return successes
 
 
-def run_all(episodes: int, sizes: list[int]) -> dict:
+def run_all(episodes: int, sizes: list[int], transports: list[str]) -> dict:
     from vla_rl.real_world.policy_runner import load_trained_policy
     from vla_rl.real_world.sim_eval import evaluate_on_seeds
 
@@ -98,10 +98,12 @@ def run_all(episodes: int, sizes: list[int]) -> dict:
             "same_outcome_as_direct": agree,
         }
         print(f"direct {px} px", json.dumps(results[f"direct, {px} px resized"]), flush=True)
-    for px in [0, *sizes]:
-        name = f"ROS 1, {px} px resized" if px else "ROS 1, 64 px"
-        results[name] = rehearsed(run, direct, [f"robot.sim_image_size={px}"], OUT_DIR / f"ros1_{px or 64}px")
-        print(name, json.dumps(results[name]), flush=True)
+    for transport in transports:
+        for px in [0, *sizes]:
+            name = f"ROS 1 {transport}, " + (f"{px} px resized" if px else "64 px")
+            extra = [f"robot.sim_image_size={px}", f"robot.image_transport={transport}"]
+            results[name] = rehearsed(run, direct, extra, OUT_DIR / f"ros1_{transport}_{px or 64}px")
+            print(name, json.dumps(results[name]), flush=True)
     return results
 
 
@@ -109,13 +111,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--sizes", type=int, nargs="+", default=[160, 480], help="camera pixels a side")
+    parser.add_argument(
+        "--transports", nargs="+", default=["raw", "compressed"], help="robot.image_transport"
+    )
     parser.add_argument(NAMESPACE_FLAG, action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     rerun_in_private_namespace("benchmarks.deploy_camera_size")
-    results = run_all(args.episodes, args.sizes)
+    results = run_all(args.episodes, args.sizes, args.transports)
     print(f"\nmachine: {machine_line()}; {args.episodes} reach_pixels episodes, seeds {SEED}..")
     for name, row in results.items():
-        print(f"{name:<28} success {100 * row['success_rate']:5.1f} %")
+        print(f"{name:<36} success {100 * row['success_rate']:5.1f} %")
     report = {"machine": machine_line(), "episodes": args.episodes, "train": TRAIN, "results": results}
     RESULTS.write_text(json.dumps(report, indent=2))
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from vla_rl.real_world.camera_view import is_crop_region
 from vla_rl.real_world.safety_config import SafetyConfig
-from vla_rl.real_world.topics import RobotTopics
+from vla_rl.real_world.topics import IMAGE_TRANSPORTS, RobotTopics
 
 from vla_rl.config.structured import (
     Check,
@@ -26,7 +26,6 @@ from vla_rl.data.lerobot_format import DATASET_WRITERS
 from vla_rl.envs.config import EnvConfig
 
 TRANSPORTS = ("ros1", "ros2")
-IMAGE_TRANSPORTS = ("raw", "compressed")
 COMMAND_TYPES = ("joint_trajectory", "float64_multi_array", "pose_stamped")
 MERGE_MODES = ("latest", "ensemble")
 INTERVENTION_KINDS = ("none", "expert")
@@ -46,12 +45,16 @@ class RobotSection:
     False on a real robot: each episode runs ``max_steps`` periods from wherever the arm is."""
     sync_slop_s: float = 0.02
     """Images belong to a joint state when their stamps differ by at most this (s)."""
+    image_wait_s: float = 0.025
+    """After a new joint state, wait up to this long (s) for the camera frames that belong to it (they
+    often arrive later). A period whose frames have not come by then gives no command. Keep it well
+    under the control period: it adds to the observation-to-command latency when frames lag."""
     connect_timeout_s: float = 10.0
     """Give up when no joint state arrives within this (s)."""
     image_transport: str = "raw"
     """``raw``: sensor_msgs/Image on ``topics.image``; ``compressed``: jpeg or png
     sensor_msgs/CompressedImage on that topic + ``/compressed`` (image_transport's republisher),
-    decoded on the robot side. (The simulated robot publishes raw images only.)"""
+    decoded on the robot side. The simulated robot publishes what this names (jpeg, quality 90)."""
     command_type: str = "joint_trajectory"
     """What ``topics.command`` carries: ``joint_trajectory`` (trajectory_msgs/JointTrajectory),
     ``float64_multi_array`` (std_msgs/Float64MultiArray of the 7 joint targets, for a
@@ -218,10 +221,10 @@ ROBOT_IMAGE_CHECKS: tuple[Check[Any], ...] = (
         lambda c: all(is_crop_region(crop) for crop in c.robot.image_crops.values()),
         "must map each camera to [top, left, height, width] with top, left >= 0 and height, width > 0",
     ),
-    *not_negative("robot.sim_image_size"),
+    *not_negative("robot.sync_slop_s", "robot.image_wait_s", "robot.sim_image_size"),
 )
-"""The crops' shape (which cameras exist is known once the policy's env is: ``transports``) and the
-simulated cameras' size (``vla-rl deploy`` and ``vla-rl learn-online``)."""
+"""The crops' shape (which cameras exist is known once the policy's env is: ``transports``), the
+frames' synchronisation and the simulated cameras' size (``vla-rl deploy`` and ``vla-rl learn-online``)."""
 
 DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("robot.transport", TRANSPORTS),
@@ -229,7 +232,7 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     *positive("policy.timeout_s"),
     one_of("action_queue.merge", MERGE_MODES),
     *positive("action_queue.refill_threshold", "episodes"),
-    *not_negative("max_steps", "robot.sync_slop_s", "recording.finalize_every_episodes"),
+    *not_negative("max_steps", "recording.finalize_every_episodes"),
     one_of("robot.image_transport", IMAGE_TRANSPORTS),
     one_of("robot.command_type", COMMAND_TYPES),
     *ROBOT_IMAGE_CHECKS,

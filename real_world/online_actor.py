@@ -312,8 +312,8 @@ class OnlineActor:
         lost = False
         if teleop is not None:
             command: JointCommand | None = JointCommand(teleop.arm_qpos_rad, teleop.gripper_opening_m)
-        elif not fresh:
-            command = None  # no new observation: the safety layer's watchdog decides
+        elif not fresh or obs.extras.get("unsynced_cameras"):
+            command = None  # no new observation, or frames of another period: the watchdog decides
         elif self.learner_lost():
             lost = True  # hold the measured pose now, not after the watchdog's periods
             command = JointCommand(obs.arm_qpos_rad.copy(), obs.gripper_opening_m)
@@ -329,6 +329,7 @@ class OnlineActor:
         decision = self.robot.apply(command, obs)
         stats.steps += 1
         stats.held_steps += int(decision.held)
+        stats.unsynced_steps += int(bool(obs.extras.get("unsynced_cameras")))
         stats.learner_hold_steps += int(lost)
         stats.intervention_steps += int(teleop is not None)
         if teleop is not None:

@@ -25,6 +25,8 @@ class EpisodeStats:
     intervention_steps: int = 0
     held_steps: int = 0
     """Periods the safety layer held the measured pose."""
+    unsynced_steps: int = 0
+    """Periods whose camera frames were not within the sync slop of the joint state (no action)."""
     learner_hold_steps: int = 0
     """Periods held because the learner was lost (``on_learner_lost: hold``)."""
     transitions: int = 0

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import imageio.v3 as iio
 import mujoco
 import numpy as np
+from vla_rl.real_world.topics import IMAGE_TRANSPORTS, RobotTopics
 
 if TYPE_CHECKING:
     from vla_rl.real_world.kinematics import ArmKinematics
@@ -41,6 +42,17 @@ FINGER_JOINT_NAMES = ("finger_joint1", "finger_joint2")
 COMPRESSED_SUFFIX = "/compressed"
 """image_transport's convention: a camera's CompressedImage lives on its image topic + this."""
 IMAGE_FORMATS = ("jpeg", "png")
+
+
+def image_channel(topics: RobotTopics, camera: str, image_transport: str) -> tuple[str, str]:
+    """(topic, message type) of ``camera``'s frames: sensor_msgs/Image on its image topic (``raw``), or
+    sensor_msgs/CompressedImage on that topic + ``/compressed`` (``compressed``)."""
+    if image_transport == "compressed":
+        return topics.image_topic(camera) + COMPRESSED_SUFFIX, COMPRESSED_IMAGE
+    if image_transport == "raw":
+        return topics.image_topic(camera), IMAGE
+    raise ValueError(f"image transport {image_transport!r}: expected one of {IMAGE_TRANSPORTS}")
+
 
 # encoding -> (channels, channel order to take RGB from)
 _ENCODINGS: dict[str, tuple[int, tuple[int, int, int]]] = {

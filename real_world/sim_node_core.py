@@ -67,9 +67,13 @@ class SimNodeCore:
         stats_path: Path | None = None,
         clock: Callable[[], float] = time.time,
         sim: SimulatedRobot | None = None,
+        image_transport: str = "raw",
     ) -> None:
         self.sim = sim or SimulatedRobot(env_cfg)
         self.stats_path = stats_path
+        self.image_transport = image_transport
+        """``raw`` (rgb8 sensor_msgs/Image) or ``compressed`` (sensor_msgs/CompressedImage, jpeg of
+        quality 90) on the topics ``image_channel`` names."""
         self.clock = clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -156,12 +160,17 @@ class SimNodeCore:
         self._stop.set()
 
     def publish(self, snapshot: SimSnapshot, stamp_s: float, latency_s: float) -> None:
-        """One period: each camera's image (rgb8), the task state, the status (``SIM_STATUS_FIELDS``)
-        and the joint state (``joint1..7`` and both fingers at half the opening each), all stamped
-        ``stamp_s``."""
+        """One period: each camera's image (``image_transport``), the task state, the status
+        (``SIM_STATUS_FIELDS``) and the joint state (``joint1..7`` and both fingers at half the opening
+        each), all stamped ``stamp_s``."""
         messages = self.messages
         for camera, publisher in self.image_pubs.items():
-            publisher.publish(messages.image_message(stamp_s, snapshot.images[camera], frame_id=camera))
+            rgb = snapshot.images[camera]
+            if self.image_transport == "compressed":
+                msg = messages.compressed_image_message(stamp_s, rgb, "jpeg", quality=90, frame_id=camera)
+            else:
+                msg = messages.image_message(stamp_s, rgb, frame_id=camera)
+            publisher.publish(msg)
         if snapshot.task_state is not None:
             self.task_pub.publish(messages.float64_array_message(snapshot.task_state, "task_state"))
         status = status_values(snapshot, stamp_s, latency_s)

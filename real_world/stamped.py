@@ -22,10 +22,8 @@ from vla_rl.real_world.robot import (
     robot_features,
 )
 from vla_rl.real_world.ros_messages import (
-    COMPRESSED_IMAGE,
-    COMPRESSED_SUFFIX,
-    IMAGE,
     RosMessages,
+    image_channel,
     parse_compressed_image,
     parse_image,
     tcp_pose_xyzw,
@@ -93,6 +91,10 @@ class StreamedRobotConfig:
     """``header.frame_id`` of PoseStamped commands: the arm's base frame (the model's ``link0``)."""
     sync_slop_s: float = 0.02
     """An image belongs to a joint state when their stamps differ by at most this."""
+    image_wait_s: float = 0.025
+    """After a new joint state, how long to wait for each camera's image that belongs to it: frames
+    often arrive after the joint state of their period. One that has not come by then leaves the
+    observation unsynced (``unsynced_cameras``)."""
     connect_timeout_s: float = 10.0
     """``connect`` fails when no joint state arrives within this."""
 
@@ -136,10 +138,8 @@ class StreamedRobot(Robot):
 
     def image_subscriptions(self) -> list[tuple[str, str, str]]:
         """(camera, topic, message type) of each camera, raw or compressed (``image_transport``)."""
-        compressed = self.config.image_transport == "compressed"
-        msgtype, suffix = (COMPRESSED_IMAGE, COMPRESSED_SUFFIX) if compressed else (IMAGE, "")
-        topics = self.config.topics
-        return [(camera, topics.image_topic(camera) + suffix, msgtype) for camera in self.config.cameras]
+        config = self.config
+        return [(c, *image_channel(config.topics, c, config.image_transport)) for c in config.cameras]
 
     def load_kinematics(self) -> None:
         """Load the forward kinematics ``pose_stamped`` commands need (once, when connecting)."""
@@ -177,6 +177,7 @@ class StreamedRobot(Robot):
             return
         with self._lock:
             self._images[camera].append(Stamped(stamp_s, rgb))
+            self._lock.notify_all()
 
     def add_task_state(self, data: Any) -> None:
         """A task-state vector, stamped on arrival."""
@@ -185,11 +186,21 @@ class StreamedRobot(Robot):
 
     # -------------------------------------------------------------------------- reading
     def wait_for_new_observation(self, after_stamp_s: float, timeout_s: float) -> bool:
-        """Block until a joint state stamped after ``after_stamp_s`` arrives; False on timeout."""
+        """Block until a joint state stamped after ``after_stamp_s`` arrives (False on timeout), then
+        up to ``config.image_wait_s`` until every camera has an image within the sync slop of the
+        newest joint state."""
         with self._lock:
-            return self._lock.wait_for(
+            if not self._lock.wait_for(
                 lambda: bool(self._joint_states) and self._joint_states[-1].stamp_s > after_stamp_s, timeout_s
-            )
+            ):
+                return False
+            self._lock.wait_for(self._images_synced, self.config.image_wait_s)
+            return True
+
+    def _images_synced(self) -> bool:
+        """Whether every camera has an image for the newest joint state (under the lock)."""
+        stamp_s, slop_s = self._joint_states[-1].stamp_s, self.config.sync_slop_s
+        return all(any(abs(i.stamp_s - stamp_s) <= slop_s for i in h) for h in self._images.values())
 
     def observation(
         self, joint_values: Callable[[Any], tuple[np.ndarray, np.ndarray, float]], **extras: Any

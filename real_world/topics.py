@@ -35,6 +35,10 @@ class RobotTopics:
         return self.image.format(camera=camera)
 
 
+IMAGE_TRANSPORTS = ("raw", "compressed")
+"""How camera frames travel (``robot.image_transport``): ``raw`` sensor_msgs/Image, or ``compressed``
+jpeg/png sensor_msgs/CompressedImage on the image topic + ``/compressed`` (image_transport's names)."""
+
 SIM_STATUS_FIELDS = ("episode", "step", "success", "done", "command_latency_s", "stamp_s")
 """Entries of the simulated robot's status message: episode index (counts resets), control step within
 the episode, task success at this step (0/1), episode over (0/1), and the time from the stamp of the

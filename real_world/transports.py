@@ -31,6 +31,7 @@ def _robot_settings(cfg: DeployConfig, env: EnvConfig) -> dict:
         "image_crops": {camera: tuple(crop) for camera, crop in cfg.robot.image_crops.items()},
         "task_state_dim": _task_state_dim(env),
         "sync_slop_s": cfg.robot.sync_slop_s,
+        "image_wait_s": cfg.robot.image_wait_s,
         "connect_timeout_s": cfg.robot.connect_timeout_s,
         "image_transport": cfg.robot.image_transport,  # both validated by DEPLOY_CHECKS
         "command_type": cfg.robot.command_type,
@@ -77,7 +78,8 @@ SIM_NODES: dict[str, str] = {
     "ros1": "vla_rl.real_world.ros1.sim_node:Ros1SimNode",
     "ros2": "vla_rl.real_world.ros2.sim_node:Ros2SimNode",
 }
-"""Transport -> ``"module:class"`` of its simulated robot node (``class(env, topics, stats_path=...)``)."""
+"""Transport -> ``"module:class"`` of its simulated robot node (``class(env, topics, stats_path=...,
+image_transport=...)``)."""
 
 
 def build_robot(cfg: DeployConfig, env: EnvConfig) -> SafeRobot:
@@ -104,11 +106,13 @@ def sim_robot_env(cfg: DeployConfig, env: EnvConfig) -> EnvConfig:
 
 
 def run_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:
-    """Run the transport's simulated robot node of ``sim_robot_env(cfg, env)`` for ``seconds``
-    (``cfg.sim_stats_path``: its statistics)."""
+    """Run the transport's simulated robot node of ``sim_robot_env(cfg, env)`` for ``seconds``, its
+    frames sent as ``cfg.robot.image_transport`` says (``cfg.sim_stats_path``: its statistics)."""
     node_class = resolve(SIM_NODES, cfg.robot.transport, "simulated robot node")
     stats = Path(cfg.sim_stats_path) if cfg.sim_stats_path else None
-    node = node_class(sim_robot_env(cfg, env), cfg.robot.topics, stats_path=stats)
+    node = node_class(
+        sim_robot_env(cfg, env), cfg.robot.topics, stats_path=stats, image_transport=cfg.robot.image_transport
+    )
     try:
         node.spin(seconds)
     finally:

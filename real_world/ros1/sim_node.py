@@ -26,9 +26,13 @@ class Ros1SimNode(SimNodeCore):
     """Publishes a ``SimulatedRobot`` over ROS 1 and applies the joint targets it receives."""
 
     def __init__(
-        self, env_cfg: EnvConfig, topics: RobotTopics | None = None, stats_path: Path | None = None
+        self,
+        env_cfg: EnvConfig,
+        topics: RobotTopics | None = None,
+        stats_path: Path | None = None,
+        image_transport: str = "raw",
     ) -> None:
-        super().__init__(env_cfg, stats_path)
+        super().__init__(env_cfg, stats_path, image_transport=image_transport)
         self.messages = messages = Ros1Messages()
         rospy, t = messages.rospy, topics or RobotTopics()
         self.topics = t
@@ -43,7 +47,7 @@ class Ros1SimNode(SimNodeCore):
             return rospy.Subscriber(topic, messages.type(msgtype), callback, queue_size=4, tcp_nodelay=True)
 
         self.joint_pub = publisher(t.joint_states, m.JOINT_STATE)
-        self.image_pubs = {c: publisher(t.image_topic(c), m.IMAGE) for c in self.sim.cameras}
+        self.image_pubs = {c: publisher(*m.image_channel(t, c, image_transport)) for c in self.sim.cameras}
         self.task_pub = publisher(t.task_state, m.FLOAT64_MULTI_ARRAY)
         self.status_pub = publisher(t.sim_status, m.FLOAT64_MULTI_ARRAY, queue_size=8)
         self._subs = [

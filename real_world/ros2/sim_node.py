@@ -5,8 +5,10 @@ Same topics and behaviour as ``vla_rl.real_world.ros1.sim_node.Ros1SimNode`` (th
 
 * published (reliable, which best-effort and reliable subscriptions both match): ``joint_states``
   (sensor_msgs/JointState: ``joint1..7`` and both fingers at half the opening each), one
-  sensor_msgs/Image (rgb8) per camera, ``task_state`` and ``sim_status`` (std_msgs/Float64MultiArray;
-  the status holds ``SIM_STATUS_FIELDS``, its ``stamp_s`` that of the joint state as float seconds);
+  sensor_msgs/Image (rgb8) per camera (with ``image_transport='compressed'`` a jpeg
+  sensor_msgs/CompressedImage on its topic + ``/compressed``), ``task_state`` and ``sim_status``
+  (std_msgs/Float64MultiArray; the status holds ``SIM_STATUS_FIELDS``, its ``stamp_s`` that of the
+  joint state as float seconds);
 * subscribed (reliable): ``command`` (trajectory_msgs/JointTrajectory; the first point is applied,
   the header stamp must be the observation it was computed from), ``gripper_command``
   (std_msgs/Float64MultiArray, ``data[0] = opening_m * gripper_command_scale``, what ``Ros2Robot``
@@ -61,14 +63,16 @@ class Ros2SimNode(SimNodeCore):
         dds_config: str | None = None,
         gripper_command_scale: float = 1.0,
         sim: SimulatedRobot | None = None,
+        image_transport: str = "raw",
     ) -> None:
-        super().__init__(env_cfg, stats_path, clock=ros2_now_s, sim=sim)
+        super().__init__(env_cfg, stats_path, clock=ros2_now_s, sim=sim, image_transport=image_transport)
         self.topics = t = topics or RobotTopics()
         self.gripper_command_scale = gripper_command_scale
         self.node = node if node is not None else make_node(backend, domain_id, dds_config)
         try:
             self.joint_pub = self.node.publisher(t.joint_states, m.JOINT_STATE)
-            self.image_pubs = {c: self.node.publisher(t.image_topic(c), m.IMAGE) for c in self.sim.cameras}
+            channels = {c: m.image_channel(t, c, image_transport) for c in self.sim.cameras}
+            self.image_pubs = {c: self.node.publisher(*channel) for c, channel in channels.items()}
             self.task_pub = self.node.publisher(t.task_state, m.FLOAT64_MULTI_ARRAY)
             self.status_pub = self.node.publisher(t.sim_status, m.FLOAT64_MULTI_ARRAY)
             self.node.subscription(t.command, m.JOINT_TRAJECTORY, self.on_command_message, "reliable")

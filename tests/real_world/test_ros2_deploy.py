@@ -148,6 +148,29 @@ def test_sim_node_publishes_ros2_messages_and_applies_commands(tmp_path: Path) -
     assert node.closed and world.closed
 
 
+def test_sim_node_publishes_jpeg_frames_on_the_compressed_topic_when_asked() -> None:
+    node, world = FakeNode(), FakeWorld()
+    topics = RobotTopics()
+    sim_node = Ros2SimNode(
+        EnvConfig(task="reach"),
+        topics,
+        node=node,
+        sim=world,
+        image_transport="compressed",  # type: ignore[arg-type]
+    )
+    compressed = topics.image_topic("front") + "/compressed"
+    assert node.types[compressed] == m.COMPRESSED_IMAGE and topics.image_topic("front") not in node.publishers
+    sim_node.on_reset(3)
+    sim_node.tick()
+    sim_node.tick()  # step 1: every pixel 1 (a flat frame survives jpeg)
+    frame = node.publishers[compressed].sent[-1]
+    assert frame.format.startswith("rgb8; jpeg")
+    joint = node.publishers[topics.joint_states].sent[-1]
+    assert stamp_seconds(frame.header.stamp) == stamp_seconds(joint.header.stamp)
+    np.testing.assert_array_equal(m.parse_compressed_image(frame), np.ones((4, 5, 3), np.uint8))
+    sim_node.close()
+
+
 def test_sim_node_spins_at_the_control_rate_until_stopped() -> None:
     node, world = FakeNode(), FakeWorld()
     sim_node = Ros2SimNode(EnvConfig(task="reach"), node=node, sim=world)  # type: ignore[arg-type]

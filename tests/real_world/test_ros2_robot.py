@@ -115,3 +115,41 @@ def test_parse_image_encodings() -> None:
     mono.encoding = "16UC1"
     with pytest.raises(ValueError, match="encoding"):
         m.parse_image(mono)
+
+
+def test_a_new_joint_state_waits_up_to_image_wait_s_for_the_frame_of_its_period() -> None:
+    import threading
+    import time
+
+    rgb = image_pattern(4, 5)
+    node = FakeNode(
+        {"/joint_states": [_joint_state()], "/camera/front/image_raw": [ROS2.image_message(STAMP_S, rgb)]}
+    )
+    config = Ros2RobotConfig(
+        cameras=("front",), image_size=(4, 5), gripper_joint_names=FINGERS, image_wait_s=2.0
+    )
+    with Ros2Robot(config, node_factory=lambda: node) as robot:
+        joints, frames = node.subscriptions["/joint_states"], node.subscriptions["/camera/front/image_raw"]
+        # The next period's joint state now, its frame 0.2 s later: the wait ends when the frame comes.
+        later = STAMP_S + 0.05
+        frame = ROS2.image_message(later, rgb[::-1].copy())
+        threading.Timer(0.2, frames.put, (frame,)).start()
+        start = time.monotonic()
+        joints.put(_joint_state(later))
+        assert robot.wait_for_new_observation(STAMP_S, timeout_s=1.0)
+        assert 0.15 < time.monotonic() - start < 1.9
+        obs = robot.get_observation()
+        assert obs.extras["unsynced_cameras"] == [] and obs.image_stamps_s["front"] == pytest.approx(later)
+        np.testing.assert_array_equal(obs.images["front"], rgb[::-1])
+
+    quick = Ros2RobotConfig(
+        cameras=("front",), image_size=(4, 5), gripper_joint_names=FINGERS, image_wait_s=0.05
+    )
+    second = FakeNode(node.preload)
+    with Ros2Robot(quick, node_factory=lambda: second) as robot:
+        # A frame that never comes: the observation is used after image_wait_s, marked unsynced.
+        second.subscriptions["/joint_states"].put(_joint_state(STAMP_S + 0.05))
+        start = time.monotonic()
+        assert robot.wait_for_new_observation(STAMP_S, timeout_s=1.0)
+        assert 0.04 < time.monotonic() - start < 0.5
+        assert robot.get_observation().extras["unsynced_cameras"] == ["front"]
