@@ -294,6 +294,7 @@ CLASSIFIER = ["success.kind=classifier", "success.classifier_path=c", "success.i
         (["+robot.image_crops.front=[-1,0,8,8]"], "robot.image_crops", r"top, left >= 0"),
         (["+robot.image_crops.front=[0,0,8]"], "robot.image_crops", r"\[top, left, height, width\]"),
         (["robot.sim_image_size=-64"], "robot.sim_image_size", "must not be negative"),
+        (["robot.image_wait_s=-0.01"], "robot.image_wait_s", "must not be negative"),
     ],
 )
 def test_deploy_config_rejects_bad_variants(overrides: list[str], key: str, reason: str) -> None:
