@@ -1,7 +1,8 @@
 """A pixel policy trained on 64x64 renders, deployed with a camera of more pixels: does the robot side's
 resize (``robot.sim_image_size``, PIL bilinear) keep its success? The ``reach_pixels`` recipe of the
 learning benchmark is trained once, then evaluated on the same seeds directly in the simulator (cameras
-at 64 pixels, and at each larger size with every frame resized before the policy reads it, in lockstep)
+at 64 pixels, and at each larger size with every frame resized before the policy reads it, in lockstep:
+``evaluate_on_seeds``'s ``sim_image_size``)
 and rehearsed over ROS 1 (``roscore``, ``vla-rl sim-robot``, ``vla-rl deploy``) at each size, the
 frames raw and jpeg-compressed. Runs inside a private network namespace when it can.
 
@@ -11,12 +12,10 @@ frames raw and jpeg-compressed. Runs inside a private network namespace when it 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from benchmarks.common import NAMESPACE_FLAG, machine_line, rerun_in_private_namespace
 from benchmarks.deploy_success import SEED, rehearsed, train
@@ -47,41 +46,6 @@ def trained(run_dir: Path) -> Path:
     return run
 
 
-@torch.no_grad()
-def evaluate_resized(run: Path, seeds: list[int], camera_px: int) -> list[bool]:
-    """``sim_eval.evaluate_on_seeds`` with the cameras rendered at ``camera_px`` a side and every frame
-    resized to the policy's size as the ROS robots do (``policy_view``): the resize alone, no transport."""
-    from vla_rl.real_world.camera_view import policy_view
-    from vla_rl.real_world.policy_runner import load_trained_policy
-    from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
-
-    loaded = load_trained_policy(run)
-    size = (loaded.env.image_size, loaded.env.image_size)
-    env = MujocoBatchedEnv(dataclasses.replace(loaded.env, num_envs=1, image_size=camera_px))
-
-    def as_trained(obs: dict) -> dict:
-        resized = {
-            f"rgb_{camera}": torch.from_numpy(policy_view(obs[f"rgb_{camera}"][0].numpy(), size))[None]
-            for camera in loaded.env.cameras
-        }
-        return {**obs, **resized}
-
-    successes = []
-    try:
-        for seed in seeds:
-            obs, _ = env.reset(seed=seed)
-            while True:
-                action = loaded.policy.act(as_trained(obs), deterministic=True).action.clamp(-1.0, 1.0)
-                result = env.step(action)
-                if "episode" in result.info:
-                    successes.append(bool(result.info["episode"]["success"][0]))
-                    break
-                obs = result.obs
-    finally:
-        env.close()
-    return successes
-
-
 def run_all(episodes: int, sizes: list[int], transports: list[str]) -> dict:
     from vla_rl.real_world.policy_runner import load_trained_policy
     from vla_rl.real_world.sim_eval import evaluate_on_seeds
@@ -91,7 +55,7 @@ def run_all(episodes: int, sizes: list[int], transports: list[str]) -> dict:
     direct = evaluate_on_seeds(load_trained_policy(run), seeds)
     results: dict[str, dict] = {"direct, 64 px (as trained)": {"success_rate": float(np.mean(direct))}}
     for px in sizes:
-        resized = evaluate_resized(run, seeds, px)
+        resized = evaluate_on_seeds(load_trained_policy(run), seeds, sim_image_size=px)
         agree = int(sum(a == b for a, b in zip(resized, direct, strict=True)))
         results[f"direct, {px} px resized"] = {
             "success_rate": float(np.mean(resized)),

@@ -43,3 +43,39 @@ def test_a_larger_camera_resized_to_the_policys_size_shows_what_the_policy_was_t
     finally:
         native.close()
         larger.close()
+
+
+class FirstImages:
+    """A policy that keeps the first image it is given of each episode and holds still (its action:
+    zeros); just what ``evaluate_on_seeds`` calls."""
+
+    def __init__(self) -> None:
+        self.firsts: list[np.ndarray] = []
+        self._steps = 0
+
+    def act(self, obs: dict, deterministic: bool) -> object:
+        import torch
+
+        if self._steps % 50 == 0:  # reach's episodes last 50 steps
+            self.firsts.append(obs["rgb_front"][0].numpy().copy())
+        self._steps += 1
+        return type("Step", (), {"action": torch.zeros(1, 4)})()
+
+
+def test_direct_evaluation_with_sim_image_size_gives_the_policy_resized_frames() -> None:
+    from vla_rl.real_world.policy_runner import LoadedPolicy
+    from vla_rl.real_world.sim_eval import evaluate_on_seeds
+
+    env = EnvConfig(task="reach", cameras=["front"], image_size=64)
+    policy = FirstImages()
+    loaded = LoadedPolicy(env=env, obs_keys=["rgb_front"], policy=policy)  # type: ignore[arg-type]
+    assert len(evaluate_on_seeds(loaded, [3, 4], sim_image_size=160)) == 2
+    native = SimulatedRobot(env)
+    try:
+        for seed, first in zip([3, 4], policy.firsts, strict=True):
+            assert first.shape == (64, 64, 3)
+            expected = native.reset(seed).images["front"].astype(int)
+            across = np.abs(expected[:, 1:] - expected[:, :-1]).mean()
+            assert np.abs(first.astype(int) - expected).mean() < across
+    finally:
+        native.close()
