@@ -2,9 +2,9 @@
 resize (``robot.sim_image_size``, PIL bilinear) keep its success? The ``reach_pixels`` recipe of the
 learning benchmark is trained once, then evaluated on the same seeds directly in the simulator (cameras
 at 64 pixels, and at each larger size with every frame resized before the policy reads it, in lockstep:
-``evaluate_on_seeds``'s ``sim_image_size``)
-and rehearsed over ROS 1 (``roscore``, ``vla-rl sim-robot``, ``vla-rl deploy``) at each size, the
-frames raw and jpeg-compressed. Runs inside a private network namespace when it can.
+``evaluate_on_seeds``'s ``sim_image_size``) and rehearsed over ROS 1 (``roscore``, ``vla-rl
+sim-robot``, ``vla-rl deploy``) at each size, the frames raw and jpeg-compressed. Runs inside a
+private network namespace when it can.
 
     python -m benchmarks.deploy_camera_size [--episodes 50] [--sizes 160 480] [--transports raw compressed]
 """
@@ -51,11 +51,12 @@ def run_all(episodes: int, sizes: list[int], transports: list[str]) -> dict:
     from vla_rl.real_world.sim_eval import evaluate_on_seeds
 
     run = trained(OUT_DIR / "reach_pixels")
+    loaded = load_trained_policy(run)
     seeds = [SEED + i for i in range(episodes)]
-    direct = evaluate_on_seeds(load_trained_policy(run), seeds)
+    direct = evaluate_on_seeds(loaded, seeds)
     results: dict[str, dict] = {"direct, 64 px (as trained)": {"success_rate": float(np.mean(direct))}}
     for px in sizes:
-        resized = evaluate_on_seeds(load_trained_policy(run), seeds, sim_image_size=px)
+        resized = evaluate_on_seeds(loaded, seeds, sim_image_size=px)
         agree = int(sum(a == b for a, b in zip(resized, direct, strict=True)))
         results[f"direct, {px} px resized"] = {
             "success_rate": float(np.mean(resized)),

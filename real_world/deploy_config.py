@@ -216,6 +216,7 @@ CLASSIFIER_CHECKS: tuple[Check, ...] = (
 """A ``success.kind=classifier`` section's own checks (``vla-rl deploy`` and ``vla-rl learn-online``)."""
 
 ROBOT_IMAGE_CHECKS: tuple[Check[Any], ...] = (
+    one_of("robot.image_transport", IMAGE_TRANSPORTS),
     Check(
         "robot.image_crops",
         lambda c: all(is_crop_region(crop) for crop in c.robot.image_crops.values()),
@@ -223,8 +224,9 @@ ROBOT_IMAGE_CHECKS: tuple[Check[Any], ...] = (
     ),
     *not_negative("robot.sync_slop_s", "robot.image_wait_s", "robot.sim_image_size"),
 )
-"""The crops' shape (which cameras exist is known once the policy's env is: ``transports``), the
-frames' synchronisation and the simulated cameras' size (``vla-rl deploy`` and ``vla-rl learn-online``)."""
+"""How frames travel, the crops' shape (which cameras exist is known once the policy's env is:
+``transports``), the frames' synchronisation and the simulated cameras' size (``vla-rl deploy`` and
+``vla-rl learn-online``)."""
 
 DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("robot.transport", TRANSPORTS),
@@ -233,7 +235,6 @@ DEPLOY_CHECKS: tuple[Check[DeployConfig], ...] = (
     one_of("action_queue.merge", MERGE_MODES),
     *positive("action_queue.refill_threshold", "episodes"),
     *not_negative("max_steps", "recording.finalize_every_episodes"),
-    one_of("robot.image_transport", IMAGE_TRANSPORTS),
     one_of("robot.command_type", COMMAND_TYPES),
     *ROBOT_IMAGE_CHECKS,
     one_of("recording.codebase_version", ("", *DATASET_WRITERS)),
