@@ -252,6 +252,7 @@ class Deployment:
                 held=decision.held,
                 intervention=teleop is not None,
                 privileged=policy_obs.get("privileged"),
+                unsynced_cameras=obs.extras.get("unsynced_cameras", ()),
             )
 
     def _policy_action(self, policy_obs: dict[str, Any], report: EpisodeReport) -> np.ndarray | None:

@@ -355,6 +355,7 @@ class OnlineActor:
                 held=decision.held,
                 intervention=teleop is not None,
                 privileged=policy_obs.get("privileged"),
+                unsynced_cameras=obs.extras.get("unsynced_cameras", ()),
             )
         if action is None:
             return None

@@ -10,6 +10,10 @@ Each control step becomes one frame: the policy's observation (``observation.sta
   ``SAFETY_EVENTS[i]`` (``decode_safety_events`` turns a mask back into names).
 * ``safety.held`` bool [T]: the safety layer held the pose instead of following the policy.
 * ``intervention`` bool [T]: a human (teleoperation override) replaced the policy's command.
+* ``images.unsynced`` bool [T]: a recorded camera had no frame of the step's joint state (none within
+  ``robot.sync_slop_s`` by the end of ``robot.image_wait_s``), so its image is an older one. SFT
+  starts no sample on such a frame. A folder begun before this column existed is continued
+  without it.
 
 On intervention frames the ``action`` column is a label in the policy's own units, worked out
 from the sent command and the measured pose by ``command_to_action``. The writer has no room for
@@ -66,7 +70,15 @@ COMMAND_GRIPPER_KEY = "command.gripper_opening_m"
 SAFETY_EVENTS_KEY = "safety.events"
 SAFETY_HELD_KEY = "safety.held"
 INTERVENTION_KEY = "intervention"
-EXTRA_KEYS = (COMMAND_ARM_KEY, COMMAND_GRIPPER_KEY, SAFETY_EVENTS_KEY, SAFETY_HELD_KEY, INTERVENTION_KEY)
+IMAGES_UNSYNCED_KEY = "images.unsynced"
+EXTRA_KEYS = (
+    COMMAND_ARM_KEY,
+    COMMAND_GRIPPER_KEY,
+    SAFETY_EVENTS_KEY,
+    SAFETY_HELD_KEY,
+    INTERVENTION_KEY,
+    IMAGES_UNSYNCED_KEY,
+)
 DEPLOYMENT_META_PATH = "meta/deployment.json"
 
 ACTION_NAMES: dict[str, list[str]] = {
@@ -236,6 +248,10 @@ class DeploymentRecorder:
         meta = read_json(meta_path) if append and meta_path.is_file() else {}
         unlabelled = meta.get("unlabelled_success_episodes", [])
         self.unlabelled: list[int] = [i for i in unlabelled if i < self.writer.num_episodes]
+        older = self.writer.features is not None and IMAGES_UNSYNCED_KEY not in self.writer.features
+        self.columns = tuple(key for key in EXTRA_KEYS if not (older and key == IMAGES_UNSYNCED_KEY))
+        """The per-step extras written: ``EXTRA_KEYS``, less ``images.unsynced`` when continuing a
+        folder recorded before that column existed."""
         self._write_meta()
         self.instruction: str | None = None
         self.frames: list[dict[str, Any]] = []
@@ -257,6 +273,7 @@ class DeploymentRecorder:
         held: bool,
         intervention: bool,
         privileged: np.ndarray | None = None,
+        unsynced_cameras: Sequence[str] = (),
     ) -> np.ndarray:
         """Record one control step (every array is copied); returns the action written for it.
 
@@ -264,6 +281,8 @@ class DeploymentRecorder:
         intervention frames: the step is then labelled by ``command_to_action`` from ``sent`` (as
         it is when the policy's action is not finite). A policy action given on an intervention
         frame is recorded as given, so the ``action`` column would hold the overridden proposal.
+        ``unsynced_cameras`` are the robot's cameras whose frame is not the step's (the observation's
+        ``extras["unsynced_cameras"]``); the step is flagged when one of them is recorded.
         """
         if self.instruction is None:
             raise RuntimeError("add_frame before start_episode")
@@ -295,6 +314,7 @@ class DeploymentRecorder:
                 SAFETY_EVENTS_KEY: encode_safety_events(safety_events),
                 SAFETY_HELD_KEY: bool(held),
                 INTERVENTION_KEY: bool(intervention),
+                IMAGES_UNSYNCED_KEY: bool(set(unsynced_cameras) & set(self.cameras)),
             }
         )
         return action
@@ -309,7 +329,8 @@ class DeploymentRecorder:
         if not frames:
             raise ValueError("the episode has no frames; nothing was written")
         dtypes = {SAFETY_EVENTS_KEY: np.int64, SAFETY_HELD_KEY: bool, INTERVENTION_KEY: bool}
-        extras = {key: np.asarray([frame[key] for frame in frames], dtypes.get(key)) for key in EXTRA_KEYS}
+        dtypes[IMAGES_UNSYNCED_KEY] = bool
+        extras = {key: np.asarray([frame[key] for frame in frames], dtypes.get(key)) for key in self.columns}
         episode = Episode(
             images={
                 camera: np.stack([frame["images"][camera] for frame in frames]) for camera in self.cameras

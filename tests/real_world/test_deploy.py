@@ -3,6 +3,7 @@ mapping, safety, a policy server that dies, recording and interventions."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from lagging_robot import LaggingCameras
 from success_models import tiny_classifier
 from vla_rl.real_world.deploy import Deployment
 from vla_rl.real_world.deploy_config import (
@@ -245,6 +247,41 @@ def test_recording_keeps_sent_commands_safety_events_and_interventions(
     masks = episode.extras["safety.events"]
     assert any("ee_speed" in decode_safety_events(int(m)) for m in masks)
     assert episode.success == result.episodes[0].success
+
+
+def test_steps_whose_recorded_frames_lag_the_state_are_flagged_and_not_acted_on(
+    reach_run: Path, tmp_path: Path
+) -> None:
+    from vla_rl.real_world.recording import IMAGES_UNSYNCED_KEY, DeploymentRecorder
+
+    from vla_rl.data.lerobot_format import open_dataset
+
+    loaded = load_trained_policy(reach_run)  # reads no camera: the robot renders two beside it
+    robot = LaggingCameras(dataclasses.replace(loaded.env, cameras=["front", "wrist"]))
+    recorder = DeploymentRecorder(
+        tmp_path / "data", loaded.env.control_hz, loaded.env.control_mode, ["front"]
+    )
+    proposals: list[Any] = []
+
+    def infer(obs: dict[str, Any]) -> Any:
+        proposals.append(obs)
+        return loaded.infer(obs)
+
+    with recorder:
+        result, _ = _deploy(DeployConfig(episodes=2), loaded, infer=infer, robot=robot, recorder=recorder)
+    dataset = open_dataset(tmp_path / "data")
+    seen = 0
+    for index, report in enumerate(result.episodes):
+        # Each episode's observations: one per step, then the one at which the simulator said done.
+        stepped = robot.unsynced[seen : seen + report.steps]
+        seen += report.steps + 1
+        flags = dataset.episode(index).extras[IMAGES_UNSYNCED_KEY]
+        assert flags.tolist() == ["front" in cameras for cameras in stepped]  # the wrist is not recorded
+        assert report.unsynced_steps == sum(bool(cameras) for cameras in stepped)
+        assert flags.any() and report.unsynced_steps > flags.sum()
+    assert seen == len(robot.unsynced)
+    # The policy is asked only on steps whose every frame is the step's own.
+    assert len(proposals) == sum(r.steps - r.unsynced_steps for r in result.episodes)
 
 
 def test_deploy_config_defaults_and_pass_through() -> None:

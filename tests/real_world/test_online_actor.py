@@ -12,6 +12,7 @@ import os
 if not os.environ.get("DISPLAY"):  # the classifier's camera is rendered headless
     os.environ.setdefault("MUJOCO_GL", "egl")
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from lagging_robot import LaggingCameras
 from success_models import tiny_classifier
 from vla_rl.real_world.deploy_config import SuccessSection
 from vla_rl.real_world.expert_intervention import ExpertIntervention
@@ -38,7 +40,7 @@ from vla_rl.real_world.online_config import (
 )
 from vla_rl.real_world.online_reset import PoseReset, SimReset
 from vla_rl.real_world.online_success import ClassifierSuccess, SimSuccess
-from vla_rl.real_world.recording import DeploymentRecorder, command_to_action
+from vla_rl.real_world.recording import IMAGES_UNSYNCED_KEY, DeploymentRecorder, command_to_action
 from vla_rl.real_world.robot import JointCommand
 from vla_rl.real_world.safety_config import SafetyConfig
 from vla_rl.robots.controllers import ControllerSettings
@@ -195,6 +197,22 @@ def test_commands_that_ask_too_much_are_clipped_by_the_safety_layer(learner: Lea
     rows = learner.rows()
     assert len(rows) == 5 and all(not r.intervention[0] for r in rows) and rows[-1].truncated[0]
     np.testing.assert_allclose(rows[0].action[0], np.tanh([5.0, 5.0, 5.0, 5.0]), atol=1e-6)
+
+
+def test_a_step_whose_frame_lags_sends_no_transition_and_is_flagged_in_the_recording(
+    learner: Learner, tmp_path: Path
+) -> None:
+    cfg = config(episodes=1, max_steps=15)
+    learner.source.publish(0)
+    env = dataclasses.replace(actor_env(cfg, learner.off.env), cameras=["front"])
+    robot = LaggingCameras(env)  # the front frame lags every 7th period
+    recorder = DeploymentRecorder(tmp_path / "dataset", env.control_hz, env.control_mode, ["front"])
+    with robot, recorder:
+        summary = build_actor(cfg, learner, robot, recorder=recorder).run()
+    (episode,) = summary.episodes
+    flags = open_dataset(tmp_path / "dataset").episode(0).extras[IMAGES_UNSYNCED_KEY]
+    assert len(flags) == episode.steps == 15 and flags.sum() == episode.unsynced_steps >= 2
+    assert len(learner.rows()) == episode.steps - episode.unsynced_steps
 
 
 @pytest.mark.parametrize(("logit", "steps"), [(8.0, 1), (-8.0, 6)])

@@ -13,6 +13,8 @@ from vla_rl.real_world.recording import (
     COMMAND_ARM_KEY,
     COMMAND_GRIPPER_KEY,
     DEPLOYMENT_META_PATH,
+    EXTRA_KEYS,
+    IMAGES_UNSYNCED_KEY,
     INTERVENTION_KEY,
     SAFETY_EVENTS,
     SAFETY_EVENTS_KEY,
@@ -299,3 +301,23 @@ def test_a_session_recorder_adds_to_a_folder_in_that_folders_version(tmp_path, k
     with session_recorder(RecordingSection(enabled=True), tmp_path / "new", env, ["front"]) as recorder:
         record_episode(recorder, rng, kinematics, 3, set(), {}, True)
     assert dataset_version(tmp_path / "new") == "v3.0"
+
+
+def test_a_folder_recorded_before_the_unsynced_column_is_continued_without_it(tmp_path, kinematics):
+    """The first recorder stands in for one of an earlier version, which wrote every column but
+    ``images.unsynced``; a recorder of this version continues that folder in its layout, and a new
+    folder gets the column."""
+    rng = np.random.default_rng(4)
+    older = DeploymentRecorder(tmp_path / "old", 10.0, "ee_delta_pose", ["front"], kinematics=kinematics)
+    older.columns = tuple(key for key in EXTRA_KEYS if key != IMAGES_UNSYNCED_KEY)
+    with older:
+        record_episode(older, rng, kinematics, 3, set(), {}, True)
+    with DeploymentRecorder(
+        tmp_path / "old", 10.0, "ee_delta_pose", ["front"], kinematics=kinematics, append=True
+    ) as recorder:
+        record_episode(recorder, rng, kinematics, 3, set(), {}, True)
+    dataset = open_dataset(tmp_path / "old")
+    assert dataset.num_episodes == 2 and IMAGES_UNSYNCED_KEY not in dataset.episode(1).extras
+    with DeploymentRecorder(tmp_path / "new", 10.0, "ee_delta_pose", ["front"], kinematics=kinematics) as new:
+        record_episode(new, rng, kinematics, 3, set(), {}, True)
+    assert open_dataset(tmp_path / "new").episode(0).extras[IMAGES_UNSYNCED_KEY].tolist() == [False] * 3

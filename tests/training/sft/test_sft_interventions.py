@@ -17,16 +17,20 @@ from vla_rl.training.sft.chunk_sampler import ChunkSampler, chunk_indices
 from vla_rl.training.sft.config import SFTConfig
 from vla_rl.training.sft.config_load import validate_sft_config
 from vla_rl.training.sft.demonstrations import action_quantiles, load_demonstrations
-from vla_rl.training.sft.interventions import INTERVENTION_COLUMN
+from vla_rl.training.sft.interventions import INTERVENTION_COLUMN, UNSYNCED_COLUMN
 from vla_rl.training.sft.trainer import SFTTrainer
 
 FLAGS = [False, True, True, False, True, True]
 """Policy, a two-step takeover, policy, a takeover to the end of the episode."""
 
 
-def _recording(root: Path, with_flags: bool = True, flags: list[bool] = FLAGS) -> Path:
+def _recording(
+    root: Path, with_flags: bool = True, flags: list[bool] = FLAGS, unsynced: list[bool] | None = None
+) -> Path:
     steps = np.arange(6, dtype=np.float32)
     extras = {INTERVENTION_COLUMN: np.array(flags)} if with_flags else {}
+    if unsynced is not None:
+        extras[UNSYNCED_COLUMN] = np.array(unsynced)
     episode = Episode(
         images={},
         proprio=np.stack([steps, -steps, steps / 2], axis=1),
@@ -152,10 +156,31 @@ def test_recordings_without_the_flag_or_without_interventions_are_refused(tmp_pa
         _cfg(plain, tmp_path / "d", intervention_repeats=0)
 
 
-def test_the_column_is_the_one_deployments_record() -> None:
-    from vla_rl.real_world.recording import INTERVENTION_KEY
+def test_the_columns_are_the_ones_deployments_record() -> None:
+    from vla_rl.real_world.recording import IMAGES_UNSYNCED_KEY, INTERVENTION_KEY
 
-    assert INTERVENTION_COLUMN == INTERVENTION_KEY
+    assert (INTERVENTION_COLUMN, UNSYNCED_COLUMN) == (INTERVENTION_KEY, IMAGES_UNSYNCED_KEY)
+
+
+LAGGING = [False, False, True, False, False, True]
+"""Frames 2 (in the first takeover) and 5 (in the second) have images older than their state."""
+
+
+def test_no_sample_starts_on_a_frame_whose_images_lag(tmp_path: Path) -> None:
+    data = _recording(tmp_path / "rec", unsynced=LAGGING)
+    every = SFTTrainer(_cfg(data, tmp_path / "every")).sampler
+    assert every.num_samples == 4
+    batch = every.collate(range(4))
+    assert batch.step_index.tolist() == [0, 1, 3, 4]
+    # A lagging frame's action is still a target inside a chunk from an earlier frame.
+    assert batch.chunk_mask.tolist() == [[True] * 3, [True] * 3, [True] * 3, [True, True, False]]
+    takeovers = SFTTrainer(_cfg(data, tmp_path / "only", intervention_only=True)).sampler
+    assert takeovers.collate(range(takeovers.num_samples)).step_index.tolist() == [1, 4]
+    weighted = SFTTrainer(_cfg(data, tmp_path / "weighted", intervention_repeats=3)).sampler
+    assert np.bincount(weighted.sample_step, minlength=6).tolist() == [1, 3, 0, 1, 3, 0]
+    lagging = _recording(tmp_path / "lagging", unsynced=[True] * 6)
+    with pytest.raises(ConfigError, match="'data.path': every frame of the 1 recorded episodes"):
+        SFTTrainer(_cfg(lagging, tmp_path / "none"))
 
 
 def test_the_aggregate_adds_every_frame_of_the_demonstrations(tmp_path: Path) -> None:

@@ -15,6 +15,10 @@ HG-DAgger trains on the aggregate: the original demonstrations (``data.demonstra
 takeover so far. A demonstration was driven by the expert from start to end, so all its frames are
 labels under either option, each drawn once; with both options the takeover frames are the recording's
 only labels and each is drawn ``intervention_repeats`` times against the demonstrations' frames.
+
+Whatever the options, no sample starts on a frame whose recorded images lag its state (the
+``images.unsynced`` column: a camera had no frame of that control period): its observation is not the
+one the action was chosen from. Its action still counts inside chunks that start earlier.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from vla_rl.training.sft.config import SFTDataConfig
 
 INTERVENTION_COLUMN = "intervention"
 """The per-frame flag ``vla-rl deploy`` records (``vla_rl.real_world.recording.INTERVENTION_KEY``)."""
+UNSYNCED_COLUMN = "images.unsynced"
+"""The per-frame flag of images older than the state (``vla_rl.real_world.recording.IMAGES_UNSYNCED_KEY``)."""
 
 
 @dataclass
@@ -69,16 +75,34 @@ def select_frames(
     episodes: Sequence[Episode], data: SFTDataConfig, demonstrations: Sequence[Episode] = ()
 ) -> FrameSelection:
     """The ``FrameSelection`` that ``data.intervention_only`` and ``data.intervention_repeats`` ask for,
-    over ``episodes`` (recorded deployments) followed by ``demonstrations`` (every frame a label)."""
-    if data.intervention_only:
-        flags = intervention_flags(episodes, "data.intervention_only")
-        labelled = flags + [np.ones(len(d), bool) for d in demonstrations]
-        if data.intervention_repeats == 1:
-            return FrameSelection(labelled=labelled)
-        repeats = [np.where(f, data.intervention_repeats, 1) for f in flags]
-        return FrameSelection(labelled, repeats + [np.ones(len(d), np.int64) for d in demonstrations])
-    if data.intervention_repeats > 1:
-        flags = intervention_flags(episodes, "data.intervention_repeats")
-        repeats = [np.where(f, data.intervention_repeats, 1) for f in flags]
-        return FrameSelection(frame_repeats=repeats + [np.ones(len(d), np.int64) for d in demonstrations])
-    return FrameSelection()
+    over ``episodes`` (recorded deployments) followed by ``demonstrations`` (every frame a label),
+    with no sample start on a frame of ``episodes`` whose images lag its state."""
+    ones = [np.ones(len(d), np.int64) for d in demonstrations]
+    labelled = repeats = None
+    if data.intervention_only or data.intervention_repeats > 1:
+        key = "data.intervention_only" if data.intervention_only else "data.intervention_repeats"
+        flags = intervention_flags(episodes, key)
+        if data.intervention_only:
+            labelled = flags + [one.astype(bool) for one in ones]
+        if data.intervention_repeats > 1:
+            repeats = [np.where(f, data.intervention_repeats, 1) for f in flags] + ones
+    lagging = unsynced_flags(episodes)
+    if not demonstrations and all(flag.all() for flag in lagging):
+        raise ConfigError(
+            f"config key 'data.path': every frame of the {len(episodes)} recorded episodes has images "
+            f"older than its state ({UNSYNCED_COLUMN!r}); no sample can start on one"
+        )
+    if any(flag.any() for flag in lagging):
+        starts = [(~flag).astype(np.int64) for flag in lagging] + ones
+        repeats = starts if repeats is None else [r * s for r, s in zip(repeats, starts, strict=True)]
+    return FrameSelection(labelled, repeats)
+
+
+def unsynced_flags(episodes: Sequence[Episode]) -> list[np.ndarray]:
+    """bool [T] per episode: its ``images.unsynced`` column, all False where it has none."""
+    return [
+        np.asarray(e.extras[UNSYNCED_COLUMN], bool).reshape(-1)
+        if UNSYNCED_COLUMN in e.extras
+        else np.zeros(len(e), bool)
+        for e in episodes
+    ]
