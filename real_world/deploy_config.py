@@ -72,6 +72,11 @@ class RobotSection:
     """``vla-rl sim-robot`` only: its cameras publish frames of this many pixels a side, the same view
     as the policy's; 0: the policy's image size. A larger size rehearses a real camera, whose frames
     the robot side crops (``image_crops``) and resizes to the policy's size."""
+    sim_image_width: int = 0
+    """``vla-rl sim-robot`` only: the width of its frames (pixels; their height is ``sim_image_size``,
+    else the policy's); 0: square. The view keeps its height and widens at the sides, as a 4:3 or
+    16:9 camera's does, so the square at the centre is the policy's view: a crop of it
+    (``image_crops``) rehearses the crop a real camera needs."""
 
 
 @dataclass
@@ -222,7 +227,7 @@ ROBOT_IMAGE_CHECKS: tuple[Check[Any], ...] = (
         lambda c: all(is_crop_region(crop) for crop in c.robot.image_crops.values()),
         "must map each camera to [top, left, height, width] with top, left >= 0 and height, width > 0",
     ),
-    *not_negative("robot.sync_slop_s", "robot.image_wait_s", "robot.sim_image_size"),
+    *not_negative("robot.sync_slop_s", "robot.image_wait_s", "robot.sim_image_size", "robot.sim_image_width"),
 )
 """How frames travel, the crops' shape (which cameras exist is known once the policy's env is:
 ``transports``), the frames' synchronisation and the simulated cameras' size (``vla-rl deploy`` and

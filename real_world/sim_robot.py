@@ -12,9 +12,20 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
+from vla_rl.sims.mujoco.config_checks import IMAGE_WIDTH_OPTION
 from vla_rl.sims.mujoco.observations import PROPRIO_FIELDS, split_fields
 
 from vla_rl.envs.config import EnvConfig
+
+
+def camera_env(env: EnvConfig, height: int = 0, width: int = 0) -> EnvConfig:
+    """``env`` with cameras ``height`` pixels high (0: as in ``env``) and ``width`` wide (0: square):
+    the same view at more pixels, widened at the sides where it is wider than high (MuJoCo keeps the
+    vertical field of view), as a real camera sees the scene a policy was trained on."""
+    if height <= 0 and width <= 0:
+        return env
+    options = {**env.options, IMAGE_WIDTH_OPTION: width} if width > 0 else env.options
+    return dataclasses.replace(env, image_size=height if height > 0 else env.image_size, options=options)
 
 
 @dataclass

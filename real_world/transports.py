@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -98,11 +97,12 @@ def build_sim_control(cfg: DeployConfig) -> SimControl:
 
 
 def sim_robot_env(cfg: DeployConfig, env: EnvConfig) -> EnvConfig:
-    """What the simulated robot runs: ``env`` with its cameras at ``cfg.robot.sim_image_size`` where set
-    (the same view at more pixels; the robot side resizes the frames to ``env``'s size)."""
-    if cfg.robot.sim_image_size > 0:
-        return dataclasses.replace(env, image_size=cfg.robot.sim_image_size)
-    return env
+    """What the simulated robot runs: ``env`` with its cameras ``cfg.robot.sim_image_size`` high and
+    ``cfg.robot.sim_image_width`` wide where set (the same view at more pixels, widened at the sides;
+    the robot side crops and resizes the frames to ``env``'s size)."""
+    from vla_rl.real_world.sim_robot import camera_env
+
+    return camera_env(env, cfg.robot.sim_image_size, cfg.robot.sim_image_width)
 
 
 def run_sim_node(cfg: DeployConfig, env: EnvConfig, seconds: float) -> None:

@@ -14,7 +14,7 @@ import torch
 from vla_rl.robots.controllers import CONTROLLERS, ControllerSettings, RobotState, make_controller
 from vla_rl.robots.panda import PANDA, RobotDescription
 from vla_rl.sims.batching import EpisodeStats, numpy_step_result, reset_ids, space_of
-from vla_rl.sims.mujoco.config_checks import validate_config
+from vla_rl.sims.mujoco.config_checks import image_hw, validate_config
 from vla_rl.sims.mujoco.observations import proprio_vector
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS, get_split, randomize_scene
 from vla_rl.sims.mujoco.readout import WorldReadout
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # the env only calls what a rollout hands it; no import of th
 def build_model(cfg: EnvConfig, robot: RobotDescription = PANDA):
     """Compile the scene of ``cfg.task`` and return ``(model, task)``."""
     task = make_task(cfg.task)
-    spec = new_scene_spec(robot, cfg.physics_dt_s, cfg.image_size)
+    spec = new_scene_spec(robot, cfg.physics_dt_s, max(image_hw(cfg)))
     task.build_scene(spec)
     model = spec.compile()
     model.vis.quality.shadowsize = 2048 if cfg.shadows else 0
@@ -80,7 +80,7 @@ class MujocoBatchedEnv(BatchedEnv):
         self.readout = WorldReadout(m, n, self._tcp_site)
         self._ctrl = np.zeros((n, m.nu))
         self.action_space = gym.spaces.Box(-1.0, 1.0, (CONTROLLERS[cfg.control_mode].action_dim,), np.float32)
-        self._images = [np.zeros((n, cfg.image_size, cfg.image_size, 3), np.uint8) for _ in cfg.cameras]
+        self._images = [np.zeros((n, *image_hw(cfg), 3), np.uint8) for _ in cfg.cameras]
         self.goals = np.zeros((n, self.task.goal_dim))
         self.instructions = [""] * n
         self.episodes = EpisodeStats(n)
@@ -106,7 +106,7 @@ class MujocoBatchedEnv(BatchedEnv):
 
     # ------------------------------------------------- what subclasses (other physics) replace
     def _make_renderers(self) -> ThreadLocalRenderers | None:
-        return ThreadLocalRenderers(self.base_model, self.cfg.image_size) if self.cfg.cameras else None
+        return ThreadLocalRenderers(self.base_model, *image_hw(self.cfg)) if self.cfg.cameras else None
 
     def _make_stepper(self) -> PhysicsStepper:
         stepper = self.cfg.options.get("stepper", DEFAULT_STEPPER)

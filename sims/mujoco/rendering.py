@@ -11,7 +11,10 @@ import numpy as np
 
 
 class WorldRenderer:
-    """Renders any world of a batch (all worlds share the model structure) at a fixed size.
+    """Renders any world of a batch (all worlds share the model structure) at a fixed size:
+    ``height`` by ``width`` pixels (square by default). MuJoCo keeps a camera's vertical field of view
+    whatever the width, so a wider image shows more at the sides and its square centre is the
+    square image.
 
     Must be created and used in the same thread (EGL contexts are not shared across threads).
     One thread may hold renderers of several environments (an environment with one worker
@@ -22,16 +25,22 @@ class WorldRenderer:
     """
 
     def __init__(
-        self, model: mujoco.MjModel, image_size: int, max_geom: int = 1000, shadows: bool = True
+        self,
+        model: mujoco.MjModel,
+        height: int,
+        width: int | None = None,
+        max_geom: int = 1000,
+        shadows: bool = True,
     ) -> None:
-        self.size = image_size
+        width = height if width is None else width
+        self.size_hw = (height, width)
         if not hasattr(mujoco, "GLContext"):
             raise RuntimeError(
                 f"MuJoCo rendering is off (MUJOCO_GL={os.environ.get('MUJOCO_GL')!r}), so cameras cannot "
                 "be rendered: install EGL (Debian: apt-get install libegl1) for headless rendering, or "
                 "set MUJOCO_GL to a backend this machine has before starting"
             )
-        self._context = mujoco.GLContext(image_size, image_size)
+        self._context = mujoco.GLContext(width, height)
         self._context.make_current()
         self._scene = mujoco.MjvScene(model, maxgeom=max_geom)
         self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows  # drawn where lights cast them
@@ -40,8 +49,8 @@ class WorldRenderer:
         self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
         self._mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._mjr)
-        self._viewport = mujoco.MjrRect(0, 0, image_size, image_size)
-        self._flipped = np.empty((image_size, image_size, 3), dtype=np.uint8)
+        self._viewport = mujoco.MjrRect(0, 0, width, height)
+        self._flipped = np.empty((height, width, 3), dtype=np.uint8)
         self._free = weakref.finalize(self, _free_gl, self._context, self._mjr)
 
     def render(self, model: mujoco.MjModel, data: mujoco.MjData, camera_id: int, out: np.ndarray) -> None:
@@ -81,14 +90,14 @@ class ThreadLocalRenderers(threading.local):
     """Lazily creates one ``WorldRenderer`` per calling thread (``threading.local`` gives each thread
     its own attributes, set by ``__init__`` with the same arguments on the thread's first use)."""
 
-    def __init__(self, model: mujoco.MjModel, image_size: int) -> None:
+    def __init__(self, model: mujoco.MjModel, height: int, width: int) -> None:
         self._model = model
-        self._size = image_size
+        self._size_hw = (height, width)
         self.renderer: WorldRenderer | None = None
 
     def get(self) -> WorldRenderer:
         if self.renderer is None:
-            self.renderer = WorldRenderer(self._model, self._size)
+            self.renderer = WorldRenderer(self._model, *self._size_hw)
         return self.renderer
 
     def close_current(self) -> None:

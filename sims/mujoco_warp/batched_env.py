@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
+from vla_rl.sims.mujoco.config_checks import IMAGE_WIDTH_OPTION, image_hw
 from vla_rl.sims.mujoco.randomization import RANDOMIZED_MODEL_FIELDS
 from vla_rl.sims.mujoco_warp.physics import (
     DEFAULT_CONSTRAINTS_PER_WORLD,
@@ -56,6 +57,11 @@ class MujocoWarpBatchedEnv(MujocoBatchedEnv):
     def _make_renderers(self) -> WarpBatchRenderer | None:
         if not self.cfg.cameras:
             return None
+        if image_hw(self.cfg)[1] != self.cfg.image_size:
+            raise ValueError(
+                f"options.{IMAGE_WIDTH_OPTION}: the mujoco_warp backend renders square images "
+                f"(env.image_size={self.cfg.image_size}); use the mujoco backend for other widths"
+            )
         return WarpBatchRenderer(
             self.base_model,
             self.num_envs,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -34,7 +35,8 @@ def run_in_namespace(command: str, timeout_s: float) -> subprocess.CompletedProc
 
 def rehearse(work_dir: Path, overrides: list[str]) -> dict:
     """``python -m vla_rl.real_world.rehearsal`` in a namespace; its ``rehearsal.json``."""
-    command = f"{sys.executable} -m vla_rl.real_world.rehearsal --work-dir {work_dir} " + " ".join(overrides)
+    command = f"{sys.executable} -m vla_rl.real_world.rehearsal --work-dir {work_dir} "
+    command += " ".join(shlex.quote(override) for override in overrides)
     proc = run_in_namespace(command, timeout_s=600)
     logs = "".join(f"\n--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted(work_dir.glob("*.log")))
     assert proc.returncode == 0, proc.stderr[-3000:] + logs

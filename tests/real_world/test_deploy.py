@@ -331,6 +331,7 @@ CLASSIFIER = ["success.kind=classifier", "success.classifier_path=c", "success.i
         (["+robot.image_crops.front=[-1,0,8,8]"], "robot.image_crops", r"top, left >= 0"),
         (["+robot.image_crops.front=[0,0,8]"], "robot.image_crops", r"\[top, left, height, width\]"),
         (["robot.sim_image_size=-64"], "robot.sim_image_size", "must not be negative"),
+        (["robot.sim_image_width=-640"], "robot.sim_image_width", "must not be negative"),
         (["robot.image_wait_s=-0.01"], "robot.image_wait_s", "must not be negative"),
     ],
 )

@@ -46,6 +46,7 @@ def learn_online(*args: str) -> subprocess.CompletedProcess:
         ("success.kind=sim robot.simulated=false max_steps=10", "success.kind"),
         ("learner.bind_host=0.0.0.0", "learner.token"),
         ("robot.sim_image_size=-1", "robot.sim_image_size"),
+        ("robot.sim_image_width=-1", "robot.sim_image_width"),
         ("robot.image_transport=jpg", "robot.image_transport"),
         ("success.kind=classifier", "success.classifier_path"),
         (learner_list(["env.num_envs=4"]), "learner.overrides"),

@@ -44,13 +44,20 @@ def test_deploy_over_ros1_succeeds_as_often_as_direct_evaluation(reach_run: Path
     assert np.median(latencies) < 0.05  # one control period at 20 Hz
 
 
-@pytest.mark.parametrize("image_transport", ["raw", "compressed"])
+WIDE_CAMERA = ["robot.sim_image_width=240", "+robot.image_crops.front=[0,40,160,160]"]
+"""A 160x240 camera (3:2, the view widened at the sides) and the crop of its square centre."""
+
+
+@pytest.mark.parametrize(
+    ("image_transport", "camera"), [("raw", []), ("compressed", []), ("raw", WIDE_CAMERA)]
+)
 def test_a_camera_larger_than_the_policys_reaches_it_resized_over_ros1(
-    reach_run: Path, tmp_path: Path, image_transport: str
+    reach_run: Path, tmp_path: Path, image_transport: str, camera: list[str]
 ) -> None:
     # The simulated robot publishes 160x160 frames of the front camera (the recording adds it to the
-    # state policy's observation), raw or as jpeg; the robot side decodes them and resizes them to the
-    # policy's 64x64, and the recording keeps what the policy would see. Its first frame shows the
+    # state policy's observation), raw or as jpeg, or 160x240 frames whose square centre the robot
+    # side crops (``WIDE_CAMERA``); the robot side decodes them and resizes them to the policy's
+    # 64x64, and the recording keeps what the policy would see. Its first frame shows the
     # episode's start as the 64-pixel render does, up to anti-aliasing, jpeg and the recording's lossy
     # video codec: measured 3.2-3.3 levels mean absolute difference (raw), against 70-110 for the
     # same view upside down. (Without codecs the resize is checked to finer than a pixel's offset in
@@ -62,7 +69,7 @@ def test_a_camera_larger_than_the_policys_reaches_it_resized_over_ros1(
     from vla_rl.envs.config import EnvConfig
 
     overrides = [f"checkpoint={reach_run}", "episodes=2", f"seed={SEED}", "robot.sim_image_size=160"]
-    overrides += [f"robot.image_transport={image_transport}", "robot.image_wait_s=0.04"]
+    overrides += [f"robot.image_transport={image_transport}", "robot.image_wait_s=0.04", *camera]
     rehearse(tmp_path, [*overrides, "recording.enabled=true", "recording.cameras=[front]"])
     dataset = open_dataset(tmp_path / "deploy" / "dataset")
     native = SimulatedRobot(EnvConfig(task="reach", cameras=["front"], image_size=64))

@@ -1,9 +1,11 @@
-"""The simulated robot's cameras at a real camera's resolution (``robot.sim_image_size``): the same view
-at more pixels, which the robot side resizes to the policy's size."""
+"""The simulated robot's cameras at a real camera's resolution and aspect (``robot.sim_image_size``,
+``robot.sim_image_width``): the same view at more pixels, widened at the sides, which the robot side
+crops and resizes to the policy's size."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from vla_rl.real_world.camera_view import policy_view
 from vla_rl.real_world.deploy_config import compose_deploy_config
 from vla_rl.real_world.sim_robot import SimulatedRobot
@@ -19,6 +21,49 @@ def test_sim_image_size_renders_the_policys_cameras_at_more_pixels_and_changes_n
     larger = sim_robot_env(compose_deploy_config(["robot.sim_image_size=160"]), POLICY_ENV)
     assert larger.image_size == 160
     assert larger == EnvConfig(task="pick_place", cameras=["front", "wrist"], image_size=160)
+
+
+def test_sim_image_width_widens_the_frames_and_changes_nothing_else() -> None:
+    wide = sim_robot_env(
+        compose_deploy_config(["robot.sim_image_size=96", "robot.sim_image_width=128"]), POLICY_ENV
+    )
+    assert wide == EnvConfig(
+        task="pick_place", cameras=["front", "wrist"], image_size=96, options={"image_width": 128}
+    )
+    alone = sim_robot_env(compose_deploy_config(["robot.sim_image_width=80"]), POLICY_ENV)
+    assert (alone.image_size, alone.options) == (64, {"image_width": 80})
+
+
+def test_the_square_centre_of_a_wider_camera_is_the_policys_view_and_the_whole_frame_is_not() -> None:
+    # A 120x160 camera (4:3) shows the policy's view in its centre 120x120 (the crop a user gives
+    # in robot.image_crops), resized to 64 as closely as a square 120-pixel camera would be: closer
+    # than the native render is to itself moved by one pixel. The whole frame squeezed to 64x64
+    # (no crop) is not.
+    native = SimulatedRobot(POLICY_ENV)
+    wide = SimulatedRobot(
+        sim_robot_env(
+            compose_deploy_config(["robot.sim_image_size=120", "robot.sim_image_width=160"]), POLICY_ENV
+        )
+    )
+    try:
+        for seed in (3, 4):
+            reference, published = native.reset(seed).images, wide.reset(seed).images
+            for camera in ("front", "wrist"):
+                assert published[camera].shape == (120, 160, 3)
+                expected = reference[camera].astype(int)
+                moved = min(
+                    np.abs(expected[:, 1:] - expected[:, :-1]).mean(),
+                    np.abs(expected[1:] - expected[:-1]).mean(),
+                )
+                cropped = np.abs(
+                    policy_view(published[camera], (64, 64), [0, 20, 120, 120]).astype(int) - expected
+                ).mean()
+                squeezed = np.abs(policy_view(published[camera], (64, 64)).astype(int) - expected).mean()
+                print(f"{seed} {camera}: cropped {cropped:.2f}, squeezed {squeezed:.2f}, moved {moved:.2f}")
+                assert cropped < moved < squeezed
+    finally:
+        native.close()
+        wide.close()
 
 
 def test_a_larger_camera_resized_to_the_policys_size_shows_what_the_policy_was_trained_on() -> None:
@@ -62,14 +107,21 @@ class FirstImages:
         return type("Step", (), {"action": torch.zeros(1, 4)})()
 
 
-def test_direct_evaluation_with_sim_image_size_gives_the_policy_resized_frames() -> None:
+@pytest.mark.parametrize(
+    "camera",
+    [
+        {"sim_image_size": 160},
+        {"sim_image_size": 120, "sim_image_width": 160, "crops": {"front": [0, 20, 120, 120]}},
+    ],
+)
+def test_direct_evaluation_with_a_larger_camera_gives_the_policy_its_own_view(camera: dict) -> None:
     from vla_rl.real_world.policy_runner import LoadedPolicy
     from vla_rl.real_world.sim_eval import evaluate_on_seeds
 
     env = EnvConfig(task="reach", cameras=["front"], image_size=64)
     policy = FirstImages()
     loaded = LoadedPolicy(env=env, obs_keys=["rgb_front"], policy=policy)  # type: ignore[arg-type]
-    assert len(evaluate_on_seeds(loaded, [3, 4], sim_image_size=160)) == 2
+    assert len(evaluate_on_seeds(loaded, [3, 4], **camera)) == 2
     native = SimulatedRobot(env)
     try:
         for seed, first in zip([3, 4], policy.firsts, strict=True):

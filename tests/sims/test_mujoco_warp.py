@@ -19,6 +19,8 @@ observations). The claims checked here, and quoted in the README:
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from vla_rl.sims.tasks.scripted import scripted_action
@@ -191,3 +193,9 @@ def test_raw_physics_yardstick_runs_on_the_cpu_device():
 
     cfg = EnvConfig(backend="mujoco_warp", task="reach", num_envs=2)
     assert warp_physics_env_steps_per_s(cfg, num_control_steps=3, moving=True) > 0
+
+
+def test_an_image_width_of_its_own_is_refused_by_name():
+    cfg = EnvConfig(backend="mujoco_warp", task="reach", num_envs=1, cameras=["front"], image_size=32)
+    with pytest.raises(ValueError, match="options.image_width: the mujoco_warp backend renders square"):
+        make_env(dataclasses.replace(cfg, options={"image_width": 48}))

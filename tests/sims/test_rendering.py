@@ -1,5 +1,7 @@
+import dataclasses
 import time
 
+import pytest
 import torch
 from vla_rl.sims.mujoco.batched_env import MujocoBatchedEnv
 
@@ -130,3 +132,31 @@ def test_a_renderer_dropped_while_its_context_is_current_in_a_running_thread_is_
     finish.set()
     owner.join()
     kept.close()
+
+
+def test_a_wider_image_shows_the_square_image_in_its_centre():
+    # MuJoCo keeps a camera's vertical field of view, so widening the image adds view at the sides
+    # (as a 4:3 camera does): its centre 48x48 is the 48x48 render, up to one level where an edge
+    # falls on a pixel (measured at 96 by 128: 0.0001 levels on average).
+    cfg = EnvConfig(task="pick_place", num_envs=2, cameras=["front", "wrist"], image_size=48)
+    square = MujocoBatchedEnv(cfg)
+    wide = MujocoBatchedEnv(dataclasses.replace(cfg, options={"image_width": 64}))
+    try:
+        expected, got = square.reset(seed=5)[0], wide.reset(seed=5)[0]
+        for camera in ("rgb_front", "rgb_wrist"):
+            assert got[camera].shape == (2, 48, 64, 3)
+            difference = (got[camera][:, :, 8:56].int() - expected[camera].int()).abs()
+            assert difference.max() <= 1 and difference.float().mean() < 0.01
+            moved = (got[camera][:, :, 9:57].int() - expected[camera].int()).abs().float().mean()
+            assert moved > 1.0  # the comparison sees a one-pixel shift
+    finally:
+        square.close()
+        wide.close()
+
+
+@pytest.mark.parametrize("width", [0, -3, 2.5, True, "64"])
+def test_an_image_width_that_is_not_a_pixel_count_is_refused(width):
+    with pytest.raises(ValueError, match="options.image_width must be a whole number of pixels"):
+        MujocoBatchedEnv(
+            EnvConfig(task="reach", num_envs=1, cameras=["front"], options={"image_width": width})
+        )
