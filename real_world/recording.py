@@ -328,8 +328,12 @@ class DeploymentRecorder:
         self.instruction, self.frames = None, []
         if not frames:
             raise ValueError("the episode has no frames; nothing was written")
-        dtypes = {SAFETY_EVENTS_KEY: np.int64, SAFETY_HELD_KEY: bool, INTERVENTION_KEY: bool}
-        dtypes[IMAGES_UNSYNCED_KEY] = bool
+        dtypes = {
+            SAFETY_EVENTS_KEY: np.int64,
+            SAFETY_HELD_KEY: bool,
+            INTERVENTION_KEY: bool,
+            IMAGES_UNSYNCED_KEY: bool,
+        }
         extras = {key: np.asarray([frame[key] for frame in frames], dtypes.get(key)) for key in self.columns}
         episode = Episode(
             images={
