@@ -169,7 +169,7 @@ def run_actor(cfg: LearnOnlineConfig, index: int) -> dict[str, Any]:
     networks = actor_networks(off)
     learner = cfg.learner
     actor_id = f"actor{index}-{uuid.uuid4().hex[:8]}"  # fresh per process: its numbering starts at 0
-    client = LearnerClient(learner.host, learner.port, networks.actor, learner.token, actor_id)
+    client = LearnerClient(learner.host, learner.port, networks.acting(), learner.token, actor_id)
     console_needed = cfg.success.kind == "keyboard" or (
         cfg.reset.kind == "person" and not cfg.reset.person_topic
     )

@@ -55,6 +55,7 @@ from vla_rl.policies.sac_networks import SACPolicy
 from vla_rl.training.off_policy.frozen_policy_config import BASE_ACTION_KEY
 from vla_rl.training.off_policy.frozen_policy_env import with_base_action_space
 from vla_rl.training.off_policy.networks import build_networks
+from vla_rl.training.off_policy.remote_link import obs_dtype
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,17 @@ class PendingStep:
     obs: dict[str, np.ndarray]
     action: np.ndarray
     intervention: bool
+
+
+def wire_value(key: str, value: Any) -> np.ndarray:  # noqa: ANN401 - an array or a list of numbers
+    """Observation ``key`` as a transitions message carries it (``remote_link.obs_dtype``): an image
+    as it is, anything else flattened."""
+    if obs_dtype(key) != np.uint8:
+        return np.asarray(value, np.float32).reshape(-1)
+    image = np.asarray(value)
+    if image.dtype != np.uint8:
+        raise RobotError(f"camera image {key!r} is {image.dtype}, expected uint8")
+    return image
 
 
 def transition_message(
@@ -284,14 +296,15 @@ class OnlineActor:
         return "max_steps" if limit else ""
 
     def observation_vector(self, policy_obs: dict[str, Any]) -> dict[str, np.ndarray]:
-        """The learner's keys of ``policy_obs`` as flat float32 vectors (residual RL: with the coming
-        period's frozen action as ``base_action``)."""
+        """The learner's keys of ``policy_obs`` as a transitions message carries them: camera images
+        uint8 [H, W, 3], everything else a flat float32 vector (residual RL: with the coming period's
+        frozen action as ``base_action``)."""
         if self.residual is not None:
             policy_obs = {**policy_obs, BASE_ACTION_KEY: self.residual.base_action(policy_obs)}
         absent = missing_keys(self.obs_keys, policy_obs)
         if absent:
             raise RobotError(f"the learner reads {absent}, which the robot does not report")
-        return {key: np.asarray(policy_obs[key], np.float32).reshape(-1) for key in self.obs_keys}
+        return {key: wire_value(key, policy_obs[key]) for key in self.obs_keys}
 
     def _step(
         self,

@@ -270,12 +270,6 @@ def learner_config(cfg: LearnOnlineConfig) -> Any:  # noqa: ANN401 - OffPolicyCo
             f"config key 'learner.overrides': env.num_envs must be 1 (one robot step is one transition), "
             f"got {off.env.num_envs}"
         )
-    pixels = [key for key in off.policy.obs_keys if key.startswith("rgb_")]
-    if pixels:
-        raise ConfigError(
-            f"config key 'learner.overrides': policy.obs_keys {pixels} are cameras; the learner publishes "
-            "the actor network only, not the critic-trained camera encoder, so actors act from state keys"
-        )
     return off
 
 

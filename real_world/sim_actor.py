@@ -25,6 +25,7 @@ from vla_rl.training.jobs import job_config
 from vla_rl.training.off_policy.config import OffPolicyConfig
 from vla_rl.training.off_policy.frozen_policy_env import load_frozen_policy, wrap_with_frozen_policy
 from vla_rl.training.off_policy.networks import build_networks
+from vla_rl.training.off_policy.remote_link import obs_dtype
 
 HOLD_POLL_S = 0.05
 """How often a holding actor asks for weights again."""
@@ -45,7 +46,7 @@ def transitions_message(
     next_obs = result.info.get("final_obs", result.obs)
 
     def vectors(o: Observation) -> dict[str, np.ndarray]:
-        return {key: o[key].detach().cpu().numpy().astype(np.float32) for key in keys}
+        return {key: o[key].detach().cpu().numpy().astype(obs_dtype(key)) for key in keys}
 
     def flags(value: torch.Tensor) -> np.ndarray:
         return value.detach().cpu().numpy().astype(bool)
@@ -70,7 +71,7 @@ def run_sim_actor(cfg: OffPolicyConfig, env_steps: int, actor_id: str | None = N
     action_dim = env.action_space.shape[0]
     networks = build_networks(cfg, env.observation_space, action_dim)
     remote = cfg.remote
-    client = LearnerClient(remote.host, remote.port, networks.actor, remote.token, actor_id)
+    client = LearnerClient(remote.host, remote.port, networks.acting(), remote.token, actor_id)
     generator = torch.Generator().manual_seed(cfg.seed)
     obs, _ = env.reset(seed=cfg.seed)
     taken = 0

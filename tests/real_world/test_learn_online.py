@@ -137,3 +137,27 @@ def test_a_rehearsal_with_two_actors_learns_takes_over_and_shuts_down(tmp_path: 
         assert sum(actor["safety_counts"].values()) > 0  # its commands went through the safety layer
     assert Path(learner["last_checkpoint"]).is_dir()  # stopped by SIGINT, it saved first
     assert (out / "actor_1" / "dataset" / "meta" / "info.json").is_file()
+
+
+@pytest.mark.skipif(rehearsal_unavailable() is not None, reason=str(rehearsal_unavailable()))
+def test_a_rehearsal_with_a_pixel_learner_streams_camera_frames_and_updates(tmp_path: Path) -> None:
+    # The learner reads the front and wrist cameras (32x32 here): the actor sends their frames as
+    # uint8 with every step, and acts with the camera encoder the learner publishes beside the actor.
+    out = tmp_path / "session"
+    pixels = [*LEARNER, "observations=pixels", "env.image_size=32", "replay.capacity=1000"]
+    args = [
+        "--master-port=11411",
+        f"'{learner_list(pixels)}'",
+        "actors=1",
+        "episodes=2",
+        "learner.port=5613",
+        "intervention.kind=none",  # the policy drives whole episodes: steps for the learner to update on
+    ]
+    result = rehearse_session(out, args)
+    assert result["ok"] and result["stopped"] and result["actor_exit_codes"] == [0]
+    (actor,) = result["actors"]
+    assert actor["episodes"] == 2 and actor["sent_rows"] == actor["steps"] > 40 and actor["pending"] == 0
+    learner = result["learner"]
+    assert learner["env_steps"] == actor["sent_rows"] and learner["updates"] >= (actor["sent_rows"] - 16) // 2
+    versions = actor["weights_versions"]
+    assert versions == sorted(versions) and versions[-1] > versions[0]

@@ -60,7 +60,7 @@ def test_a_killed_learner_leaves_the_actor_its_weights_and_a_resumed_one_takes_i
     cfg = job_config("off_policy", overrides)
     env = make_env(cfg.env)
     networks = SACPolicy(cfg.policy.obs_keys, env.observation_space, 4, cfg.policy.hidden_sizes)
-    client = LearnerClient("127.0.0.1", cfg.remote.port, networks.actor, backoff_s=0.05, max_backoff_s=0.2)
+    client = LearnerClient("127.0.0.1", cfg.remote.port, networks.acting(), backoff_s=0.05, max_backoff_s=0.2)
     obs, _ = env.reset(seed=0)
 
     def act() -> None:
@@ -133,3 +133,19 @@ def test_a_wrong_token_is_refused_and_the_client_stays_holding(token: str | None
             assert not client.sync_weights() and client.holding and client.last_error.code == "unauthorized"
         with LearnerClient(*server.address, torch.nn.Linear(1, 1), token="right") as client:
             assert client.sync_weights() and not client.holding
+
+
+def test_a_sim_actor_sends_camera_frames_as_uint8_and_the_rest_as_float32() -> None:
+    from vla_rl.envs.base import StepResult
+    from vla_rl.training.off_policy.remote_link import TransitionSpec
+
+    frames = torch.randint(0, 256, (2, 4, 4, 3), dtype=torch.uint8)
+    obs = {"rgb_front": frames, "proprio": torch.arange(6, dtype=torch.float64).reshape(2, 3)}
+    final = {"rgb_front": frames.flip(0), "proprio": -obs["proprio"]}
+    flags = torch.zeros(2, dtype=torch.bool)
+    result = StepResult(obs, torch.ones(2), flags, flags, {"final_obs": final})
+    message = transitions_message(["rgb_front", "proprio"], obs, torch.zeros(2, 2), result)
+    rows = TransitionSpec({"rgb_front": (4, 4, 3), "proprio": (3,)}, action_dim=2, worlds=2).check(message)
+    assert torch.equal(torch.from_numpy(rows.obs["rgb_front"]), frames)
+    assert torch.equal(torch.from_numpy(rows.next_obs["rgb_front"]), frames.flip(0))
+    assert rows.obs["proprio"].dtype.name == "float32" and rows.next_obs["proprio"][1, 2] == -5.0

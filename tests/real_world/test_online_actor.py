@@ -77,7 +77,7 @@ class Learner:
         space = self._space()
         spec = TransitionSpec.of_space(space, self.off.policy.obs_keys, 4, 1)
         replay = ReplayBuffer(256, 1, obs_keys=self.off.policy.obs_keys)
-        self.source = RemoteSource(spec, replay, ReplayConfig(256, 2, 2), 1, 0, self.networks.actor)
+        self.source = RemoteSource(spec, replay, ReplayConfig(256, 2, 2), 1, 0, self.networks.acting())
         self.server = LearnerServer(self.source.link)
 
     def _space(self):  # noqa: ANN202
@@ -117,7 +117,7 @@ def build_actor(cfg: LearnOnlineConfig, learner: Learner, robot: LocalSimRobot, 
     env = actor_env(cfg, learner.off.env)
     networks = actor_networks(learner.off)
     host, port = learner.server.address
-    client = LearnerClient(host, port, networks.actor, backoff_s=0.05, max_backoff_s=0.2)
+    client = LearnerClient(host, port, networks.acting(), backoff_s=0.05, max_backoff_s=0.2)
     sim = LocalSimControl(robot)
     parts = {"success": SimSuccess(sim), "reset": SimReset(sim)} | parts
     return OnlineActor(cfg, env, learner.off.policy.obs_keys, networks, client, robot, **parts)
@@ -171,6 +171,36 @@ def test_the_actor_holds_without_weights_then_streams_flagged_steps_with_their_e
     assert dataset.num_episodes == 2 and dataset.episode(0).success
     assert dataset.episode(0).extras["intervention"].tolist() == [False, False, True, True]
     np.testing.assert_allclose(dataset.episode(0).actions[2], label, atol=1e-6)
+
+
+def test_a_pixel_learner_gets_the_robots_frames_and_its_actors_act_with_its_camera_encoder() -> None:
+    pixels = [*LEARNER, "observations=pixels", "env.image_size=32"]
+    cfg = config(learner=LearnerSection(overrides=pixels), episodes=1, max_steps=6)
+    learner = Learner(cfg)
+    with learner.server:
+        try:
+            learner.source.publish(0)
+            env = actor_env(cfg, learner.off.env)
+            robot = LocalSimRobot(env)
+            with robot:
+                actor = build_actor(cfg, learner, robot)
+                trained = learner.networks.encoder.state_dict()
+                own = actor.networks.encoder.state_dict()
+                assert trained and not all(torch.equal(own[k], v) for k, v in trained.items())
+                summary = actor.run()
+            # The encoder the critic trains came with the actor's weights.
+            assert all(torch.equal(actor.networks.encoder.state_dict()[k], v) for k, v in trained.items())
+            rows = learner.rows()
+        finally:
+            learner.server.stop()
+    assert summary.episodes[0].steps == len(rows) == 6
+    for row in rows:
+        for key in ("rgb_front", "rgb_wrist"):
+            assert row.obs[key].dtype == np.uint8 and row.obs[key].shape == (1, 32, 32, 3)
+            assert row.obs[key].std() > 10  # a rendered scene, not a blank frame
+    for previous, following in zip(rows[:-1], rows[1:], strict=True):  # next_obs chains the frames
+        np.testing.assert_array_equal(previous.next_obs["rgb_wrist"], following.obs["rgb_wrist"])
+    assert not np.array_equal(rows[0].obs["rgb_wrist"], rows[-1].next_obs["rgb_wrist"])  # the arm moved
 
 
 def test_commands_that_ask_too_much_are_clipped_by_the_safety_layer(learner: Learner) -> None:

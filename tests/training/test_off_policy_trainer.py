@@ -260,7 +260,6 @@ def test_collected_push_camera_demos_load_as_uint8_transitions_of_the_policy_key
         ("policy.cnn_kernel_stride=[[3,2]]", "policy.cnn_kernel_stride"),  # 1 pair for 4 convolutions
         ("env.image_size=8", "policy.cnn_kernel_stride"),  # 8 -> 3 -> 1, no room for the third 3x3
         ("policy.cnn_feature_dim=0", "policy.cnn_feature_dim"),
-        ("source=remote", "source"),  # remote actors get no camera encoder
         ("algorithm.image_shift_px=-1", "algorithm.image_shift_px"),
     ],
 )

@@ -73,6 +73,25 @@ def test_a_good_message_passes_and_each_fault_is_named() -> None:
         SPEC.check([1, 2])
 
 
+def test_camera_frames_travel_as_uint8_and_go_into_the_replay_as_they_came() -> None:
+    spec = TransitionSpec({"rgb_front": (4, 5, 3), "proprio": (3,)}, action_dim=2, worlds=1)
+    good = message(2, spec=spec)
+    for name in ("obs", "next_obs"):
+        good[name]["rgb_front"] = (good[name]["rgb_front"] % 256).astype(np.uint8)
+    rows = spec.check(good)
+    assert rows.obs["rgb_front"].dtype == np.uint8 and rows.obs["proprio"].dtype == np.float32
+    replay = ReplayBuffer(10, 1, obs_keys=list(spec.obs_shapes))
+    sink = RemoteSource(spec, replay, ReplayConfig(10, 2, 1), 1, seed=0, weights=torch.nn.Linear(1, 1))
+    sink.link.inbox.put("actor", 0, rows)
+    assert sink.drain() == 2
+    stored = replay.gather(replay.valid_slots())
+    np.testing.assert_array_equal(stored.obs["rgb_front"].numpy(), good["obs"]["rgb_front"])
+    np.testing.assert_array_equal(stored.next_obs["rgb_front"].numpy(), good["next_obs"]["rgb_front"])
+    floats = message(2, spec=spec)  # images as float32: refused, not cast
+    with pytest.raises(ValueError, match="'obs.rgb_front' must be a uint8 array, got float32"):
+        spec.check(floats)
+
+
 def test_the_inbox_drops_a_resend_per_actor_and_forgets_what_a_resume_lost() -> None:
     inbox, rows = TransitionInbox(), SPEC.check(message(1))
     assert inbox.put("a", 0, rows) and inbox.put("b", 0, rows) and inbox.put("a", 1, rows)

@@ -201,6 +201,12 @@ class SACPolicy(nn.Module):
         and concatenated in the order of ``obs_keys``."""
         return self.encoder(obs)
 
+    def acting(self) -> nn.ModuleDict:
+        """What an actor needs to act, sharing this module's parameters: the observation encoder (its
+        camera convolutions, trained by the critic loss) and the actor. Its ``state_dict`` is what a
+        learner publishes to remote actors."""
+        return nn.ModuleDict({"encoder": self.encoder, "actor": self.actor})
+
     def encode_for_algorithm(self) -> Callable[[Observation], torch.Tensor]:
         """What SAC is given as ``encode``: the encoder module when it has weights (cameras), so that
         the critic loss trains it and SAC's checkpoint holds its optimiser state; otherwise the

@@ -82,12 +82,6 @@ def _camera_encoder_checks() -> list[Check[OffPolicyConfig]]:
             "leaves no pixel of env.image_size images: use fewer or smaller convolutions",
         ),
         *positive("policy.cnn_feature_dim"),
-        Check(
-            "source",
-            lambda c: c.source == "local" or not _camera_keys(c),
-            "remote actors receive the actor's weights only, not a camera encoder's: "
-            "source=remote learns from vector keys only",
-        ),
     ]
 
 

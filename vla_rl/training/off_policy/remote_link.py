@@ -8,12 +8,13 @@ sides only meet here, so this layer never imports the network code.
 A transitions message holds B rows, B a positive multiple of the learner's ``worlds`` (one batched
 env step of an actor is ``worlds`` rows; several steps go step after step)::
 
-    {"obs": {key: float32 [B, *shape]}, "next_obs": {key: float32 [B, *shape]},
+    {"obs": {key: [B, *shape]}, "next_obs": {key: [B, *shape]},
      "action": float32 [B, action_dim], "reward": float32 [B],
      "terminated": bool [B], "truncated": bool [B], "intervention": bool [B]}
 
-``next_obs`` is the observation after the action (where an episode ended, its final one, never the
-reset one).
+Observation entries are float32, camera images (``rgb_*`` keys) uint8 [B, H, W, 3], as the replay
+buffer stores them (``obs_dtype``). ``next_obs`` is the observation after the action (where an
+episode ended, its final one, never the reset one).
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from vla_rl.data.replay_buffer import IMAGE_PREFIX
+
 FLAG_FIELDS = ("terminated", "truncated", "intervention")
+
+
+def obs_dtype(key: str) -> np.dtype:
+    """The dtype of observation ``key`` in a transitions message: uint8 for camera images, else
+    float32."""
+    return np.dtype(np.uint8 if key.startswith(IMAGE_PREFIX) else np.float32)
 
 
 @dataclass(frozen=True)
@@ -52,7 +61,7 @@ class TransitionSpec:
     worlds of one env step (the replay buffer's ``num_envs``)."""
 
     obs_shapes: dict[str, tuple[int, ...]]
-    """Observation key -> shape of one row (float32)."""
+    """Observation key -> shape of one row (of ``obs_dtype(key)``)."""
     action_dim: int
     """Entries of one action (float32)."""
     worlds: int
@@ -90,13 +99,17 @@ class TransitionSpec:
             keys = sorted(obs) if isinstance(obs, dict) else type(obs).__name__
             raise ValueError(f"'{name}' has keys {keys}, expected {sorted(self.obs_shapes)}")
         return {
-            key: _array(obs, key, np.float32, (rows, *shape), f"{name}.{key}")
+            key: _array(obs, key, obs_dtype(key), (rows, *shape), f"{name}.{key}")
             for key, shape in self.obs_shapes.items()
         }
 
 
 def _array(
-    fields: dict[str, Any], key: str, dtype: type, shape: tuple[int, ...] | None, name: str | None = None
+    fields: dict[str, Any],
+    key: str,
+    dtype: type | np.dtype,
+    shape: tuple[int, ...] | None,
+    name: str | None = None,
 ) -> np.ndarray:
     """``fields[key]`` checked to be a finite array of ``dtype`` and ``shape`` (None: any 1-d)."""
     name = name or key

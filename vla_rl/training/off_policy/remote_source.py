@@ -27,7 +27,8 @@ POLL_S = 0.05
 class RemoteSource:
     """Fills ``replay`` (and ``interventions``) from ``link``'s inbox and samples it (and the
     demonstration pool: ``demos`` and ``interventions``) for each update;
-    publishes ``weights`` (the actor network) into ``link`` for the actors."""
+    publishes ``weights`` (``SACPolicy.acting``: the encoder and the actor) into ``link`` for the
+    actors."""
 
     def __init__(
         self,

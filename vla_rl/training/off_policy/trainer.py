@@ -99,7 +99,7 @@ class OffPolicyTrainer(TrainingLoop):
                 cfg.replay,
                 acfg.utd_ratio,
                 cfg.seed,
-                self.policy.actor,
+                self.policy.acting(),
                 cfg.remote.publish_interval_updates,
                 demos,
                 cfg.demos.share,
