@@ -30,10 +30,10 @@ from collections import deque
 
 import numpy as np
 import torch
+from vla_rl.real_world.action_labels import command_to_action, gripper_opening
 from vla_rl.real_world.deploy_config import DeployConfig, InterventionSection
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.policy_runner import ObservationBuilder
-from vla_rl.real_world.recording import command_to_action, gripper_opening
 from vla_rl.real_world.robot import InterventionInput, JointCommand, Robot, RobotError, RobotObservation
 from vla_rl.robots.controllers import ControllerSettings, make_controller
 from vla_rl.robots.panda import PANDA

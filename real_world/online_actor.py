@@ -14,7 +14,7 @@ Each control period (paced by the robot's joint states, as ``vla-rl deploy`` is)
    (``LearnerClient``, which queues and resends what the learner did not acknowledge);
 3. the intervention input may take over (the robot's teleoperation topics, an evdev device, or in
    rehearsals the scripted expert): its command is sent, and the step's action is the takeover's
-   label in the policy's units (``recording.command_to_action`` of the command as sent), flagged
+   label in the policy's units (``action_labels.command_to_action`` of the command as sent), flagged
    ``intervention``; otherwise the SAC actor acts (sampled, or its mean with ``deterministic``) and
    its action becomes a joint target through the simulator's controller;
 4. every command passes the safety layer (``SafeRobot.apply``); each step is recorded
@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from vla_rl.real_world.action_labels import command_to_action
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.learner_client import LearnerClient
 from vla_rl.real_world.online_config import LearnOnlineConfig
@@ -44,7 +45,7 @@ from vla_rl.real_world.online_residual import FrozenPlanner
 from vla_rl.real_world.online_success import Judgement, SuccessSource
 from vla_rl.real_world.online_summary import ActorSummary, EpisodeStats
 from vla_rl.real_world.policy_runner import CommandMapper, ObservationBuilder, missing_keys
-from vla_rl.real_world.recording import DeploymentRecorder, NoIntervention, command_to_action
+from vla_rl.real_world.recording import DeploymentRecorder, NoIntervention
 from vla_rl.real_world.robot import InterventionInput, JointCommand, Robot, RobotError, RobotObservation
 from vla_rl.real_world.safe_robot import SafeRobot
 from vla_rl.real_world.safety import SafetyLayer

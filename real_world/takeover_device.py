@@ -16,9 +16,9 @@ import threading
 from typing import Any
 
 import numpy as np
+from vla_rl.real_world.action_labels import gripper_opening
 from vla_rl.real_world.kinematics import ArmKinematics
 from vla_rl.real_world.online_config import TakeoverDeviceSection
-from vla_rl.real_world.recording import gripper_opening
 from vla_rl.real_world.robot import InterventionInput, JointCommand, RobotObservation
 from vla_rl.robots.controllers import ControllerSettings, make_controller
 from vla_rl.robots.panda import PANDA

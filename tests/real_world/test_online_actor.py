@@ -2,8 +2,10 @@
 server on 127.0.0.1: it holds without weights, its transitions carry the sparse reward, the ends and
 the intervention flags the episodes had (checked step by step), every command passes the safety layer,
 a saved success classifier ends episodes, a pose reset drives the arm home through the safety
-layer, and a learner that goes silent mid-episode makes a ``hold`` actor hold (sending nothing to learn)
-and a ``keep`` actor act on with its last weights, both resuming when it answers again."""
+layer, a learner that goes silent mid-episode makes a ``hold`` actor hold (sending nothing to learn)
+and a ``keep`` actor act on with its last weights, both resuming when it answers again, a step whose
+camera frame lags is neither acted on nor sent, and a pixel learner gets the robot's frames and
+gives the actor its camera encoder."""
 
 from __future__ import annotations
 
@@ -22,84 +24,32 @@ import numpy as np
 import pytest
 import torch
 from lagging_robot import LaggingCameras
+from online_learner import LEARNER, Learner, build_actor, config
 from success_models import tiny_classifier
+from vla_rl.real_world.action_labels import command_to_action
 from vla_rl.real_world.deploy_config import SuccessSection
 from vla_rl.real_world.expert_intervention import ExpertIntervention
 from vla_rl.real_world.kinematics import ArmKinematics
-from vla_rl.real_world.learner_client import LearnerClient
-from vla_rl.real_world.learner_server import LearnerServer
 from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
-from vla_rl.real_world.online_actor import OnlineActor, actor_networks
+from vla_rl.real_world.online_actor import OnlineActor
 from vla_rl.real_world.online_config import (
     InterventionSection,
     LearnerSection,
-    LearnOnlineConfig,
     ResetSection,
     actor_env,
-    learner_config,
 )
-from vla_rl.real_world.online_reset import PoseReset, SimReset
-from vla_rl.real_world.online_success import ClassifierSuccess, SimSuccess
-from vla_rl.real_world.recording import IMAGES_UNSYNCED_KEY, DeploymentRecorder, command_to_action
+from vla_rl.real_world.online_reset import PoseReset
+from vla_rl.real_world.online_success import ClassifierSuccess
+from vla_rl.real_world.recording import IMAGES_UNSYNCED_KEY, DeploymentRecorder
 from vla_rl.real_world.robot import JointCommand
 from vla_rl.real_world.safety_config import SafetyConfig
 from vla_rl.robots.controllers import ControllerSettings
 from vla_rl.robots.panda import PANDA
 
 from vla_rl.data.lerobot_format import open_dataset
-from vla_rl.data.replay_buffer import ReplayBuffer
 from vla_rl.envs.config import EnvConfig
-from vla_rl.training.off_policy.config import ReplayConfig
-from vla_rl.training.off_policy.remote_link import TransitionSpec
-from vla_rl.training.off_policy.remote_source import RemoteSource
 
 TASK = "reach the red target"
-LEARNER = ["algorithm=sac", "env=reach", "env.num_envs=1", "policy.hidden_sizes=[16,16]"]
-
-
-def config(**changes) -> LearnOnlineConfig:  # noqa: ANN003
-    base = {
-        "learner": LearnerSection(overrides=list(LEARNER)),
-        "episodes": 2,
-        "max_steps": 8,
-        "seed": 7,
-        "first_weights_timeout_s": 5.0,
-    }
-    return LearnOnlineConfig(**(base | changes))
-
-
-class Learner:
-    """A real learner server and its remote source (the trainer's side without the trainer)."""
-
-    def __init__(self, cfg: LearnOnlineConfig) -> None:
-        self.off = learner_config(cfg)
-        self.networks = actor_networks(self.off)
-        space = self._space()
-        spec = TransitionSpec.of_space(space, self.off.policy.obs_keys, 4, 1)
-        replay = ReplayBuffer(256, 1, obs_keys=self.off.policy.obs_keys)
-        self.source = RemoteSource(spec, replay, ReplayConfig(256, 2, 2), 1, 0, self.networks.acting())
-        self.server = LearnerServer(self.source.link)
-
-    def _space(self):  # noqa: ANN202
-        from vla_rl.envs import make_env
-
-        env = make_env(self.off.env)
-        try:
-            return env.observation_space
-        finally:
-            env.close()
-
-    def rows(self) -> list:
-        return [entry.rows for entry in self.source.link.inbox.drain()]
-
-    def go_silent(self) -> None:
-        """Stop serving: the actor's calls are refused, as by a learner process that died."""
-        self._address = self.server.address
-        self.server.stop()
-
-    def come_back(self) -> None:
-        """Serve the same learner (inbox and weights) on the same address again."""
-        self.server = LearnerServer(self.source.link, *self._address).start()
 
 
 @pytest.fixture
@@ -111,16 +61,6 @@ def learner():
             yield running
         finally:
             running.server.stop()  # the one serving now, if ``come_back`` replaced the first
-
-
-def build_actor(cfg: LearnOnlineConfig, learner: Learner, robot: LocalSimRobot, **parts) -> OnlineActor:  # noqa: ANN003
-    env = actor_env(cfg, learner.off.env)
-    networks = actor_networks(learner.off)
-    host, port = learner.server.address
-    client = LearnerClient(host, port, networks.acting(), backoff_s=0.05, max_backoff_s=0.2)
-    sim = LocalSimControl(robot)
-    parts = {"success": SimSuccess(sim), "reset": SimReset(sim)} | parts
-    return OnlineActor(cfg, env, learner.off.policy.obs_keys, networks, client, robot, **parts)
 
 
 def test_the_actor_holds_without_weights_then_streams_flagged_steps_with_their_ends(
