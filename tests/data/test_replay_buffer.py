@@ -10,6 +10,7 @@ import torch
 from data_test_episodes import three_episodes
 
 from vla_rl.data.replay_buffer import ReplayBuffer, TransitionBatch
+from vla_rl.data.replay_episodes import add_episode, replay_from_episodes
 
 
 def encoded_obs(world: torch.Tensor, episode: torch.Tensor, step: torch.Tensor) -> dict:
@@ -328,7 +329,7 @@ def test_obs_keys_store_only_those_keys_from_the_env_and_from_episodes(tmp_path:
     assert sorted(online.frames) == keys
     with pytest.raises(ValueError, match=r"lacks the stored observation keys \['privileged'\]"):
         online.add({"proprio": torch.zeros(2, 3)}, torch.zeros(2, 1), torch.zeros(2), flags, flags, obs)
-    demos = ReplayBuffer.from_episodes(three_episodes(seed=0), obs_keys=keys)
+    demos = replay_from_episodes(three_episodes(seed=0), obs_keys=keys)
     assert sorted(demos.frames) == keys, "the episodes' camera images are not stored"
     online.save(tmp_path / "replay.safetensors")
     assert ReplayBuffer.load(tmp_path / "replay.safetensors").obs_keys == keys
@@ -357,10 +358,32 @@ def test_errors_are_clear():
     with pytest.raises(ValueError, match="cannot sample 3 transitions from a buffer holding 2"):
         buffer.sample(3, torch.Generator())
     with pytest.raises(ValueError, match="keys"):  # episodes add 'privileged' and 'rgb_wrist'
-        buffer.add_episode(three_episodes(seed=0)[0])
+        add_episode(buffer, three_episodes(seed=0)[0])
     episode = three_episodes(seed=0)[0]
     episode.rewards = None
     with pytest.raises(ValueError, match="rewards"):
-        ReplayBuffer.from_episodes([episode])
+        replay_from_episodes([episode])
     with pytest.raises(ValueError, match="capacity=8"):
         ReplayBuffer(9, 2).load_state_dict(buffer.state_dict())
+
+
+def test_a_trajectory_pairs_each_frame_with_the_next_and_its_last_step_with_itself():
+    buffer = ReplayBuffer(8, 1)
+    frames = {"proprio": torch.arange(3.0)[:, None]}  # frames 0, 1, 2
+    flags = torch.tensor([False, False, True])
+    buffer.add_trajectory(
+        frames, torch.zeros(3, 1), torch.arange(3.0), flags, ~flags, torch.zeros(3, dtype=torch.bool)
+    )
+    batch = buffer.gather(buffer.valid_slots())
+    assert batch.obs["proprio"][:, 0].tolist() == [0.0, 1.0, 2.0]
+    assert batch.next_obs["proprio"][:, 0].tolist() == [1.0, 2.0, 2.0]  # the terminal step: its own frame
+    assert batch.terminated.tolist() == [False, False, True] and batch.reward.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="a trajectory of 3 frames cannot hold 4 transitions"):
+        buffer.add_trajectory(
+            frames, torch.zeros(4, 1), torch.zeros(4), *[torch.zeros(4, dtype=torch.bool)] * 3
+        )
+    with pytest.raises(ValueError, match="does not fit 8 transitions"):
+        long = {"proprio": torch.zeros(9, 1)}
+        buffer.add_trajectory(
+            long, torch.zeros(9, 1), torch.zeros(9), *[torch.zeros(9, dtype=torch.bool)] * 3
+        )

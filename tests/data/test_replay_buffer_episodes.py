@@ -1,4 +1,4 @@
-"""The replay buffer filled from recorded episodes (``ReplayBuffer.from_episodes``): transitions,
+"""The replay buffer filled from recorded episodes (``replay_episodes.replay_from_episodes``): transitions,
 next observations and episode ends, checked against the episodes' own arrays."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import numpy as np
 import torch
 from data_test_episodes import three_episodes
 
-from vla_rl.data.replay_buffer import ReplayBuffer
+from vla_rl.data.replay_episodes import replay_from_episodes
 
 
 def test_from_episodes_pairs_each_step_with_the_next_observation():
     # Episodes of 5 (success), 7 (failure) and 4 (success) steps: 5 + 6 + 4 = 15 transitions (the
     # failed one drops its last action, which has no next observation) over 16 frames.
     episodes = three_episodes(seed=0)
-    buffer = ReplayBuffer.from_episodes(episodes)
+    buffer = replay_from_episodes(episodes)
     assert len(buffer) == 15 and buffer.frames_written == 16
     batch = buffer.gather(buffer.valid_slots())
     starts, rows = [0, 5, 11], [5, 6, 4]
@@ -39,7 +39,7 @@ def test_episodes_that_end_at_a_time_limit_are_truncated_even_when_successful():
     # The same 5 (success), 7 (failure) and 4 (success) steps without terminal successes: every
     # episode drops its last action, 4 + 6 + 3 = 13 transitions, each ending truncated.
     episodes = three_episodes(seed=0)
-    buffer = ReplayBuffer.from_episodes(episodes, success_terminates=False)
+    buffer = replay_from_episodes(episodes, success_terminates=False)
     assert len(buffer) == 13
     batch = buffer.gather(buffer.valid_slots())
     assert not batch.terminated.any()

@@ -19,7 +19,9 @@ its first step, after an autoreset (the previous ``next_obs`` was the episode's 
 frame already there, so a long episode costs one frame per transition instead of two, plus one for
 its first observation. Sharing compares the frames exactly, so it can never pair a transition with
 the wrong observation. ``share_frames=False`` writes both frames of every transition (for
-comparison).
+comparison). ``add_trajectory`` writes one world's recorded trajectory at once, each frame shared by
+the transition that ends on it and the one that starts from it (``replay_episodes`` turns recorded
+episodes into trajectories).
 
 Validity. A transition is whole while both its frames are still stored (frame number at least
 ``frames_written - frame_capacity``). The default ``frame_capacity``, ``capacity + 2 * num_envs``
@@ -44,10 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from vla_rl.data.episode import Episode, env_observation
 from vla_rl.data.replay_snapshot import SETTINGS, check_state, load_state, save_state
 from vla_rl.envs.base import Observation
 
@@ -160,82 +160,41 @@ class ReplayBuffer:
         self._write_transitions(obs_frame=obs_numbers, next_frame=next_numbers, **fields)
         self.last_frame = next_numbers
 
-    def add_episode(
-        self, episode: Episode, intervention: bool = False, success_terminates: bool = True
-    ) -> int:
-        """Store a recorded episode's transitions; returns how many.
-
-        Step ``t`` goes from the observation at ``t`` to the one at ``t + 1``. An episode records no
-        observation after its last action. When ``success_terminates`` (the episode ended because it
-        succeeded), a successful episode's last step is terminated and points at its own observation
-        as ``next_obs`` (never bootstrapped); any other episode (every episode when
-        ``success_terminates`` is off: it ended at a time limit) drops its last action and is
-        truncated at the step before (bootstrapped from its last observation). ``intervention`` marks
-        every step (e.g. for human takeovers)."""
-        length = len(episode)
-        if episode.rewards is None:
-            raise ValueError("an episode without rewards cannot fill a replay buffer (set episode.rewards)")
-        terminal = bool(episode.success) and success_terminates
-        count = length if terminal else length - 1
-        if count <= 0:
-            return 0
+    def add_trajectory(
+        self,
+        frames: Observation,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        intervention: torch.Tensor,
+    ) -> None:
+        """Store one world's trajectory: its ``T`` observations ``frames`` (key -> [T, ...], kept as
+        ``add`` keeps observations) and its first ``C <= T`` transitions (``action`` [C, ...], the
+        rest [C]). Transition ``k`` goes from frame ``k`` to frame ``min(k + 1, T - 1)``: with
+        ``C == T`` the last one points at its own frame, which is right only for a terminal step (it
+        is never bootstrapped). Recorded episodes come in through ``replay_episodes.add_episode``."""
+        length = len(next(iter(frames.values()), ()))
+        count = len(reward)
+        if not 0 < count <= length:
+            raise ValueError(f"a trajectory of {length} frames cannot hold {count} transitions")
         if length > self.frame_capacity or count > self.capacity:
             raise ValueError(
                 f"an episode of {length} steps does not fit {self.capacity} transitions / "
                 f"{self.frame_capacity} frames"
             )
-        frames = {
-            key: value.to(self.device)
-            for key, value in self._selected(episode_observations(episode), "episode").items()
+        stored = self._stored_frames(frames, length, "episode")
+        fields = {
+            "action": self._rows(action, count, "action", torch.float32, vectors=True),
+            "reward": self._rows(reward, count, "reward", torch.float32),
+            "terminated": self._rows(terminated, count, "terminated", torch.bool),
+            "truncated": self._rows(truncated, count, "truncated", torch.bool),
+            "intervention": self._rows(intervention, count, "intervention", torch.bool),
         }
-        action = self._rows(
-            torch.from_numpy(np.asarray(episode.actions)), length, "action", torch.float32, vectors=True
-        )
-        reward = self._rows(torch.from_numpy(np.asarray(episode.rewards)), length, "reward", torch.float32)
-        for key, value in frames.items():
-            if len(value) != length:
-                raise ValueError(f"episode has {len(value)} rows of {key!r} for {length} actions")
-        self._prepare(frames, action.shape[1:])
-        numbers = self._write_frames(frames)
-        steps = torch.arange(count, device=self.device)
-        ends = torch.zeros(count, dtype=torch.bool, device=self.device)
-        ends[-1] = True
-        self._write_transitions(
-            obs_frame=numbers[:count],
-            next_frame=numbers[(steps + 1).clamp(max=length - 1)],
-            action=action[:count],
-            reward=reward[:count],
-            terminated=ends if terminal else torch.zeros_like(ends),
-            truncated=torch.zeros_like(ends) if terminal else ends,
-            intervention=torch.full((count,), intervention, dtype=torch.bool, device=self.device),
-        )
-        return count
-
-    @classmethod
-    def from_episodes(
-        cls,
-        episodes: Sequence[Episode],
-        capacity: int | None = None,
-        num_envs: int = 1,
-        device: str | torch.device = "cpu",
-        intervention: bool = False,
-        obs_keys: Sequence[str] | None = None,
-        success_terminates: bool = True,
-    ) -> ReplayBuffer:
-        """A buffer holding ``episodes`` (``add_episode``, with ``intervention`` and
-        ``success_terminates``); ``capacity`` defaults to their transitions, more leaves room for
-        online steps of ``num_envs`` worlds."""
-        if not episodes:
-            raise ValueError("no episodes to fill a replay buffer with")
-        frames = sum(len(episode) for episode in episodes)
-        terminal = [bool(episode.success) and success_terminates for episode in episodes]
-        total = sum(len(episode) - (not ends) for episode, ends in zip(episodes, terminal, strict=True))
-        capacity = max(total, num_envs) if capacity is None else capacity
-        frame_capacity = capacity + 2 * num_envs + frames - total
-        buffer = cls(capacity, num_envs, device=device, frame_capacity=frame_capacity, obs_keys=obs_keys)
-        for episode in episodes:
-            buffer.add_episode(episode, intervention, success_terminates)
-        return buffer
+        self._prepare(stored, fields["action"].shape[1:])
+        numbers = self._write_frames(stored)
+        following = (torch.arange(count, device=self.device) + 1).clamp(max=length - 1)
+        self._write_transitions(obs_frame=numbers[:count], next_frame=numbers[following], **fields)
 
     def _prepare(self, frames: dict[str, torch.Tensor], action_shape: torch.Size) -> None:
         """Allocate the rings on the first write; later writes must match their keys and shapes."""
@@ -460,16 +419,6 @@ class ReplayBuffer:
         buffer = cls(**{name: state[name] for name in SETTINGS}, device=device)
         buffer._restore(state, copy=False)  # the tensors just read are nobody else's
         return buffer
-
-
-def episode_observations(episode: Episode) -> dict[str, torch.Tensor]:
-    """An episode's observations [T, ...] under the env's keys (``episode.env_observation``), its
-    images checked to be uint8."""
-    obs = env_observation(episode.images, episode.proprio, episode.privileged)
-    for key, value in obs.items():
-        if key.startswith(IMAGE_PREFIX) and value.dtype != torch.uint8:
-            raise ValueError(f"episode images {key!r} are {value.dtype}, expected uint8")
-    return obs
 
 
 def _check_like(

@@ -20,6 +20,7 @@ import torch
 from vla_rl.algorithms.registry import algorithm_class
 from vla_rl.algorithms.sac import SHIFT_SEED
 from vla_rl.data.replay_buffer import ReplayBuffer
+from vla_rl.data.replay_episodes import replay_from_episodes
 from vla_rl.envs import make_env
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.training.checkpoint import Checkpoint
@@ -81,7 +82,7 @@ class OffPolicyTrainer(TrainingLoop):
         demos = None
         if cfg.demos.path is not None:
             episodes = load_demonstrations(cfg.demos.path, cfg.demos.max_episodes)
-            demos = ReplayBuffer.from_episodes(
+            demos = replay_from_episodes(
                 episodes, device=cfg.device, obs_keys=keys, success_terminates=cfg.demos.success_terminates
             )
         self.interventions = (
