@@ -143,13 +143,7 @@ class ReplayBuffer:
         _check_like(next_frames, obs_frames, "next_obs", "obs")
         if intervention is None:
             intervention = torch.zeros(n, dtype=torch.bool)
-        fields = {
-            "action": self._rows(action, n, "action", torch.float32, vectors=True),
-            "reward": self._rows(reward, n, "reward", torch.float32),
-            "terminated": self._rows(terminated, n, "terminated", torch.bool),
-            "truncated": self._rows(truncated, n, "truncated", torch.bool),
-            "intervention": self._rows(intervention, n, "intervention", torch.bool),
-        }
+        fields = self._transition_fields(n, action, reward, terminated, truncated, intervention)
         self._prepare(obs_frames, fields["action"].shape[1:])
         shared = self._shared_with_last_frame(obs_frames)
         obs_numbers = self.last_frame.clone()
@@ -184,17 +178,29 @@ class ReplayBuffer:
                 f"{self.frame_capacity} frames"
             )
         stored = self._stored_frames(frames, length, "episode")
-        fields = {
-            "action": self._rows(action, count, "action", torch.float32, vectors=True),
-            "reward": self._rows(reward, count, "reward", torch.float32),
-            "terminated": self._rows(terminated, count, "terminated", torch.bool),
-            "truncated": self._rows(truncated, count, "truncated", torch.bool),
-            "intervention": self._rows(intervention, count, "intervention", torch.bool),
-        }
+        fields = self._transition_fields(count, action, reward, terminated, truncated, intervention)
         self._prepare(stored, fields["action"].shape[1:])
         numbers = self._write_frames(stored)
         following = (torch.arange(count, device=self.device) + 1).clamp(max=length - 1)
         self._write_transitions(obs_frame=numbers[:count], next_frame=numbers[following], **fields)
+
+    def _transition_fields(
+        self,
+        rows: int,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        terminated: torch.Tensor,
+        truncated: torch.Tensor,
+        intervention: torch.Tensor,
+    ) -> dict[str, torch.Tensor]:
+        """The per-transition fields but the frame numbers, checked to have ``rows`` rows, as stored."""
+        return {
+            "action": self._rows(action, rows, "action", torch.float32, vectors=True),
+            "reward": self._rows(reward, rows, "reward", torch.float32),
+            "terminated": self._rows(terminated, rows, "terminated", torch.bool),
+            "truncated": self._rows(truncated, rows, "truncated", torch.bool),
+            "intervention": self._rows(intervention, rows, "intervention", torch.bool),
+        }
 
     def _prepare(self, frames: dict[str, torch.Tensor], action_shape: torch.Size) -> None:
         """Allocate the rings on the first write; later writes must match their keys and shapes."""
