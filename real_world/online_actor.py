@@ -24,7 +24,10 @@ Faults. Until the client has loaded weights the actor holds: it starts no episod
 motion command. When the learner stops answering, it acts on with the weights it has
 (``on_learner_lost: keep``; the transitions wait in the client's queue) or holds the measured pose
 through the safety layer until the learner answers again (``hold``); the steps held are recorded but
-not sent as transitions. Between episodes the reset routine runs (``online_reset``).
+not sent as transitions. Between episodes the reset routine runs (``online_reset``). A period whose
+camera frames came too late (``unsynced_cameras``) gets no action; for a learner that reads that
+camera, neither it nor the step before it (unless that step ends in success: its next observation is
+never bootstrapped from) is sent.
 """
 
 from __future__ import annotations
@@ -269,12 +272,14 @@ class OnlineActor:
                         stats.sim_success = bool(stats.sim_success) or judgement.sim_success
                     limit = self.cfg.max_steps > 0 and stats.steps >= self.cfg.max_steps
                     ended = self._end_of(judgement, limit)
-                    if pending is not None:
+                    if pending is not None and not judgement.success and self._late_for_learner(obs):
+                        stats.late_frame_transitions += 1  # its next frames would be bootstrapped from
+                    elif pending is not None:
                         truncated = bool(ended) and not judgement.success
                         self._send(
                             stats, pending, vector, float(judgement.success), judgement.success, truncated
                         )
-                        pending = None
+                    pending = None
                     if ended:
                         stats.success, stats.ended_by = judgement.success, ended
                         break
@@ -373,7 +378,14 @@ class OnlineActor:
             )
         if action is None:
             return None
+        if self._late_for_learner(obs):  # a takeover on an older frame than its state
+            stats.late_frame_transitions += 1
+            return None
         return PendingStep(vector, np.clip(action, -1.0, 1.0).astype(np.float32), teleop is not None)
+
+    def _late_for_learner(self, obs: RobotObservation) -> bool:
+        """Whether a camera the learner reads has no frame of ``obs``'s period."""
+        return any(f"rgb_{camera}" in self.obs_keys for camera in obs.extras.get("unsynced_cameras", ()))
 
     def _send(
         self,

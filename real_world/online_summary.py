@@ -31,6 +31,9 @@ class EpisodeStats:
     """Periods held because the learner was lost (``on_learner_lost: hold``)."""
     transitions: int = 0
     """Transitions handed to the learner client."""
+    late_frame_transitions: int = 0
+    """Transitions not sent because a camera the learner reads had no frame of their period (their
+    observation, or their next one where it would be bootstrapped from)."""
     weights_version: int | None = None
     """Version of the weights at the episode's end."""
     watched: bool | None = None

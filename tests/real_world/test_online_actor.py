@@ -182,7 +182,29 @@ def test_a_step_whose_frame_lags_sends_no_transition_and_is_flagged_in_the_recor
     (episode,) = summary.episodes
     flags = open_dataset(tmp_path / "dataset").episode(0).extras[IMAGES_UNSYNCED_KEY]
     assert len(flags) == episode.steps == 15 and flags.sum() == episode.unsynced_steps >= 2
-    assert len(learner.rows()) == episode.steps - episode.unsynced_steps
+    assert len(learner.rows()) == episode.steps - episode.unsynced_steps  # the learner reads no camera
+    assert episode.late_frame_transitions == 0
+
+
+def test_a_pixel_learner_gets_no_transition_whose_frames_lag() -> None:
+    # Front frames lag every 7th period, wrist frames every 5th: no action on those periods, and the
+    # step before each is not sent either, since its next observation (bootstrapped from: no
+    # episode ends in success here) would hold a frame older than its state.
+    pixels = [*LEARNER, "observations=pixels", "env.image_size=32"]
+    cfg = config(learner=LearnerSection(overrides=pixels), episodes=1, max_steps=15)
+    learner = Learner(cfg)
+    with learner.server:
+        try:
+            learner.source.publish(0)
+            robot = LaggingCameras(actor_env(cfg, learner.off.env))
+            with robot:
+                (episode,) = build_actor(cfg, learner, robot).run().episodes
+            rows = learner.rows()
+        finally:
+            learner.server.stop()
+    acted = episode.steps - episode.unsynced_steps
+    assert not episode.success and episode.unsynced_steps >= 4 and episode.late_frame_transitions >= 2
+    assert len(rows) == episode.transitions == acted - episode.late_frame_transitions
 
 
 @pytest.mark.parametrize(("logit", "steps"), [(8.0, 1), (-8.0, 6)])
