@@ -3,6 +3,9 @@ online actor on the simulated robot of this process, for the online actor's test
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from vla_rl.real_world.learner_client import LearnerClient
 from vla_rl.real_world.learner_server import LearnerServer
 from vla_rl.real_world.local_sim import LocalSimControl, LocalSimRobot
@@ -17,6 +20,8 @@ from vla_rl.training.off_policy.remote_link import TransitionSpec
 from vla_rl.training.off_policy.remote_source import RemoteSource
 
 LEARNER = ["algorithm=sac", "env=reach", "env.num_envs=1", "policy.hidden_sizes=[16,16]"]
+PIXELS = [*LEARNER, "observations=pixels", "env.image_size=32"]
+"""The learner from the front and wrist cameras (and ``proprio``), at 32x32 to keep tests quick."""
 
 
 def config(**changes) -> LearnOnlineConfig:  # noqa: ANN003
@@ -72,3 +77,14 @@ def build_actor(cfg: LearnOnlineConfig, learner: Learner, robot: LocalSimRobot, 
     sim = LocalSimControl(robot)
     parts = {"success": SimSuccess(sim), "reset": SimReset(sim)} | parts
     return OnlineActor(cfg, env, learner.off.policy.obs_keys, networks, client, robot, **parts)
+
+
+@contextmanager
+def serving(cfg: LearnOnlineConfig) -> Iterator[Learner]:
+    """``cfg``'s learner, serving on 127.0.0.1 until the block ends."""
+    learner = Learner(cfg)
+    with learner.server:
+        try:
+            yield learner
+        finally:
+            learner.server.stop()  # the one serving now, if ``come_back`` replaced the first

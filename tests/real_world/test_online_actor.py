@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 from lagging_robot import LaggingCameras
-from online_learner import LEARNER, Learner, build_actor, config
+from online_learner import PIXELS, Learner, build_actor, config, serving
 from success_models import tiny_classifier
 from vla_rl.real_world.action_labels import command_to_action
 from vla_rl.real_world.deploy_config import SuccessSection
@@ -54,13 +54,8 @@ TASK = "reach the red target"
 
 @pytest.fixture
 def learner():
-    cfg = config()
-    running = Learner(cfg)
-    with running.server:
-        try:
-            yield running
-        finally:
-            running.server.stop()  # the one serving now, if ``come_back`` replaced the first
+    with serving(config()) as running:
+        yield running
 
 
 def test_the_actor_holds_without_weights_then_streams_flagged_steps_with_their_ends(
@@ -114,25 +109,19 @@ def test_the_actor_holds_without_weights_then_streams_flagged_steps_with_their_e
 
 
 def test_a_pixel_learner_gets_the_robots_frames_and_its_actors_act_with_its_camera_encoder() -> None:
-    pixels = [*LEARNER, "observations=pixels", "env.image_size=32"]
-    cfg = config(learner=LearnerSection(overrides=pixels), episodes=1, max_steps=6)
-    learner = Learner(cfg)
-    with learner.server:
-        try:
-            learner.source.publish(0)
-            env = actor_env(cfg, learner.off.env)
-            robot = LocalSimRobot(env)
-            with robot:
-                actor = build_actor(cfg, learner, robot)
-                trained = learner.networks.encoder.state_dict()
-                own = actor.networks.encoder.state_dict()
-                assert trained and not all(torch.equal(own[k], v) for k, v in trained.items())
-                summary = actor.run()
-            # The encoder the critic trains came with the actor's weights.
-            assert all(torch.equal(actor.networks.encoder.state_dict()[k], v) for k, v in trained.items())
-            rows = learner.rows()
-        finally:
-            learner.server.stop()
+    cfg = config(learner=LearnerSection(overrides=PIXELS), episodes=1, max_steps=6)
+    with serving(cfg) as learner:
+        learner.source.publish(0)
+        robot = LocalSimRobot(actor_env(cfg, learner.off.env))
+        with robot:
+            actor = build_actor(cfg, learner, robot)
+            trained = learner.networks.encoder.state_dict()
+            own = actor.networks.encoder.state_dict()
+            assert trained and not all(torch.equal(own[k], v) for k, v in trained.items())
+            summary = actor.run()
+        # The encoder the critic trains came with the actor's weights.
+        assert all(torch.equal(actor.networks.encoder.state_dict()[k], v) for k, v in trained.items())
+        rows = learner.rows()
     assert summary.episodes[0].steps == len(rows) == 6
     for row in rows:
         for key in ("rgb_front", "rgb_wrist"):
@@ -190,18 +179,13 @@ def test_a_pixel_learner_gets_no_transition_whose_frames_lag() -> None:
     # Front frames lag every 7th period, wrist frames every 5th: no action on those periods, and the
     # step before each is not sent either, since its next observation (bootstrapped from: no
     # episode ends in success here) would hold a frame older than its state.
-    pixels = [*LEARNER, "observations=pixels", "env.image_size=32"]
-    cfg = config(learner=LearnerSection(overrides=pixels), episodes=1, max_steps=15)
-    learner = Learner(cfg)
-    with learner.server:
-        try:
-            learner.source.publish(0)
-            robot = LaggingCameras(actor_env(cfg, learner.off.env))
-            with robot:
-                (episode,) = build_actor(cfg, learner, robot).run().episodes
-            rows = learner.rows()
-        finally:
-            learner.server.stop()
+    cfg = config(learner=LearnerSection(overrides=PIXELS), episodes=1, max_steps=15)
+    with serving(cfg) as learner:
+        learner.source.publish(0)
+        robot = LaggingCameras(actor_env(cfg, learner.off.env))
+        with robot:
+            (episode,) = build_actor(cfg, learner, robot).run().episodes
+        rows = learner.rows()
     acted = episode.steps - episode.unsynced_steps
     assert not episode.success and episode.unsynced_steps >= 4 and episode.late_frame_transitions >= 2
     assert len(rows) == episode.transitions == acted - episode.late_frame_transitions
