@@ -102,3 +102,19 @@ class ConstantChunkPolicy(ChunkPolicy):
     @classmethod
     def from_pretrained(cls, directory):
         raise NotImplementedError
+
+
+class LosesWorldZeroAtThirdStep(TwoWorldEnv):
+    """World 0's third step never runs (its env worker died): a fresh episode, marked lost, no
+    episode statistics for it (as a replaced worker's stage returns)."""
+
+    def step(self, action: torch.Tensor):
+        result = super().step(action)
+        lost = len(self.actions) == 3
+        result.info["lost"] = torch.tensor([lost, False])
+        if lost:
+            self.count[0] = 0
+            result.obs["proprio"][0] = 0.0
+            result.reward[0], result.truncated[0], result.terminated[0] = 0.0, True, False
+            result.info["episode"]["success"][0] = False
+        return result

@@ -1,8 +1,9 @@
 import pytest
 import torch
-from chunk_fakes import ConstantChunkPolicy, TwoWorldEnv
+from chunk_fakes import ConstantChunkPolicy, LosesWorldZeroAtThirdStep, TwoWorldEnv
 
 from vla_rl.rollout.collector import RolloutCollector
+from vla_rl.rollout.episodes import collect_episodes
 
 
 def test_continuous_rollout_matches_hand_computation():
@@ -24,20 +25,6 @@ def test_continuous_rollout_matches_hand_computation():
     assert env.actions[3].tolist() == [[0.0], [0.5]]  # world 0 held still after its episode ended
     assert stats.episodes == 3 and stats.success_rate == pytest.approx(2 / 3)
     assert stats.env_steps == 8 and stats.decisions == 2
-
-
-def test_episode_rollout_masks_entries_after_the_end_and_scores_each_world():
-    env, policy = TwoWorldEnv(), ConstantChunkPolicy()
-    collector = RolloutCollector(env, policy, execute_steps=2, gamma=1.0, with_value=False)
-    batch, success, returns, _ = collector.collect_episodes([7, 7], max_decisions=10)
-    assert env.reset_seeds == [[7, 7]]
-    assert batch.num_decisions == 2  # world 0 needs two decisions (3 steps), world 1 one
-    assert batch.stacked("valid").tolist() == [[True, True], [True, False]]
-    assert success.tolist() == [False, True]
-    torch.testing.assert_close(returns, torch.tensor([3.0, 2.0]))
-    flat = batch.flat({}).valid_rows()
-    assert len(flat) == 3
-    torch.testing.assert_close(flat.tensors["old_log_prob"], torch.tensor([0.0, 0.0, -2.0]))
 
 
 def test_execute_steps_must_fit_the_chunk():
@@ -119,7 +106,7 @@ def test_progress_shaping_sums_to_the_potential_change_over_an_episode():
         reward="success",
         progress_shaping=1.0,
     )
-    _, _, returns, _ = collector.collect_episodes([0, 0], max_decisions=3)
+    _, _, returns, _ = collect_episodes(collector, [0, 0], max_decisions=3)
     torch.testing.assert_close(returns, torch.tensor([8.0, 1.0 + 3.0]))
 
 
@@ -130,22 +117,6 @@ def test_images_are_skipped_on_every_step_of_a_chunk_but_the_last():
     collector.collect(obs, num_decisions=2)
     assert len(env.actions) == 6
     assert env.image_skips == [0, 1, 3, 4]  # steps 2 and 5 end a chunk: decided on
-
-
-class LosesWorldZeroAtThirdStep(TwoWorldEnv):
-    """World 0's third step never runs (its env worker died): a fresh episode, marked lost, no
-    episode statistics for it (as a replaced worker's stage returns)."""
-
-    def step(self, action: torch.Tensor):
-        result = super().step(action)
-        lost = len(self.actions) == 3
-        result.info["lost"] = torch.tensor([lost, False])
-        if lost:
-            self.count[0] = 0
-            result.obs["proprio"][0] = 0.0
-            result.reward[0], result.truncated[0], result.terminated[0] = 0.0, True, False
-            result.info["episode"]["success"][0] = False
-        return result
 
 
 def test_a_lost_step_cuts_the_decision_with_zero_advantage_and_leaves_it_out():
@@ -167,12 +138,3 @@ def test_a_lost_step_cuts_the_decision_with_zero_advantage_and_leaves_it_out():
     assert env.actions[3].tolist() == [[0.0], [0.5]]  # the restarted world holds still
     # World 1's two episodes count; world 0's cut one does not.
     assert stats.lost_steps == 1 and stats.episodes == 2 and stats.success_rate == 1.0
-
-
-def test_an_episode_rollout_marks_a_world_whose_episode_was_cut_short():
-    env, policy = LosesWorldZeroAtThirdStep(), ConstantChunkPolicy()
-    collector = RolloutCollector(env, policy, execute_steps=2, gamma=1.0, with_value=False)
-    batch, success, _, stats = collector.collect_episodes([7, 7], max_decisions=10)
-    assert batch.lost.tolist() == [True, False] and success.tolist() == [False, True]
-    assert batch.stacked("valid").tolist() == [[True, True], [False, False]]
-    assert stats.episodes == 1 and stats.lost_steps == 1

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from vla_rl.rollout.stats import RolloutStats, merge_stats, stats_metrics
+from vla_rl.training import sources
 from vla_rl.training.sources import GROUP_SEED_STRIDE, GroupRollouts
 
 
@@ -41,7 +42,7 @@ def stats(episodes: int, success_rate: float, mean_return: float) -> RolloutStat
 
 
 class FakeCollector:
-    """Records the seeds and decision cap of each round; every second world succeeds."""
+    """Holds the seeds and decision cap of each round of ``fake_collect_episodes``."""
 
     chunked = True
     reward_scaler = None
@@ -50,10 +51,17 @@ class FakeCollector:
         self.rounds: list[tuple[list, int]] = []
         self.potential = torch.zeros(4)
 
-    def collect_episodes(self, seeds: list, max_decisions: int):  # noqa: ANN201
-        self.rounds.append((seeds, max_decisions))
-        success = torch.tensor([True, False, True, False])
-        return "batch", success, torch.ones(4), stats(4, 0.5, 1.0)
+
+def fake_collect_episodes(collector: FakeCollector, seeds: list, max_decisions: int):  # noqa: ANN201
+    """Records the round on the collector; every second world succeeds."""
+    collector.rounds.append((seeds, max_decisions))
+    success = torch.tensor([True, False, True, False])
+    return "batch", success, torch.ones(4), stats(4, 0.5, 1.0)
+
+
+@pytest.fixture(autouse=True)
+def episodes_of_the_fake(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "collect_episodes", fake_collect_episodes)
 
 
 def source(groups_per_update: int, kept_per_round: int, max_sampling_rounds: int = 5) -> GroupRollouts:

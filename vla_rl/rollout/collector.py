@@ -24,13 +24,10 @@ that sums to ``c * (gamma^T phi_T - phi_0)`` over an episode, so holding a state
 earns nothing. The first step of an episode gets no shaping term (the reset state's potential is
 not observed).
 
-Two ways to collect:
-
-* ``collect``: a continuous rollout (PPO) of ``num_decisions`` decisions of every world (a state
-  policy's buffer fixes it: ``buffer.num_steps``); the filled storage is ``collector.buffer``.
-* ``collect_episodes``: one episode per world of a chunk policy from given reset seeds (GRPO: worlds
-  of a group share a seed and so an initial state). Entries after a world's episode ended are
-  marked invalid.
+``collect`` makes a continuous rollout (PPO) of ``num_decisions`` decisions of every world (a state
+policy's buffer fixes it: ``buffer.num_steps``); the filled storage is ``collector.buffer``. GRPO's
+episodes from shared reset seeds are ``vla_rl.rollout.episodes.collect_episodes``, built on the
+public chunk steps here (``sample``, ``execute``, ``record``).
 """
 
 from __future__ import annotations
@@ -148,7 +145,7 @@ class RolloutCollector:
         if self.chunked:
             if num_decisions is None:
                 raise ValueError("a chunk policy's rollout needs num_decisions")
-            return self._collect_decisions(obs, num_decisions), self._stats(num_decisions, start)
+            return self._collect_decisions(obs, num_decisions), self.stats(num_decisions, start)
         buffer = self.buffer
         if num_decisions not in (None, buffer.num_steps):
             raise ValueError(f"the buffer holds {buffer.num_steps} steps, not {num_decisions}")
@@ -166,11 +163,11 @@ class RolloutCollector:
             buffer.last_value.copy_(self.policy.get_value(obs))
             self.tally.policy_time_s += time.perf_counter() - tick
         buffer.step = buffer.num_steps
-        return obs, self._stats(buffer.num_steps, start)
+        return obs, self.stats(buffer.num_steps, start)
 
-    def _stats(self, decisions: int, start: float) -> RolloutStats:
-        """The statistics of this collection: ``decisions`` per world (steps of a state policy), from
-        ``start``."""
+    def stats(self, decisions: int, start: float) -> RolloutStats:
+        """The statistics of the collection under way (``tally``): ``decisions`` per world (steps of a
+        state policy), from ``start`` (a ``time.perf_counter()`` reading)."""
         env_steps = decisions * self.execute_steps * self.env.num_envs
         return self.tally.stats(env_steps, time.perf_counter() - start, decisions if self.chunked else None)
 
@@ -399,50 +396,3 @@ class RolloutCollector:
         if self.with_value:
             batch.last_value = self.sample(obs, with_value=True).value.cpu().float()  # type: ignore[union-attr]
         return obs
-
-    def collect_episodes(
-        self, world_seeds: list, max_decisions: int
-    ) -> tuple[RolloutBuffer, torch.Tensor, torch.Tensor, RolloutStats]:
-        """One episode per world of a chunk policy, reset from ``world_seeds`` (one per world).
-        Returns the batch, each world's success (bool [N]) and return ([N], summed until its episode
-        ended)."""
-        start = time.perf_counter()
-        self.tally = EpisodeTally()
-        obs, _ = self.env.reset(seed=world_seeds)
-        self.potential.fill_(float("nan"))
-        num_envs = self.env.num_envs
-        batch = RolloutBuffer(max_decisions, num_envs)
-        active = torch.ones(num_envs, dtype=torch.bool)
-        success = torch.zeros(num_envs, dtype=torch.bool)
-        returns = torch.zeros(num_envs)
-        decisions = 0
-        while active.any() and decisions < max_decisions:
-            step = self._sample_active(obs, active)
-            outcome = self.execute(step.actions, active)
-            self.record(batch, obs, step, outcome, active)
-            success |= outcome.success
-            returns += outcome.step_rewards.sum(dim=1)
-            batch.lost |= outcome.lost
-            active &= ~outcome.ended
-            obs = outcome.obs
-            decisions += 1
-        self.tally.add_outcomes(success, returns, ~batch.lost)
-        return batch, success, returns, self._stats(decisions, start)
-
-    def _sample_active(self, obs: Observation, active: torch.Tensor) -> ChunkStep:
-        """Sample for the active worlds only; inactive rows are zeros (their entries do not train)."""
-        rows = torch.nonzero(active).squeeze(1)
-        step = self.sample(select_worlds(obs, rows))
-        num_envs = len(active)
-
-        def scatter(tensor: torch.Tensor) -> torch.Tensor:
-            full = torch.zeros((num_envs, *tensor.shape[1:]), dtype=tensor.dtype)
-            full[rows] = tensor.detach().cpu()
-            return full
-
-        return ChunkStep(
-            actions=scatter(step.actions),
-            log_prob=scatter(step.log_prob),
-            value=None if step.value is None else scatter(step.value),
-            sample_info={key: scatter(value) for key, value in step.sample_info.items()},
-        )

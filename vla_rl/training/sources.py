@@ -18,6 +18,7 @@ import torch
 
 from vla_rl.envs.base import BatchedEnv
 from vla_rl.rollout import RolloutBuffer, RolloutCollector
+from vla_rl.rollout.episodes import collect_episodes
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.rollout.stats import merge_stats, stats_metrics
 
@@ -100,7 +101,7 @@ class GroupRollouts(Rollouts):
         for _ in range(cfg.max_sampling_rounds):
             group_seeds = self.group_seeds(groups_per_rollout)
             seeds = [self.env.world_seed(seed, 0) for seed in group_seeds for _ in range(cfg.group_size)]
-            batch, success, returns, stats = self.collector.collect_episodes(seeds, max_decisions)
+            batch, success, returns, stats = collect_episodes(self.collector, seeds, max_decisions)
             if self.curriculum is not None:
                 group_success = success.float().view(-1, cfg.group_size).mean(dim=1).tolist()
                 self.curriculum.update(group_seeds, group_success)
