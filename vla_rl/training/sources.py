@@ -17,8 +17,7 @@ from typing import Any
 import torch
 
 from vla_rl.envs.base import BatchedEnv
-from vla_rl.rollout import RolloutBuffer, RolloutCollector
-from vla_rl.rollout.episodes import collect_episodes
+from vla_rl.rollout import RolloutBuffer, RolloutCollector, collect_episodes
 from vla_rl.rollout.seed_curriculum import SeedCurriculum
 from vla_rl.rollout.stats import merge_stats, stats_metrics
 
