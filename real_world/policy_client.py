@@ -29,21 +29,12 @@ class ChunkReply:
 
 
 class PolicyClient(MessageClient):
-    """``timeout_s`` bounds connecting and each blocking socket operation of a call (sending the
-    request, then reading the reply), so a stalled server is noticed within about that time."""
+    """Asks the policy server for one action chunk per observation (``MessageClient``'s connection
+    and timeouts); the requests of a client are numbered 1, 2, ..."""
 
     error_type = PolicyServerError
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        token: str | None = None,
-        timeout_s: float = 1.0,
-        max_reply_bytes: int = 64 * 1024 * 1024,
-    ) -> None:
-        super().__init__(host, port, token, timeout_s, max_reply_bytes)
-        self._next_id = 0
+    _next_id = 0
+    """The number of the last request sent (each client counts its own)."""
 
     # -- public ---------------------------------------------------------------------------------
 
