@@ -164,17 +164,18 @@ def run(args: argparse.Namespace) -> dict:
 # ----- --cost: seconds per update and env steps per second of PIXEL_OVERRIDES ---------------------------
 
 
-def measure_cost(updates: int, device: str, work_dir: Path) -> dict:
+def measure_cost(updates: int, device: str, work_dir: Path, threads: int = 1) -> dict:
     """Time ``updates`` updates of ``PIXEL_OVERRIDES`` (after one untimed) in this process, and what
     comes before each: the env steps taken with the policy and the ``utd_ratio`` minibatches drawn
-    (from online data only: the demonstrations' share costs the same)."""
+    (from online data only: the demonstrations' share costs the same). ``threads`` is both torch's
+    thread count and the env's."""
     import torch
 
     from vla_rl.training.jobs import job_config
     from vla_rl.training.off_policy.trainer import OffPolicyTrainer
 
     overrides = [*PIXEL_OVERRIDES, f"device={device}", "replay.capacity=2000", "replay.learning_starts=256"]
-    overrides.append("env.num_threads=1")  # one core: beside another run on this 2-core machine
+    overrides += [f"env.num_threads={threads}", f"torch_num_threads={threads}"]
     overrides += ["logger.progress_bar=false", "logger.tensorboard=false", *QUIET, f"run_dir={work_dir}"]
     cfg = job_config("off_policy", overrides)
     torch.set_num_threads(cfg.torch_num_threads)
@@ -226,8 +227,8 @@ def cost_note(cost: dict, env_steps: int = 100_000) -> str:
             "# RLPD from pixels: the cost of an update (`python -m benchmarks.rlpd_pixels --cost`)",
             "",
             f"Measured {cost['machine']}; device {cost['device']}, torch on {cost['torch_threads']} "
-            f"thread(s); 1-minute load average {cost['load_average_1min']:.2f} at the start (another "
-            "benchmark ran beside it).",
+            f"thread(s); 1-minute load average {cost['load_average_1min']:.2f} after the warm-up (on "
+            "this 2-core machine, above about 2 means another job shared the cores).",
             "",
             f"Settings: `{' '.join(cost['overrides'])}` (64x64 front and wrist cameras, DrQ's encoder, "
             f"random shift 4 px), minibatches of {cost['batch_size']}.",
@@ -258,12 +259,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="toy size, into --work-dir only")
     parser.add_argument("--cost", action="store_true", help="time a few updates, no learning")
     parser.add_argument("--cost-updates", type=int, default=3)
+    parser.add_argument("--cost-threads", type=int, default=1, help="torch and env threads of --cost")
     parser.add_argument("--summarise", action="store_true", help="only rewrite the table from the JSON")
     add_results_name(parser, "rlpd_pixels")
     args = parser.parse_args(argv)
     json_path = RESULTS_DIR / f"{args.results_name}.json"
     if args.cost:
-        cost = measure_cost(args.cost_updates, args.device, args.work_dir / "cost")
+        cost = measure_cost(args.cost_updates, args.device, args.work_dir / "cost", args.cost_threads)
         (RESULTS_DIR / f"{args.results_name}_cost.json").write_text(json.dumps(cost, indent=2) + "\n")
         note = cost_note(cost)
         (RESULTS_DIR / f"{args.results_name}_cost.md").write_text(note + "\n")
