@@ -50,10 +50,11 @@ class Outcome:
 # Versions and the device, and the imports every check needs, before anything long starts; without
 # them no later check starts.
 PREFLIGHT = """
-import platform, torch, warp, mujoco, mujoco_warp, transformers
+import platform, torch, warp, mujoco, mujoco_warp, transformers, peft
 from transformers import PI0ForConditionalGeneration
 print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda)
 print("warp", warp.__version__, "mujoco", mujoco.__version__, "transformers", transformers.__version__)
+print("peft", peft.__version__)
 print("device", torch.cuda.get_device_name() if torch.cuda.is_available() else "none")
 raise SystemExit(0 if torch.cuda.is_available() else "no CUDA device")
 """

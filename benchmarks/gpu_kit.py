@@ -34,8 +34,10 @@ KIT_DIR = REPO_ROOT / ".gpu-kit"
 ROOTS = ("transformers", "mujoco-warp", "gymnasium")
 # Taken at the lock's pins without resolving: Hydra (antlr4-python3-runtime 4.9.3 exists only as a
 # source archive, which the resolver for another platform refuses, so it is built into a wheel here),
-# and the build backend of this project's editable install (setuptools>=77 reads its SPDX license).
-UNRESOLVED = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "setuptools", "wheel")
+# the build backend of this project's editable install (setuptools>=77 reads its SPDX license), and
+# the peft the LoRA updates were tested with (resolving it would bring torch's CUDA libraries, 3 GB;
+# what else it needs, accelerate and psutil, such a machine holds, or the roots bring).
+UNRESOLVED = ("hydra-core", "omegaconf", "antlr4-python3-runtime", "setuptools", "wheel", "peft")
 SOURCE_ONLY = ("antlr4-python3-runtime",)
 # What a CUDA PyTorch machine holds already, in versions the roots accept (transformers checks
 # regex, tokenizers and safetensors against its floors at import, so those are carried).
