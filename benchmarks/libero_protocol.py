@@ -10,7 +10,8 @@ end-effector actions with the gripper, and success from LIBERO's own goal check.
 
     .venv-libero/bin/python -m benchmarks.libero_protocol POLICY_DIR --family pi0 \\
         [--suites libero_spatial libero_object libero_goal libero_10] [--episodes-per-task 50] \\
-        [--worlds-per-task 1] [--image-size 256] [--out benchmarks/results/libero_protocol.md]
+        [--worlds-per-task 1] [--workers 1] [--image-size 256] [--device cpu] \\
+        [--out benchmarks/results/libero_protocol.md]
 
 A suite may be narrowed to one task (``libero_goal/3``); ``--episodes-per-task`` and
 ``--max-episode-steps`` shorten the protocol for a check that is not a result.
@@ -62,9 +63,11 @@ def protocol_env_config(
     image_size: int = FIELD_IMAGE_SIZE,
     cameras: tuple[str, ...] = FIELD_CAMERAS,
     max_episode_steps: int = 0,
+    workers: int = 1,
 ) -> EnvConfig:
     """The env of the protocol for ``task`` (a suite or ``suite/index``): ``worlds_per_task`` worlds
-    per task; ``max_episode_steps`` 0 keeps the suite's step limit."""
+    per task, spread over ``workers`` processes; ``max_episode_steps`` 0 keeps the suite's step
+    limit."""
     num_tasks = len(parse_task(task).task_ids)
     return EnvConfig(
         backend="libero",
@@ -73,7 +76,12 @@ def protocol_env_config(
         max_episode_steps=max_episode_steps,
         cameras=list(cameras),
         image_size=image_size,
-        options={"init_states": "protocol", "image_orientation": "rotate180", "warmup_steps": SETTLE_STEPS},
+        options={
+            "init_states": "protocol",
+            "image_orientation": "rotate180",
+            "warmup_steps": SETTLE_STEPS,
+            "workers": workers,
+        },
     )
 
 
@@ -126,15 +134,21 @@ def main() -> None:
     parser.add_argument("--image-size", type=int, default=FIELD_IMAGE_SIZE)
     parser.add_argument("--max-episode-steps", type=int, default=0, help="0: the suite's step limit")
     parser.add_argument("--execute-steps", type=int, default=0, help="actions run per chunk (0: all)")
+    parser.add_argument("--workers", type=int, default=1, help="env worker processes (env.options.workers)")
+    parser.add_argument("--device", default="cpu", help="where the policy runs")
     parser.add_argument("--out", type=Path, default=None, help="write the tables (markdown) and a .json")
     args = parser.parse_args()
-    policy = load_chunk_policy(args.family, args.policy_dir)
+    policy = load_chunk_policy(args.family, args.policy_dir).to(args.device)
     torch.set_num_threads(2)
     results = [
         evaluate_suite(
             policy,
             protocol_env_config(
-                suite, args.worlds_per_task, args.image_size, max_episode_steps=args.max_episode_steps
+                suite,
+                args.worlds_per_task,
+                args.image_size,
+                max_episode_steps=args.max_episode_steps,
+                workers=args.workers,
             ),
             args.episodes_per_task,
             args.execute_steps,

@@ -71,6 +71,8 @@ def stages(args: argparse.Namespace) -> dict[str, float]:
          "torch_num_threads=2", f"run_dir={sft}"],
         root / "sft.log",
     )  # fmt: skip
+    if args.start_only:
+        return minutes
     minutes["rl"] = run_minutes(
         [*cli, "train", "recipe=pi0_flow_sde_ppo", *ENV, "env.num_envs=4", "env.options.workers=2",
          "algorithm.progress_shaping=0.0", f"policy.init_from={sft}", f"iterations={args.updates}",
@@ -108,8 +110,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0, help="RL wall-clock cap, evaluations in")
     parser.add_argument("--eval-episodes", type=int, default=10, help="greedy episodes before and after RL")
     parser.add_argument("--summarise", action="store_true", help="only print the table of a finished run")
+    parser.add_argument("--start-only", action="store_true", help="collect and SFT only (ROOT/sft)")
     args = parser.parse_args()
     minutes = {} if args.summarise else stages(args)
+    if args.start_only:
+        print(f"{machine_line()}\nstart: {args.root / 'sft'}; minutes {minutes}")
+        return
     summarise(args.root / "rl", minutes, args)
 
 

@@ -4,8 +4,8 @@ robosuite steps one world at a time in Python, so the backend spreads the worlds
 ``env.options.workers`` processes. This measures the batched env as a trainer drives it (random
 actions in [-1, 1], autoreset on) for each worker count, in ``.venv-libero``:
 
-    .venv-libero/bin/python -m benchmarks.libero_speed [--worlds 4] [--workers 1 2 4] [--steps 30]
-        [--image-size 128] [--results benchmarks/results/libero_speed.json]
+    .venv-libero/bin/python -m benchmarks.libero_speed [--suite libero_spatial] [--worlds 4]
+        [--workers 1 2 4] [--steps 30] [--image-size 128] [--results benchmarks/results/libero_speed.json]
 
 Each figure is the median of ``--repeats`` timed stretches of ``--steps`` batched steps after a
 warm-up stretch of as many steps; building the worlds and the first reset are timed apart.
@@ -24,11 +24,11 @@ from vla_rl.envs.registry import make_env
 
 
 def measure(
-    workers: int, worlds: int, steps: int, repeats: int, image_size: int, cameras: list[str]
+    workers: int, worlds: int, steps: int, repeats: int, image_size: int, cameras: list[str], suite: str
 ) -> dict[str, float]:
     cfg = EnvConfig(
         backend="libero",
-        task="libero_spatial",
+        task=suite,
         num_envs=worlds,
         cameras=cameras,
         image_size=image_size,
@@ -49,6 +49,7 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", default="libero_spatial", help="its tasks are spread over the worlds")
     parser.add_argument("--worlds", type=int, default=4)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--steps", type=int, default=30)
@@ -61,7 +62,8 @@ def main() -> None:
     print(f"machine: {machine}", flush=True)
     rows = {}
     for workers in args.workers:
-        row = measure(workers, args.worlds, args.steps, args.repeats, args.image_size, args.cameras)
+        settings = (args.worlds, args.steps, args.repeats, args.image_size, args.cameras, args.suite)
+        row = measure(workers, *settings)
         rows[workers] = row
         print(f"workers {workers}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
     for row in rows.values():

@@ -13,7 +13,9 @@ import time
 import pytest
 
 from benchmarks import gpu_checks
-from benchmarks.gpu_checks import CHECKS, Check
+from benchmarks.gpu_checks import SUITES, Check
+
+ALL_CHECKS = [check for checks in SUITES.values() for check in checks]
 
 
 def test_a_failing_check_does_not_stop_the_next_and_a_hanging_one_is_killed_at_its_cap(tmp_path):
@@ -74,9 +76,9 @@ def test_the_archive_holds_the_logs_and_the_results_written_during_the_run(tmp_p
     assert names == {"out/fresh.log", "out/summary.md", "results/fresh.json"}
 
 
-def test_check_names_are_unique_and_their_test_files_exist() -> None:
-    names = [check.name for check in CHECKS]
-    assert len(set(names)) == len(names)
+def test_check_names_are_unique_across_the_suites_and_their_test_files_exist() -> None:
+    names = [check.name for check in ALL_CHECKS]
+    assert len(set(names)) == len(names)  # `--only` names a check of either suite
     assert all((gpu_checks.REPO_ROOT / path).is_file() for path in gpu_checks.CUDA_TESTS)
 
 
@@ -84,7 +86,7 @@ class Parsed(Exception):
     """Raised in place of running a benchmark once its arguments parsed."""
 
 
-BENCHMARK_CHECKS = [c for c in CHECKS if c.argv[0] == "-m" and c.argv[1].startswith("benchmarks.")]
+BENCHMARK_CHECKS = [c for c in ALL_CHECKS if c.argv[0] == "-m" and c.argv[1].startswith("benchmarks.")]
 
 
 @pytest.mark.parametrize("check", BENCHMARK_CHECKS, ids=[c.name for c in BENCHMARK_CHECKS])
@@ -108,3 +110,17 @@ def test_the_preflight_imports_what_the_checks_need_and_refuses_a_machine_withou
     done = subprocess.run(preflight, capture_output=True, text=True, check=False)
     assert "transformers 5." in done.stdout and "warp 1." in done.stdout, done.stderr
     assert done.returncode == 1 and "no CUDA device" in done.stderr
+
+
+def test_the_libero_rl_check_is_a_valid_rl_run_from_the_committed_libero_start() -> None:
+    from vla_rl.training.jobs import job_config, train_job
+
+    [check] = [c for c in gpu_checks.LIBERO_CHECKS if c.name == "libero_rl"]
+    assert check.argv[:3] == ("-m", "vla_rl.cli", "train")
+    overrides = [arg.replace("{out}", "runs/x") for arg in check.argv[3:]]
+    cfg = job_config(train_job(overrides, None), overrides)  # a ConfigError names a bad key
+    assert (cfg.env.backend, cfg.env.task, cfg.env.num_envs) == ("libero", "libero_object/2+3", 16)
+    assert cfg.env.options["workers"] == 16 and cfg.device == "cuda"
+    assert (gpu_checks.REPO_ROOT / cfg.policy.init_from / "policy_config.json").is_file()
+    protocol = next(c for c in gpu_checks.LIBERO_CHECKS if c.name == "libero_protocol")
+    assert gpu_checks.LIBERO_START in protocol.argv

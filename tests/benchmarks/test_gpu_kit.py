@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_kit
+from benchmarks import gpu_kit, gpu_kit_libero
 
 
 def wheels(tmp_path: Path, sizes: list[int]) -> list[Path]:
@@ -83,3 +83,24 @@ def test_a_wheel_file_name_gives_its_normalised_name_and_version() -> None:
     name = "mujoco_warp-4.0.0-py3-none-any.whl"
     assert gpu_kit.wheel_pin(name) == ("mujoco-warp", "4.0.0")
     assert gpu_kit.normalise("Farama_Notifications") == "farama-notifications"
+
+
+def test_a_folder_tree_travels_in_the_bundles_and_is_unpacked_beside_the_wheels(tmp_path):
+    source = tmp_path / "source"
+    (source / "tree_probe" / "assets" / "empty").mkdir(parents=True)
+    (source / "tree_probe" / "__init__.py").write_text(
+        "from pathlib import Path\nDATA = (Path(__file__).parent / 'data.txt').read_text()\n"
+    )
+    (source / "tree_probe" / "data.txt").write_text("carried")
+    (source / "tree_probe" / "left_behind.bin").write_bytes(os.urandom(64))
+    members = ["tree_probe/__init__.py", "tree_probe/data.txt", "tree_probe/assets/empty"]
+    tree = gpu_kit_libero.write_tree(source, members, tmp_path / ("probe" + gpu_kit.TREE_SUFFIX))
+    gpu_kit.write_bundles([tree], tmp_path / "kit", bundle_bytes=tree.stat().st_size // 3 + 1)
+    gpu_kit.install(tmp_path / "kit", tmp_path / "site", project=None)
+    unpacked = tmp_path / "site" / "tree_probe"
+    assert sorted(p.name for p in unpacked.iterdir()) == ["__init__.py", "assets", "data.txt"]
+    assert (unpacked / "assets" / "empty").is_dir()
+    probe = [sys.executable, "-c", "import tree_probe; print(tree_probe.DATA)"]
+    site = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    done = subprocess.run(probe, env=site, capture_output=True, text=True, check=False)
+    assert done.stdout.strip() == "carried", done.stderr

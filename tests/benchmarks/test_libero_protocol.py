@@ -17,8 +17,14 @@ def test_protocol_env_is_the_fields_settings():
     cfg = protocol_env_config("libero_goal", worlds_per_task=2)
     assert cfg.num_envs == 20 and cfg.max_episode_steps == 0 and cfg.image_size == 256
     assert cfg.cameras == ["agentview", "robot0_eye_in_hand"]
-    assert cfg.options == {"init_states": "protocol", "image_orientation": "rotate180", "warmup_steps": 10}
+    assert cfg.options == {
+        "init_states": "protocol",
+        "image_orientation": "rotate180",
+        "warmup_steps": 10,
+        "workers": 1,
+    }
     assert protocol_env_config("libero_10/4").num_envs == 1
+    assert protocol_env_config("libero_object/2+3", 10, workers=16).options["workers"] == 16
 
 
 def test_tables_in_the_fields_layout():
