@@ -248,6 +248,8 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, help="start a check only while its cap fits in this")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the checks")
     args = parser.parse_args()
+    if stray := set(args.only or ()) - {c.name for c in SUITES[args.suite]}:
+        parser.error(f"--only {' '.join(sorted(stray))}: not in --suite {args.suite}")
     checks = tuple(c for c in SUITES[args.suite] if args.only is None or c.name in args.only)
     started, out = time.time(), args.out.resolve()
     outcomes = run_checks(checks, args.python, out, args.budget_s)

@@ -124,3 +124,11 @@ def test_the_libero_rl_check_is_a_valid_rl_run_from_the_committed_libero_start()
     assert (gpu_checks.REPO_ROOT / cfg.policy.init_from / "policy_config.json").is_file()
     protocol = next(c for c in gpu_checks.LIBERO_CHECKS if c.name == "libero_protocol")
     assert gpu_checks.LIBERO_START in protocol.argv
+
+
+def test_only_refuses_a_check_of_the_other_suite(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(sys, "argv", ["gpu_checks", "--suite", "libero", "--only", "pi0_update"])
+    with pytest.raises(SystemExit) as exit_info:
+        gpu_checks.main()
+    assert exit_info.value.code == 2
+    assert "--only pi0_update: not in --suite libero" in capsys.readouterr().err
