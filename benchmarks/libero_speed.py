@@ -62,8 +62,9 @@ def main() -> None:
     print(f"machine: {machine}", flush=True)
     rows = {}
     for workers in args.workers:
-        settings = (args.worlds, args.steps, args.repeats, args.image_size, args.cameras, args.suite)
-        row = measure(workers, *settings)
+        row = measure(
+            workers, args.worlds, args.steps, args.repeats, args.image_size, args.cameras, args.suite
+        )
         rows[workers] = row
         print(f"workers {workers}: " + ", ".join(f"{k} {v:.2f}" for k, v in row.items()), flush=True)
     for row in rows.values():

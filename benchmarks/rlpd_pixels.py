@@ -224,7 +224,8 @@ def cost_note(cost: dict, env_steps: int = 100_000) -> str:
     hours = env_steps / cost["training_env_steps_per_s"] / 3600
     return "\n".join(
         [
-            "# RLPD from pixels: the cost of an update (`python -m benchmarks.rlpd_pixels --cost`)",
+            "# RLPD from pixels: the cost of an update (`python -m benchmarks.rlpd_pixels --cost "
+            f"--cost-threads {cost['torch_threads']}`)",
             "",
             f"Measured {cost['machine']}; device {cost['device']}, torch on {cost['torch_threads']} "
             f"thread(s); 1-minute load average {cost['load_average_1min']:.2f} after the warm-up (on "
